@@ -1,11 +1,23 @@
-# sandguard build.
-#   make             build/sandguard (agent, exec, events, policy, probe, ...)
-#   make check       = scripts/check.sh: install deps, build, run every test (CI)
-#   make demo        = scripts/demo.sh: the main job, end to end
-#   make vmtest      LSM mode on stock Debian kernels under qemu
-#   make check-asan  unit + integration tests under ASan/UBSan
-#   make fuzz        libFuzzer targets, bounded (FUZZ_SECONDS)
-#   make bench       benchmarks (by hand; QUICK=1 for a short run)
+# sandguard build. Targets:
+#   make              build/sandguard (agent, exec, serve, events, policy, probe, ...)
+#   make tests        the binary, the unit tests and the test helpers
+#   make unit         build and run the unit tests (cmocka)
+#   make integration  build and run the integration suites (root)
+#   make check        = scripts/check.sh: install deps, build, run every test (CI)
+#   make demo         = scripts/demo.sh: the main job, end to end
+#   make vmtest       LSM mode on stock Debian kernels under qemu
+#   make check-asan   unit + integration tests under ASan/UBSan
+#   make fuzz         libFuzzer targets, bounded (FUZZ_SECONDS)
+#   make bench        benchmarks (by hand; QUICK=1 for a short run)
+#   make format       clang-format every C file in place (.clang-format)
+#   make format-check list the files clang-format would change; fails if any
+#   make deps         scripts/install-deps.sh
+#   make clean        remove every build directory
+#
+# Layout: src/<component>/ holds each component's .c and .h side by side
+# (docs/architecture.md has the map); include/abi/ holds the structs and
+# constants the BPF programs and userspace share; src/agent/bpf/ the BPF
+# programs. Sources include "<component>/x.h" across components.
 
 CC      ?= gcc
 CLANG   ?= clang
@@ -17,6 +29,12 @@ Q       := $(if $(filter 1,$(V)),,@)
 ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 BTF_VMLINUX ?= /sys/kernel/btf/vmlinux
 
+# The version: `git describe` of a v* tag in a checkout; without tags, the
+# VERSION file and the commit; without git, the VERSION file alone.
+SG_VERSION := $(shell v=$$(cat VERSION); \
+	git describe --tags --match 'v*' --dirty 2>/dev/null | sed 's/^v//' | grep . || \
+	{ h=$$(git rev-parse --short HEAD 2>/dev/null) && echo "$$v-g$$h" || echo "$$v"; })
+
 # Userspace flags. EXTRA_CFLAGS / EXTRA_LDFLAGS let check-asan and the
 # static VM build reuse the same rules.
 CFLAGS  ?= -O2 -g
@@ -24,7 +42,7 @@ CFLAGS  ?= -O2 -g
 # joined into PATH_MAX buffers with snprintf; one that would not fit fails
 # at open()/mkdir() with a message, which is the check that matters.
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE \
-           -Iinclude -I$(BUILD) -Iuser $(EXTRA_CFLAGS)
+           -Iinclude -Isrc -I$(BUILD) -MMD -MP $(EXTRA_CFLAGS)
 LDLIBS  := -lbpf -lelf -lz -ljansson -lmicrohttpd -lpthread -lm
 LDFLAGS += $(EXTRA_LDFLAGS)
 
@@ -34,20 +52,56 @@ CFLAGS  += $(shell $(CC) -Werror -Wno-format-truncation -E -x c /dev/null >/dev/
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
               -Iinclude -I$(BUILD) -I/usr/include/$(shell uname -m)-linux-gnu
 
-BPF_SRCS  := $(wildcard bpf/*.bpf.c)
-BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
-SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
-USER_SRCS := $(wildcard user/*.c)
-USER_OBJS := $(patsubst user/%.c,$(BUILD)/obj/%.o,$(USER_SRCS)) $(BUILD)/obj/default_policy.o
-LIB_OBJS  := $(filter-out $(BUILD)/obj/main.o,$(USER_OBJS))
+# Components, lowest layer first: a component includes only those before it
+# (tests/unit/test_layers.sh checks this).
+COMPONENTS := lib policy telemetry control sandbox exec serve agent cli
+
+BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
+BPF_OBJS  := $(patsubst src/agent/bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
+SKELS     := $(patsubst src/agent/bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+comp_objs  = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/$(1)/*.c))
+POLICY_BLOB := $(BUILD)/obj/policy/default_policy.o
+ALL_OBJS  := $(foreach c,$(COMPONENTS),$(call comp_objs,$(c))) $(POLICY_BLOB)
+# One archive per component: a test links the archives of what it tests,
+# and the linker takes only the objects it needs from them.
+comp_lib   = $(BUILD)/lib/libsg_$(1).a
+libs_of    = $(foreach c,$(1),$(call comp_lib,$(c)))
+
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_LIB  := $(wildcard tests/helpers/lib/*.c)
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/%,$(HELPER_SRCS))
 
+# The components each unit test links (highest first), and nothing else:
+# test_base64 builds without clang, bpftool or kernel BTF.
+test_base64_LINK        := lib
+test_event_json_LINK    := telemetry lib
+test_event_log_LINK     := telemetry lib
+test_health_LINK        := telemetry policy lib
+test_ledger_LINK        := telemetry policy lib
+test_metrics_LINK       := telemetry lib
+test_metrics_http_LINK  := telemetry lib
+test_match_LINK         := policy lib
+test_policy_LINK        := policy lib
+test_policy_errors_LINK := policy lib
+test_scores_LINK        := exec lib
+test_lcb_LINK           := exec lib
+test_tenant_state_LINK  := exec policy lib
+test_exec_input_LINK    := exec lib
+test_exec_batch_LINK    := exec sandbox control telemetry policy lib
+test_exec_verify_LINK   := exec sandbox control telemetry policy lib
+test_sandbox_LINK       := sandbox control telemetry policy lib
+test_serve_gate_LINK    := serve exec sandbox control telemetry policy lib
+test_serve_routes_LINK  := serve exec sandbox control telemetry policy lib
+test_serve_runcode_LINK := serve exec sandbox control telemetry policy lib
+test_control_LINK       := control lib
+# Helpers drive the whole agent.
+HELPER_LINK := agent control sandbox telemetry policy lib
+
 .SECONDARY:
-.PHONY: all deps tools tests check unit integration demo vmtest check-asan fuzz bench clean
+.PHONY: all deps tools tests check unit integration demo vmtest check-asan fuzz bench \
+        format format-check clean
 all: tools $(BUILD)/sandguard
 
 # Say which tool is missing and how to get it, instead of a cryptic failure.
@@ -73,7 +127,7 @@ $(BUILD)/vmlinux.h:
 	$(Q)if [ -r $(BTF_VMLINUX) ]; then $(BPFTOOL) btf dump file $(BTF_VMLINUX) format c > $@.tmp; \
 	    else cp include/vmlinux/$(ARCH)/vmlinux.h $@.tmp; fi && mv $@.tmp $@
 
-$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard bpf/*.h) $(wildcard include/*.h)
+$(BUILD)/bpf/%.bpf.o: src/agent/bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard src/agent/bpf/*.h) $(wildcard include/abi/*.h)
 	@echo "  BPF     $@"
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
@@ -82,29 +136,52 @@ $(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	@echo "  SKEL    $@"
 	$(Q)$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/obj/%.o: user/%.c $(SKELS) $(wildcard include/*.h) $(wildcard user/*.h)
+# Only the agent's loaders include skeletons; nothing else waits for clang.
+$(call comp_objs,agent): | $(SKELS)
+
+# build/version.h is rewritten only when the version changes, so that
+# only the files that print it are rebuilt.
+$(BUILD)/version.h: FORCE
+	$(Q)mkdir -p $(@D)
+	$(Q)echo '#define SG_VERSION "$(SG_VERSION)"' > $@.tmp; \
+	  if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+FORCE:
+$(call comp_objs,cli) $(call comp_objs,agent): | $(BUILD)/version.h
+
+$(BUILD)/obj/%.o: src/%.c
 	@echo "  CC      $@"
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 # The embedded default policy: policies/default.json linked into the binary.
-$(BUILD)/obj/default_policy.o: user/default_policy.S policies/default.json
+$(POLICY_BLOB): src/policy/default_policy.S policies/default.json
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -c $< -o $@
 
-$(BUILD)/sandguard: $(USER_OBJS)
+$(BUILD)/lib/libsg_%.a:
+	@echo "  AR      $@"
+	$(Q)mkdir -p $(@D)
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(foreach c,$(COMPONENTS),$(eval $(call comp_lib,$(c)): $(call comp_objs,$(c))))
+$(call comp_lib,policy): $(POLICY_BLOB)
+
+$(BUILD)/sandguard: $(ALL_OBJS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS)
+.SECONDEXPANSION:
+$(BUILD)/tests/test_%: tests/unit/test_%.c $$(call libs_of,$$(test_$$*_LINK))
 	@echo "  TEST    $@"
+	$(Q)test -n "$(test_$*_LINK)" || { echo "make: no test_$*_LINK line in the Makefile: list the components test_$* links" >&2; exit 1; }
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(CFLAGS) -o $@ $< -Wl,--start-group $(call libs_of,$(test_$*_LINK)) -Wl,--end-group \
+	  $(LDFLAGS) $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/%: tests/helpers/%.c $(HELPER_LIB) $(wildcard tests/helpers/lib/*.h) $(LIB_OBJS)
+$(BUILD)/tests/%: tests/helpers/%.c $(HELPER_LIB) $(call libs_of,$(HELPER_LINK))
 	@echo "  HELPER  $@"
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) -Itests/helpers/lib -o $@ $< $(HELPER_LIB) $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -Itests/helpers/lib -o $@ $< $(HELPER_LIB) \
+	  -Wl,--start-group $(call libs_of,$(HELPER_LINK)) -Wl,--end-group $(LDFLAGS) $(LDLIBS)
 
 unit: all $(UNIT_BINS)
 	$(Q)tests/run-unit.sh $(BUILD)
@@ -143,5 +220,15 @@ bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/bench/run.sh $(if $(QUICK),--quick)
 
+C_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find src include tests scripts -name '*.[ch]')
+format:
+	$(Q)clang-format -i $(C_FILES)
+
+format-check:
+	$(Q)bad=$$(for f in $(C_FILES); do clang-format --dry-run -Werror $$f >/dev/null 2>&1 || echo $$f; done); \
+	  if [ -n "$$bad" ]; then echo "format-check: not formatted (run make format):" $$bad >&2; exit 1; fi
+
 clean:
 	rm -rf build build-asan build-static build-fuzz
+
+-include $(ALL_OBJS:.o=.d)

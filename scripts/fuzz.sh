@@ -22,16 +22,16 @@ esac
 command -v "$cc" >/dev/null 2>&1 || cc=clang
 
 # target | seed corpus (tests/fuzz/corpus/<name>) | what it links besides
-# tests/fuzz/<target>.c: only the user/ files it needs, and their libraries.
+# tests/fuzz/<target>.c: only the src/ files it needs, and their libraries.
 targets=(
-    "fuzz_policy|policy|user/policy.c user/policy_parse.c user/json_locate.c user/match.c user/default_policy.S -ljansson -lm"
-    "fuzz_scores|scores|user/scores.c -ljansson -lm"
-    "fuzz_event_decode|events|user/event_decode.c user/event_json.c -ljansson -lm"
-    "fuzz_metrics|metrics|user/metrics.c user/log.c -lpthread -lm"
+    "fuzz_policy|policy|src/policy/policy.c src/policy/policy_parse.c src/lib/json_locate.c src/policy/match.c src/policy/default_policy.S -ljansson -lm"
+    "fuzz_scores|scores|src/exec/scores.c -ljansson -lm"
+    "fuzz_event_decode|events|src/telemetry/event_decode.c src/telemetry/event_json.c src/lib/rule_names.c src/lib/utf8.c -ljansson -lm"
+    "fuzz_metrics|metrics|src/telemetry/metrics.c src/lib/log.c src/lib/utf8.c -lpthread -lm"
 )
 
 cflags=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-        -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Werror -D_GNU_SOURCE -Iinclude -Iuser)
+        -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Werror -D_GNU_SOURCE -Iinclude -Isrc)
 # A sanitizer report must end the run; leaks count as findings too.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}

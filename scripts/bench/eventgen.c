@@ -5,7 +5,7 @@
  * (0: as fast as it goes) for SECONDS.
  *
  * The kernel side sends at most SG_EVENTS_PER_SANDBOX events per sandbox
- * (include/maps.h) and only counts the rest, so a node's event rate comes
+ * (include/abi/maps.h) and only counts the rest, so a node's event rate comes
  * from many sandboxes: the generator moves itself to the next sandbox
  * cgroup of LIST (one directory per line) after every PER opens, and stops
  * early if LIST runs out.

@@ -25,7 +25,7 @@ SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 def per_sandbox():
     """Events to draw from one sandbox: a little under the kernel's cap
-    (include/maps.h), which its exit event also counts against."""
+    (include/abi/maps.h), which its exit event also counts against."""
     try:
         with open(os.path.join(SRC, "include", "maps.h")) as f:
             m = re.search(r"#define\s+SG_EVENTS_PER_SANDBOX\s+(\d+)", f.read())

@@ -14,40 +14,14 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "lib"))
+from sgtest import cgroup2_mount, cgroup_v1_mounts, kill_and_rmdir, remove_cgroup_tree  # noqa: E402,F401
+
 PY = "/usr/bin/python3"
 
 
 def log(msg):
     print("bench: " + msg, file=sys.stderr, flush=True)
-
-
-def cgroup_v1_mounts():
-    out = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.split(" - ", 1)
-            if right.split()[0] == "cgroup":
-                out.append(left.split()[4])
-    return out
-
-
-def remove_cgroup_tree(top):
-    """Kill and remove top and everything below it, deepest first."""
-    if not os.path.isdir(top):
-        return
-    for dirpath, dirnames, _ in os.walk(top, topdown=False):
-        for d in dirnames:
-            kill_and_rmdir(os.path.join(dirpath, d))
-    kill_and_rmdir(top)
-
-
-def cgroup2_mount():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.split(" - ", 1)
-            if right.split()[0] == "cgroup2":
-                return left.split()[4]
-    raise RuntimeError("no cgroup2 mount in /proc/self/mountinfo")
 
 
 def summary(values):
@@ -153,26 +127,10 @@ class Env:
         remove_cgroup_tree(self.cgroot)
         # The executor mirrors the root's name in v1 hierarchies (hybrid
         # nodes): <v1 mount>/<root name>/<tenant>/<id>.
-        for mnt in cgroup_v1_mounts():
+        for mnt in set(cgroup_v1_mounts().values()):
             remove_cgroup_tree(os.path.join(mnt, os.path.basename(self.cgroot)))
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.shm, ignore_errors=True)
-
-
-def kill_and_rmdir(path):
-    try:
-        with open(os.path.join(path, "cgroup.kill"), "w") as f:
-            f.write("1")
-    except OSError:
-        pass
-    for _ in range(100):
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.01)
 
 
 class Agent:

@@ -2,13 +2,13 @@
  * file anyone with write access to it could have filled with anything),
  * and the RFC 3339 parser it uses. Build and run with scripts/fuzz.sh:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE
- *         -Iinclude tests/fuzz/fuzz_event_decode.c user/event_decode.c
- *         user/event_json.c -ljansson -lm
+ *         -Iinclude -Isrc tests/fuzz/fuzz_event_decode.c src/telemetry/event_decode.c
+ *         src/telemetry/event_json.c src/lib/rule_names.c -ljansson -lm
  * Seeds: tests/fuzz/corpus/events/. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "event_json.h"
+#include "telemetry/event_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

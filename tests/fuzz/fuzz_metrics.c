@@ -1,4 +1,4 @@
-/* libFuzzer target for the exposition encoder (user/metrics.c).
+/* libFuzzer target for the exposition encoder (src/telemetry/metrics.c).
  *
  * The input is split at NUL bytes into: HELP text, two label values, and an
  * optional 8-byte double. The registry gets a counter with that HELP, a
@@ -10,8 +10,8 @@
  * METRICS_LABEL_VALUE_MAX) must be refused with -EINVAL and leave no trace.
  *
  * Build and run (scripts/fuzz.sh does the same, bounded):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
- *     tests/fuzz/fuzz_metrics.c user/metrics.c user/log.c -lpthread -lm \
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Isrc \
+ *     tests/fuzz/fuzz_metrics.c src/telemetry/metrics.c src/lib/log.c -lpthread -lm \
  *     -o build-fuzz/fuzz_metrics
  *   build-fuzz/fuzz_metrics -max_total_time=60 tests/fuzz/corpus/metrics
  */
@@ -22,8 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "log.h"
-#include "metrics.h"
+#include "lib/log.h"
+#include "telemetry/metrics.h"
 
 #define CHECK(cond) do { if (!(cond)) { \
 	fprintf(stderr, "fuzz_metrics: check failed: %s (line %d)\n", #cond, __LINE__); \

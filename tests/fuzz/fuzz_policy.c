@@ -1,5 +1,5 @@
-/* libFuzzer target for the policy parser (user/policy_parse.c, with
- * user/policy.c, user/json_locate.c and user/match.c). Policies are written
+/* libFuzzer target for the policy parser (src/policy/policy_parse.c, with
+ * src/policy/policy.c, src/lib/json_locate.c and src/policy/match.c). Policies are written
  * by people and read by the agent on every node, so every byte string must
  * either become a policy that keeps every promise in docs/policy.md or be
  * refused with a clean, one-line, positioned error.
@@ -28,8 +28,8 @@
  *
  * Build and run (scripts/fuzz.sh does the same, bounded):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE \
- *     -Iinclude -Iuser tests/fuzz/fuzz_policy.c user/policy.c user/policy_parse.c \
- *     user/json_locate.c user/match.c user/default_policy.S -ljansson -lm \
+ *     -Iinclude -Isrc tests/fuzz/fuzz_policy.c src/policy/policy.c src/policy/policy_parse.c \
+ *     src/lib/json_locate.c src/policy/match.c src/policy/default_policy.S -ljansson -lm \
  *     -o build-fuzz/fuzz_policy
  *   build-fuzz/fuzz_policy -max_total_time=60 tests/fuzz/corpus/policy
  */
@@ -45,9 +45,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include "json_locate.h"
-#include "match.h"
-#include "policy.h"
+#include "lib/json_locate.h"
+#include "policy/match.h"
+#include "policy/policy.h"
 
 #define CHECK(cond) do { if (!(cond)) { \
 	fprintf(stderr, "fuzz_policy: check failed: %s (line %d)\n", #cond, __LINE__); \

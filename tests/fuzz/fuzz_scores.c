@@ -1,4 +1,4 @@
-/* libFuzzer target for the schema gate (user/scores.c).
+/* libFuzzer target for the schema gate (src/exec/scores.c).
  *
  * The first input byte picks the expected count (0..7); the rest is the
  * reward program's stdout. Properties, checked against jansson as an
@@ -12,8 +12,8 @@
  *    and printable ASCII (it may quote tenant bytes, never raw ones).
  *
  * Build and run (scripts/fuzz.sh does the same, bounded):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
- *     tests/fuzz/fuzz_scores.c user/scores.c -ljansson -lm -o build-fuzz/fuzz_scores
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Isrc \
+ *     tests/fuzz/fuzz_scores.c src/exec/scores.c -ljansson -lm -o build-fuzz/fuzz_scores
  *   build-fuzz/fuzz_scores -max_total_time=60 tests/fuzz/corpus/scores
  */
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "scores.h"
+#include "exec/scores.h"
 
 #define CHECK(cond) do { if (!(cond)) { \
 	fprintf(stderr, "fuzz_scores: check failed: %s (line %d)\n", #cond, __LINE__); \

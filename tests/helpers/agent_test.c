@@ -23,12 +23,12 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "agent_client.h"
+#include "control/agent_client.h"
 #include "agent_children.h"
 #include "agent_test_lib.h"
-#include "bpf_loader.h"
-#include "cgroup.h"
-#include "events.h"
+#include "lib/cgroup.h"
+#include "abi/events.h"
+#include "control/pinned.h"
 
 static struct at_env env;
 /* The exec target is static busybox: it opens nothing before running, so

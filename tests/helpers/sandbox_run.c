@@ -18,9 +18,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "agent_client.h"
-#include "policy.h"
-#include "sandbox.h"
+#include "control/agent_client.h"
+#include "policy/policy.h"
+#include "sandbox/sandbox.h"
+#include "lib/rule_names.h"
 
 #define MAX_ITEMS 16
 

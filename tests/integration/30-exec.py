@@ -15,6 +15,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from sgtest import exit_code, report  # noqa: E402
+
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROGRAMS = os.path.join(SRC, "tests", "programs")
@@ -24,16 +27,6 @@ SLOTS = 256
 TIMEOUT_MS = 2000
 SLACK_MS = 1000             # the issue's bound: deadline + 1 s
 SEED = int(os.environ.get("SANDGUARD_TEST_SEED", "20250101"))
-
-failures = 0
-
-
-def report(status, name, why=""):
-    global failures
-    if status == "FAIL":
-        failures += 1
-    print("%s: %s%s" % (status, name, ": " + why if why else ""), flush=True)
-
 
 class Env:
     """A temp tree: programs (read-only to the sandbox), policies, scratch,
@@ -538,7 +531,7 @@ def main():
             report("FAIL" if why else "PASS", name, why or "")
     finally:
         env.cleanup()
-    return 1 if failures else 0
+    return exit_code()
 
 
 if __name__ == "__main__":

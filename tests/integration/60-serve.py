@@ -33,22 +33,14 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from sgtest import exit_code, report  # noqa: E402
 from sgserve import (BIN, MAX_BODY, MEMORY_MB, OUTPUT_CAP, Env, Server, cgroup2_mount,  # noqa: E402
                      verl_request, verl_verdict)
 
 PYTHON = "/usr/bin/python3"
 LOAD_CONNECTIONS = 200
 LOAD_BOUND_S = 180
-
-failures = 0
-
-
-def report(status, name, why=""):
-    global failures
-    if status == "FAIL":
-        failures += 1
-    print("%s: %s%s" % (status, name, ": " + why if why else ""), flush=True)
-
 
 def note(msg):
     print(msg, file=sys.stderr, flush=True)
@@ -552,7 +544,7 @@ def main():
         if srv:
             srv.stop()
         env.cleanup()
-    return 1 if failures else 0
+    return exit_code()
 
 
 if __name__ == "__main__":

@@ -10,56 +10,12 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from sgtest import check, cgroup2_mount, exit_code, remove_cgroup_tree, report, skip  # noqa: E402,F401
+
 SANDGUARD = os.environ.get("SANDGUARD_BIN", "build/sandguard")
 SRC = os.environ.get("SANDGUARD_SRC", os.getcwd())
 PY = "/usr/bin/python3"
-
-failures = 0
-
-
-def check(ok, name, why=""):
-    global failures
-    if ok:
-        print("PASS: %s" % name, flush=True)
-    else:
-        failures += 1
-        print("FAIL: %s: %s" % (name, why), flush=True)
-    return ok
-
-
-def skip(name, why):
-    print("SKIP: %s: %s" % (name, why), flush=True)
-
-
-def cgroup2_mount():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.split(" - ", 1)
-            if right.split()[0] == "cgroup2":
-                return left.split()[4]
-    raise RuntimeError("no cgroup2 mount")
-
-
-def remove_cgroup_tree(root):
-    """Remove a sandguard cgroup root (empty by now) and its mirrors on the
-    v1 controllers of hybrid nodes (<v1 mount>/<basename of the root>)."""
-    name = os.path.basename(root)
-    tops = [root] + [os.path.join("/sys/fs/cgroup", c, name) for c in os.listdir("/sys/fs/cgroup")
-                     if c != os.path.basename(os.path.dirname(root))]
-    for top in tops:
-        if not os.path.isdir(top) or os.path.islink(top):
-            continue
-        for dirpath, dirnames, _ in os.walk(top, topdown=False):
-            for d in dirnames:
-                try:
-                    os.rmdir(os.path.join(dirpath, d))
-                except OSError:
-                    pass
-        try:
-            os.rmdir(top)
-        except OSError:
-            pass
-
 
 class Agent:
     """Start with start(); every sandguard command run through run() sees
@@ -177,4 +133,4 @@ class Agent:
 
 
 def finish():
-    sys.exit(1 if failures else 0)
+    sys.exit(exit_code())

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from sgagent import remove_cgroup_tree
+from sgtest import cgroup2_mount, remove_cgroup_tree  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -21,15 +21,6 @@ TIMEOUT_MS = 3000           # the tenants' deadline
 MEMORY_MB = 256             # the tenants' memory cap (verl asks for 1024)
 OUTPUT_CAP = 1 << 20
 MAX_BODY = 1 << 20
-
-
-def cgroup2_mount():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.split(" - ", 1)
-            if right.split()[0] == "cgroup2":
-                return left.split()[4]
-    return None
 
 
 class Env:

@@ -15,9 +15,11 @@ import sys
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from sgtest import exit_code, report  # noqa: E402
+
 SRC, BIN = sys.argv[1], sys.argv[2]
 DEPLOY = os.path.join(SRC, "deploy")
-failures = 0
 
 # What the DaemonSet must look like (the brief and deploy/README.md).
 HOST_MOUNTS = {  # host path -> (mounted read-only?, needs HostToContainer?)
@@ -42,21 +44,14 @@ BINARY = "/usr/local/bin/sandguard"
 MIB = 1024 * 1024
 
 
-def report(ok, name, why=""):
-    global failures
-    if not ok:
-        failures += 1
-    print("%s: %s%s" % ("PASS" if ok else "FAIL", name, ": " + why if why else ""), flush=True)
-
-
-def check(name, fn):
+def check_fn(name, fn):
     try:
         why = fn()
-        report(True, name, why or "")
+        report("PASS", name, why or "")
     except AssertionError as e:
-        report(False, name, str(e) or "assertion failed")
+        report("FAIL", name, str(e) or "assertion failed")
     except (OSError, KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-        report(False, name, "%s: %s" % (type(e).__name__, e))
+        report("FAIL", name, "%s: %s" % (type(e).__name__, e))
 
 
 def quantity(q):
@@ -75,9 +70,9 @@ for path in sorted(glob.glob(os.path.join(DEPLOY, "*.yaml"))):
             for d in yaml.safe_load_all(f):
                 if d is not None:
                     docs.append((os.path.basename(path), d))
-        report(True, "yaml-parse %s" % os.path.basename(path))
+        report("PASS", "yaml-parse %s" % os.path.basename(path))
     except yaml.YAMLError as e:
-        report(False, "yaml-parse %s" % os.path.basename(path), str(e).replace("\n", " "))
+        report("FAIL", "yaml-parse %s" % os.path.basename(path), str(e).replace("\n", " "))
 
 
 def only(kind, name=None):
@@ -91,7 +86,7 @@ try:
     pod = ds["spec"]["template"]["spec"]
     agent = [c for c in pod["containers"] if c["name"] == "agent"][0]
 except (AssertionError, KeyError, IndexError) as e:
-    report(False, "daemonset-present", str(e))
+    report("FAIL", "daemonset-present", str(e))
     print("deploy manifests: cannot go on without the DaemonSet")
     sys.exit(1)
 args = agent.get("args", [])
@@ -282,17 +277,17 @@ def t_dockerfile():
     return "runtime packages: %s" % " ".join(sorted(runtime))
 
 
-check("daemonset-node-selection", t_node_selection)
-check("daemonset-privileges", t_privileges)
-check("daemonset-privileges-documented", t_caps_documented)
-check("daemonset-host-mounts", t_host_mounts)
-check("daemonset-host-root", t_host_root)
-check("daemonset-policies-configmap", t_policies)
-check("daemonset-agent-flags", t_args)
-check("daemonset-metrics-port", t_metrics)
-check("daemonset-probes", t_probes)
-check("daemonset-resources", t_resources)
-check("podmonitor", t_podmonitor)
-check("prometheusrule-metrics", t_rule_metrics)
-check("dockerfile", t_dockerfile)
-sys.exit(1 if failures else 0)
+check_fn("daemonset-node-selection", t_node_selection)
+check_fn("daemonset-privileges", t_privileges)
+check_fn("daemonset-privileges-documented", t_caps_documented)
+check_fn("daemonset-host-mounts", t_host_mounts)
+check_fn("daemonset-host-root", t_host_root)
+check_fn("daemonset-policies-configmap", t_policies)
+check_fn("daemonset-agent-flags", t_args)
+check_fn("daemonset-metrics-port", t_metrics)
+check_fn("daemonset-probes", t_probes)
+check_fn("daemonset-resources", t_resources)
+check_fn("podmonitor", t_podmonitor)
+check_fn("prometheusrule-metrics", t_rule_metrics)
+check_fn("dockerfile", t_dockerfile)
+sys.exit(exit_code())

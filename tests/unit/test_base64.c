@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "base64.h"
+#include "lib/base64.h"
 
 static const struct { const char *plain, *coded; } rfc4648[] = {
 	{ "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" }, { "foo", "Zm9v" },

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include "event_json.h"
+#include "telemetry/event_json.h"
+#include "lib/rule_names.h"
 
 /* 2026-11-21T19:30:00Z is 1795289400 s after the epoch; the events say
  * 5.123456789 s after boot. */
@@ -365,9 +366,9 @@ static void test_names(void **state)
 	assert_int_equal(event_type_from_name(NULL), -1);
 	assert_string_equal(event_action_name(SG_ACTION_LOGGED), "logged");
 	assert_null(event_action_name(0));
-	assert_string_equal(event_rule_name(SG_RULE_MEMORY), "memory");
-	assert_null(event_rule_name(-1));
-	assert_null(event_rule_name(SG_RULE__COUNT));
+	assert_string_equal(rule_name(SG_RULE_MEMORY), "memory");
+	assert_null(rule_name(-1));
+	assert_null(rule_name(SG_RULE__COUNT));
 }
 
 /* ---- Decoder ---- */

@@ -15,7 +15,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "event_log.h"
+#include "telemetry/event_log.h"
 
 static char dir[64];
 static char path[128];

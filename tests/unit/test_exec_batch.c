@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "exec.h"
-#include "exec_internal.h"
-#include "outcome_log.h"
-#include "tenant_state.h"
+#include "exec/exec.h"
+#include "exec/exec_internal.h"
+#include "telemetry/outcome_log.h"
+#include "exec/tenant_state.h"
 
 /* ---- the fake sandbox: a script of results, one per call ------------- */
 

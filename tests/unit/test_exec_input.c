@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "exec.h"
+#include "exec/exec.h"
 
 static void expect_batch_error(const char *text, const char *want)
 {

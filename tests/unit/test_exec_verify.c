@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "exec.h"
-#include "outcome_log.h"
-#include "tenant_state.h"
+#include "exec/exec.h"
+#include "telemetry/outcome_log.h"
+#include "exec/tenant_state.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int running, max_running, runs, flaky_left;

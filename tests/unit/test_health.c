@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "health.h"
+#include "telemetry/health.h"
 
 static const struct sg_health cfg = {   /* the defaults in policies/default.json */
 	.window = 20, .constant_rate = 0.5, .invalid_rate = 0.2,

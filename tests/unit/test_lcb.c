@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "lcb.h"
+#include "exec/lcb.h"
 
 static bool match(const char *got, const char *want)
 {

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "ledger.h"
+#include "telemetry/ledger.h"
 
 static struct sg_outcome outcome(const char *tenant, enum sg_cause cause, int rule,
 				 bool final, uint64_t wall_ms)

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <cmocka.h>
-#include "policy.h"
+#include "policy/policy.h"
 
 /* ---- globs --------------------------------------------------------------- */
 

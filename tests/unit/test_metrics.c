@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 #include <cmocka.h>
-#include "metrics.h"
+#include "telemetry/metrics.h"
 
 #define L(...) ((const char *const[]){ __VA_ARGS__ })
 

@@ -14,8 +14,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "http_listen.h"
-#include "metrics_http.h"
+#include "lib/http_listen.h"
+#include "telemetry/metrics_http.h"
 
 struct reply {
 	int  status;

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "policy.h"
+#include "policy/policy.h"
 #include "policy_expect.h"
 
 /* ---- syntax, duplicates, unknown keys ----------------------------------- */

@@ -23,10 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "policy.h"
-#include "sandbox_landlock.h"
-#include "sandbox_scratch.h"
-#include "sandbox_seccomp.h"
+#include "policy/policy.h"
+#include "sandbox/sandbox_landlock.h"
+#include "sandbox/sandbox_scratch.h"
+#include "sandbox/sandbox_seccomp.h"
 
 /* ---- seccomp --------------------------------------------------------------- */
 

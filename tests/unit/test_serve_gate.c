@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "serve_internal.h"
+#include "serve/serve_internal.h"
 
 #define LONG_WAIT_MS 60000    /* "forever" for a test: someone else ends the wait */
 

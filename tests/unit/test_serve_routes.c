@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "log.h"
-#include "outcome_log.h"
-#include "serve_internal.h"
+#include "lib/log.h"
+#include "telemetry/outcome_log.h"
+#include "serve/serve_internal.h"
 
 static char tmp[64];
 static struct serve srv;

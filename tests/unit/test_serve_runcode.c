@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "serve_internal.h"
+#include "serve/serve_internal.h"
 
 static struct serve_langs langs;
 static struct sg_policy policy;

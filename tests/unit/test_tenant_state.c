@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 #include <cmocka.h>
-#include "tenant_state.h"
+#include "exec/tenant_state.h"
 
 static char tmp[64];
 

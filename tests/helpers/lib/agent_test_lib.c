@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <jansson.h>
-#include "agent_client.h"
+#include "control/agent_client.h"
 #include "agent_test_lib.h"
-#include "cgroup.h"
+#include "lib/cgroup.h"
 
 int at_pass, at_fail, at_skip;
 

@@ -1,0 +1,14 @@
+/* The agent's Prometheus metrics (families, scrape-time collection). */
+#ifndef SG_AGENT_METRICS_H
+#define SG_AGENT_METRICS_H
+#include "telemetry/outcome.h"
+
+struct agent;
+
+int  agent_metrics_start(struct agent *a);   /* no-op without --metrics */
+void agent_metrics_stop(struct agent *a);
+void agent_metrics_tick(struct agent *a);
+void agent_metrics_observe_kill_latency(struct agent *a, double seconds);
+void agent_metrics_detector(struct agent *a, const char *tenant, const char *detector);
+
+#endif

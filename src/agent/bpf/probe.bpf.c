@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Minimal programs that answer "does this kernel load and attach X?".
+ * The agent loads them one at a time (src/agent/probe.c); none of them does
+ * anything when attached. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} probe_rb SEC(".maps");
+
+SEC("lsm/file_open")
+int BPF_PROG(probe_lsm, struct file *file, int ret) { return ret; }
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(probe_tp_btf, struct task_struct *parent, struct task_struct *child)
+{
+	/* bpf_send_signal is what enforces limits from tracing programs */
+	if (!parent)
+		bpf_send_signal(0);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat")
+int probe_syscall_tp(void *ctx) { return 0; }
+
+SEC("cgroup/connect4")
+int probe_connect4(struct bpf_sock_addr *ctx) { return 1; }
+
+SEC("cgroup/connect6")
+int probe_connect6(struct bpf_sock_addr *ctx) { return 1; }
+
+SEC("cgroup/sendmsg4")
+int probe_sendmsg4(struct bpf_sock_addr *ctx) { return 1; }
+
+SEC("cgroup/sendmsg6")
+int probe_sendmsg6(struct bpf_sock_addr *ctx) { return 1; }
+
+/* Attach type set by number in userspace (BPF_CGROUP_UNIX_CONNECT). */
+SEC("cgroup/connect4")
+int probe_connect_unix(struct bpf_sock_addr *ctx) { return 1; }
+
+SEC("cgroup/connect4")
+int probe_sendmsg_unix(struct bpf_sock_addr *ctx) { return 1; }
+
+SEC("cgroup_skb/egress")
+int probe_skb_egress(struct __sk_buff *skb) { return 1; }
+
+SEC("tracepoint/syscalls/sys_exit_openat")
+int probe_ringbuf(void *ctx)
+{
+	long *v = bpf_ringbuf_reserve(&probe_rb, sizeof(long), 0);
+	if (v)
+		bpf_ringbuf_discard(v, 0);
+	return 0;
+}

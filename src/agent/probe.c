@@ -1,0 +1,266 @@
+/* Feature probes: each one loads (and where it matters attaches) one tiny
+ * program from src/agent/bpf/probe.bpf.c and reports the kernel's answer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "lib/cgroup.h"
+#include "abi/events.h"
+#include "lib/log.h"
+#include "probe.h"
+#include "probe.skel.h"
+#include "lib/array_len.h"
+
+#define ATTACH_UNIX_CONNECT 49   /* BPF_CGROUP_UNIX_CONNECT, newer than libbpf 1.1 */
+#define ATTACH_UNIX_SENDMSG 50   /* BPF_CGROUP_UNIX_SENDMSG */
+
+static const char *const names[SG_FEAT__COUNT] = {
+	[SG_FEAT_RINGBUF] = "ringbuf",
+	[SG_FEAT_TP_BTF] = "tp_btf",
+	[SG_FEAT_SYSCALL_TP] = "syscall_tracepoints",
+	[SG_FEAT_LSM] = "bpf_lsm",
+	[SG_FEAT_CONNECT4] = "cgroup_connect4",
+	[SG_FEAT_CONNECT6] = "cgroup_connect6",
+	[SG_FEAT_SENDMSG4] = "cgroup_sendmsg4",
+	[SG_FEAT_SENDMSG6] = "cgroup_sendmsg6",
+	[SG_FEAT_CONNECT_UNIX] = "cgroup_connect_unix",
+	[SG_FEAT_SENDMSG_UNIX] = "cgroup_sendmsg_unix",
+	[SG_FEAT_SKB_EGRESS] = "cgroup_skb_egress",
+	[SG_FEAT_CGROUP_KILL] = "cgroup_kill",
+};
+
+const char *feature_name(enum sg_feature f)
+{
+	return (unsigned)f < SG_FEAT__COUNT ? names[f] : "?";
+}
+
+const char *enforce_mode_name(int mode)
+{
+	switch (mode) {
+	case SG_MODE_LSM: return "lsm";
+	case SG_MODE_FALLBACK: return "fallback";
+	default: return "none";
+	}
+}
+
+int parse_mode_request(const char *s, enum sg_mode_request *out)
+{
+	if (!strcmp(s, "auto"))
+		*out = SG_REQ_AUTO;
+	else if (!strcmp(s, "lsm"))
+		*out = SG_REQ_LSM;
+	else if (!strcmp(s, "fallback"))
+		*out = SG_REQ_FALLBACK;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* libbpf prints its own diagnostics; while probing, a refusal is an answer,
+ * not an error, so keep them quiet unless debugging. */
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return 0;
+}
+
+/* Load `prog` alone (all other programs of the probe object disabled),
+ * attach it with `attach`, and say what happened. */
+static void probe_one(struct sg_probe_result *r, const char *prog_name, int attach_type,
+		      int cgroup_fd)
+{
+	struct probe_bpf *skel = probe_bpf__open();
+	struct bpf_program *prog, *target = NULL;
+	struct bpf_link *link = NULL;
+	libbpf_print_fn_t old;
+	int err;
+
+	if (!skel) {
+		snprintf(r->why, sizeof(r->why), "cannot open probe object: %s", strerror(errno));
+		return;
+	}
+	bpf_object__for_each_program(prog, skel->obj) {
+		bool me = !strcmp(bpf_program__name(prog), prog_name);
+		bpf_program__set_autoload(prog, me);
+		if (me)
+			target = prog;
+	}
+	if (attach_type >= 0)
+		bpf_program__set_expected_attach_type(target, attach_type);
+	old = libbpf_set_print(quiet_print);
+	err = probe_bpf__load(skel);
+	if (err) {
+		snprintf(r->why, sizeof(r->why), "load refused: %s", strerror(-err));
+		goto out;
+	}
+	if (cgroup_fd >= 0)
+		link = bpf_program__attach_cgroup(target, cgroup_fd);
+	else
+		link = bpf_program__attach(target);
+	if (!link) {
+		snprintf(r->why, sizeof(r->why), "attach refused: %s", strerror(errno));
+		goto out;
+	}
+	r->ok = true;
+	snprintf(r->why, sizeof(r->why), "loaded and attached");
+out:
+	libbpf_set_print(old);
+	bpf_link__destroy(link);
+	probe_bpf__destroy(skel);
+}
+
+/* Tracepoint programs attach through tracefs, which minimal systems (this
+ * VM, a fresh container) may not have mounted. */
+void ensure_kernel_fs(void)
+{
+	if (access("/sys/kernel/tracing/events", F_OK) != 0 &&
+	    access("/sys/kernel/debug/tracing/events", F_OK) != 0 &&
+	    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL) != 0)
+		sg_warn("cannot mount tracefs at /sys/kernel/tracing: %s", strerror(errno));
+	if (access("/sys/kernel/security/lsm", R_OK) != 0)
+		mount("securityfs", "/sys/kernel/security", "securityfs", 0, NULL);
+}
+
+static bool lsm_listed(void)
+{
+	char buf[512] = "";
+	int fd;
+
+	fd = open("/sys/kernel/security/lsm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (read(fd, buf, sizeof(buf) - 1) < 0)
+		buf[0] = 0;
+	close(fd);
+	char *save = NULL;
+
+	for (char *tok = strtok_r(buf, ",\n", &save); tok; tok = strtok_r(NULL, ",\n", &save))
+		if (!strcmp(tok, "bpf"))
+			return true;
+	return false;
+}
+
+const struct sg_features *probe_features(const char *cgroup_root)
+{
+	static struct sg_features f;
+	static bool done;
+	char probe_cg[PATH_MAX];
+	int cg_fd = -1;
+
+	if (done)
+		return &f;
+	done = true;
+	memset(&f, 0, sizeof(f));
+	ensure_kernel_fs();
+
+	snprintf(probe_cg, sizeof(probe_cg), "%s/.probe-%d", cgroup_root, getpid());
+	if (mkdir(probe_cg, 0700) == 0 || errno == EEXIST)
+		cg_fd = open(probe_cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	probe_one(&f.f[SG_FEAT_RINGBUF], "probe_ringbuf", -1, -1);
+	probe_one(&f.f[SG_FEAT_TP_BTF], "probe_tp_btf", -1, -1);
+	probe_one(&f.f[SG_FEAT_SYSCALL_TP], "probe_syscall_tp", -1, -1);
+	probe_one(&f.f[SG_FEAT_LSM], "probe_lsm", -1, -1);
+	f.lsm_listed = lsm_listed();
+	if (!f.f[SG_FEAT_LSM].ok) {
+		snprintf(f.f[SG_FEAT_LSM].why, sizeof(f.f[0].why), "%s",
+			 f.lsm_listed ? "lsm/file_open refused to load: 'bpf' is in /sys/kernel/security/lsm but this kernel refuses BPF LSM programs (trampolines)"
+				      : "'bpf' is not in /sys/kernel/security/lsm: boot with lsm=...,bpf");
+	}
+	if (cg_fd >= 0) {
+		probe_one(&f.f[SG_FEAT_CONNECT4], "probe_connect4", -1, cg_fd);
+		probe_one(&f.f[SG_FEAT_CONNECT6], "probe_connect6", -1, cg_fd);
+		probe_one(&f.f[SG_FEAT_SENDMSG4], "probe_sendmsg4", -1, cg_fd);
+		probe_one(&f.f[SG_FEAT_SENDMSG6], "probe_sendmsg6", -1, cg_fd);
+		probe_one(&f.f[SG_FEAT_CONNECT_UNIX], "probe_connect_unix", ATTACH_UNIX_CONNECT, cg_fd);
+		probe_one(&f.f[SG_FEAT_SENDMSG_UNIX], "probe_sendmsg_unix", ATTACH_UNIX_SENDMSG, cg_fd);
+		probe_one(&f.f[SG_FEAT_SKB_EGRESS], "probe_skb_egress", -1, cg_fd);
+		f.f[SG_FEAT_CGROUP_KILL].ok = cgroup_kill_supported(probe_cg);
+		snprintf(f.f[SG_FEAT_CGROUP_KILL].why, sizeof(f.f[0].why), "%s",
+			 f.f[SG_FEAT_CGROUP_KILL].ok ? "cgroup.kill present"
+						     : "no cgroup.kill (kernel < 5.14): SIGKILL over cgroup.procs");
+		close(cg_fd);
+	} else {
+		for (int i = SG_FEAT_CONNECT4; i <= SG_FEAT_CGROUP_KILL; i++)
+			snprintf(f.f[i].why, sizeof(f.f[i].why), "cannot create a probe cgroup under %.100s", cgroup_root);
+	}
+	rmdir(probe_cg);
+	return &f;
+}
+
+int choose_modes(const struct sg_features *f, enum sg_mode_request req, struct sg_modes *m,
+		 char *err, size_t errlen)
+{
+	bool lsm = f->f[SG_FEAT_LSM].ok;
+	bool fallback_files = f->f[SG_FEAT_SYSCALL_TP].ok && f->f[SG_FEAT_TP_BTF].ok;
+	bool fallback_execs = f->f[SG_FEAT_TP_BTF].ok;
+
+	memset(m, 0, sizeof(*m));
+	if (req == SG_REQ_LSM && !lsm) {
+		snprintf(err, errlen, "--mode lsm: BPF LSM is unavailable: %s", f->f[SG_FEAT_LSM].why);
+		return -ENOTSUP;
+	}
+	if (req == SG_REQ_FALLBACK && (!fallback_files || !fallback_execs)) {
+		snprintf(err, errlen, "--mode fallback: needs tp_btf (%s) and syscall tracepoints (%s)",
+			 f->f[SG_FEAT_TP_BTF].why, f->f[SG_FEAT_SYSCALL_TP].why);
+		return -ENOTSUP;
+	}
+	if (lsm && req != SG_REQ_FALLBACK) {
+		m->files = m->execs = SG_MODE_LSM;
+		snprintf(m->files_why, sizeof(m->files_why), "lsm/file_open denies with EACCES");
+		snprintf(m->execs_why, sizeof(m->execs_why), "lsm/bprm_check_security denies");
+		return 0;
+	}
+	m->files = fallback_files ? SG_MODE_FALLBACK : SG_MODE_NONE;
+	m->execs = fallback_execs ? SG_MODE_FALLBACK : SG_MODE_NONE;
+	if (req == SG_REQ_FALLBACK) {
+		snprintf(m->files_why, sizeof(m->files_why), "fallback requested");
+		snprintf(m->execs_why, sizeof(m->execs_why), "fallback requested");
+	} else {
+		snprintf(m->files_why, sizeof(m->files_why), "BPF LSM unavailable: %s",
+			 f->f[SG_FEAT_LSM].why);
+		snprintf(m->execs_why, sizeof(m->execs_why), "BPF LSM unavailable: killed at sched_process_exec");
+	}
+	return 0;
+}
+
+bool enforcement_degraded(const struct sg_features *f, const struct sg_modes *m, char *why,
+			  size_t len)
+{
+	static const enum sg_feature required[] = { SG_FEAT_CONNECT4, SG_FEAT_CONNECT6, SG_FEAT_SENDMSG4,
+						    SG_FEAT_SENDMSG6, SG_FEAT_SKB_EGRESS, SG_FEAT_TP_BTF };
+	size_t n = 0;
+
+	why[0] = 0;
+	if (m->files == SG_MODE_NONE)
+		n += snprintf(why + n, n < len ? len - n : 0, "files unenforced; ");
+	if (m->execs == SG_MODE_NONE)
+		n += snprintf(why + n, n < len ? len - n : 0, "execs unenforced; ");
+	for (size_t i = 0; i < ARRAY_LEN(required); i++)
+		if (!f->f[required[i]].ok)
+			n += snprintf(why + n, n < len ? len - n : 0, "%s: %s; ", feature_name(required[i]),
+				      f->f[required[i]].why);
+	return n > 0;
+}
+
+void print_probe_table(FILE *out, const struct sg_features *f, const struct sg_modes *m)
+{
+	fprintf(out, "%-22s %-4s %s\n", "FEATURE", "OK", "DETAIL");
+	for (int i = 0; i < SG_FEAT__COUNT; i++)
+		fprintf(out, "%-22s %-4s %s\n", feature_name(i), f->f[i].ok ? "yes" : "no", f->f[i].why);
+	fprintf(out, "\n%-22s %-9s %s\n", "AREA", "MODE", "WHY");
+	fprintf(out, "%-22s %-9s %s\n", "files", enforce_mode_name(m->files), m->files_why);
+	fprintf(out, "%-22s %-9s %s\n", "execs", enforce_mode_name(m->execs), m->execs_why);
+	fprintf(out, "%-22s %-9s %s\n", "egress",
+		f->f[SG_FEAT_CONNECT4].ok ? "cgroup" : "none",
+		f->f[SG_FEAT_CONNECT_UNIX].ok ? "inet + unix sock_addr hooks, skb catch-all"
+					      : "inet sock_addr hooks, skb catch-all (no unix hooks: kernel < 6.7)");
+	fprintf(out, "%-22s %-9s %s\n", "forks",
+		f->f[SG_FEAT_TP_BTF].ok ? "tp_btf" : "none",
+		f->f[SG_FEAT_CGROUP_KILL].ok ? "bpf_send_signal + cgroup.kill"
+					     : "bpf_send_signal + SIGKILL over cgroup.procs");
+}

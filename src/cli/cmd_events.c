@@ -1,0 +1,517 @@
+/* sandguard events: the agent's events file for on-call, filtered, as an
+ * aligned table or as the raw JSON lines (--json), optionally followed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "lib/clock.h"
+#include "commands.h"
+#include "telemetry/event_json.h"
+#include "lib/array_len.h"
+
+#define DEFAULT_EVENTS_FILE "/run/sandguard/events.jsonl"
+#define LINE_CAP            (64 * 1024)   /* longer lines are skipped as malformed */
+#define MAX_ROTATED         10000
+#define FOLLOW_POLL_US      200000
+
+struct filter {
+	const char *tenant;
+	const char *sandbox;
+	uint32_t    types;        /* bit per enum sg_event_type; 0 = all */
+	bool        has_since;
+	int64_t     since_ms;
+};
+
+struct opts {
+	const char   *file;
+	struct filter f;
+	bool          json;
+	bool          follow;
+};
+
+/* Lines of one file: read(2) in chunks so that a followed file's last,
+ * still incomplete line waits for the rest. */
+struct reader {
+	int    fd;
+	char  *buf;               /* LINE_CAP + 1 */
+	size_t off, len;          /* unread bytes are buf[off..len) */
+	bool   skipping;          /* inside an over-long line */
+	long   line_no;
+};
+
+/* What one file held that was not an event, reported at its end. */
+struct bad_lines {
+	long        count;
+	long        first_line;
+	const char *first_why;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sandguard events [--file PATH] [--tenant T] [--sandbox S] [--type X[,Y...]]\n"
+		"                        [--since 30s|10m|1h|2d|RFC3339] [--json] [--follow]\n"
+		"\n"
+		"Shows the agent's enforcement events, oldest first.\n"
+		"  --file PATH   events file (default " DEFAULT_EVENTS_FILE "); with --since, the\n"
+		"                rotated files PATH.N .. PATH.1 that reach back that far are read too\n"
+		"  --tenant T    only tenant T          --sandbox S   only sandbox S\n"
+		"  --type X      only these types: egress_denied fork_limit exec exec_denied\n"
+		"                file_denied file_tripped exit sandbox_killed health\n"
+		"  --since WHEN  only events at or after WHEN (a duration ago, or an RFC 3339 time)\n"
+		"  --json        the raw JSON lines instead of the table\n"
+		"  --follow      keep printing new events (without --since: only new ones)\n");
+}
+
+static int usage_error(const char *fmt, const char *arg) __attribute__((format(printf, 1, 0)));
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "sandguard events: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n(see 'sandguard events --help')\n");
+	return SG_EXIT_USAGE;
+}
+
+/* "10m" (a duration back from now) or an RFC 3339 time. */
+static int parse_since(const char *s, int64_t *since_ms)
+{
+	char *end;
+	unsigned long long n;
+	int64_t unit;
+
+	if (event_parse_ts(s, since_ms) == 0)
+		return 0;
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno || end[0] == '\0' || end[1] != '\0')
+		return -EINVAL;
+	switch (*end) {
+	case 's': unit = 1000; break;
+	case 'm': unit = 60 * 1000; break;
+	case 'h': unit = 3600 * 1000; break;
+	case 'd': unit = 86400 * 1000; break;
+	default:  return -EINVAL;
+	}
+	if (n > (unsigned long long)INT64_MAX / 1000 / 86400 / 1000)
+		return -EINVAL;
+	*since_ms = (int64_t)clock_ms(CLOCK_REALTIME) - (int64_t)n * unit;
+	return 0;
+}
+
+/* A comma-separated list of type names into a bit set. */
+static int parse_types(const char *list, uint32_t *types)
+{
+	char *copy = strdup(list), *save = NULL;
+	int err = 0;
+
+	if (!copy) {
+		fprintf(stderr, "sandguard events: out of memory\n");
+		return SG_EXIT_PLATFORM;
+	}
+	for (char *t = strtok_r(copy, ",", &save); t && !err; t = strtok_r(NULL, ",", &save)) {
+		int type = event_type_from_name(t);
+		if (type < 0)
+			err = usage_error("unknown event type '%s'", t);
+		else
+			*types |= 1u << type;
+	}
+	free(copy);
+	if (!err && *types == 0)
+		err = usage_error("--type needs at least one type%s", "");
+	return err;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum { O_FILE = 1, O_TENANT, O_SANDBOX, O_TYPE, O_SINCE, O_JSON, O_FOLLOW };
+	static const struct option longopts[] = {
+		{ "file",    required_argument, NULL, O_FILE },
+		{ "tenant",  required_argument, NULL, O_TENANT },
+		{ "sandbox", required_argument, NULL, O_SANDBOX },
+		{ "type",    required_argument, NULL, O_TYPE },
+		{ "since",   required_argument, NULL, O_SINCE },
+		{ "json",    no_argument,       NULL, O_JSON },
+		{ "follow",  no_argument,       NULL, O_FOLLOW },
+		{ "help",    no_argument,       NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, err;
+
+	memset(o, 0, sizeof(*o));
+	o->file = DEFAULT_EVENTS_FILE;
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case O_FILE:    o->file = optarg; break;
+		case O_TENANT:  o->f.tenant = optarg; break;
+		case O_SANDBOX: o->f.sandbox = optarg; break;
+		case O_JSON:    o->json = true; break;
+		case O_FOLLOW:  o->follow = true; break;
+		case O_TYPE:
+			if ((err = parse_types(optarg, &o->f.types)))
+				return err;
+			break;
+		case O_SINCE:
+			if (parse_since(optarg, &o->f.since_ms))
+				return usage_error("--since '%s': expected a duration like 30s, 10m, 1h, 2d "
+						   "or an RFC 3339 time like 2026-11-21T19:30:00Z", optarg);
+			o->f.has_since = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			if (optopt) {
+				char opt[3] = { '-', (char)optopt, '\0' };
+				return usage_error("unknown option '%s'", opt);
+			}
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!*o->file)
+		return usage_error("--file needs a path%s", "");
+	return 0;
+}
+
+static bool matches(const struct filter *f, const struct event_record *r)
+{
+	int type = event_type_from_name(r->type);
+
+	if (f->has_since && r->ts_ms < f->since_ms)
+		return false;
+	if (f->types && (type < 0 || !(f->types & (1u << type))))
+		return false;
+	if (f->tenant && (!r->tenant || strcmp(f->tenant, r->tenant)))
+		return false;
+	if (f->sandbox && (!r->sandbox || strcmp(f->sandbox, r->sandbox)))
+		return false;
+	return true;
+}
+
+/* ---- The table ---- */
+
+/* The next display token of s: a control character (C0, DEL, C1) as
+ * \xNN so that a hostile comm cannot drive the terminal; anything else as
+ * is (one column per UTF-8 character). */
+static size_t next_token(const char *s, char tok[8], int *cols)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = 1;
+
+	if (u[0] < 0x20 || u[0] == 0x7f) {
+		snprintf(tok, 8, "\\x%02x", u[0]);
+		*cols = 4;
+		return 1;
+	}
+	if (u[0] == 0xc2 && u[1] >= 0x80 && u[1] <= 0x9f) {
+		snprintf(tok, 8, "\\x%02x", u[1]);
+		*cols = 4;
+		return 2;
+	}
+	if (u[0] >= 0xc0)
+		while (n < 4 && (u[n] & 0xc0) == 0x80)
+			n++;
+	memcpy(tok, s, n);
+	tok[n] = '\0';
+	*cols = 1;
+	return n;
+}
+
+/* One cell: at most width columns (0 = no limit), a cut marked '~',
+ * padded to width and followed by two spaces unless it is the last. */
+static void put_cell(const char *s, int width, bool last)
+{
+	char tok[8];
+	int total = 0, used = 0, cols, limit;
+
+	if (!s || !*s)
+		s = "-";
+	for (const char *p = s; *p; total += cols)
+		p += next_token(p, tok, &cols);
+	limit = width && total > width ? width - 1 : INT_MAX;
+	for (const char *p = s; *p;) {
+		size_t n = next_token(p, tok, &cols);
+		if (used + cols > limit)
+			break;
+		fputs(tok, stdout);
+		used += cols;
+		p += n;
+	}
+	if (width && total > width) {
+		putchar('~');
+		used++;
+	}
+	if (!last)
+		printf("%*s", width - used + 2, "");
+}
+
+static const struct { const char *title; int width; } columns[] = {
+	{ "TIME (UTC)", 23 }, { "TENANT", 16 }, { "SANDBOX", 20 }, { "TYPE", 14 },
+	{ "ACTION", 7 }, { "PID", 7 }, { "COMM", 16 }, { "DETAIL", 0 },
+};
+#define N_COLUMNS (ARRAY_LEN(columns))
+
+static void print_header(void)
+{
+	for (size_t i = 0; i < N_COLUMNS; i++)
+		put_cell(columns[i].title, columns[i].width, i == N_COLUMNS - 1);
+	putchar('\n');
+}
+
+static void print_row(const struct event_record *r)
+{
+	char ts[32] = "?", pid[24] = "-";
+	const char *cells[N_COLUMNS];
+
+	if (event_format_ts(r->ts_ms, ts, sizeof(ts)) == 0) {
+		ts[10] = ' ';                   /* 2026-11-21 19:30:00.123 */
+		ts[strlen(ts) - 1] = '\0';
+	}
+	if (r->pid >= 0)
+		snprintf(pid, sizeof(pid), "%lld", (long long)r->pid);
+	cells[0] = ts; cells[1] = r->tenant; cells[2] = r->sandbox; cells[3] = r->type;
+	cells[4] = r->action; cells[5] = pid; cells[6] = r->comm; cells[7] = r->summary;
+	for (size_t i = 0; i < N_COLUMNS; i++)
+		put_cell(cells[i], columns[i].width, i == N_COLUMNS - 1);
+	putchar('\n');
+}
+
+/* ---- Reading ---- */
+
+/* 1 and *line: a line; 2: an over-long line was skipped; 0: no complete
+ * line yet (end of data for now); -errno. */
+static int read_line(struct reader *r, char **line)
+{
+	for (;;) {
+		char *nl = memchr(r->buf + r->off, '\n', r->len - r->off);
+		if (nl) {
+			*nl = '\0';
+			*line = r->buf + r->off;
+			r->off = (size_t)(nl + 1 - r->buf);
+			r->line_no++;
+			if (r->skipping) {
+				r->skipping = false;
+				return 2;
+			}
+			return 1;
+		}
+		memmove(r->buf, r->buf + r->off, r->len - r->off);
+		r->len -= r->off;
+		r->off = 0;
+		if (r->len == LINE_CAP) {
+			r->skipping = true;
+			r->len = 0;
+		}
+		ssize_t n = read(r->fd, r->buf + r->len, LINE_CAP - r->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		r->len += (size_t)n;
+	}
+}
+
+static void handle_line(const struct opts *o, char *line, struct bad_lines *bad,
+			long line_no, long *shown)
+{
+	struct event_record rec;
+
+	if (event_parse_line(line, &rec)) {
+		if (bad->count++ == 0) {
+			bad->first_line = line_no;
+			bad->first_why = rec.error;
+		}
+		return;
+	}
+	if (matches(&o->f, &rec)) {
+		if (o->json)
+			puts(line);
+		else
+			print_row(&rec);
+		(*shown)++;
+	}
+	event_record_free(&rec);
+}
+
+/* Every complete line available now; with at_end, an unterminated last
+ * line too (a file that is not followed is over). */
+static int drain(const struct opts *o, struct reader *r, const char *path,
+		 bool at_end, struct bad_lines *bad, long *shown)
+{
+	char *line = NULL;
+	int ret;
+
+	while ((ret = read_line(r, &line)) > 0) {
+		if (ret == 2) {
+			if (bad->count++ == 0) {
+				bad->first_line = r->line_no;
+				bad->first_why = "line too long";
+			}
+			continue;
+		}
+		handle_line(o, line, bad, r->line_no, shown);
+	}
+	if (ret < 0) {
+		fprintf(stderr, "sandguard events: reading %s: %s\n", path, strerror(-ret));
+		return -1;
+	}
+	if (at_end && r->len > r->off && !r->skipping) {
+		r->buf[r->len] = '\0';
+		handle_line(o, r->buf + r->off, bad, ++r->line_no, shown);
+		r->off = r->len = 0;
+	}
+	return 0;
+}
+
+static void report_bad(const char *path, const struct bad_lines *bad)
+{
+	if (bad->count)
+		fprintf(stderr, "sandguard events: warning: %s: skipped %ld line%s that %s not an event "
+			"(first at line %ld: %s)\n", path, bad->count, bad->count == 1 ? "" : "s",
+			bad->count == 1 ? "is" : "are", bad->first_line, bad->first_why);
+}
+
+static int reader_open(struct reader *r, const char *path)
+{
+	r->off = r->len = 0;
+	r->skipping = false;
+	r->line_no = 0;
+	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r->fd < 0) {
+		fprintf(stderr, "sandguard events: cannot read %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* A whole file that is not followed (a rotated one, or without --follow). */
+static int show_file(const struct opts *o, const char *path, long *shown, char *buf)
+{
+	struct reader r = { .buf = buf };
+	struct bad_lines bad = { 0 };
+	int ret;
+
+	if (reader_open(&r, path))
+		return -1;
+	ret = drain(o, &r, path, true, &bad, shown);
+	close(r.fd);
+	report_bad(path, &bad);
+	return ret;
+}
+
+/* With --since: the rotated files PATH.N .. PATH.1, oldest first, that
+ * were still written to at or after the since time. */
+static int show_rotated(const struct opts *o, long *shown, char *buf)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int n = 0;
+
+	while (n < MAX_ROTATED) {
+		snprintf(path, sizeof(path), "%s.%d", o->file, n + 1);
+		if (stat(path, &st))
+			break;
+		n++;
+	}
+	for (int i = n; i >= 1; i--) {
+		snprintf(path, sizeof(path), "%s.%d", o->file, i);
+		if (stat(path, &st))
+			continue;   /* rotated away meanwhile: it was older still */
+		int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+		if (mtime_ms < o->f.since_ms)
+			continue;
+		if (show_file(o, path, shown, buf))
+			return -1;
+	}
+	return 0;
+}
+
+/* The current file, then whatever is appended, across rotations (the old
+ * descriptor is drained before the new file is opened) and truncations. */
+static int follow(const struct opts *o, long *shown, char *buf)
+{
+	struct reader r = { .buf = buf };
+	struct bad_lines bad = { 0 };
+	struct stat cur, now;
+
+	if (reader_open(&r, o->file))
+		return -1;
+	if (!o->f.has_since)
+		lseek(r.fd, 0, SEEK_END);
+	for (;;) {
+		if (drain(o, &r, o->file, false, &bad, shown))
+			return -1;
+		fflush(stdout);
+		if (fstat(r.fd, &cur) == 0 && cur.st_size < lseek(r.fd, 0, SEEK_CUR)) {
+			fprintf(stderr, "sandguard events: %s was truncated; reading from its start\n",
+				o->file);
+			lseek(r.fd, 0, SEEK_SET);
+			r.off = r.len = 0;
+			r.skipping = false;
+		}
+		if (stat(o->file, &now) == 0 && (now.st_ino != cur.st_ino || now.st_dev != cur.st_dev)) {
+			/* Rotated: what was written before the rename is still ours. */
+			if (drain(o, &r, o->file, true, &bad, shown))
+				return -1;
+			report_bad(o->file, &bad);
+			memset(&bad, 0, sizeof(bad));
+			close(r.fd);
+			if (reader_open(&r, o->file))
+				return -1;
+			continue;
+		}
+		usleep(FOLLOW_POLL_US);
+	}
+}
+
+int cmd_events(int argc, char **argv)
+{
+	struct opts o;
+	struct stat st;
+	long shown = 0;
+	char *buf;
+	int ret, err;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret < 0 ? SG_EXIT_OK : ret;
+	if (stat(o.file, &st)) {
+		fprintf(stderr, "sandguard events: %s: %s%s\n", o.file, strerror(errno),
+			errno == ENOENT ? " (is the agent running, and writing events there? "
+					  "see --file)" : "");
+		return SG_EXIT_TENANT;
+	}
+	buf = malloc(LINE_CAP + 1);
+	if (!buf) {
+		fprintf(stderr, "sandguard events: out of memory\n");
+		return SG_EXIT_PLATFORM;
+	}
+	if (!o.json)
+		print_header();
+	err = o.f.has_since ? show_rotated(&o, &shown, buf) : 0;
+	if (!err)
+		err = o.follow ? follow(&o, &shown, buf) : show_file(&o, o.file, &shown, buf);
+	free(buf);
+	fflush(stdout);
+	if (err)
+		return SG_EXIT_TENANT;
+	if (shown == 0 && !o.json)
+		fprintf(stderr, "sandguard events: no events match\n");
+	return SG_EXIT_OK;
+}

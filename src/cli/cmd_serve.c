@@ -1,0 +1,175 @@
+/* sandguard serve: the trainer's HTTP API (src/serve/serve.h). Runs until
+ * SIGINT or SIGTERM, then drains: queued requests get 503, running ones
+ * finish. Prints "listening on http://ADDR:PORT" on stdout once it is. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "commands.h"
+#include "lib/log.h"
+#include "serve/serve.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sandguard serve --listen ADDR:PORT [--policy-dir D] [--max-body BYTES]\n"
+		"                       [--max-concurrency N] [--queue N] [--tenant-queue N]\n"
+		"                       [--max-connections N] [--languages python[,cpp]]\n"
+		"\n"
+		"HTTP API for trainers: POST /run_code (SandboxFusion-compatible),\n"
+		"/tenants/<tenant>/run_code, /v1/score, /v1/verify; GET /healthz.\n"
+		"The tenant is the X-Sandguard-Tenant header (default: \"default\").\n"
+		"\n"
+		"  --listen ADDR:PORT     numeric address: 127.0.0.1:8080, [::1]:8080 (port 0: any)\n"
+		"  --policy-dir D         policies (default $SANDGUARD_POLICY_DIR or %s)\n"
+		"  --max-body BYTES       largest request body (default %u)\n"
+		"  --max-concurrency N    requests running at once, all tenants (default: 2 per core)\n"
+		"  --queue N              requests waiting for a place, all tenants (default %u)\n"
+		"  --tenant-queue N       requests waiting, one tenant (default %u)\n"
+		"  --max-connections N    open connections (default %u)\n"
+		"  --languages LIST       /run_code languages (default %s; cpp needs g++)\n"
+		"\n"
+		"See docs/trainer-integration.md.\n",
+		SG_POLICY_DIR_DEFAULT, SERVE_MAX_BODY_DEFAULT, SERVE_QUEUE_DEFAULT,
+		SERVE_TENANT_QUEUE_DEFAULT, SERVE_MAX_CONNECTIONS_DEFAULT, SERVE_LANGUAGES_DEFAULT);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "sandguard serve: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n(see 'sandguard serve --help')\n");
+	return SG_EXIT_USAGE;
+}
+
+/* An integer flag in [min, max]. */
+static int parse_count(const char *flag, const char *v, unsigned long long min, unsigned long long max,
+		       unsigned long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || *out < min || *out > max)
+		return usage_error("%s must be an integer in %llu..%llu, got '%s'", flag, min, max, v);
+	return 0;
+}
+
+/* 0 to go on, -1 after --help, or an exit code. */
+static int parse_args(int argc, char **argv, struct serve_config *cfg)
+{
+	static const struct option longopts[] = {
+		{ "listen",          required_argument, NULL, 'l' },
+		{ "policy-dir",      required_argument, NULL, 'p' },
+		{ "max-body",        required_argument, NULL, 'b' },
+		{ "max-concurrency", required_argument, NULL, 'c' },
+		{ "queue",           required_argument, NULL, 'q' },
+		{ "tenant-queue",    required_argument, NULL, 't' },
+		{ "max-connections", required_argument, NULL, 'n' },
+		{ "languages",       required_argument, NULL, 'L' },
+		{ "help",            no_argument,       NULL, 'h' },
+		{ 0 }
+	};
+	unsigned long long v;
+	int c, ret;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		ret = 0;
+		switch (c) {
+		case 'l': cfg->listen = optarg; break;
+		case 'p': cfg->policy_dir = optarg; break;
+		case 'L': cfg->languages = optarg; break;
+		case 'b':
+			if (!(ret = parse_count("--max-body", optarg, 1, 1ull << 30, &v)))
+				cfg->max_body = v;
+			break;
+		case 'c':
+			if (!(ret = parse_count("--max-concurrency", optarg, 1, 4096, &v)))
+				cfg->max_concurrency = v;
+			break;
+		case 'q':
+			if (!(ret = parse_count("--queue", optarg, 0, 65536, &v)))
+				cfg->queue = v;
+			break;
+		case 't':
+			if (!(ret = parse_count("--tenant-queue", optarg, 0, 65536, &v)))
+				cfg->tenant_queue = v;
+			break;
+		case 'n':
+			if (!(ret = parse_count("--max-connections", optarg, 1, 65536, &v)))
+				cfg->max_connections = v;
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+		if (ret)
+			return ret;
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!cfg->listen)
+		return usage_error("--listen ADDR:PORT is required");
+	return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	struct serve_config cfg = {
+		.max_body = SERVE_MAX_BODY_DEFAULT,
+		.max_concurrency = cores > 0 ? 2 * (uint32_t)cores : 2,
+		.queue = SERVE_QUEUE_DEFAULT,
+		.tenant_queue = SERVE_TENANT_QUEUE_DEFAULT,
+		.max_connections = SERVE_MAX_CONNECTIONS_DEFAULT,
+		.languages = SERVE_LANGUAGES_DEFAULT,
+	};
+	struct serve *s = NULL;
+	sigset_t stop;
+	int sig = 0, ret;
+
+	ret = parse_args(argc, argv, &cfg);
+	if (ret)
+		return ret < 0 ? SG_EXIT_OK : ret;
+	if (!cfg.policy_dir) {
+		cfg.policy_dir = policy_dir_default();
+	}
+	/* Every thread (MHD's, the verifier's) inherits this mask, so the
+	 * stop signals reach only sigwait() below; sandboxes reset it. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	signal(SIGPIPE, SIG_IGN);   /* a client that hung up is an error return, not a death */
+
+	ret = serve_start(&cfg, &s);
+	if (ret)
+		return ret == -EINVAL ? SG_EXIT_USAGE : SG_EXIT_PLATFORM;
+	/* The address as given, the port as bound (port 0 picks one). */
+	printf("listening on http://%.*s:%u (policies %s, languages %s)\n",
+	       (int)(strrchr(cfg.listen, ':') - cfg.listen), cfg.listen, serve_port(s),
+	       cfg.policy_dir, cfg.languages);
+	fflush(stdout);
+	sg_info("serve: %s, max-concurrency %u, queue %u, tenant-queue %u, max-body %zu",
+		cfg.listen, cfg.max_concurrency, cfg.queue, cfg.tenant_queue, cfg.max_body);
+	while (sigwait(&stop, &sig) == EINTR)
+		;
+	sg_info("serve: %s: draining", strsignal(sig));
+	serve_stop(s);
+	return SG_EXIT_OK;
+}

@@ -1,0 +1,21 @@
+/* The subcommands of build/sandguard; each lives in src/cli/cmd_<name>.c. */
+#ifndef SG_COMMANDS_H
+#define SG_COMMANDS_H
+
+/* Exit codes shared by every subcommand. */
+#define SG_EXIT_OK        0
+#define SG_EXIT_TENANT    1   /* failed by a tenant cause / check failed */
+#define SG_EXIT_PLATFORM  2
+#define SG_EXIT_USAGE     64
+
+int cmd_agent(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_events(int argc, char **argv);
+int cmd_policy(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_tenant(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+
+#endif

@@ -1,0 +1,49 @@
+/* The executor's side of the channel to the node agent (a Unix socket,
+ * default /run/sandguard/agent.sock). Every call is optional: with no agent
+ * the executor still runs on its own layers, and a telemetry outage never
+ * fails a batch. */
+#ifndef SG_AGENT_CLIENT_H
+#define SG_AGENT_CLIENT_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "telemetry/outcome.h"
+
+#define SG_AGENT_SOCK "/run/sandguard/agent.sock"
+
+struct agent_conn;
+
+/* NULL when no agent answers at `sock_path` (NULL = $SANDGUARD_AGENT_SOCK or
+ * the default). */
+struct agent_conn *agent_connect(const char *sock_path);
+void agent_close(struct agent_conn *c);
+
+/* Register a sandbox cgroup before any tenant code runs in it and wait
+ * (bounded by timeout_ms) until the agent enforces policy on it.
+ * Returns 0, or -errno: the caller decides (require_agent) whether that is
+ * fatal; -EXDEV (the agent resolves policy paths in another root
+ * filesystem than this executor's) is a platform error in every case. */
+int agent_register(struct agent_conn *c, const char *tenant, const char *sandbox,
+		   const char *run_id, const char *batch_id, uint64_t cgroup_id,
+		   const char *scratch, int timeout_ms);
+
+/* After a successful agent_register(): whether the agent refuses
+ * disallowed opens itself, before they happen (BPF LSM mode). In fallback
+ * mode it only detects them after the fact, so the executor keeps its own
+ * preventive read restriction (Landlock). */
+bool agent_files_preventive(const struct agent_conn *c);
+
+/* Whether the agent killed the sandbox, and for which rule (enum sg_rule).
+ * Waits up to timeout_ms for a kill notice in flight. Returns 1 killed,
+ * 0 not killed, -errno on a broken channel. */
+int agent_kill_verdict(struct agent_conn *c, uint64_t cgroup_id, int *rule, int timeout_ms);
+
+/* Book one attempt's outcome in the agent's ledger. */
+int agent_report(struct agent_conn *c, const struct sg_outcome *o);
+
+/* The agent's status document (JSON text, caller frees), for the CLI. */
+int agent_status(struct agent_conn *c, char **json_text);
+
+/* Unregister (the sandbox is gone). */
+int agent_unregister(struct agent_conn *c, uint64_t cgroup_id);
+
+#endif

@@ -1,0 +1,76 @@
+/* Reading the agent's pins (see pinned.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include "abi/maps.h"
+#include "pinned.h"
+
+const char *sg_pin_root(void)
+{
+	const char *env = getenv("SANDGUARD_PIN_ROOT");
+
+	return env && *env ? env : SG_PIN_ROOT;
+}
+
+static int open_pinned_map(const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", sg_pin_root(), name);
+	return bpf_obj_get(path);
+}
+
+uint32_t sg_pinned_generation(void)
+{
+	struct sg_config cfg = { 0 };
+	uint32_t zero = 0;
+	int fd = open_pinned_map("sg_config");
+
+	if (fd < 0)
+		return 0;
+	if (bpf_map_lookup_elem(fd, &zero, &cfg))
+		cfg.active_gen = 0;
+	close(fd);
+	return cfg.active_gen;
+}
+
+int sg_pinned_links(void)
+{
+	char dir[PATH_MAX];
+	struct dirent *de;
+	uint32_t gen = sg_pinned_generation();
+	DIR *d;
+	int n = 0;
+
+	if (!gen)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/gen-%u", sg_pin_root(), gen);
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule)
+{
+	struct sg_sandbox_state st;
+	int fd = open_pinned_map("sg_state");
+	int killed = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (bpf_map_lookup_elem(fd, &cgroup_id, &st) == 0) {
+		*rule = sg_state_kill_rule(&st);
+		killed = *rule >= 0;
+	}
+	close(fd);
+	return killed;
+}

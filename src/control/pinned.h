@@ -1,0 +1,23 @@
+/* The agent's pinned BPF maps as its peers read them: where the pins live,
+ * whether programs are attached, and the kernel's own record of a sandbox.
+ * The executor and the CLI read these without the agent's help, so they
+ * still learn the truth while the agent is busy, restarting or absent. */
+#ifndef SG_CONTROL_PINNED_H
+#define SG_CONTROL_PINNED_H
+#include <stdint.h>
+
+/* Where pins live: $SANDGUARD_PIN_ROOT (tests) or SG_PIN_ROOT. */
+const char *sg_pin_root(void);
+
+/* The generation the active agent switched to (sg_config), 0 if none. */
+uint32_t sg_pinned_generation(void);
+
+/* Pinned links of the active generation (readiness: > 0). */
+int sg_pinned_links(void);
+
+/* The kernel's record of a sandbox: 1 with *rule (enum sg_rule) when a
+ * kill-class violation tripped it, 0 when not, -errno when the pinned
+ * state map cannot be read. */
+int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule);
+
+#endif

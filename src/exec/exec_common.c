@@ -1,0 +1,253 @@
+/* What the executor's modes share: the meaning of a sandbox run, admission
+ * and booking (see src/exec/exec.h for the rules). */
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "control/agent_client.h"
+#include "exec_internal.h"
+#include "lib/log.h"
+#include "telemetry/outcome_log.h"
+#include "lib/clock.h"
+#include "lib/rule_names.h"
+
+static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void detail_append(char *detail, size_t len, const char *fmt, ...)
+{
+	size_t used = strnlen(detail, len);
+	va_list ap;
+
+	if (used + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(detail + used, len - used, fmt, ap);
+	va_end(ap);
+}
+
+uint64_t exec_timeout_ms(const struct exec_ctx *ctx)
+{
+	uint64_t policy = ctx->policy->limits.timeout_ms;
+
+	return ctx->timeout_ms && ctx->timeout_ms < policy ? ctx->timeout_ms : policy;
+}
+
+uint32_t exec_attempt_budget(const struct sg_policy *p)
+{
+	return 1 + p->max_retries;
+}
+
+void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy,
+		    const char *batch_id, uint64_t timeout_ms, struct sandbox_spec *spec)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->policy = policy;
+	spec->tenant = ctx->tenant;
+	spec->run_id = ctx->run_id;
+	spec->batch_id = batch_id;
+	spec->argv = ctx->argv;
+	spec->timeout_ms = timeout_ms;
+	spec->agent = ctx->agent;
+}
+
+int exec_call_runner(const struct exec_ctx *ctx, const struct sandbox_spec *spec,
+		     struct sandbox_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->rule = -1;
+	return ctx->run ? ctx->run(spec, r) : sandbox_run(spec, r);
+}
+
+static const char *signal_name(int sig, char *buf, size_t len)
+{
+	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+
+	if (abbrev)
+		snprintf(buf, len, "SIG%s (%d)", abbrev, sig);
+	else
+		snprintf(buf, len, "%d", sig);
+	return buf;
+}
+
+enum sg_cause exec_classify(int rc, const struct sandbox_result *r,
+			    const struct sandbox_spec *spec, int *rule,
+			    char *detail, size_t detail_len)
+{
+	const struct sg_limits *lim = &spec->policy->limits;
+	char sig[32];
+
+	*rule = -1;
+	detail[0] = '\0';
+	if (rc < 0) {
+		snprintf(detail, detail_len, "platform error: %s",
+			 r->detail[0] ? r->detail : strerror(-rc));
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	switch (r->end) {
+	case SB_EXITED:
+		if (r->exit_code == 0)
+			return SG_CAUSE_OK;
+		snprintf(detail, detail_len, "exited with code %d", r->exit_code);
+		return SG_CAUSE_TENANT_CRASH;
+	case SB_SIGNALED:
+		snprintf(detail, detail_len, "killed by signal %s",
+			 signal_name(r->signal, sig, sizeof(sig)));
+		return SG_CAUSE_TENANT_CRASH;
+	case SB_TIMEOUT:
+		snprintf(detail, detail_len, "deadline of %llu ms passed: the sandbox was killed",
+			 (unsigned long long)(spec->timeout_ms ? spec->timeout_ms : lim->timeout_ms));
+		return SG_CAUSE_TENANT_TIMEOUT;
+	case SB_OOM:
+		snprintf(detail, detail_len, "memory limit of %llu MB exceeded",
+			 (unsigned long long)lim->memory_mb);
+		return SG_CAUSE_TENANT_OOM;
+	case SB_OUTPUT_OVERSIZE:
+		snprintf(detail, detail_len, "oversized: stdout exceeded the cap of %llu bytes",
+			 (unsigned long long)lim->output_bytes);
+		return SG_CAUSE_TENANT_BAD_OUTPUT;
+	case SB_FORK_LIMIT:
+		*rule = SG_RULE_FORK;
+		snprintf(detail, detail_len, "fork limit reached (max_tasks %u, max_forks %u)",
+			 lim->max_tasks, lim->max_forks);
+		return SG_CAUSE_TENANT_POLICY_VIOLATION;
+	case SB_KILLED_BY_AGENT:
+		if (r->rule >= 0 && r->rule < SG_RULE__COUNT) {
+			*rule = r->rule;
+			snprintf(detail, detail_len, "killed by the agent: %s rule", rule_name(r->rule) ?: "unknown");
+		} else {
+			snprintf(detail, detail_len, "killed by the agent (rule not reported)");
+		}
+		if (r->detail[0])
+			detail_append(detail, detail_len, ": %s", r->detail);
+		return SG_CAUSE_TENANT_POLICY_VIOLATION;
+	}
+	snprintf(detail, detail_len, "platform error: sandbox ended in an unknown way (%d)", (int)r->end);
+	return SG_CAUSE_PLATFORM_ERROR;
+}
+
+/* "paused_at ..., reason: ..." from the stored pause record. */
+static void describe_pause(const char *info, char *buf, size_t len)
+{
+	json_t *j = json_loads(info, 0, NULL);
+	const char *at = json_string_value(json_object_get(j, "paused_at"));
+	const char *why = json_string_value(json_object_get(j, "reason"));
+
+	buf[0] = '\0';
+	if (at)
+		snprintf(buf, len, " since %s", at);
+	if (why && *why)
+		detail_append(buf, len, " (%s)", why);
+	json_decref(j);
+}
+
+static const char *agent_sock(void)
+{
+	const char *s = getenv("SANDGUARD_AGENT_SOCK");
+
+	return s && *s ? s : SG_AGENT_SOCK;
+}
+
+enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
+			 enum exec_refusal *refusal, char *detail, size_t detail_len)
+{
+	const struct sg_limits *lim = &ctx->policy->limits;
+	char info[1024], why[512];
+	uint64_t wait_ms;
+	int ret;
+
+	slot->fd = -1;
+	slot->index = -1;
+	*refusal = EXEC_REFUSED_STATE;
+	ret = tenant_paused(ctx->tenant, info, sizeof(info));
+	if (ret < 0) {
+		snprintf(detail, detail_len, "platform error: cannot read the paused state of tenant %s: %s",
+			 ctx->tenant, strerror(-ret));
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	if (ret > 0) {
+		*refusal = EXEC_REFUSED_PAUSED;
+		describe_pause(info, why, sizeof(why));
+		snprintf(detail, detail_len, "tenant %s is paused%s; resume with 'sandguard tenant resume %s'",
+			 ctx->tenant, why, ctx->tenant);
+		return SG_CAUSE_TENANT_PAUSED;
+	}
+	if (!ctx->policy->enabled) {
+		*refusal = EXEC_REFUSED_DISABLED;
+		snprintf(detail, detail_len, "tenant %s is disabled by its policy (%s: \"enabled\": false)",
+			 ctx->tenant, ctx->policy->source);
+		return SG_CAUSE_TENANT_PAUSED;
+	}
+	if (ctx->policy->require_agent && !ctx->agent) {
+		*refusal = EXEC_REFUSED_NO_AGENT;
+		snprintf(detail, detail_len,
+			 "platform error: the policy of tenant %s requires the agent (require_agent), "
+			 "but no agent answers at %s", ctx->tenant, agent_sock());
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	wait_ms = lim->on_excess == SG_EXCESS_WAIT ? lim->queue_timeout_ms : 0;
+	ret = tenant_slot_acquire(ctx->tenant, lim->concurrency, wait_ms, slot);
+	*refusal = ret == -EBUSY || ret == -ETIMEDOUT ? EXEC_REFUSED_CONCURRENCY : EXEC_REFUSED_STATE;
+	if (ret == -EBUSY) {
+		snprintf(detail, detail_len, "platform error: concurrency cap reached: %u sandboxes of "
+			 "tenant %s already running on this node (on_excess %s); retry later",
+			 lim->concurrency, ctx->tenant, lim->on_excess == SG_EXCESS_WAIT ? "wait" : "refuse");
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	if (ret == -ETIMEDOUT) {
+		snprintf(detail, detail_len, "platform error: concurrency cap reached: %u sandboxes of "
+			 "tenant %s still running after waiting %llu ms (queue_timeout_ms); retry later",
+			 lim->concurrency, ctx->tenant, (unsigned long long)wait_ms);
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	if (ret) {
+		snprintf(detail, detail_len, "platform error: cannot take a concurrency slot for tenant %s: %s",
+			 ctx->tenant, strerror(-ret));
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	*refusal = EXEC_ADMITTED;
+	return SG_CAUSE_OK;
+}
+
+void exec_book(const struct exec_ctx *ctx, const struct exec_booking *b)
+{
+	struct sg_outcome o;
+	int ret;
+
+	memset(&o, 0, sizeof(o));
+	snprintf(o.tenant, sizeof(o.tenant), "%s", ctx->tenant);
+	snprintf(o.run_id, sizeof(o.run_id), "%s", ctx->run_id ? ctx->run_id : "");
+	snprintf(o.batch_id, sizeof(o.batch_id), "%s", b->batch_id ? b->batch_id : "");
+	if (b->run) {
+		snprintf(o.sandbox, sizeof(o.sandbox), "%s", b->run->sandbox_id);
+		o.cgroup_id = b->run->cgroup_id;
+	}
+	o.cause = b->cause;
+	o.rule = b->rule;
+	o.attempt = b->attempt;
+	o.final = b->final;
+	o.wall_ms = b->wall_ms;
+	if (b->stats) {
+		o.n_scores = (uint32_t)b->stats->n;
+		o.score_mean = b->stats->mean;
+		o.score_var = b->stats->variance;
+		o.constant = b->stats->constant;
+	}
+	o.invalid = b->invalid;
+
+	if (ctx->agent) {
+		pthread_mutex_lock(&agent_lock);
+		ret = agent_report(ctx->agent, &o);
+		pthread_mutex_unlock(&agent_lock);
+		if (ret)
+			sg_debug("exec: agent_report for %s/%s attempt %u: %s", o.tenant, o.batch_id,
+				 o.attempt, strerror(-ret));
+	}
+	ret = outcome_log_append(&o, b->mode, b->detail);
+	if (ret)
+		sg_warn("exec: cannot append to the outcome log: %s", strerror(-ret));
+}

@@ -1,0 +1,39 @@
+/* Shared by the executor's modes (exec_batch.c, exec_verify.c, exec_run.c):
+ * classification, admission, booking. Not an API: see src/exec/exec.h. */
+#ifndef SG_EXEC_INTERNAL_H
+#define SG_EXEC_INTERNAL_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "exec.h"
+#include "tenant_state.h"
+
+
+/* The deadline of one run: ctx->timeout_ms (or the policy's), never above
+ * the policy's. */
+uint64_t exec_timeout_ms(const struct exec_ctx *ctx);
+
+/* 1 + max_retries: the attempt budget of every mode. */
+uint32_t exec_attempt_budget(const struct sg_policy *p);
+
+/* A spec with what every mode sets; the caller adds stdin, files, ... */
+void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy,
+		    const char *batch_id, uint64_t timeout_ms, struct sandbox_spec *spec);
+
+/* ctx->run, or sandbox_run. */
+int exec_call_runner(const struct exec_ctx *ctx, const struct sandbox_spec *spec,
+		     struct sandbox_result *r);
+
+/* What a run means (exec.h's table), before any schema gate: a clean exit
+ * 0 is SG_CAUSE_OK. rc is sandbox_run()'s return value. */
+enum sg_cause exec_classify(int rc, const struct sandbox_result *r,
+			    const struct sandbox_spec *spec, int *rule,
+			    char *detail, size_t detail_len);
+
+/* Admission: paused or disabled tenant, agent requirement, then one
+ * concurrency slot (waiting per the policy). Returns SG_CAUSE_OK with
+ * *slot held, or the refusal's cause with *refusal and `detail` set. */
+enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
+			 enum exec_refusal *refusal, char *detail, size_t detail_len);
+
+#endif

@@ -1,0 +1,108 @@
+/* Run once: one program run with raw stdout/stderr back, for the HTTP
+ * server's /run_code. The caller turns a language into argv and files;
+ * this layer applies the same admission, limits and booking as a batch.
+ * Per-request limits can only tighten the tenant's policy. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "exec_internal.h"
+#include "lib/log.h"
+
+static void take_output(struct exec_run_result *res, struct sandbox_result *r)
+{
+	res->out = r->out;
+	res->out_len = r->out ? r->out_len : 0;
+	res->out_truncated = r->out_truncated;
+	res->err = r->err;
+	res->err_len = r->err ? r->err_len : 0;
+	res->err_truncated = r->err_truncated;
+	res->fetched = r->fetched;
+	res->n_fetched = r->fetched ? r->n_fetched : 0;
+	r->out = r->err = NULL;
+	r->fetched = NULL;
+	r->n_fetched = 0;
+}
+
+int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
+	     struct exec_run_result *res)
+{
+	const struct sg_policy *base = ctx->policy;
+	uint32_t budget = exec_attempt_budget(base);
+	const char *id = req->request_id ? req->request_id : "";
+	struct sg_policy *policy;
+	struct tenant_slot slot;
+	struct sandbox_spec spec;
+
+	memset(res, 0, sizeof(*res));
+	res->rule = -1;
+	res->timeout_ms = exec_timeout_ms(ctx);
+	res->memory_mb = req->memory_mb && req->memory_mb < base->limits.memory_mb ?
+			 req->memory_mb : base->limits.memory_mb;
+	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
+	if (res->cause != SG_CAUSE_OK) {
+		exec_book(ctx, &(struct exec_booking){
+			.mode = "run", .batch_id = id, .attempt = 0, .final = true,
+			.cause = res->cause, .rule = -1, .detail = res->detail });
+		return 0;
+	}
+	/* A private copy carries the request's memory limit to the sandbox. */
+	policy = malloc(sizeof(*policy));
+	if (!policy) {
+		tenant_slot_release(&slot);
+		return -ENOMEM;
+	}
+	memcpy(policy, base, sizeof(*policy));
+	policy->limits.memory_mb = res->memory_mb;
+
+	exec_spec_init(ctx, policy, req->request_id, res->timeout_ms, &spec);
+	spec.stdin_data = req->stdin_data;
+	spec.stdin_len = req->stdin_len;
+	spec.files = req->files;
+	spec.n_files = req->n_files;
+	spec.fetch = req->fetch;
+	spec.n_fetch = req->n_fetch;
+	spec.allow_exec_in_scratch = req->allow_exec_in_scratch;
+	for (uint32_t attempt = 1; ; attempt++) {
+		struct sandbox_result r;
+		int rule, rc = exec_call_runner(ctx, &spec, &r);
+		enum sg_cause cause = exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
+		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
+
+		exec_book(ctx, &(struct exec_booking){
+			.mode = "run", .batch_id = id, .attempt = attempt, .final = !again,
+			.cause = cause, .rule = rule, .wall_ms = r.wall_ms, .run = &r,
+			.invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT, .detail = res->detail });
+		res->attempts = attempt;
+		if (again) {
+			sandbox_result_free(&r);
+			continue;
+		}
+		res->cause = cause;
+		res->rule = rule;
+		res->wall_ms = r.wall_ms;
+		if (rc >= 0) {
+			res->timed_out = r.end == SB_TIMEOUT;
+			res->has_return_code = r.end == SB_EXITED;
+			res->return_code = r.end == SB_EXITED ? r.exit_code : 0;
+			res->signal = r.end == SB_SIGNALED ? r.signal : 0;
+			take_output(res, &r);
+		}
+		sandbox_result_free(&r);
+		break;
+	}
+	free(policy);
+	tenant_slot_release(&slot);
+	return 0;
+}
+
+void exec_run_result_free(struct exec_run_result *res)
+{
+	struct sandbox_result r = {
+		.out = res->out, .err = res->err, .fetched = res->fetched, .n_fetched = res->n_fetched,
+	};
+
+	/* The buffers came from the sandbox: its free knows their layout. */
+	sandbox_result_free(&r);
+	memset(res, 0, sizeof(*res));
+}

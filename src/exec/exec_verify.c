@@ -1,0 +1,255 @@
+/* Verifier mode: the program runs once per stdin/stdout test, each run in
+ * its own sandbox, tests in parallel up to min(tenant concurrency, cores),
+ * outputs compared LiveCodeBench-style; reward 1 iff every test passes.
+ * Test failures are the verdict, never retried; a platform error is
+ * retried within the attempt budget and, if it persists, fails the whole
+ * request (no reward: a platform fault must not read as a wrong answer). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "lib/clock.h"
+#include "exec_internal.h"
+#include "lcb.h"
+#include "lib/log.h"
+#include "lib/array_len.h"
+
+const char *verify_status_name(enum verify_status s)
+{
+	static const char *const names[] = {
+		[VERIFY_PASS] = "pass", [VERIFY_FAIL] = "fail", [VERIFY_TIMEOUT] = "timeout",
+		[VERIFY_CRASH] = "crash", [VERIFY_OOM] = "oom", [VERIFY_VIOLATION] = "violation",
+		[VERIFY_ERROR] = "error",
+	};
+	return (unsigned)s < ARRAY_LEN(names) ? names[s] : "unknown";
+}
+
+struct verify_job {
+	const struct exec_ctx *ctx;
+	const char *batch_id;
+	const struct verify_cases *tests;
+	struct exec_result *res;
+	uint64_t timeout_ms;
+	pthread_mutex_t lock;   /* guards the fields below and res->err */
+	size_t next;
+	uint32_t runs;
+	size_t err_test;        /* the test whose stderr res->err holds */
+};
+
+static enum verify_status status_of(enum sg_cause cause)
+{
+	switch (cause) {
+	case SG_CAUSE_OK:                      return VERIFY_PASS;
+	case SG_CAUSE_TENANT_TIMEOUT:          return VERIFY_TIMEOUT;
+	case SG_CAUSE_TENANT_CRASH:            return VERIFY_CRASH;
+	case SG_CAUSE_TENANT_OOM:              return VERIFY_OOM;
+	case SG_CAUSE_TENANT_POLICY_VIOLATION: return VERIFY_VIOLATION;
+	case SG_CAUSE_TENANT_BAD_OUTPUT:       return VERIFY_FAIL;   /* oversized */
+	default:                               return VERIFY_ERROR;
+	}
+}
+
+/* Count a run; the result keeps the stderr of the first failing test
+ * that wrote any. */
+static void note_run(struct verify_job *job, size_t i, bool failed, struct sandbox_result *r)
+{
+	pthread_mutex_lock(&job->lock);
+	job->runs++;
+	if (failed && r->err && r->err_len && i < job->err_test) {
+		free(job->res->err);
+		job->res->err = r->err;
+		job->res->err_len = r->err_len;
+		job->err_test = i;
+		r->err = NULL;
+	}
+	pthread_mutex_unlock(&job->lock);
+}
+
+static void run_test(struct verify_job *job, size_t i)
+{
+	const struct exec_ctx *ctx = job->ctx;
+	const struct verify_case *tc = &job->tests->v[i];
+	struct verify_result *t = &job->res->tests[i];
+	uint32_t budget = exec_attempt_budget(ctx->policy);
+	struct sandbox_spec spec;
+
+	exec_spec_init(ctx, ctx->policy, job->batch_id, job->timeout_ms, &spec);
+	spec.stdin_data = tc->input;
+	spec.stdin_len = tc->input_len;
+	for (uint32_t attempt = 1; ; attempt++) {
+		struct sandbox_result r;
+		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 32];
+		int rule, rc = exec_call_runner(ctx, &spec, &r);
+		enum sg_cause cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
+		enum verify_status status = status_of(cause);
+		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
+
+		if (cause == SG_CAUSE_OK && r.out_truncated) {
+			status = VERIFY_FAIL;
+			snprintf(detail, sizeof(detail), "oversized: stdout exceeded the cap of %llu bytes",
+				 (unsigned long long)ctx->policy->limits.output_bytes);
+		} else if (cause == SG_CAUSE_OK &&
+			   !lcb_match(r.out ? r.out : "", r.out ? r.out_len : 0, tc->output, tc->output_len,
+				      detail, sizeof(detail))) {
+			status = VERIFY_FAIL;   /* a wrong answer: the run itself was fine (cause ok) */
+		}
+		snprintf(booked, sizeof(booked), "test %zu: %s", i, detail);
+		exec_book(ctx, &(struct exec_booking){
+			.mode = "verify", .batch_id = job->batch_id, .attempt = attempt, .final = false,
+			.cause = cause, .rule = rule, .wall_ms = r.wall_ms, .run = &r,
+			.detail = detail[0] ? booked : NULL });
+		note_run(job, i, status != VERIFY_PASS && !again, &r);
+		t->status = status;
+		t->cause = cause;
+		t->rule = rule;
+		t->wall_ms = r.wall_ms;
+		snprintf(t->detail, sizeof(t->detail), "%s", detail);
+		sandbox_result_free(&r);
+		if (!again)
+			break;
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct verify_job *job = arg;
+
+	for (;;) {
+		size_t i;
+
+		pthread_mutex_lock(&job->lock);
+		i = job->next++;
+		pthread_mutex_unlock(&job->lock);
+		if (i >= job->tests->n)
+			return NULL;
+		run_test(job, i);
+	}
+}
+
+static size_t parallelism(const struct sg_policy *p, size_t n_tests)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t n = p->limits.concurrency;
+
+	if (cores > 0 && (size_t)cores < n)
+		n = (size_t)cores;
+	if (n_tests < n)
+		n = n_tests;
+	return n ? n : 1;
+}
+
+/* Run every test with one worker per slot we hold (the calling thread is
+ * one of them). */
+static void run_all(struct verify_job *job, size_t n_slots)
+{
+	pthread_t threads[n_slots];
+	size_t started = 0;
+
+	for (size_t k = 1; k < n_slots; k++) {
+		if (pthread_create(&threads[started], NULL, worker, job)) {
+			sg_warn("exec: cannot start a verifier thread: running with %zu", started + 1);
+			break;
+		}
+		started++;
+	}
+	worker(job);
+	for (size_t k = 0; k < started; k++)
+		pthread_join(threads[k], NULL);
+}
+
+static void summarize(const struct verify_cases *tests, struct exec_result *res)
+{
+	bool all_pass = true;
+
+	for (size_t i = 0; i < tests->n; i++) {
+		const struct verify_result *t = &res->tests[i];
+
+		if (t->status == VERIFY_ERROR) {
+			res->cause = SG_CAUSE_PLATFORM_ERROR;
+			res->reward = -1;
+			snprintf(res->detail, sizeof(res->detail), "test %zu: %s", i, t->detail);
+			return;
+		}
+		if (t->status != VERIFY_PASS && all_pass) {
+			all_pass = false;
+			snprintf(res->detail, sizeof(res->detail), "test %zu: %s: %s", i,
+				 verify_status_name(t->status), t->detail);
+		}
+	}
+	res->cause = SG_CAUSE_OK;
+	res->reward = all_pass ? 1 : 0;
+}
+
+int exec_verify(const struct exec_ctx *ctx, const char *batch_id,
+		const struct verify_cases *tests, struct exec_result *res)
+{
+	uint64_t start = clock_ms(CLOCK_MONOTONIC);
+	size_t want = parallelism(ctx->policy, tests->n), n_slots = 0;
+	struct tenant_slot slots[want];
+	char made_up[64];
+	struct verify_job job = {
+		.ctx = ctx, .tests = tests, .res = res, .timeout_ms = exec_timeout_ms(ctx),
+		.lock = PTHREAD_MUTEX_INITIALIZER, .err_test = SIZE_MAX,
+	};
+	struct score_stats st = { .n = 1 };
+
+	memset(res, 0, sizeof(*res));
+	res->rule = -1;
+	res->reward = -1;
+	res->verify = true;
+	if (!batch_id) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		snprintf(made_up, sizeof(made_up), "verify-%lld%03ld-%d", (long long)ts.tv_sec,
+			 ts.tv_nsec / 1000000, (int)getpid());
+		batch_id = made_up;
+	}
+	job.batch_id = batch_id;
+	snprintf(res->batch_id, sizeof(res->batch_id), "%s", batch_id);
+	res->cause = exec_admit(ctx, &slots[0], &res->refusal, res->detail, sizeof(res->detail));
+	if (res->cause != SG_CAUSE_OK) {
+		res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
+		exec_book(ctx, &(struct exec_booking){
+			.mode = "verify", .batch_id = batch_id, .attempt = 0, .final = true,
+			.cause = res->cause, .rule = -1, .wall_ms = res->wall_ms, .detail = res->detail });
+		return 0;
+	}
+	n_slots = 1;
+	/* More slots only if free right now: never wait or refuse for them. */
+	while (n_slots < want &&
+	       !tenant_slot_acquire(ctx->tenant, ctx->policy->limits.concurrency, 0, &slots[n_slots]))
+		n_slots++;
+	res->tests = calloc(tests->n, sizeof(*res->tests));
+	if (!res->tests) {
+		for (size_t k = 0; k < n_slots; k++)
+			tenant_slot_release(&slots[k]);
+		return -ENOMEM;
+	}
+	res->n_tests = tests->n;
+	run_all(&job, n_slots);
+	for (size_t k = 0; k < n_slots; k++)
+		tenant_slot_release(&slots[k]);
+
+	summarize(tests, res);
+	res->attempts = job.runs;
+	if (res->cause == SG_CAUSE_OK) {
+		res->scores = malloc(sizeof(double));
+		if (res->scores) {
+			res->scores[0] = res->reward;
+			res->n_scores = 1;
+		}
+		st.mean = res->reward;
+		res->stats = st;
+	}
+	res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
+	exec_book(ctx, &(struct exec_booking){
+		.mode = "verify", .batch_id = batch_id, .attempt = 1, .final = true,
+		.cause = res->cause, .rule = -1, .wall_ms = res->wall_ms,
+		.stats = res->cause == SG_CAUSE_OK ? &st : NULL, .detail = res->detail });
+	pthread_mutex_destroy(&job.lock);
+	return 0;
+}

@@ -1,0 +1,238 @@
+/* Paused tenants and the per-tenant concurrency cap (see tenant_state.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+#include "lib/clock.h"
+#include "lib/fs_util.h"
+#include "policy/policy.h"
+#include "tenant_state.h"
+
+#define SLOT_POLL_MS 20
+
+static int dir_from_env(const char *env, const char *def, char *buf, size_t len)
+{
+	const char *v = getenv(env);
+
+	if (!v || !*v)
+		v = def;
+	if ((size_t)snprintf(buf, len, "%s", v) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int tenant_state_dir(char *buf, size_t len)
+{
+	return dir_from_env("SANDGUARD_STATE_DIR", SG_STATE_DIR_DEFAULT, buf, len);
+}
+
+int tenant_run_dir(char *buf, size_t len)
+{
+	return dir_from_env("SANDGUARD_RUN_DIR", SG_RUN_DIR_DEFAULT, buf, len);
+}
+
+/* <state>/paused, and <state>/paused/<tenant> when tenant is non-NULL. */
+static int paused_path(const char *tenant, char *buf, size_t len)
+{
+	char state[PATH_MAX];
+	int ret = tenant_state_dir(state, sizeof(state));
+
+	if (ret)
+		return ret;
+	if (tenant && !tenant_name_valid(tenant))
+		return -EINVAL;
+	if ((size_t)snprintf(buf, len, "%s/paused%s%s", state, tenant ? "/" : "",
+			     tenant ? tenant : "") >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int tenant_pause(const char *tenant, const char *reason)
+{
+	char dir[PATH_MAX], path[PATH_MAX], when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	json_t *doc;
+	char *text;
+	int ret;
+
+	if ((ret = paused_path(NULL, dir, sizeof(dir))) || (ret = paused_path(tenant, path, sizeof(path))))
+		return ret;
+	if ((ret = fs_mkdir_p(dir, 0755)))
+		return ret;
+	if (!access(path, F_OK))
+		return 0;           /* already paused: keep the first reason */
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	doc = json_pack("{s:s, s:s, s:s}", "tenant", tenant, "paused_at", when,
+			"reason", reason ? reason : "");
+	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	if (!text)
+		return -ENOMEM;
+	ret = fs_write_atomic(path, text, strlen(text), 0644);
+	free(text);
+	return ret;
+}
+
+int tenant_resume(const char *tenant)
+{
+	char path[PATH_MAX];
+	int ret = paused_path(tenant, path, sizeof(path));
+
+	if (ret)
+		return ret;
+	return unlink(path) ? -errno : 0;
+}
+
+static int read_info(const char *path, char *info, size_t info_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	if (info && info_len) {
+		n = read(fd, info, info_len - 1);
+		info[n > 0 ? n : 0] = '\0';
+	}
+	close(fd);
+	return 0;
+}
+
+int tenant_paused(const char *tenant, char *info, size_t info_len)
+{
+	char path[PATH_MAX];
+	int ret = paused_path(tenant, path, sizeof(path));
+
+	if (ret)
+		return ret;
+	ret = read_info(path, info, info_len);
+	if (ret == -ENOENT)
+		return 0;
+	return ret ? ret : 1;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int tenant_list_paused(int (*fn)(const char *tenant, const char *info, void *arg), void *arg)
+{
+	char dir[PATH_MAX], path[PATH_MAX], info[1024];
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int ret = paused_path(NULL, dir, sizeof(dir));
+
+	if (ret)
+		return ret;
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	/* Only valid tenant names: skips "." and "..", and fs_write_atomic's
+	 * temporary files (their names hold dots). */
+	while ((de = readdir(d))) {
+		if (!tenant_name_valid(de->d_name))
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof(*names));
+			if (!nn) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			names = nn;
+		}
+		if (!(names[n] = strdup(de->d_name))) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		n++;
+	}
+	if (n)   /* qsort() must not be given NULL, not even for 0 elements */
+		qsort(names, n, sizeof(*names), by_name);
+	for (size_t i = 0; i < n && !ret; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (read_info(path, info, sizeof(info)))
+			continue;  /* resumed meanwhile */
+		ret = fn(names[i], info, arg);
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	closedir(d);
+	return ret;
+}
+
+/* One pass over the slot files: 0 with a slot held, -EBUSY when all are
+ * held by someone, or -errno. */
+static int try_slots(const char *dir, uint32_t cap, struct tenant_slot *slot)
+{
+	char path[PATH_MAX];
+
+	for (uint32_t i = 0; i < cap; i++) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/slot-%u.lock", dir, i);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return -errno;
+		if (!flock(fd, LOCK_EX | LOCK_NB)) {
+			slot->fd = fd;
+			slot->index = (int)i;
+			return 0;
+		}
+		int err = errno;
+		close(fd);
+		if (err != EWOULDBLOCK)
+			return -err;
+	}
+	return -EBUSY;
+}
+
+int tenant_slot_acquire(const char *tenant, uint32_t cap, uint64_t wait_ms,
+			struct tenant_slot *slot)
+{
+	char run[PATH_MAX], dir[PATH_MAX];
+	uint64_t deadline = clock_ms(CLOCK_MONOTONIC) + wait_ms;
+	int ret;
+
+	slot->fd = -1;
+	slot->index = -1;
+	if (!cap || !tenant_name_valid(tenant))
+		return -EINVAL;
+	if ((ret = tenant_run_dir(run, sizeof(run))))
+		return ret;
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/tenants/%s", run, tenant) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	if ((ret = fs_mkdir_p(dir, 0755)))
+		return ret;
+	for (;;) {
+		ret = try_slots(dir, cap, slot);
+		if (ret != -EBUSY)
+			return ret;
+		if (!wait_ms)
+			return -EBUSY;
+		if (clock_ms(CLOCK_MONOTONIC) >= deadline)
+			return -ETIMEDOUT;
+		usleep(SLOT_POLL_MS * 1000);
+	}
+}
+
+void tenant_slot_release(struct tenant_slot *slot)
+{
+	if (slot->fd >= 0)
+		close(slot->fd);   /* drops the flock */
+	slot->fd = -1;
+	slot->index = -1;
+}

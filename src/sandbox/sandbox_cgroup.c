@@ -1,0 +1,365 @@
+/* A sandbox's cgroups, v2 and v1 (see src/sandbox/sandbox_cgroup.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "lib/cgroup.h"
+#include "lib/log.h"
+#include "sandbox_cgroup.h"
+
+static const char *const ctrl_name[SB_CTRL__COUNT] = {
+	[SB_CTRL_PIDS] = "pids",
+	[SB_CTRL_MEMORY] = "memory",
+	[SB_CTRL_CPU] = "cpu",
+};
+
+#define CPU_PERIOD_US 100000
+
+/* Reads `key N` from a flat-keyed cgroup file such as memory.events. */
+static uint64_t read_keyed(const char *dir, const char *file, const char *key)
+{
+	char path[PATH_MAX], k[64];
+	uint64_t v, found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fscanf(f, "%63s %" SCNu64, k, &v) == 2)
+		if (!strcmp(k, key))
+			found = v;
+	fclose(f);
+	return found;
+}
+
+/* Whether <dir>/cgroup.controllers lists `ctrl`, i.e. the parent enabled it. */
+static bool v2_offers(const char *dir, const char *ctrl)
+{
+	char path[PATH_MAX], tok[64];
+	bool found = false;
+	FILE *f;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/cgroup.controllers", dir) >= sizeof(path))
+		return false;
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fscanf(f, "%63s", tok) == 1)
+		if (!strcmp(tok, ctrl))
+			found = true;
+	fclose(f);
+	return found;
+}
+
+/* Enable `ctrl` for the children of root and of root/tenant. */
+static bool v2_enable(const char *root, const char *tenant_dir, const char *ctrl)
+{
+	char plus[32];
+	int err;
+
+	if (!v2_offers(root, ctrl))
+		return false;
+	snprintf(plus, sizeof(plus), "+%s", ctrl);
+	err = write_file(root, "cgroup.subtree_control", plus);
+	if (!err)
+		err = write_file(tenant_dir, "cgroup.subtree_control", plus);
+	if (err) {
+		sg_warn("cannot enable the %s controller below %s: %s; trying cgroup v1",
+			ctrl, root, strerror(-err));
+		return false;
+	}
+	return true;
+}
+
+static int make_dir(const char *path, bool exclusive, char *detail, size_t dlen)
+{
+	if (mkdir(path, 0755) == 0 || (!exclusive && errno == EEXIST))
+		return 0;
+	snprintf(detail, dlen, "cannot create cgroup %s: %s", path, strerror(errno));
+	return -errno;
+}
+
+/* <v1 mount>/<base>/<tenant>/<id> for one v1 controller. Returns 0, 1 when
+ * the controller has no v1 mount, or -errno. */
+static int create_v1(struct sb_cgroup *cg, enum sb_ctrl c, const char *base,
+		     const char *tenant, const char *id, char *detail, size_t dlen)
+{
+	char mnt[PATH_MAX], dir[PATH_MAX];
+	int err = 0;
+
+	if (cgroup_v1_mount(ctrl_name[c], mnt, sizeof(mnt)))
+		return 1;
+	if ((size_t)snprintf(cg->v1[c], sizeof(cg->v1[c]), "%s/%s/%s/%s",
+			     mnt, base, tenant, id) >= sizeof(cg->v1[c])) {
+		cg->v1[c][0] = '\0';
+		snprintf(detail, dlen, "v1 cgroup path too long");
+		return -ENAMETOOLONG;
+	}
+	/* Both parents are prefixes of the leaf, which fitted. */
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", mnt, base) < sizeof(dir))
+		err = make_dir(dir, false, detail, dlen);
+	if (!err && (size_t)snprintf(dir, sizeof(dir), "%s/%s/%s", mnt, base, tenant) < sizeof(dir))
+		err = make_dir(dir, false, detail, dlen);
+	if (!err)
+		err = make_dir(cg->v1[c], true, detail, dlen);
+	if (err)
+		cg->v1[c][0] = '\0';
+	return err;
+}
+
+static int set_limit(const char *dir, const char *file, const char *value,
+		     bool optional, char *detail, size_t dlen)
+{
+	int err = write_file(dir, file, value);
+
+	if (err == -ENOENT && optional)
+		return 0;
+	if (err)
+		snprintf(detail, dlen, "cannot set %s/%s to %s: %s", dir, file, value,
+			 strerror(-err));
+	return err;
+}
+
+static int apply_limits(struct sb_cgroup *cg, const struct sg_limits *lim,
+			char *detail, size_t dlen)
+{
+	const char *pids = cg->where[SB_CTRL_PIDS] == SB_WHERE_V2 ? cg->v2 : cg->v1[SB_CTRL_PIDS];
+	const char *mem = cg->where[SB_CTRL_MEMORY] == SB_WHERE_V2 ? cg->v2 : cg->v1[SB_CTRL_MEMORY];
+	const char *cpu = cg->where[SB_CTRL_CPU] == SB_WHERE_V2 ? cg->v2 : cg->v1[SB_CTRL_CPU];
+	bool v2;
+	char val[64];
+	int err = 0;
+
+	if (lim->max_tasks && *pids) {
+		snprintf(val, sizeof(val), "%u", lim->max_tasks);
+		err = set_limit(pids, "pids.max", val, false, detail, dlen);
+	}
+	if (!err && lim->memory_mb && *mem) {
+		v2 = cg->where[SB_CTRL_MEMORY] == SB_WHERE_V2;
+		snprintf(val, sizeof(val), "%" PRIu64, lim->memory_mb << 20);
+		err = set_limit(mem, v2 ? "memory.max" : "memory.limit_in_bytes", val,
+				false, detail, dlen);
+		/* No swap beyond the limit: memory + swap = the limit (v1
+		 * needs memsw >= limit, so it comes second). */
+		if (!err)
+			err = v2 ? set_limit(mem, "memory.swap.max", "0", true, detail, dlen)
+				 : set_limit(mem, "memory.memsw.limit_in_bytes", val, true, detail, dlen);
+	}
+	if (!err && lim->cpu > 0 && *cpu) {
+		long quota = (long)(lim->cpu * CPU_PERIOD_US);
+
+		if (quota < 1000)
+			quota = 1000;   /* the kernel's minimum */
+		if (cg->where[SB_CTRL_CPU] == SB_WHERE_V2) {
+			snprintf(val, sizeof(val), "%ld %d", quota, CPU_PERIOD_US);
+			err = set_limit(cpu, "cpu.max", val, false, detail, dlen);
+		} else {
+			snprintf(val, sizeof(val), "%d", CPU_PERIOD_US);
+			err = set_limit(cpu, "cpu.cfs_period_us", val, false, detail, dlen);
+			snprintf(val, sizeof(val), "%ld", quota);
+			if (!err)
+				err = set_limit(cpu, "cpu.cfs_quota_us", val, false, detail, dlen);
+		}
+	}
+	return err;
+}
+
+static int open_join_fds(struct sb_cgroup *cg, char *detail, size_t dlen)
+{
+	const char *dirs[1 + SB_CTRL__COUNT] = { cg->v2 };
+	char path[PATH_MAX];
+	int n = 1;
+
+	for (int c = 0; c < SB_CTRL__COUNT; c++)
+		if (cg->v1[c][0])
+			dirs[n++] = cg->v1[c];
+	for (int i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/cgroup.procs", dirs[i]);
+		cg->join_fd[i] = open(path, O_WRONLY | O_CLOEXEC);
+		if (cg->join_fd[i] < 0) {
+			snprintf(detail, dlen, "cannot open %s: %s", path, strerror(errno));
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
+		     const struct sg_limits *lim, char *detail, size_t dlen)
+{
+	char root[PATH_MAX], tenant_dir[PATH_MAX];
+	const char *base;
+	int err;
+
+	memset(cg, 0, sizeof(*cg));
+	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++)
+		cg->join_fd[i] = -1;
+	err = sandguard_root(root, sizeof(root), true);
+	if (err) {
+		snprintf(detail, dlen, "cannot create the sandguard cgroup root: %s", strerror(-err));
+		return err;
+	}
+	if ((size_t)snprintf(tenant_dir, sizeof(tenant_dir), "%s/%s", root, tenant) >= sizeof(tenant_dir) ||
+	    (size_t)snprintf(cg->v2, sizeof(cg->v2), "%s/%s", tenant_dir, id) >= sizeof(cg->v2)) {
+		snprintf(detail, dlen, "cgroup path too long");
+		cg->v2[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	err = make_dir(tenant_dir, false, detail, dlen);
+	if (err) {
+		cg->v2[0] = '\0';
+		return err;
+	}
+	for (int c = 0; c < SB_CTRL__COUNT; c++)
+		if (v2_enable(root, tenant_dir, ctrl_name[c]))
+			cg->where[c] = SB_WHERE_V2;
+	err = make_dir(cg->v2, true, detail, dlen);
+	if (err) {
+		cg->v2[0] = '\0';
+		return err;
+	}
+	base = strrchr(root, '/');
+	base = base ? base + 1 : root;
+	for (int c = 0; c < SB_CTRL__COUNT && !err; c++) {
+		if (cg->where[c] == SB_WHERE_V2)
+			continue;
+		err = create_v1(cg, c, base, tenant, id, detail, dlen);
+		if (!err)
+			cg->where[c] = SB_WHERE_V1;
+		else if (err == 1) {
+			cg->where[c] = SB_WHERE_RLIMIT;   /* not usable anywhere */
+			err = 0;
+		}
+	}
+	if (!err)
+		err = apply_limits(cg, lim, detail, dlen);
+	if (!err)
+		err = open_join_fds(cg, detail, dlen);
+	if (!err && cgroup_id_of(cg->v2, &cg->id)) {
+		err = -errno;
+		snprintf(detail, dlen, "cannot stat cgroup %s: %s", cg->v2, strerror(errno));
+	}
+	if (err)
+		sb_cgroup_destroy(cg);
+	return err;
+}
+
+int sb_cgroup_join_self(const struct sb_cgroup *cg)
+{
+	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++) {
+		if (cg->join_fd[i] < 0)
+			continue;
+		/* "0" is the writing process itself, in v1 and v2 alike. */
+		if (write(cg->join_fd[i], "0", 1) != 1)
+			return -errno;
+	}
+	return 0;
+}
+
+void sb_cgroup_close_join_fds(struct sb_cgroup *cg)
+{
+	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++) {
+		if (cg->join_fd[i] >= 0)
+			close(cg->join_fd[i]);
+		cg->join_fd[i] = -1;
+	}
+}
+
+int sb_cgroup_kill(struct sb_cgroup *cg, int timeout_ms)
+{
+	int err = 0, e;
+
+	/* Every sandbox process is in the v2 cgroup; the v1 passes only
+	 * catch a process that somehow is not. */
+	if (cg->v2[0])
+		err = cgroup_kill(cg->v2, timeout_ms);
+	for (int c = 0; c < SB_CTRL__COUNT; c++) {
+		if (!cg->v1[c][0])
+			continue;
+		e = cgroup_kill(cg->v1[c], timeout_ms);
+		if (!err)
+			err = e;
+	}
+	return err;
+}
+
+int sb_cgroup_pids_backstop(struct sb_cgroup *cg, const struct sg_limits *lim)
+{
+	const char *pids = cg->where[SB_CTRL_PIDS] == SB_WHERE_V2 ? cg->v2 : cg->v1[SB_CTRL_PIDS];
+	uint32_t headroom = lim->max_tasks / 4 > 8 ? lim->max_tasks / 4 : 8;
+	char val[32], detail[256];
+
+	if (!lim->max_tasks || cg->where[SB_CTRL_PIDS] == SB_WHERE_RLIMIT || !*pids)
+		return 0;
+	snprintf(val, sizeof(val), "%u", lim->max_tasks + headroom);
+	return set_limit(pids, "pids.max", val, false, detail, sizeof(detail));
+}
+
+uint64_t sb_cgroup_oom_kills(const struct sb_cgroup *cg)
+{
+	switch (cg->where[SB_CTRL_MEMORY]) {
+	case SB_WHERE_V2:
+		return read_keyed(cg->v2, "memory.events", "oom_kill");
+	case SB_WHERE_V1:
+		return read_keyed(cg->v1[SB_CTRL_MEMORY], "memory.oom_control", "oom_kill");
+	default:
+		return 0;
+	}
+}
+
+uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg)
+{
+	switch (cg->where[SB_CTRL_PIDS]) {
+	case SB_WHERE_V2:
+		return read_keyed(cg->v2, "pids.events", "max");
+	case SB_WHERE_V1:
+		return read_keyed(cg->v1[SB_CTRL_PIDS], "pids.events", "max");
+	default:
+		return 0;
+	}
+}
+
+/* rmdir, retrying briefly: a cgroup stays busy for a moment while its
+ * last tasks finish exiting. */
+static int remove_dir(const char *path)
+{
+	for (int i = 0; i < 200; i++) {
+		if (!rmdir(path) || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY)
+			break;
+		usleep(5000);
+	}
+	sg_error("cannot remove cgroup %s: %s", path, strerror(errno));
+	return -errno;
+}
+
+int sb_cgroup_destroy(struct sb_cgroup *cg)
+{
+	int err, e;
+
+	sb_cgroup_close_join_fds(cg);
+	err = sb_cgroup_kill(cg, 2000);
+	if (err)
+		sg_error("cannot empty sandbox cgroup %s: %s", cg->v2, strerror(-err));
+	for (int c = 0; c < SB_CTRL__COUNT; c++) {
+		if (!cg->v1[c][0])
+			continue;
+		e = remove_dir(cg->v1[c]);
+		if (!err)
+			err = e;
+		cg->v1[c][0] = '\0';
+	}
+	if (cg->v2[0]) {
+		e = remove_dir(cg->v2);
+		if (!err)
+			err = e;
+		cg->v2[0] = '\0';
+	}
+	return err;
+}

@@ -1,0 +1,63 @@
+/* A sandbox's cgroups: <root>/<tenant>/<id> on cgroup2 (the sandbox's
+ * identity for the agent, and cgroup.kill), plus the same path under the v1
+ * pids, memory and cpu hierarchies where those controllers are bound to v1
+ * (hybrid nodes). Each limit is applied where its controller is usable:
+ * v2 where <root>/cgroup.controllers offers it, else v1, else an rlimit in
+ * the child as the last resort (no OOM or fork-limit attribution then).
+ *
+ * The v1 path mirrors the v2 root's last component: <v1 mount>/sandguard/
+ * <tenant>/<id> by default, <v1 mount>/<basename $SANDGUARD_CGROUP_ROOT>/...
+ * when that is set.
+ *
+ * pids.max is limits.max_tasks: a hard ceiling where fork() fails with
+ * EAGAIN. The agent's fork rule (max_tasks live, max_forks over the
+ * sandbox's life) kills and attributes on its own; with both at max_tasks
+ * the cgroup guarantees the bound even with no agent running. */
+#ifndef SG_SANDBOX_CGROUP_H
+#define SG_SANDBOX_CGROUP_H
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "policy/policy.h"
+
+enum sb_ctrl { SB_CTRL_PIDS, SB_CTRL_MEMORY, SB_CTRL_CPU, SB_CTRL__COUNT };
+
+enum sb_ctrl_where { SB_WHERE_NONE, SB_WHERE_V2, SB_WHERE_V1, SB_WHERE_RLIMIT };
+
+struct sb_cgroup {
+	char     v2[PATH_MAX];               /* the sandbox's cgroup2 directory */
+	char     v1[SB_CTRL__COUNT][PATH_MAX]; /* "" where not used */
+	enum sb_ctrl_where where[SB_CTRL__COUNT];
+	int      join_fd[1 + SB_CTRL__COUNT]; /* cgroup.procs files the child joins; -1 */
+	uint64_t id;                         /* cgroup2 id */
+};
+
+/* Create the cgroups and apply the limits. Returns 0 or -errno with
+ * `detail` filled in; on error nothing is left behind. */
+int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
+		     const struct sg_limits *lim, char *detail, size_t dlen);
+
+/* Child side, right after fork and before anything else: move the calling
+ * process into every cgroup. Only async-signal-safe calls; 0 or -errno. */
+int sb_cgroup_join_self(const struct sb_cgroup *cg);
+
+/* Parent side after fork: the join files are the child's business. */
+void sb_cgroup_close_join_fds(struct sb_cgroup *cg);
+
+/* Kill every process in the sandbox and wait until it is empty. */
+int sb_cgroup_kill(struct sb_cgroup *cg, int timeout_ms);
+
+/* The memory controller's OOM kill count; 0 when unknown. */
+/* With the agent enforcing max_tasks, pids.max becomes a backstop a little
+ * above it (max_tasks + max(8, max_tasks / 4)). */
+int sb_cgroup_pids_backstop(struct sb_cgroup *cg, const struct sg_limits *lim);
+
+uint64_t sb_cgroup_oom_kills(const struct sb_cgroup *cg);
+
+/* How often a fork was refused at pids.max; 0 when unknown. */
+uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg);
+
+/* Kill what is left and remove every directory. 0 or -errno (logged). */
+int sb_cgroup_destroy(struct sb_cgroup *cg);
+
+#endif

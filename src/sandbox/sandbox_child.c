@@ -1,0 +1,155 @@
+/* The sandbox child from fork to execve (see src/sandbox/sandbox_child.h).
+ * Only async-signal-safe calls: raw syscalls for the identity change (the
+ * glibc wrappers would try to broadcast to threads the child no longer
+ * has), no malloc, no stdio. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/close_range.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "sandbox_child.h"
+#include "sandbox_landlock.h"
+#include "lib/array_len.h"
+
+static const char *const step_names[] = {
+	[SB_STEP_CGROUP] = "joining the sandbox cgroups",
+	[SB_STEP_UNSHARE] = "entering new IPC/network namespaces",
+	[SB_STEP_SETSID] = "setsid",
+	[SB_STEP_STDIO] = "setting up stdin/stdout/stderr",
+	[SB_STEP_CLOSE_FDS] = "closing inherited fds",
+	[SB_STEP_SIGNALS] = "resetting signals",
+	[SB_STEP_IDENTITY] = "switching to the slot uid/gid",
+	[SB_STEP_PDEATHSIG] = "setting the parent-death signal",
+	[SB_STEP_RLIMIT] = "setting rlimits",
+	[SB_STEP_CHDIR] = "entering the scratch directory",
+	[SB_STEP_NO_NEW_PRIVS] = "setting no_new_privs",
+	[SB_STEP_LANDLOCK] = "enforcing Landlock",
+	[SB_STEP_SECCOMP] = "installing the seccomp filter",
+	[SB_STEP_EXEC] = "execve",
+};
+
+const char *sb_child_step_name(int step)
+{
+	if (step > 0 && (size_t)step < ARRAY_LEN(step_names) && step_names[step])
+		return step_names[step];
+	return "unknown step";
+}
+
+_Noreturn static void fail(const struct sb_child_plan *p, int step, int err)
+{
+	struct sb_child_report r = { .step = step, .err = err > 0 ? err : -err };
+
+	if (write(p->report_fd, &r, sizeof(r)) < 0) {
+		/* nothing left to tell it with; the exit status says enough */
+	}
+	_exit(127);
+}
+
+/* Every fd above stderr becomes close-on-exec: the tenant starts with 0, 1
+ * and 2 only, while the report pipe and the Landlock ruleset stay usable
+ * until execve. */
+static int cloexec_above_stdio(void)
+{
+	struct rlimit rl;
+
+	if (syscall(__NR_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return -errno;
+	if (rl.rlim_cur > 65536)
+		rl.rlim_cur = 65536;
+	for (int fd = 3; fd < (int)rl.rlim_cur; fd++)
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return 0;
+}
+
+static int reset_signals(void)
+{
+	struct sigaction sa = { .sa_handler = SIG_DFL };
+	sigset_t none;
+
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		sigaction(sig, &sa, NULL);   /* EINVAL for the libc-reserved ones */
+	}
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL))
+		return -errno;
+	return 0;
+}
+
+static int drop_identity(uid_t uid, gid_t gid)
+{
+	if (syscall(__NR_setgroups, 0, NULL) ||
+	    syscall(__NR_setresgid, gid, gid, gid) ||
+	    syscall(__NR_setresuid, uid, uid, uid))
+		return -errno;
+	if (getuid() != uid || geteuid() != uid || getgid() != gid)
+		return -EPERM;
+	return 0;
+}
+
+_Noreturn void sb_child_run(const struct sb_child_plan *p)
+{
+	int err = 0;
+
+	/* First, so that anything the child does is inside the sandbox and
+	 * dies with it. */
+	err = sb_cgroup_join_self(p->cg);
+	if (err)
+		fail(p, SB_STEP_CGROUP, err);
+	/* While still root; the namespaces' memory is charged to the
+	 * sandbox's cgroup, which it has just joined. */
+	if (p->unshare_flags && syscall(__NR_unshare, p->unshare_flags))
+		fail(p, SB_STEP_UNSHARE, errno);
+	if (setsid() < 0)
+		fail(p, SB_STEP_SETSID, errno);
+	for (int i = 0; i < 3; i++)
+		if (dup2(p->stdio[i], i) != i)
+			fail(p, SB_STEP_STDIO, errno);
+	err = cloexec_above_stdio();
+	if (err)
+		fail(p, SB_STEP_CLOSE_FDS, err);
+	err = reset_signals();
+	if (err)
+		fail(p, SB_STEP_SIGNALS, err);
+	err = drop_identity(p->uid, p->gid);
+	if (err)
+		fail(p, SB_STEP_IDENTITY, err);
+	/* After the uid change, which clears the parent-death signal. If
+	 * the parent died before this point, getppid() already changed. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
+		fail(p, SB_STEP_PDEATHSIG, errno);
+	if (getppid() != p->parent)
+		_exit(127);
+	for (int i = 0; i < p->n_rlimits; i++)
+		if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim))
+			fail(p, SB_STEP_RLIMIT, errno);
+	if (chdir(p->scratch))
+		fail(p, SB_STEP_CHDIR, errno);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		fail(p, SB_STEP_NO_NEW_PRIVS, errno);
+	if (p->landlock_fd >= 0) {
+		err = landlock_enforce(p->landlock_fd);
+		if (err)
+			fail(p, SB_STEP_LANDLOCK, err);
+		close(p->landlock_fd);
+	}
+	if (p->seccomp) {
+		err = seccomp_filter_install(p->seccomp);
+		if (err)
+			fail(p, SB_STEP_SECCOMP, err);
+	}
+	err = ENOENT;
+	for (int i = 0; i < p->n_exec_paths; i++) {
+		execve(p->exec_paths[i], p->argv, p->envp);
+		if (errno != ENOENT)
+			err = errno;   /* e.g. EACCES: worth more than "not found" */
+	}
+	fail(p, SB_STEP_EXEC, err);
+}

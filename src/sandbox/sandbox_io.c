@@ -1,0 +1,205 @@
+/* Feeding and draining a running sandbox (see src/sandbox/sandbox_io.h). */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "lib/fs_util.h"
+#include "lib/clock.h"
+#include "sandbox_io.h"
+
+#define CHUNK          65536
+#define READS_PER_TURN 16       /* a flooding fd must not starve the deadline */
+#define NO_PIDFD_TICK  10       /* ms between waitpid() polls without a pidfd */
+
+/* Keep what fits under the limit; count the rest. */
+static int keep(struct sb_capture *c, const char *buf, size_t n)
+{
+	size_t room = c->limit - c->len, take = n < room ? n : room;
+
+	c->seen += n;
+	if (c->seen > c->limit)
+		c->truncated = true;
+	if (!take)
+		return 0;
+	if (c->len + take + 1 > c->alloc) {
+		size_t want = c->alloc ? c->alloc * 2 : CHUNK;
+		char *p;
+
+		if (want < c->len + take + 1)
+			want = c->len + take + 1;
+		if (want > c->limit + 1)
+			want = c->limit + 1;
+		p = realloc(c->data, want);
+		if (!p)
+			return -ENOMEM;
+		c->data = p;
+		c->alloc = want;
+	}
+	memcpy(c->data + c->len, buf, take);
+	c->len += take;
+	c->data[c->len] = '\0';
+	return 0;
+}
+
+/* Read what is there (bounded per turn). 0, or -errno. */
+static int drain(struct sb_capture *c)
+{
+	char buf[CHUNK];
+
+	for (int i = 0; i < READS_PER_TURN && c->fd >= 0; i++) {
+		ssize_t n = read(c->fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			int err = keep(c, buf, (size_t)n);
+			if (err)
+				return err;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		fs_close(&c->fd);     /* EOF, or an error we cannot do anything about */
+	}
+	return 0;
+}
+
+static void feed(struct sb_feed *f)
+{
+	while (f->fd >= 0 && f->off < f->len) {
+		size_t n = f->len - f->off;
+		ssize_t w = write(f->fd, f->data + f->off, n < CHUNK ? n : CHUNK);
+
+		if (w > 0) {
+			f->off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN)
+			return;
+		break;   /* EPIPE: the program closed its stdin; its business */
+	}
+	fs_close(&f->fd);
+}
+
+static bool reap(struct sb_pump *p, int flags)
+{
+	pid_t r;
+
+	do
+		r = waitpid(p->pid, &p->status, flags);
+	while (r < 0 && errno == EINTR);
+	return r == p->pid;
+}
+
+int sb_pump_run(struct sb_pump *p)
+{
+	bool exited = false;
+	uint64_t linger_until = 0;
+
+	if (p->in.len == 0)
+		fs_close(&p->in.fd);
+	for (;;) {
+		struct pollfd fds[4];
+		int nfds = 0, in_i = -1, out_i = -1, err_i = -1, pid_i = -1, timeout;
+		uint64_t now = clock_ms(CLOCK_MONOTONIC), until;
+
+		if (!exited && now >= p->deadline_ms) {
+			p->end_ms = now;
+			return SB_PUMP_DEADLINE;
+		}
+		if (exited && ((p->out.fd < 0 && p->err.fd < 0) || now >= linger_until))
+			return SB_PUMP_EXITED;
+		if (p->in.fd >= 0) {
+			in_i = nfds;
+			fds[nfds++] = (struct pollfd){ .fd = p->in.fd, .events = POLLOUT };
+		}
+		if (p->out.fd >= 0) {
+			out_i = nfds;
+			fds[nfds++] = (struct pollfd){ .fd = p->out.fd, .events = POLLIN };
+		}
+		if (p->err.fd >= 0) {
+			err_i = nfds;
+			fds[nfds++] = (struct pollfd){ .fd = p->err.fd, .events = POLLIN };
+		}
+		if (!exited && p->pidfd >= 0) {
+			pid_i = nfds;
+			fds[nfds++] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
+		}
+		until = exited ? linger_until : p->deadline_ms;
+		timeout = until - now > INT_MAX ? INT_MAX : (int)(until - now);
+		if (!exited && p->pidfd < 0 && timeout > NO_PIDFD_TICK)
+			timeout = NO_PIDFD_TICK;
+		if (poll(fds, (nfds_t)nfds, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (in_i >= 0 && fds[in_i].revents)
+			feed(&p->in);
+		if (out_i >= 0 && fds[out_i].revents) {
+			int err = drain(&p->out);
+			if (err)
+				return err;
+			if (p->out.seen > p->out.limit) {
+				p->end_ms = clock_ms(CLOCK_MONOTONIC);
+				return SB_PUMP_OVERSIZE;
+			}
+		}
+		if (err_i >= 0 && fds[err_i].revents) {
+			int err = drain(&p->err);
+			if (err)
+				return err;
+		}
+		if (!exited && ((pid_i >= 0 && fds[pid_i].revents) ||
+				(p->pidfd < 0 && reap(p, WNOHANG)))) {
+			if (pid_i >= 0)
+				reap(p, 0);
+			exited = true;
+			p->end_ms = clock_ms(CLOCK_MONOTONIC);
+			linger_until = p->end_ms + (uint64_t)p->linger_ms;
+			fs_close(&p->in.fd);   /* nobody left to read it */
+		}
+	}
+}
+
+void sb_pump_close(struct sb_pump *p)
+{
+	fs_close(&p->in.fd);
+	fs_close(&p->out.fd);
+	fs_close(&p->err.fd);
+	fs_close(&p->pidfd);
+}
+
+void sb_sigpipe_block(struct sb_sigpipe_guard *g)
+{
+	sigset_t set, pending;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	sigpending(&pending);
+	g->was_pending = sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, &g->old);
+}
+
+void sb_sigpipe_restore(struct sb_sigpipe_guard *g)
+{
+	sigset_t set, pending;
+	struct timespec zero = { 0 };
+
+	sigpending(&pending);
+	if (!g->was_pending && sigismember(&pending, SIGPIPE)) {
+		sigemptyset(&set);
+		sigaddset(&set, SIGPIPE);
+		while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}

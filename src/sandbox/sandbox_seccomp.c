@@ -1,0 +1,211 @@
+/* The sandbox's seccomp filter (see src/sandbox/sandbox_seccomp.h). */
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "sandbox_seccomp.h"
+#include "lib/array_len.h"
+
+#if defined(__x86_64__)
+#define NATIVE_ARCH AUDIT_ARCH_X86_64
+#define X32_SYSCALL_BIT 0x40000000
+#elif defined(__aarch64__)
+#define NATIVE_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+/* Denied with EPERM. Each is guarded: not every architecture has every
+ * call (and old headers lack new ones). */
+static const int denied[] = {
+#ifdef __NR_io_uring_setup
+	__NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
+#endif
+	__NR_ptrace, __NR_bpf, __NR_perf_event_open,
+	__NR_mount, __NR_umount2, __NR_pivot_root, __NR_chroot,
+#ifdef __NR_fsopen
+	__NR_fsopen, __NR_fsconfig, __NR_fsmount, __NR_fspick, __NR_move_mount, __NR_open_tree,
+#endif
+#ifdef __NR_mount_setattr
+	__NR_mount_setattr,
+#endif
+	__NR_unshare, __NR_setns,
+	__NR_keyctl, __NR_add_key, __NR_request_key,
+	__NR_kexec_load,
+#ifdef __NR_kexec_file_load
+	__NR_kexec_file_load,
+#endif
+	__NR_process_vm_readv, __NR_process_vm_writev,
+	__NR_open_by_handle_at, __NR_name_to_handle_at,
+	__NR_userfaultfd,
+#ifdef __NR_pidfd_getfd
+	__NR_pidfd_getfd,
+#endif
+	__NR_init_module, __NR_finit_module, __NR_delete_module,
+	__NR_swapon, __NR_swapoff, __NR_reboot, __NR_acct, __NR_quotactl,
+	__NR_syslog, __NR_vhangup,
+#ifdef __NR_uselib
+	__NR_uselib,
+#endif
+#ifdef __NR_iopl
+	__NR_iopl, __NR_ioperm,
+#endif
+};
+
+/* clone() flags that would create a namespace (CLONE_NEWTIME is only
+ * accepted by clone3 and unshare, both covered). */
+#define CLONE_NS_FLAGS (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | \
+			CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET)
+
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U   /* linux 6.3 */
+#endif
+
+enum label { L_NEXT, L_ALLOW, L_EPERM, L_ENOSYS, L_SOCKET, L_INET, L_INET_STREAM,
+	     L_INET_DGRAM, L_MEMFD, L__COUNT };
+
+struct builder {
+	struct sb_seccomp *f;
+	unsigned n;
+	uint8_t jt[SB_SECCOMP_MAX_INSNS], jf[SB_SECCOMP_MAX_INSNS]; /* labels */
+	int at[L__COUNT];
+	int err;
+};
+
+static void emit(struct builder *b, uint16_t code, uint32_t k, enum label jt, enum label jf)
+{
+	if (b->n >= SB_SECCOMP_MAX_INSNS) {
+		b->err = -E2BIG;
+		return;
+	}
+	b->f->insns[b->n] = (struct sock_filter){ .code = code, .k = k };
+	b->jt[b->n] = jt;
+	b->jf[b->n] = jf;
+	b->n++;
+}
+
+static void place(struct builder *b, enum label l)
+{
+	b->at[l] = (int)b->n;
+}
+
+/* Turn label references into the relative offsets BPF jumps take. */
+static void resolve(struct builder *b)
+{
+	for (unsigned i = 0; i < b->n; i++) {
+		struct sock_filter *in = &b->f->insns[i];
+		int jt = b->jt[i] == L_NEXT ? 0 : b->at[b->jt[i]] - (int)(i + 1);
+		int jf = b->jf[i] == L_NEXT ? 0 : b->at[b->jf[i]] - (int)(i + 1);
+
+		if (BPF_CLASS(in->code) != BPF_JMP)
+			continue;
+		if (jt < 0 || jt > 255 || jf < 0 || jf > 255) {
+			b->err = -ERANGE;
+			return;
+		}
+		in->jt = (uint8_t)jt;
+		in->jf = (uint8_t)jf;
+	}
+}
+
+int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *rules)
+{
+#ifndef NATIVE_ARCH
+	memset(f, 0, sizeof(*f));
+	return -EOPNOTSUPP;
+#else
+	struct builder b = { .f = f };
+	/* The low 32 bits of args[0..2]: clone's flags, socket()'s and
+	 * memfd_create's int arguments. */
+	uint32_t arg_lo[3];
+
+	for (int i = 0; i < 3; i++) {
+		arg_lo[i] = (uint32_t)(offsetof(struct seccomp_data, args) + 8 * i);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		arg_lo[i] += 4;
+#endif
+	}
+	memset(f, 0, sizeof(*f));
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch), 0, 0);
+	/* Another ABI's numbers (i386's int 0x80 on x86_64) would dodge a
+	 * table written in native numbers: that whole ABI is "not here". */
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, L_NEXT, L_ENOSYS);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr), 0, 0);
+#ifdef X32_SYSCALL_BIT
+	emit(&b, BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, L_EPERM, L_NEXT);
+#endif
+	for (size_t i = 0; i < ARRAY_LEN(denied); i++)
+		emit(&b, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)denied[i], L_EPERM, L_NEXT);
+#ifdef __NR_clone3
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, L_ENOSYS, L_NEXT);
+#endif
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NEXT);
+#ifdef __NR_memfd_create
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, L_MEMFD, L_NEXT);
+#endif
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, L_NEXT, L_ALLOW);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[0], 0, 0);
+	emit(&b, BPF_JMP | BPF_JSET | BPF_K, CLONE_NS_FLAGS, L_EPERM, L_NEXT);
+	/* A process (not a thread) sharing the fd table outlives a SIGKILL
+	 * of the task that opened a file and keeps the fd. */
+	emit(&b, BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, L_ALLOW, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JSET | BPF_K, CLONE_FILES, L_EPERM, L_ALLOW);
+
+	/* socket(domain, type, protocol): the int arguments, low words. */
+	place(&b, L_SOCKET);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[0], 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, AF_INET, L_INET, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, L_INET, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, rules->allow_unix ? L_ALLOW : L_EPERM, L_EPERM);
+	place(&b, L_INET);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[1], 0, 0);
+	emit(&b, BPF_ALU | BPF_AND | BPF_K, ~(uint32_t)(SOCK_NONBLOCK | SOCK_CLOEXEC), 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, L_INET_STREAM, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, rules->allow_udp ? L_INET_DGRAM : L_EPERM,
+	     L_EPERM);
+	/* TCP only: MPTCP (262) is a stream protocol Landlock's TCP rules
+	 * do not cover, SCTP and raw sockets are no business of a reward. */
+	place(&b, L_INET_STREAM);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[2], 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, L_ALLOW, L_EPERM);
+	place(&b, L_INET_DGRAM);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[2], 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, L_ALLOW, L_EPERM);
+#ifdef __NR_memfd_create
+	/* An executable memfd runs code that never was in the scratch
+	 * (execveat, /proc/self/fd/N); a sealed non-executable one is a
+	 * plain buffer. MFD_NOEXEC_SEAL exists since linux 6.3: on older
+	 * kernels every memfd_create fails, which libraries survive. */
+	place(&b, L_MEMFD);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[1], 0, 0);
+	emit(&b, BPF_JMP | BPF_JSET | BPF_K, MFD_NOEXEC_SEAL, L_ALLOW, L_EPERM);
+#endif
+	place(&b, L_ALLOW);
+	emit(&b, BPF_RET | BPF_K, SECCOMP_RET_ALLOW, 0, 0);
+	place(&b, L_EPERM);
+	emit(&b, BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA), 0, 0);
+	place(&b, L_ENOSYS);
+	emit(&b, BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA), 0, 0);
+	if (!b.err)
+		resolve(&b);
+	if (b.err)
+		return b.err;
+	f->prog.len = (unsigned short)b.n;
+	f->prog.filter = f->insns;
+	return 0;
+#endif
+}
+
+int seccomp_filter_install(const struct sb_seccomp *f)
+{
+	if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &f->prog))
+		return -errno;
+	return 0;
+}

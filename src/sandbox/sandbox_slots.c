@@ -1,0 +1,126 @@
+/* Sandbox uid slots (see src/sandbox/sandbox_slots.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "lib/fs_util.h"
+#include "lib/log.h"
+#include "sandbox_scratch.h"
+#include "sandbox_slots.h"
+
+int sb_uid_base(uid_t *base)
+{
+	const char *env = getenv("SANDGUARD_UID_BASE");
+	unsigned long v;
+	char *end;
+
+	if (!env || !*env) {
+		*base = SB_UID_BASE_DEFAULT;
+		return 0;
+	}
+	errno = 0;
+	v = strtoul(env, &end, 10);
+	/* Below 1000 live system accounts; (uid_t)-1 means "no change". */
+	if (errno || *end || v < 1000 || v + SB_SLOTS > 0xfffffffeUL)
+		return -EINVAL;
+	*base = (uid_t)v;
+	return 0;
+}
+
+/* Lock <dir>/<uid>.lock without waiting: 0 held, -EWOULDBLOCK taken. */
+static int try_lock(uid_t uid, int *fd_out)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u.lock", SB_SLOT_DIR, (unsigned)uid);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+/* Whether the uid names a user or the gid (= uid) a group. The _r
+ * variants: sandboxes may start from several threads at once. */
+static bool account_exists(uid_t uid)
+{
+	struct passwd pw, *user = NULL;
+	struct group gr, *group = NULL;
+	char buf[16384];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &user) == 0 && user)
+		return true;
+	return getgrgid_r((gid_t)uid, &gr, buf, sizeof(buf), &group) == 0 && group;
+}
+
+int sb_slot_acquire(struct sb_slot *slot, char *detail, size_t dlen)
+{
+	unsigned start = 0;
+	uid_t base;
+	int err;
+
+	slot->lock_fd = -1;
+	if (sb_uid_base(&base)) {
+		snprintf(detail, dlen, "SANDGUARD_UID_BASE must be an integer >= 1000");
+		return -EINVAL;
+	}
+	err = fs_mkdir_p(SB_SLOT_DIR, 0700);
+	if (err) {
+		snprintf(detail, dlen, "cannot create %s: %s", SB_SLOT_DIR, strerror(-err));
+		return err;
+	}
+	/* A random starting point spreads concurrent executors over the
+	 * range instead of all contending for the first lock file. */
+	if (getrandom(&start, sizeof(start), 0) != sizeof(start))
+		start = (unsigned)getpid();
+	for (unsigned i = 0; i < SB_SLOTS; i++) {
+		uid_t uid = base + (start + i) % SB_SLOTS;
+		int fd;
+
+		err = try_lock(uid, &fd);
+		if (err == -EWOULDBLOCK)
+			continue;
+		if (err) {
+			snprintf(detail, dlen, "cannot lock slot %u in %s: %s",
+				 (unsigned)uid, SB_SLOT_DIR, strerror(-err));
+			return err;
+		}
+		if (account_exists(uid)) {
+			/* Someone's real account or group: running tenant
+			 * code as it would hand the tenant its files. */
+			sg_warn("sandbox slot uid/gid %u belongs to an existing user or group; skipping it",
+				(unsigned)uid);
+			close(fd);
+			continue;
+		}
+		slot->lock_fd = fd;
+		slot->uid = uid;
+		slot->gid = (gid_t)uid;
+		return 0;
+	}
+	snprintf(detail, dlen, "all %d sandbox slots (uids %u..%u) are in use",
+		 SB_SLOTS, (unsigned)base, (unsigned)(base + SB_SLOTS - 1));
+	return -EBUSY;
+}
+
+void sb_slot_release(struct sb_slot *slot)
+{
+	if (slot->lock_fd >= 0)
+		close(slot->lock_fd);   /* closing drops the flock */
+	slot->lock_fd = -1;
+}

@@ -1,0 +1,145 @@
+/* Score-stream detectors. See src/telemetry/health.h for what fires when. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "health.h"
+
+void health_init(struct health_state *s)
+{
+	memset(s, 0, sizeof(*s));
+}
+
+const char *health_detector_name(enum health_detector d)
+{
+	switch (d) {
+	case HEALTH_CONSTANT: return "constant";
+	case HEALTH_INVALID:  return "invalid";
+	case HEALTH_DEAD:     return "dead";
+	default:              return "unknown";
+	}
+}
+
+static void window_reset(struct health_state *s, uint32_t window)
+{
+	s->window = window;
+	s->batches = s->constant = s->invalid = 0;
+	s->fired = 0;
+	s->n = 0;
+	s->mean = s->m2 = 0;
+}
+
+/* Pool one batch's scores into the window (Chan et al.'s parallel update,
+ * so many small batches lose no precision to cancellation). */
+static void pool_scores(struct health_state *s, const struct sg_outcome *o)
+{
+	double n_b = o->n_scores, delta, n;
+
+	if (o->cause != SG_CAUSE_OK || o->n_scores == 0 ||
+	    !isfinite(o->score_mean) || !isfinite(o->score_var) || o->score_var < 0)
+		return;
+	n = (double)s->n + n_b;
+	delta = o->score_mean - s->mean;
+	s->mean += delta * n_b / n;
+	s->m2 += o->score_var * n_b + delta * delta * (double)s->n * n_b / n;
+	s->n += o->n_scores;
+}
+
+static bool flat(double cur, double prev, double eps)
+{
+	double scale = fmax(1.0, fmax(fabs(cur), fabs(prev)));
+
+	return fabs(cur - prev) <= eps * scale;
+}
+
+/* A rate detector: fire once per window, as soon as the count makes the
+ * full window's rate reach the threshold. */
+static unsigned rate_check(struct health_state *s, enum health_detector d,
+			   uint32_t count, double threshold)
+{
+	if ((s->fired & HEALTH_BIT(d)) || count == 0 ||
+	    (double)count / s->window < threshold)
+		return 0;
+	s->fired |= HEALTH_BIT(d);
+	s->fired_total[d]++;
+	return HEALTH_BIT(d);
+}
+
+/* The window is full: judge the dead detector and keep its stats. */
+static unsigned window_close(struct health_state *s, const struct sg_health *cfg)
+{
+	struct health_window_stats cur = { s->n, s->mean, s->n ? s->m2 / s->n : 0 };
+	unsigned fired = 0;
+
+	s->windows++;
+	if (cur.n == 0) {
+		s->have_prev = false;
+		s->flat_windows = 0;
+		return 0;
+	}
+	if (s->have_prev && flat(cur.mean, s->prev.mean, cfg->dead_epsilon) &&
+	    flat(cur.var, s->prev.var, cfg->dead_epsilon))
+		s->flat_windows++;
+	else
+		s->flat_windows = 0;
+	s->prev = cur;
+	s->have_prev = true;
+	if (cfg->dead_windows > 0 && s->flat_windows >= cfg->dead_windows) {
+		s->fired |= HEALTH_BIT(HEALTH_DEAD);
+		s->fired_total[HEALTH_DEAD]++;
+		fired = HEALTH_BIT(HEALTH_DEAD);
+	}
+	return fired;
+}
+
+unsigned health_observe(struct health_state *s, const struct sg_health *cfg,
+			const struct sg_outcome *o)
+{
+	unsigned fired = 0;
+
+	if (cfg->window == 0 || !o->final)
+		return 0;
+	if (s->window != cfg->window) {
+		/* First use or a new window size: nothing before compares. */
+		window_reset(s, cfg->window);
+		s->have_prev = false;
+		s->flat_windows = 0;
+	} else if (s->batches >= s->window) {
+		/* The last window closed on the previous batch; its counts were
+		 * kept until now for health_describe(). */
+		window_reset(s, cfg->window);
+	}
+
+	s->batches++;
+	s->constant += o->constant;
+	s->invalid += o->invalid;
+	pool_scores(s, o);
+	fired |= rate_check(s, HEALTH_CONSTANT, s->constant, cfg->constant_rate);
+	fired |= rate_check(s, HEALTH_INVALID, s->invalid, cfg->invalid_rate);
+	if (s->batches == s->window)
+		fired |= window_close(s, cfg);
+	return fired;
+}
+
+void health_describe(const struct health_state *s, const struct sg_health *cfg,
+		     enum health_detector d, char *buf, size_t len)
+{
+	switch (d) {
+	case HEALTH_CONSTANT:
+		snprintf(buf, len, "%u of %u batches constant so far (rate %.2f >= %.2f)",
+			 s->constant, s->window, (double)s->constant / s->window,
+			 cfg->constant_rate);
+		break;
+	case HEALTH_INVALID:
+		snprintf(buf, len, "%u of %u batches invalid so far (rate %.2f >= %.2f)",
+			 s->invalid, s->window, (double)s->invalid / s->window,
+			 cfg->invalid_rate);
+		break;
+	case HEALTH_DEAD:
+		snprintf(buf, len, "score mean %.6g and variance %.6g flat within %g for "
+			 "%u consecutive windows of %u batches", s->prev.mean, s->prev.var,
+			 cfg->dead_epsilon, s->flat_windows, s->window);
+		break;
+	default:
+		snprintf(buf, len, "unknown detector %d", (int)d);
+	}
+}

@@ -1,0 +1,91 @@
+"""What every Python suite and benchmark shares: the PASS/FAIL/SKIP line
+protocol of tests/run-integration.sh and tests/run-all.sh, and the host's
+cgroup mounts (found in /proc/self/mountinfo, never assumed).
+
+Suites put this directory on sys.path:
+    sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
+"""
+import os
+import time
+
+failures = 0
+
+
+def report(status, name, why=""):
+    """One result line: status is PASS, FAIL or SKIP."""
+    global failures
+    if status == "FAIL":
+        failures += 1
+    print("%s: %s%s" % (status, name, ": " + why if why else ""), flush=True)
+
+
+def check(ok, name, why=""):
+    """PASS when ok, else FAIL with why. Returns ok."""
+    report("PASS" if ok else "FAIL", name, "" if ok else why)
+    return ok
+
+
+def skip(name, why):
+    report("SKIP", name, why)
+
+
+def exit_code():
+    """What a suite exits with: 1 if anything failed."""
+    return 1 if failures else 0
+
+
+def _mounts():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            yield left.split()[4], right.split()
+
+
+def cgroup2_mount():
+    """The cgroup v2 mount point: /sys/fs/cgroup on pure v2 nodes,
+    /sys/fs/cgroup/unified on hybrid ones."""
+    for point, fs in _mounts():
+        if fs[0] == "cgroup2":
+            return point
+    raise RuntimeError("no cgroup2 mount in /proc/self/mountinfo")
+
+
+def cgroup_v1_mounts():
+    """{controller: mount point} of the v1 hierarchies (hybrid nodes)."""
+    found = {}
+    for point, fs in _mounts():
+        if fs[0] == "cgroup":
+            for opt in fs[2].split(","):
+                found.setdefault(opt, point)
+    return {c: p for c, p in found.items() if c in ("pids", "memory", "cpu", "cpuacct", "cpuset", "io", "blkio")}
+
+
+def kill_and_rmdir(path, tries=100):
+    """Empty one cgroup (cgroup.kill where there is one) and remove it."""
+    try:
+        with open(os.path.join(path, "cgroup.kill"), "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+    for _ in range(tries):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)
+
+
+def remove_cgroup_tree(root):
+    """Kill and remove a sandguard cgroup root, deepest first, and its
+    mirrors on the v1 controllers of hybrid nodes (<v1 mount>/<basename>)."""
+    name = os.path.basename(root)
+    tops = [root] + [os.path.join(p, name) for p in set(cgroup_v1_mounts().values())]
+    for top in tops:
+        if not os.path.isdir(top) or os.path.islink(top):
+            continue
+        for dirpath, dirnames, _ in os.walk(top, topdown=False):
+            for d in dirnames:
+                kill_and_rmdir(os.path.join(dirpath, d))
+        kill_and_rmdir(top)
