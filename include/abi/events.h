@@ -7,7 +7,7 @@
 #define SG_COMM_LEN      16
 #define SG_FILENAME_LEN  256
 #define SG_ARGS_LEN      128
-#define SG_PATH_COMPS    8    /* innermost path components kept for a file event */
+#define SG_PATH_COMPS    8 /* innermost path components kept for a file event */
 #define SG_COMP_LEN      32
 #define SG_UNIX_PATH_LEN 108
 
@@ -16,11 +16,11 @@ enum sg_event_type {
 	SG_EV_FORK_LIMIT,
 	SG_EV_EXEC,
 	SG_EV_EXEC_DENIED,
-	SG_EV_FILE_DENIED,     /* refused by lsm/file_open */
-	SG_EV_FILE_TRIPPED,    /* detected after the fact by the fallback */
+	SG_EV_FILE_DENIED,  /* refused by lsm/file_open */
+	SG_EV_FILE_TRIPPED, /* detected after the fact by the fallback */
 	SG_EV_EXIT,
-	SG_EV_SANDBOX_KILLED,  /* userspace: the agent emptied the cgroup */
-	SG_EV_HEALTH,          /* userspace: a score-stream detector fired */
+	SG_EV_SANDBOX_KILLED, /* userspace: the agent emptied the cgroup */
+	SG_EV_HEALTH,         /* userspace: a score-stream detector fired */
 	SG_EV__COUNT
 };
 
@@ -43,76 +43,81 @@ enum sg_rule {
 
 /* What a policy says to do about a violation of a rule. */
 enum sg_policy_action {
-	SG_POLICY_DENY = 1,  /* refuse the operation, keep the sandbox */
-	SG_POLICY_KILL,      /* refuse it and empty the whole sandbox */
-	SG_POLICY_LOG,       /* let it happen, event it */
+	SG_POLICY_DENY = 1, /* refuse the operation, keep the sandbox */
+	SG_POLICY_KILL,     /* refuse it and empty the whole sandbox */
+	SG_POLICY_LOG,      /* let it happen, event it */
 };
 
 /* How an event's verdict was reached (exec and file events). */
 enum sg_enforce_mode {
 	SG_MODE_NONE = 0,
-	SG_MODE_LSM,         /* denied in an LSM hook before it happened */
-	SG_MODE_FALLBACK,    /* tracepoint: killed before user code ran / after open */
+	SG_MODE_LSM,      /* denied in an LSM hook before it happened */
+	SG_MODE_FALLBACK, /* tracepoint: killed before user code ran / after open */
 };
 
 struct sg_net_detail {
-	__u16 family;        /* AF_INET, AF_INET6, AF_UNIX */
-	__u16 port;          /* host byte order */
-	__u8  proto;         /* IPPROTO_TCP / IPPROTO_UDP / 0 */
-	__u8  hook;          /* enum sg_net_hook */
-	__u8  pad[2];
-	__u8  addr[16];      /* IPv4 in the first four bytes */
-	char  unix_path[SG_UNIX_PATH_LEN]; /* '\0'-led for abstract sockets: '@' form */
+	__u16 family; /* AF_INET, AF_INET6, AF_UNIX */
+	__u16 port;   /* host byte order */
+	__u8 proto;   /* IPPROTO_TCP / IPPROTO_UDP / 0 */
+	__u8 hook;    /* enum sg_net_hook */
+	__u8 pad[2];
+	__u8 addr[16];                    /* IPv4 in the first four bytes */
+	char unix_path[SG_UNIX_PATH_LEN]; /* '\0'-led for abstract sockets: '@' form */
 };
 
 enum sg_net_hook {
-	SG_HOOK_CONNECT4 = 1, SG_HOOK_CONNECT6, SG_HOOK_SENDMSG4, SG_HOOK_SENDMSG6,
-	SG_HOOK_CONNECT_UNIX, SG_HOOK_SENDMSG_UNIX, SG_HOOK_SKB_EGRESS,
+	SG_HOOK_CONNECT4 = 1,
+	SG_HOOK_CONNECT6,
+	SG_HOOK_SENDMSG4,
+	SG_HOOK_SENDMSG6,
+	SG_HOOK_CONNECT_UNIX,
+	SG_HOOK_SENDMSG_UNIX,
+	SG_HOOK_SKB_EGRESS,
 };
 
 struct sg_fork_detail {
-	__u32 forks;         /* forks seen in this sandbox so far */
-	__u32 tasks;         /* live tasks after this fork */
-	__u32 limit;         /* the limit that tripped */
-	__u32 which;         /* 1 = max_tasks, 2 = max_forks */
+	__u32 forks; /* forks seen in this sandbox so far */
+	__u32 tasks; /* live tasks after this fork */
+	__u32 limit; /* the limit that tripped */
+	__u32 which; /* 1 = max_tasks, 2 = max_forks */
 };
 
 struct sg_exec_detail {
-	char  filename[SG_FILENAME_LEN];
-	char  args[SG_ARGS_LEN];   /* argv bytes, NULs between arguments */
+	char filename[SG_FILENAME_LEN];
+	char args[SG_ARGS_LEN]; /* argv bytes, NULs between arguments */
 	__u32 args_len;
-	__u32 mode;                /* enum sg_enforce_mode for exec_denied */
+	__u32 mode; /* enum sg_enforce_mode for exec_denied */
 };
 
 struct sg_file_detail {
-	char  comps[SG_PATH_COMPS][SG_COMP_LEN]; /* comps[0] is the file itself */
-	__u32 depth;               /* components walked (may exceed SG_PATH_COMPS) */
-	__u32 flags;               /* open flags (fallback) or f_mode (LSM) */
-	__u32 write;               /* 1 if opened for writing */
-	__u32 mode;                /* enum sg_enforce_mode */
-	__u32 requested;           /* 1: comps holds the path as the program passed
+	char comps[SG_PATH_COMPS][SG_COMP_LEN]; /* comps[0] is the file itself */
+	__u32 depth;                            /* components walked (may exceed SG_PATH_COMPS) */
+	__u32 flags;                            /* open flags (fallback) or f_mode (LSM) */
+	__u32 write;                            /* 1 if opened for writing */
+	__u32 mode;                             /* enum sg_enforce_mode */
+	__u32 requested;                        /* 1: comps holds the path as the program passed
 	                            * it (one string), for an open another layer
 	                            * refused before the kernel resolved a file */
 };
 
 struct sg_exit_detail {
-	__s32 exit_code;     /* (status >> 8) & 0xff when exited */
-	__s32 signal;        /* terminating signal, 0 when exited */
-	__u32 core;          /* dumped core */
-	__u32 oom_killed;    /* the task was chosen by the OOM killer */
+	__s32 exit_code;  /* (status >> 8) & 0xff when exited */
+	__s32 signal;     /* terminating signal, 0 when exited */
+	__u32 core;       /* dumped core */
+	__u32 oom_killed; /* the task was chosen by the OOM killer */
 };
 
 struct sg_event {
-	__u64 ts_ns;         /* bpf_ktime_get_boot_ns(): CLOCK_BOOTTIME */
-	__u64 cgroup_id;     /* the sandbox */
-	__u32 type;          /* enum sg_event_type */
-	__u32 action;        /* enum sg_event_action */
-	__u32 tenant;        /* tenant index (see struct sg_sandbox) */
-	__u32 rule;          /* enum sg_rule the event concerns */
+	__u64 ts_ns;     /* bpf_ktime_get_boot_ns(): CLOCK_BOOTTIME */
+	__u64 cgroup_id; /* the sandbox */
+	__u32 type;      /* enum sg_event_type */
+	__u32 action;    /* enum sg_event_action */
+	__u32 tenant;    /* tenant index (see struct sg_sandbox) */
+	__u32 rule;      /* enum sg_rule the event concerns */
 	__u32 pid, ppid, uid, pad;
-	char  comm[SG_COMM_LEN];
+	char comm[SG_COMM_LEN];
 	union {
-		struct sg_net_detail  net;
+		struct sg_net_detail net;
 		struct sg_fork_detail fork;
 		struct sg_exec_detail exec;
 		struct sg_file_detail file;

@@ -4,37 +4,37 @@
 #define SG_MAPS_H
 #include "bpf_types.h"
 
-#define SG_PIN_ROOT        "/sys/fs/bpf/sandguard"
-#define SG_MAX_TENANTS     1024
-#define SG_MAX_SANDBOXES   8192
-#define SG_MAX_EGRESS      32
-#define SG_MAX_PATH_RULES  65536
-#define SG_MAX_EXEC_FILES  65536
-#define SG_RINGBUF_BYTES   (4 << 20)
-#define SG_WALK_DEPTH      32     /* dentry ancestors examined per open */
+#define SG_PIN_ROOT       "/sys/fs/bpf/sandguard"
+#define SG_MAX_TENANTS    1024
+#define SG_MAX_SANDBOXES  8192
+#define SG_MAX_EGRESS     32
+#define SG_MAX_PATH_RULES 65536
+#define SG_MAX_EXEC_FILES 65536
+#define SG_RINGBUF_BYTES  (4 << 20)
+#define SG_WALK_DEPTH     32 /* dentry ancestors examined per open */
 
 /* sg_sandboxes: cgroup id -> sandbox. Absent = not a sandbox: every hook
  * returns after this one lookup. */
 struct sg_sandbox {
-	__u32 tenant;        /* index into sg_policies */
+	__u32 tenant; /* index into sg_policies */
 	__u32 flags;
-	__u64 scratch_dev;   /* kernel dev_t (MKDEV: major << 20 | minor) */
+	__u64 scratch_dev; /* kernel dev_t (MKDEV: major << 20 | minor) */
 	__u64 scratch_ino;
 };
 
 /* sg_sandbox_state: cgroup id -> counters and the first violation, written
  * by the programs, read by the agent and the executor. */
 struct sg_sandbox_state {
-	__s64 tasks;         /* live tasks (threads), seeded by the agent */
+	__s64 tasks; /* live tasks (threads), seeded by the agent */
 	__u64 forks;
-	__u32 tripped;       /* a kill-class violation happened */
-	__u32 first_rule;    /* enum sg_rule + 1 of the first violation, 0 = none */
-	__u64 first_ts_ns;   /* when it happened (for kill latency) */
+	__u32 tripped;     /* a kill-class violation happened */
+	__u32 first_rule;  /* enum sg_rule + 1 of the first violation, 0 = none */
+	__u64 first_ts_ns; /* when it happened (for kill latency) */
 	__u64 violations;
-	__u64 events;        /* events reserved for this sandbox */
-	__u64 suppressed;    /* events not sent: past SG_EVENTS_PER_SANDBOX */
-	__u32 trip_rule;     /* enum sg_rule + 1 of the kill-class violation */
-	__u32 trip_evented;  /* its event was sent (exempt from the cap) */
+	__u64 events;       /* events reserved for this sandbox */
+	__u64 suppressed;   /* events not sent: past SG_EVENTS_PER_SANDBOX */
+	__u32 trip_rule;    /* enum sg_rule + 1 of the kill-class violation */
+	__u32 trip_evented; /* its event was sent (exempt from the cap) */
 };
 
 /* The rule (enum sg_rule) a sandbox was tripped for, -1 when none: the
@@ -57,20 +57,20 @@ static inline int sg_state_first_rule(const struct sg_sandbox_state *st)
 
 /* sg_policies: tenant index -> the kernel's view of the tenant policy. */
 struct sg_egress_rule_k {
-	__u8  addr[16];      /* IPv6, IPv4 as ::ffff:a.b.c.d */
-	__u8  prefix;        /* 0..128 over the mapped form */
-	__u8  proto;         /* 0 any, 6 tcp, 17 udp */
-	__u16 port;          /* 0 any, host byte order */
+	__u8 addr[16]; /* IPv6, IPv4 as ::ffff:a.b.c.d */
+	__u8 prefix;   /* 0..128 over the mapped form */
+	__u8 proto;    /* 0 any, 6 tcp, 17 udp */
+	__u16 port;    /* 0 any, host byte order */
 };
 
 struct sg_policy_k {
 	__u32 enabled;
-	__u32 max_tasks;     /* 0 = unlimited */
-	__u32 max_forks;     /* 0 = unlimited */
-	__u8  action[8];     /* enum sg_policy_action per enum sg_rule */
+	__u32 max_tasks; /* 0 = unlimited */
+	__u32 max_forks; /* 0 = unlimited */
+	__u8 action[8];  /* enum sg_policy_action per enum sg_rule */
 	__u32 n_egress;
-	__u32 allow_unix;    /* unix connect/sendmsg allowed */
-	__u32 set_gen;       /* which generation of sg_paths/sg_exec_files
+	__u32 allow_unix; /* unix connect/sendmsg allowed */
+	__u32 set_gen;    /* which generation of sg_paths/sg_exec_files
 	                      * entries is in force (0 or 1): a reload fills
 	                      * the other one, then swaps this value */
 	__u32 pad;
@@ -82,8 +82,8 @@ struct sg_policy_k {
  * sandbox's tenant (read-only allowlist) or is the sandbox's scratch. */
 #define SG_SET_KEY(tenant, gen) ((tenant) | ((__u32)(gen) << 31))
 struct sg_path_key {
-	__u32 tenant;        /* SG_SET_KEY(tenant index, set_gen) */
-	__u32 dev;           /* kernel dev_t */
+	__u32 tenant; /* SG_SET_KEY(tenant index, set_gen) */
+	__u32 dev;    /* kernel dev_t */
 	__u64 ino;
 };
 #define SG_PATH_READ  1
@@ -92,16 +92,16 @@ struct sg_path_key {
 /* sg_exec_files: executables a tenant may run, by identity (the globs of
  * the policy expanded when it is loaded). */
 struct sg_exec_key {
-	__u32 tenant;        /* SG_SET_KEY(tenant index, set_gen) */
+	__u32 tenant; /* SG_SET_KEY(tenant index, set_gen) */
 	__u32 dev;
 	__u64 ino;
 };
 
 /* sg_config[0]: global switches written by the agent. */
 struct sg_config {
-	__u32 active_gen;    /* programs of another generation stay silent */
-	__u32 file_mode;     /* enum sg_enforce_mode chosen for files */
-	__u32 exec_mode;     /* and for execs */
+	__u32 active_gen; /* programs of another generation stay silent */
+	__u32 file_mode;  /* enum sg_enforce_mode chosen for files */
+	__u32 exec_mode;  /* and for execs */
 	__u32 pad;
 };
 

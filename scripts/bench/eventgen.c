@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BURST 64    /* opens between clock reads */
+#define BURST 64 /* opens between clock reads */
 
 static double now_s(void)
 {
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < BURST; i++) {
 			if (in_this == per) {
 				if (used == n_cg)
-					goto out;   /* no fresh sandbox left */
+					goto out; /* no fresh sandbox left */
 				join(cg[used++]);
 				in_this = 0;
 			}
@@ -131,7 +131,8 @@ int main(int argc, char **argv)
 			double ahead = opens / rate - elapsed;
 
 			if (ahead > 0) {
-				struct timespec ts = { (time_t)ahead, (long)((ahead - (time_t)ahead) * 1e9) };
+				struct timespec ts = { (time_t)ahead,
+						       (long)((ahead - (time_t)ahead) * 1e9) };
 				nanosleep(&ts, NULL);
 				elapsed = now_s() - start;
 			}
@@ -139,7 +140,7 @@ int main(int argc, char **argv)
 	}
 out:
 	elapsed = now_s() - start;
-	printf("opens %llu seconds %.3f rate %.0f sandboxes %d\n", (unsigned long long)opens, elapsed,
-	       opens / elapsed, used);
+	printf("opens %llu seconds %.3f rate %.0f sandboxes %d\n", (unsigned long long)opens,
+	       elapsed, opens / elapsed, used);
 	return 0;
 }

@@ -90,7 +90,8 @@ static void forkexec_loop(long n, const char *prog)
 /* The acceptor: accept and close until killed. */
 static pid_t start_listener(int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int one = 1, s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	pid_t pid;
@@ -120,7 +121,8 @@ static pid_t start_listener(int port)
 
 static void connect_loop(long n, int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	/* Reset on close: no TIME_WAIT, so ephemeral ports never run out. */
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };

@@ -112,7 +112,7 @@ int main(int argc, char **argv)
 			if (n > 0)
 				in_off += n;
 			if (n < 0 && errno != EAGAIN) {
-				close(in[1]);   /* EPIPE: the program stopped reading */
+				close(in[1]); /* EPIPE: the program stopped reading */
 				in[1] = -1;
 			} else if (in_off == in_len) {
 				close(in[1]);

@@ -102,7 +102,7 @@ static int tenant_action(struct agent *a, const struct sg_sandbox_entry *s, int 
 	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, s->tenant);
 
 	if (!t || !t->policy || rule < 0 || rule >= SG_RULE__COUNT)
-		return SG_POLICY_KILL;  /* fail closed, as the kernel side does */
+		return SG_POLICY_KILL; /* fail closed, as the kernel side does */
 	return t->policy->action[rule];
 }
 
@@ -206,8 +206,8 @@ static void sweep_sandboxes(struct agent *a)
 		}
 		if (bpf_map_lookup_elem(a->bpf.state_fd, &s->cgid, &st) == 0 &&
 		    sg_state_kill_rule(&st) >= 0) {
-			sg_warn("sandbox %s: tripped on %s with no kill event seen; killing it now", s->name,
-				rule_name(sg_state_kill_rule(&st)));
+			sg_warn("sandbox %s: tripped on %s with no kill event seen; killing it now",
+				s->name, rule_name(sg_state_kill_rule(&st)));
 			agent_kill_sandbox(a, s, sg_state_kill_rule(&st), 0, 0, st.first_ts_ns);
 		}
 	}
@@ -299,11 +299,21 @@ static void loop(struct agent *a)
 		}
 		for (int i = 0; i < n; i++) {
 			switch (evs[i].data.u64) {
-			case TAG_RINGBUF: ring_buffer__consume(a->rb); break;
-			case TAG_INOTIFY: registry_handle_inotify(&a->reg); break;
-			case TAG_SIGNAL: on_signal(a); break;
-			case TAG_TIMER: on_tick(a); break;
-			case TAG_CONTROL: control_handle(a->control); break;
+			case TAG_RINGBUF:
+				ring_buffer__consume(a->rb);
+				break;
+			case TAG_INOTIFY:
+				registry_handle_inotify(&a->reg);
+				break;
+			case TAG_SIGNAL:
+				on_signal(a);
+				break;
+			case TAG_TIMER:
+				on_tick(a);
+				break;
+			case TAG_CONTROL:
+				control_handle(a->control);
+				break;
 			}
 		}
 	}
@@ -362,9 +372,9 @@ static int start(struct agent *a)
 		sg_error("%s", err);
 		return rc;
 	}
-	sg_info("files: %s (%s); execs: %s (%s)", enforce_mode_name(a->modes.files), a->modes.files_why,
-		enforce_mode_name(a->modes.execs), a->modes.execs_why);
-	print_probe_table(stderr, a->features, &a->modes);  /* once, for the log */
+	sg_info("files: %s (%s); execs: %s (%s)", enforce_mode_name(a->modes.files),
+		a->modes.files_why, enforce_mode_name(a->modes.execs), a->modes.execs_why);
+	print_probe_table(stderr, a->features, &a->modes); /* once, for the log */
 	rc = sg_bpf_load(&a->bpf, a->features, &a->modes, root);
 	if (rc)
 		return rc;
@@ -375,9 +385,11 @@ static int start(struct agent *a)
 	if (rc)
 		return rc;
 	ensure_parent_dir(a->opts.events_path);
-	a->events = event_log_open(a->opts.events_path, a->opts.events_max_bytes, a->opts.events_keep);
+	a->events =
+		event_log_open(a->opts.events_path, a->opts.events_max_bytes, a->opts.events_keep);
 	if (!a->events) {
-		sg_error("cannot open the event stream %s: %s", a->opts.events_path, strerror(errno));
+		sg_error("cannot open the event stream %s: %s", a->opts.events_path,
+			 strerror(errno));
 		return -errno;
 	}
 	event_clock_offset(&a->boot_to_real_ns);
@@ -419,7 +431,7 @@ int agent_run(struct agent_opts *opts)
 	pthread_mutex_init(&a->lock, NULL);
 	rc = start(a);
 	if (!rc) {
-		sweep_sandboxes(a);  /* trips left by a previous agent */
+		sweep_sandboxes(a); /* trips left by a previous agent */
 		write_ready_file(opts->ready_file);
 		sg_info("enforcing; events to %s", opts->events_path);
 		loop(a);

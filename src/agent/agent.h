@@ -22,15 +22,15 @@ struct ring_buffer;
 struct agent_opts {
 	char policy_dir[PATH_MAX];
 	enum sg_mode_request mode;
-	char events_path[PATH_MAX];      /* "-" = stdout */
+	char events_path[PATH_MAX]; /* "-" = stdout */
 	uint64_t events_max_bytes;
 	unsigned events_keep;
-	char metrics_addr[128];          /* "" = no metrics server */
+	char metrics_addr[128]; /* "" = no metrics server */
 	char socket_path[PATH_MAX];
-	char state_dir[PATH_MAX];        /* ledger.json lives here */
+	char state_dir[PATH_MAX]; /* ledger.json lives here */
 	char node[64];
-	char ready_file[PATH_MAX];       /* touched once enforcing ("" = none) */
-	char host_root[PATH_MAX];        /* the node's / (a containerized agent) */
+	char ready_file[PATH_MAX]; /* touched once enforcing ("" = none) */
+	char host_root[PATH_MAX];  /* the node's / (a containerized agent) */
 };
 
 struct agent {
@@ -51,9 +51,9 @@ struct agent {
 	struct metrics_http *http;
 	uint64_t kills;
 	uint64_t kill_latency_count;
-	double   kill_latency_sum_s;
+	double kill_latency_sum_s;
 	uint64_t events_seen;
-	uint64_t events_lost;            /* encode/write failures */
+	uint64_t events_lost; /* encode/write failures */
 	uint64_t drops_reported;
 	uint64_t started_realtime_s;
 

@@ -44,7 +44,8 @@ static void observe_health(struct agent *a, struct sg_tenant *t, const struct sg
 	fired = health_observe(*hs, &t->policy->health, o);
 	for (int d = 0; d < HEALTH__COUNT; d++) {
 		char why[256], line[EVENT_JSON_MAX];
-		struct event_ctx ctx = { .node = a->opts.node, .tenant = t->name,
+		struct event_ctx ctx = { .node = a->opts.node,
+					 .tenant = t->name,
 					 .boot_to_real_ns = a->boot_to_real_ns };
 		json_t *fields;
 
@@ -54,7 +55,8 @@ static void observe_health(struct agent *a, struct sg_tenant *t, const struct sg
 		sg_warn("tenant %s: score stream %s: %s", t->name, health_detector_name(d), why);
 		agent_metrics_detector(a, t->name, health_detector_name(d));
 		fields = json_pack("{s:s}", "why", why);
-		if (event_health_json(&ctx, clock_ns(CLOCK_REALTIME), health_detector_name(d), fields, line, sizeof(line)) > 0)
+		if (event_health_json(&ctx, clock_ns(CLOCK_REALTIME), health_detector_name(d),
+				      fields, line, sizeof(line)) > 0)
 			agent_emit_line(a, line);
 		json_decref(fields);
 	}
@@ -84,9 +86,11 @@ static json_t *do_status(void *ctx, json_t *req)
 	for (uint32_t i = 0; i < a->reg.n_tenants; i++) {
 		struct sg_tenant *t = a->reg.tenants[i];
 		if (t)
-			json_array_append_new(tenants, json_pack("{s:s, s:i, s:s, s:b}", "tenant", t->name,
-				"active_sandboxes", (int)t->active, "policy",
-				t->policy ? t->policy->source : "", "policy_ok", t->policy != NULL));
+			json_array_append_new(tenants, json_pack("{s:s, s:i, s:s, s:b}", "tenant",
+								 t->name, "active_sandboxes",
+								 (int)t->active, "policy",
+								 t->policy ? t->policy->source : "",
+								 "policy_ok", t->policy != NULL));
 	}
 	pthread_mutex_lock(&a->lock);
 	json_object_set_new(st, "ok", json_true());
@@ -96,21 +100,27 @@ static json_t *do_status(void *ctx, json_t *req)
 	json_object_set_new(st, "started", json_integer(a->started_realtime_s));
 	json_object_set_new(st, "generation", json_integer(a->bpf.gen));
 	json_object_set_new(st, "links", json_integer(sg_pinned_links()));
-	json_object_set_new(st, "modes", json_pack("{s:s, s:s, s:s, s:s}",
-		"files", enforce_mode_name(a->modes.files), "files_why", a->modes.files_why,
-		"execs", enforce_mode_name(a->modes.execs), "execs_why", a->modes.execs_why));
+	json_object_set_new(
+		st, "modes",
+		json_pack("{s:s, s:s, s:s, s:s}", "files", enforce_mode_name(a->modes.files),
+			  "files_why", a->modes.files_why, "execs",
+			  enforce_mode_name(a->modes.execs), "execs_why", a->modes.execs_why));
 	json_object_set_new(st, "features", features);
 	{
 		char why[512];
-		json_object_set_new(st, "degraded", enforcement_degraded(a->features, &a->modes, why, sizeof(why))
-							    ? json_string(why) : json_null());
+		json_object_set_new(st, "degraded",
+				    enforcement_degraded(a->features, &a->modes, why, sizeof(why))
+					    ? json_string(why)
+					    : json_null());
 	}
 	json_object_set_new(st, "ringbuf_drops", json_integer(sg_bpf_drops(&a->bpf)));
 	json_object_set_new(st, "events_seen", json_integer(a->events_seen));
 	json_object_set_new(st, "events_lost", json_integer(agent_events_lost(a)));
 	json_object_set_new(st, "kills", json_integer(a->kills));
-	json_object_set_new(st, "kill_latency_avg_ms", json_real(a->kill_latency_count ?
-		a->kill_latency_sum_s * 1000.0 / a->kill_latency_count : 0));
+	json_object_set_new(st, "kill_latency_avg_ms",
+			    json_real(a->kill_latency_count ? a->kill_latency_sum_s * 1000.0 /
+								      a->kill_latency_count
+							    : 0));
 	json_object_set_new(st, "policy_generation", json_integer(a->reg.policy_generation));
 	json_object_set_new(st, "policy_reloads_ok", json_integer(a->reg.reloads_ok));
 	json_object_set_new(st, "policy_reloads_failed", json_integer(a->reg.reloads_failed));
@@ -129,17 +139,18 @@ static json_t *do_register(void *ctx, json_t *req)
 	struct sg_sandbox_entry *s;
 	int err;
 
-	if (json_unpack(req, "{s:s, s:s, s:I, s?s, s?s, s?I, s?I}", "tenant", &tenant, "sandbox", &sandbox,
-			"cgroup_id", &cgid, "run_id", &run_id, "batch_id", &batch_id,
+	if (json_unpack(req, "{s:s, s:s, s:I, s?s, s?s, s?I, s?I}", "tenant", &tenant, "sandbox",
+			&sandbox, "cgroup_id", &cgid, "run_id", &run_id, "batch_id", &batch_id,
 			"root_dev", &root_dev, "root_ino", &root_ino))
 		return control_error("register: expected tenant, sandbox, cgroup_id");
 	/* Policy paths are identities in the agent's view of the node: an
 	 * executor that sees another root would have its sandboxes judged
 	 * against files they never open. Refuse, as a platform problem. */
 	if (root_dev >= 0 && !registry_same_root(&a->reg, root_dev, root_ino))
-		return json_pack("{s:b, s:s, s:s}", "ok", 0, "code", "root_mismatch", "error",
-				 "the executor sees a different root filesystem than the agent: run it on the "
-				 "node's filesystem, or point the agent's --host-root at the executor's root");
+		return json_pack(
+			"{s:b, s:s, s:s}", "ok", 0, "code", "root_mismatch", "error",
+			"the executor sees a different root filesystem than the agent: run it on the "
+			"node's filesystem, or point the agent's --host-root at the executor's root");
 	err = registry_add(&a->reg, tenant, sandbox, &s);
 	if (err)
 		return control_error("register: %s", strerror(-err));
@@ -206,10 +217,7 @@ static json_t *do_unregister(void *ctx, json_t *req)
 }
 
 const struct control_op agent_control_ops[] = {
-	{ "register", do_register },
-	{ "verdict", do_verdict },
-	{ "report", do_report },
-	{ "unregister", do_unregister },
-	{ "status", do_status },
+	{ "register", do_register },     { "verdict", do_verdict }, { "report", do_report },
+	{ "unregister", do_unregister }, { "status", do_status },
 };
 const size_t agent_control_n_ops = ARRAY_LEN(agent_control_ops);

@@ -5,7 +5,7 @@
 
 struct agent;
 
-int  agent_metrics_start(struct agent *a);   /* no-op without --metrics */
+int agent_metrics_start(struct agent *a); /* no-op without --metrics */
 void agent_metrics_stop(struct agent *a);
 void agent_metrics_tick(struct agent *a);
 void agent_metrics_observe_kill_latency(struct agent *a, double seconds);

@@ -24,7 +24,7 @@
 #include "files.skel.h"
 #include "tasks.skel.h"
 
-#define BPF_FS_MAGIC_ 0xcafe4a11
+#define BPF_FS_MAGIC_       0xcafe4a11
 #define ATTACH_UNIX_CONNECT 49
 #define ATTACH_UNIX_SENDMSG 50
 
@@ -58,8 +58,8 @@ static int open_tenant_names(void)
 
 	if (fd >= 0)
 		return fd;
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sg_tenant_names", sizeof(uint32_t),
-			    SG_TENANT_MAX, SG_MAX_TENANTS, NULL);
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sg_tenant_names", sizeof(uint32_t), SG_TENANT_MAX,
+			    SG_MAX_TENANTS, NULL);
 	if (fd < 0) {
 		sg_error("cannot create the tenant name map: %s", strerror(errno));
 		return -errno;
@@ -78,7 +78,7 @@ static int pin_link(struct bpf_link *link, const char *dir, const char *name)
 	char path[PATH_MAX];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	unlink(path);  /* a leftover from a crashed start of the same generation */
+	unlink(path); /* a leftover from a crashed start of the same generation */
 	if (bpf_link__pin(link, path)) {
 		sg_error("cannot pin link %s: %s", path, strerror(errno));
 		return -errno;
@@ -94,7 +94,8 @@ static int attach_prog(struct sg_bpf *b, struct bpf_program *prog, int cgroup_fd
 
 	if (!bpf_program__autoload(prog))
 		return 0;
-	link = cgroup_fd >= 0 ? bpf_program__attach_cgroup(prog, cgroup_fd) : bpf_program__attach(prog);
+	link = cgroup_fd >= 0 ? bpf_program__attach_cgroup(prog, cgroup_fd)
+			      : bpf_program__attach(prog);
 	if (!link) {
 		err = -errno;
 		sg_error("cannot attach %s: %s", bpf_program__name(prog), strerror(errno));
@@ -113,8 +114,7 @@ static void set_autoload_all(struct bpf_object *obj, bool on)
 {
 	struct bpf_program *p;
 
-	bpf_object__for_each_program(p, obj)
-		bpf_program__set_autoload(p, on);
+	bpf_object__for_each_program(p, obj) bpf_program__set_autoload(p, on);
 }
 
 /* The cgroup level of <root>/<tenant>/<sandbox>: the root's depth below
@@ -130,7 +130,8 @@ static int sandbox_level(const char *cgroup_root, uint32_t *level)
 		return -ENOENT;
 	n = strlen(mnt);
 	if (strncmp(cgroup_root, mnt, n) || (cgroup_root[n] && cgroup_root[n] != '/')) {
-		sg_error("the sandguard cgroup root %s is not below the cgroup2 mount %s", cgroup_root, mnt);
+		sg_error("the sandguard cgroup root %s is not below the cgroup2 mount %s",
+			 cgroup_root, mnt);
 		return -EINVAL;
 	}
 	for (p = cgroup_root + n; *p; p++)
@@ -170,8 +171,10 @@ static int open_objects(struct sg_bpf *b, const struct sg_features *f, const str
 	bpf_program__set_autoload(b->egress->progs.sg_connect_unix, f->f[SG_FEAT_CONNECT_UNIX].ok);
 	bpf_program__set_autoload(b->egress->progs.sg_sendmsg_unix, f->f[SG_FEAT_SENDMSG_UNIX].ok);
 	bpf_program__set_autoload(b->egress->progs.sg_skb_egress, f->f[SG_FEAT_SKB_EGRESS].ok);
-	bpf_program__set_expected_attach_type(b->egress->progs.sg_connect_unix, ATTACH_UNIX_CONNECT);
-	bpf_program__set_expected_attach_type(b->egress->progs.sg_sendmsg_unix, ATTACH_UNIX_SENDMSG);
+	bpf_program__set_expected_attach_type(b->egress->progs.sg_connect_unix,
+					      ATTACH_UNIX_CONNECT);
+	bpf_program__set_expected_attach_type(b->egress->progs.sg_sendmsg_unix,
+					      ATTACH_UNIX_SENDMSG);
 
 	/* tasks: all or nothing; without tp_btf forks and execs are not tracked. */
 	set_autoload_all(b->tasks->obj, f->f[SG_FEAT_TP_BTF].ok);
@@ -208,8 +211,10 @@ static int load_objects(struct sg_bpf *b)
 	if (!err)
 		err = files_bpf__load(b->files);
 	if (err) {
-		sg_error("cannot load the BPF programs: %s (if an older sandguard left incompatible "
-			 "maps pinned, run 'sandguard agent --cleanup' first)", strerror(-err));
+		sg_error(
+			"cannot load the BPF programs: %s (if an older sandguard left incompatible "
+			"maps pinned, run 'sandguard agent --cleanup' first)",
+			strerror(-err));
 		return err;
 	}
 	b->sandboxes_fd = bpf_map__fd(b->tasks->maps.sg_sandboxes);
@@ -234,16 +239,11 @@ static int attach_objects(struct sg_bpf *b, const char *cgroup_root, const char 
 		sg_error("cannot open cgroup %s: %s", cgroup_root, strerror(errno));
 		return -errno;
 	}
-	bpf_object__for_each_program(p, b->egress->obj)
-		if (!err)
-			err = attach_prog(b, p, cg_fd, dir);
+	bpf_object__for_each_program(p, b->egress->obj) if (!err)
+		err = attach_prog(b, p, cg_fd, dir);
 	close(cg_fd);
-	bpf_object__for_each_program(p, b->tasks->obj)
-		if (!err)
-			err = attach_prog(b, p, -1, dir);
-	bpf_object__for_each_program(p, b->files->obj)
-		if (!err)
-			err = attach_prog(b, p, -1, dir);
+	bpf_object__for_each_program(p, b->tasks->obj) if (!err) err = attach_prog(b, p, -1, dir);
+	bpf_object__for_each_program(p, b->files->obj) if (!err) err = attach_prog(b, p, -1, dir);
 	return err;
 }
 
@@ -317,7 +317,7 @@ int sg_bpf_load(struct sg_bpf *b, const struct sg_features *f, const struct sg_m
 	}
 	err = attach_objects(b, cgroup_root, dir);
 	if (err) {
-		remove_dir_pins(dir);  /* the previous generation keeps enforcing */
+		remove_dir_pins(dir); /* the previous generation keeps enforcing */
 		goto fail;
 	}
 

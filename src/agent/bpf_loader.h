@@ -14,9 +14,9 @@ struct sg_bpf {
 	struct egress_bpf *egress;
 	struct tasks_bpf *tasks;
 	struct files_bpf *files;
-	uint32_t gen;            /* this agent's generation */
-	uint32_t prev_gen;       /* the adopted one, 0 if none */
-	int n_links;             /* attached and pinned */
+	uint32_t gen;      /* this agent's generation */
+	uint32_t prev_gen; /* the adopted one, 0 if none */
+	int n_links;       /* attached and pinned */
 	/* map fds, shared by all objects */
 	int sandboxes_fd, state_fd, policies_fd, paths_fd, exec_files_fd;
 	int config_fd, events_fd, drops_fd, tenant_names_fd;

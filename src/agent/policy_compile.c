@@ -65,7 +65,8 @@ static void clear_set(int map_fd, uint32_t set_key)
 	}
 }
 
-static int add_path(int fd, int root_fd, uint32_t set_key, const char *path, uint8_t access, int *count)
+static int add_path(int fd, int root_fd, uint32_t set_key, const char *path, uint8_t access,
+		    int *count)
 {
 	struct sg_path_key key = { .tenant = set_key };
 	struct stat st;
@@ -141,12 +142,14 @@ int policy_compile_apply(const struct sg_bpf *b, uint32_t tenant, const struct s
 	clear_set(b->exec_files_fd, set_key);
 
 	for (int i = 0; i < p->n_read_only && !err; i++)
-		err = add_path(b->paths_fd, root_fd, set_key, p->read_only[i], SG_PATH_READ, &n_paths);
+		err = add_path(b->paths_fd, root_fd, set_key, p->read_only[i], SG_PATH_READ,
+			       &n_paths);
 	for (int i = 0; i < p->n_exec_allow && !err; i++)
-		err = add_exec_glob(b->exec_files_fd, root_fd, root_path, set_key, p->exec_allow[i], &n_execs);
+		err = add_exec_glob(b->exec_files_fd, root_fd, root_path, set_key, p->exec_allow[i],
+				    &n_execs);
 	if (err) {
-		snprintf(errbuf, errlen, "tenant %s: cannot fill the path/exec maps: %s",
-			 p->tenant, strerror(-err));
+		snprintf(errbuf, errlen, "tenant %s: cannot fill the path/exec maps: %s", p->tenant,
+			 strerror(-err));
 		goto undo;
 	}
 
@@ -154,8 +157,8 @@ int policy_compile_apply(const struct sg_bpf *b, uint32_t tenant, const struct s
 	next.set_gen = new_set;
 	if (bpf_map_update_elem(b->policies_fd, &tenant, &next, BPF_ANY)) {
 		err = -errno;
-		snprintf(errbuf, errlen, "tenant %s: cannot update the policy map: %s",
-			 p->tenant, strerror(errno));
+		snprintf(errbuf, errlen, "tenant %s: cannot update the policy map: %s", p->tenant,
+			 strerror(errno));
 		goto undo;
 	}
 	if (had && old_set != new_set) {

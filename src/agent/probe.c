@@ -16,8 +16,8 @@
 #include "probe.skel.h"
 #include "lib/array_len.h"
 
-#define ATTACH_UNIX_CONNECT 49   /* BPF_CGROUP_UNIX_CONNECT, newer than libbpf 1.1 */
-#define ATTACH_UNIX_SENDMSG 50   /* BPF_CGROUP_UNIX_SENDMSG */
+#define ATTACH_UNIX_CONNECT 49 /* BPF_CGROUP_UNIX_CONNECT, newer than libbpf 1.1 */
+#define ATTACH_UNIX_SENDMSG 50 /* BPF_CGROUP_UNIX_SENDMSG */
 
 static const char *const names[SG_FEAT__COUNT] = {
 	[SG_FEAT_RINGBUF] = "ringbuf",
@@ -42,9 +42,12 @@ const char *feature_name(enum sg_feature f)
 const char *enforce_mode_name(int mode)
 {
 	switch (mode) {
-	case SG_MODE_LSM: return "lsm";
-	case SG_MODE_FALLBACK: return "fallback";
-	default: return "none";
+	case SG_MODE_LSM:
+		return "lsm";
+	case SG_MODE_FALLBACK:
+		return "fallback";
+	default:
+		return "none";
 	}
 }
 
@@ -83,7 +86,8 @@ static void probe_one(struct sg_probe_result *r, const char *prog_name, int atta
 		snprintf(r->why, sizeof(r->why), "cannot open probe object: %s", strerror(errno));
 		return;
 	}
-	bpf_object__for_each_program(prog, skel->obj) {
+	bpf_object__for_each_program(prog, skel->obj)
+	{
 		bool me = !strcmp(bpf_program__name(prog), prog_name);
 		bpf_program__set_autoload(prog, me);
 		if (me)
@@ -167,26 +171,32 @@ const struct sg_features *probe_features(const char *cgroup_root)
 	probe_one(&f.f[SG_FEAT_LSM], "probe_lsm", -1, -1);
 	f.lsm_listed = lsm_listed();
 	if (!f.f[SG_FEAT_LSM].ok) {
-		snprintf(f.f[SG_FEAT_LSM].why, sizeof(f.f[0].why), "%s",
-			 f.lsm_listed ? "lsm/file_open refused to load: 'bpf' is in /sys/kernel/security/lsm but this kernel refuses BPF LSM programs (trampolines)"
-				      : "'bpf' is not in /sys/kernel/security/lsm: boot with lsm=...,bpf");
+		snprintf(
+			f.f[SG_FEAT_LSM].why, sizeof(f.f[0].why), "%s",
+			f.lsm_listed
+				? "lsm/file_open refused to load: 'bpf' is in /sys/kernel/security/lsm but this kernel refuses BPF LSM programs (trampolines)"
+				: "'bpf' is not in /sys/kernel/security/lsm: boot with lsm=...,bpf");
 	}
 	if (cg_fd >= 0) {
 		probe_one(&f.f[SG_FEAT_CONNECT4], "probe_connect4", -1, cg_fd);
 		probe_one(&f.f[SG_FEAT_CONNECT6], "probe_connect6", -1, cg_fd);
 		probe_one(&f.f[SG_FEAT_SENDMSG4], "probe_sendmsg4", -1, cg_fd);
 		probe_one(&f.f[SG_FEAT_SENDMSG6], "probe_sendmsg6", -1, cg_fd);
-		probe_one(&f.f[SG_FEAT_CONNECT_UNIX], "probe_connect_unix", ATTACH_UNIX_CONNECT, cg_fd);
-		probe_one(&f.f[SG_FEAT_SENDMSG_UNIX], "probe_sendmsg_unix", ATTACH_UNIX_SENDMSG, cg_fd);
+		probe_one(&f.f[SG_FEAT_CONNECT_UNIX], "probe_connect_unix", ATTACH_UNIX_CONNECT,
+			  cg_fd);
+		probe_one(&f.f[SG_FEAT_SENDMSG_UNIX], "probe_sendmsg_unix", ATTACH_UNIX_SENDMSG,
+			  cg_fd);
 		probe_one(&f.f[SG_FEAT_SKB_EGRESS], "probe_skb_egress", -1, cg_fd);
 		f.f[SG_FEAT_CGROUP_KILL].ok = cgroup_kill_supported(probe_cg);
 		snprintf(f.f[SG_FEAT_CGROUP_KILL].why, sizeof(f.f[0].why), "%s",
-			 f.f[SG_FEAT_CGROUP_KILL].ok ? "cgroup.kill present"
-						     : "no cgroup.kill (kernel < 5.14): SIGKILL over cgroup.procs");
+			 f.f[SG_FEAT_CGROUP_KILL].ok
+				 ? "cgroup.kill present"
+				 : "no cgroup.kill (kernel < 5.14): SIGKILL over cgroup.procs");
 		close(cg_fd);
 	} else {
 		for (int i = SG_FEAT_CONNECT4; i <= SG_FEAT_CGROUP_KILL; i++)
-			snprintf(f.f[i].why, sizeof(f.f[i].why), "cannot create a probe cgroup under %.100s", cgroup_root);
+			snprintf(f.f[i].why, sizeof(f.f[i].why),
+				 "cannot create a probe cgroup under %.100s", cgroup_root);
 	}
 	rmdir(probe_cg);
 	return &f;
@@ -201,11 +211,13 @@ int choose_modes(const struct sg_features *f, enum sg_mode_request req, struct s
 
 	memset(m, 0, sizeof(*m));
 	if (req == SG_REQ_LSM && !lsm) {
-		snprintf(err, errlen, "--mode lsm: BPF LSM is unavailable: %s", f->f[SG_FEAT_LSM].why);
+		snprintf(err, errlen, "--mode lsm: BPF LSM is unavailable: %s",
+			 f->f[SG_FEAT_LSM].why);
 		return -ENOTSUP;
 	}
 	if (req == SG_REQ_FALLBACK && (!fallback_files || !fallback_execs)) {
-		snprintf(err, errlen, "--mode fallback: needs tp_btf (%s) and syscall tracepoints (%s)",
+		snprintf(err, errlen,
+			 "--mode fallback: needs tp_btf (%s) and syscall tracepoints (%s)",
 			 f->f[SG_FEAT_TP_BTF].why, f->f[SG_FEAT_SYSCALL_TP].why);
 		return -ENOTSUP;
 	}
@@ -223,7 +235,8 @@ int choose_modes(const struct sg_features *f, enum sg_mode_request req, struct s
 	} else {
 		snprintf(m->files_why, sizeof(m->files_why), "BPF LSM unavailable: %s",
 			 f->f[SG_FEAT_LSM].why);
-		snprintf(m->execs_why, sizeof(m->execs_why), "BPF LSM unavailable: killed at sched_process_exec");
+		snprintf(m->execs_why, sizeof(m->execs_why),
+			 "BPF LSM unavailable: killed at sched_process_exec");
 	}
 	return 0;
 }
@@ -231,8 +244,9 @@ int choose_modes(const struct sg_features *f, enum sg_mode_request req, struct s
 bool enforcement_degraded(const struct sg_features *f, const struct sg_modes *m, char *why,
 			  size_t len)
 {
-	static const enum sg_feature required[] = { SG_FEAT_CONNECT4, SG_FEAT_CONNECT6, SG_FEAT_SENDMSG4,
-						    SG_FEAT_SENDMSG6, SG_FEAT_SKB_EGRESS, SG_FEAT_TP_BTF };
+	static const enum sg_feature required[] = { SG_FEAT_CONNECT4,   SG_FEAT_CONNECT6,
+						    SG_FEAT_SENDMSG4,   SG_FEAT_SENDMSG6,
+						    SG_FEAT_SKB_EGRESS, SG_FEAT_TP_BTF };
 	size_t n = 0;
 
 	why[0] = 0;
@@ -242,8 +256,8 @@ bool enforcement_degraded(const struct sg_features *f, const struct sg_modes *m,
 		n += snprintf(why + n, n < len ? len - n : 0, "execs unenforced; ");
 	for (size_t i = 0; i < ARRAY_LEN(required); i++)
 		if (!f->f[required[i]].ok)
-			n += snprintf(why + n, n < len ? len - n : 0, "%s: %s; ", feature_name(required[i]),
-				      f->f[required[i]].why);
+			n += snprintf(why + n, n < len ? len - n : 0, "%s: %s; ",
+				      feature_name(required[i]), f->f[required[i]].why);
 	return n > 0;
 }
 
@@ -251,16 +265,16 @@ void print_probe_table(FILE *out, const struct sg_features *f, const struct sg_m
 {
 	fprintf(out, "%-22s %-4s %s\n", "FEATURE", "OK", "DETAIL");
 	for (int i = 0; i < SG_FEAT__COUNT; i++)
-		fprintf(out, "%-22s %-4s %s\n", feature_name(i), f->f[i].ok ? "yes" : "no", f->f[i].why);
+		fprintf(out, "%-22s %-4s %s\n", feature_name(i), f->f[i].ok ? "yes" : "no",
+			f->f[i].why);
 	fprintf(out, "\n%-22s %-9s %s\n", "AREA", "MODE", "WHY");
 	fprintf(out, "%-22s %-9s %s\n", "files", enforce_mode_name(m->files), m->files_why);
 	fprintf(out, "%-22s %-9s %s\n", "execs", enforce_mode_name(m->execs), m->execs_why);
-	fprintf(out, "%-22s %-9s %s\n", "egress",
-		f->f[SG_FEAT_CONNECT4].ok ? "cgroup" : "none",
-		f->f[SG_FEAT_CONNECT_UNIX].ok ? "inet + unix sock_addr hooks, skb catch-all"
-					      : "inet sock_addr hooks, skb catch-all (no unix hooks: kernel < 6.7)");
-	fprintf(out, "%-22s %-9s %s\n", "forks",
-		f->f[SG_FEAT_TP_BTF].ok ? "tp_btf" : "none",
+	fprintf(out, "%-22s %-9s %s\n", "egress", f->f[SG_FEAT_CONNECT4].ok ? "cgroup" : "none",
+		f->f[SG_FEAT_CONNECT_UNIX].ok
+			? "inet + unix sock_addr hooks, skb catch-all"
+			: "inet sock_addr hooks, skb catch-all (no unix hooks: kernel < 6.7)");
+	fprintf(out, "%-22s %-9s %s\n", "forks", f->f[SG_FEAT_TP_BTF].ok ? "tp_btf" : "none",
 		f->f[SG_FEAT_CGROUP_KILL].ok ? "bpf_send_signal + cgroup.kill"
 					     : "bpf_send_signal + SIGKILL over cgroup.procs");
 }

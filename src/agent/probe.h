@@ -8,9 +8,9 @@
 
 enum sg_feature {
 	SG_FEAT_RINGBUF = 0,
-	SG_FEAT_TP_BTF,          /* fork/exec/exit tracking, bpf_send_signal */
-	SG_FEAT_SYSCALL_TP,      /* the file fallback */
-	SG_FEAT_LSM,             /* lsm/file_open, lsm/bprm_check_security */
+	SG_FEAT_TP_BTF,     /* fork/exec/exit tracking, bpf_send_signal */
+	SG_FEAT_SYSCALL_TP, /* the file fallback */
+	SG_FEAT_LSM,        /* lsm/file_open, lsm/bprm_check_security */
 	SG_FEAT_CONNECT4,
 	SG_FEAT_CONNECT6,
 	SG_FEAT_SENDMSG4,
@@ -24,19 +24,19 @@ enum sg_feature {
 
 struct sg_probe_result {
 	bool ok;
-	char why[200];           /* what failed, or what was checked */
+	char why[200]; /* what failed, or what was checked */
 };
 
 struct sg_features {
 	struct sg_probe_result f[SG_FEAT__COUNT];
-	bool lsm_listed;         /* "bpf" in /sys/kernel/security/lsm */
+	bool lsm_listed; /* "bpf" in /sys/kernel/security/lsm */
 };
 
 enum sg_mode_request { SG_REQ_AUTO = 0, SG_REQ_LSM, SG_REQ_FALLBACK };
 
 /* The mode per enforcement area, decided from the features. */
 struct sg_modes {
-	int files;               /* enum sg_enforce_mode: LSM, FALLBACK or NONE */
+	int files; /* enum sg_enforce_mode: LSM, FALLBACK or NONE */
 	int execs;
 	char files_why[300];
 	char execs_why[300];

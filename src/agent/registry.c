@@ -47,12 +47,14 @@ static int tenant_load_policy(struct registry *r, struct sg_tenant *t)
 	if (err) {
 		policy_error_format(&perr, msg, sizeof(msg));
 		sg_error("policy for tenant %s rejected, %s: %s", t->name,
-			 t->policy ? "the previous one stays in force" : "its sandboxes are denied everything",
+			 t->policy ? "the previous one stays in force"
+				   : "its sandboxes are denied everything",
 			 msg);
 		free(p);
 		return err;
 	}
-	err = policy_compile_apply(r->bpf, t->idx, p, r->host_root_fd, r->host_root, msg, sizeof(msg));
+	err = policy_compile_apply(r->bpf, t->idx, p, r->host_root_fd, r->host_root, msg,
+				   sizeof(msg));
 	if (err) {
 		sg_error("%s", msg);
 		free(p);
@@ -140,8 +142,8 @@ struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid)
 	return NULL;
 }
 
-void registry_cgroup_path(const struct registry *r, const struct sg_sandbox_entry *s,
-			  char *buf, size_t len)
+void registry_cgroup_path(const struct registry *r, const struct sg_sandbox_entry *s, char *buf,
+			  size_t len)
 {
 	const struct sg_tenant *t = s->tenant < SG_MAX_TENANTS ? r->tenants[s->tenant] : NULL;
 
@@ -163,7 +165,8 @@ static void scratch_identity(const struct registry *r, const struct sg_tenant *t
 		sb->scratch_dev = (major(st.st_dev) << 20) | minor(st.st_dev);
 		sb->scratch_ino = st.st_ino;
 	} else {
-		sg_debug("sandbox %s/%s has no scratch at %s: nothing is writable", t->name, name, path);
+		sg_debug("sandbox %s/%s has no scratch at %s: nothing is writable", t->name, name,
+			 path);
 	}
 }
 
@@ -176,8 +179,8 @@ static bool sandbox_name_valid(const char *name)
 	if (!n || n >= sizeof(((struct sg_sandbox_entry *)0)->name) || name[0] == '.')
 		return false;
 	for (const char *p = name; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      *p == '-' || *p == '_' || *p == '.'))
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
 			return false;
 	return true;
 }
@@ -207,7 +210,8 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 		return 0;
 	}
 	if (r->n_sandboxes >= SG_MAX_SANDBOXES) {
-		sg_error("sandbox %s/%s: %d sandboxes already enforced", tenant, name, SG_MAX_SANDBOXES);
+		sg_error("sandbox %s/%s: %d sandboxes already enforced", tenant, name,
+			 SG_MAX_SANDBOXES);
 		return -ENOSPC;
 	}
 	t = registry_tenant(r, tenant, true);
@@ -262,7 +266,8 @@ void registry_remove(struct registry *r, uint64_t cgid)
 	memset(e, 0, sizeof(*e));
 	for (next = (s + 1) % SG_REG_SLOTS; r->slots[next].cgid; next = (next + 1) % SG_REG_SLOTS) {
 		uint32_t home = slot_of(r->slots[next].cgid);
-		bool movable = (s <= next) ? (home <= s || home > next) : (home <= s && home > next);
+		bool movable = (s <= next) ? (home <= s || home > next)
+					   : (home <= s && home > next);
 		if (movable) {
 			r->slots[s] = r->slots[next];
 			memset(&r->slots[next], 0, sizeof(r->slots[next]));
@@ -292,7 +297,8 @@ static void watch_tenant_dir(struct registry *r, const char *tenant)
 		return;
 	snprintf(path, sizeof(path), "%s/%s", r->root, tenant);
 	if (r->tenant_wd[t->idx] <= 0)
-		r->tenant_wd[t->idx] = inotify_add_watch(r->inotify_fd, path, IN_CREATE | IN_DELETE | IN_ONLYDIR);
+		r->tenant_wd[t->idx] =
+			inotify_add_watch(r->inotify_fd, path, IN_CREATE | IN_DELETE | IN_ONLYDIR);
 	/* Scan after watching, so nothing created in between is missed. */
 	d = opendir(path);
 	if (!d)
@@ -369,7 +375,8 @@ int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root
 	r->policy_wd = inotify_add_watch(r->inotify_fd, policy_dir,
 					 IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_CREATE);
 	if (r->policy_wd < 0)
-		sg_warn("cannot watch policy dir %s (%s): reload with SIGHUP", policy_dir, strerror(errno));
+		sg_warn("cannot watch policy dir %s (%s): reload with SIGHUP", policy_dir,
+			strerror(errno));
 	restore_tenants(r);
 	scan_root(r);
 	prune_stale(r);

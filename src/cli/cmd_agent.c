@@ -16,7 +16,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: sandguard agent [options]\n"
 		"  --policy-dir DIR        tenant policies (<tenant>.json, default.json);\n"
-		"                          default $SANDGUARD_POLICY_DIR or " SG_POLICY_DIR_DEFAULT "\n"
+		"                          default $SANDGUARD_POLICY_DIR or " SG_POLICY_DIR_DEFAULT
+		"\n"
 		"  --mode auto|lsm|fallback  file/exec enforcement mode; default auto\n"
 		"  --events PATH           event stream, JSON lines; '-' = stdout (default)\n"
 		"  --events-max-bytes N    rotate the event file past N bytes (default 64 MiB)\n"
@@ -35,22 +36,20 @@ static void usage(FILE *f)
 
 int cmd_agent(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "policy-dir", required_argument, NULL, 'p' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "events", required_argument, NULL, 'e' },
-		{ "events-max-bytes", required_argument, NULL, 'B' },
-		{ "events-keep", required_argument, NULL, 'K' },
-		{ "metrics", required_argument, NULL, 'M' },
-		{ "socket", required_argument, NULL, 's' },
-		{ "state-dir", required_argument, NULL, 'S' },
-		{ "node", required_argument, NULL, 'n' },
-		{ "ready-file", required_argument, NULL, 'r' },
-		{ "host-root", required_argument, NULL, 'R' },
-		{ "cleanup", no_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	static const struct option opts[] = { { "policy-dir", required_argument, NULL, 'p' },
+					      { "mode", required_argument, NULL, 'm' },
+					      { "events", required_argument, NULL, 'e' },
+					      { "events-max-bytes", required_argument, NULL, 'B' },
+					      { "events-keep", required_argument, NULL, 'K' },
+					      { "metrics", required_argument, NULL, 'M' },
+					      { "socket", required_argument, NULL, 's' },
+					      { "state-dir", required_argument, NULL, 'S' },
+					      { "node", required_argument, NULL, 'n' },
+					      { "ready-file", required_argument, NULL, 'r' },
+					      { "host-root", required_argument, NULL, 'R' },
+					      { "cleanup", no_argument, NULL, 'c' },
+					      { "help", no_argument, NULL, 'h' },
+					      { 0 } };
 	struct agent_opts o = { .events_max_bytes = 64ull << 20, .events_keep = 5 };
 	char *end;
 	int c, rc;
@@ -65,32 +64,56 @@ int cmd_agent(int argc, char **argv)
 		snprintf(o.node, sizeof(o.node), "unknown");
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': snprintf(o.policy_dir, sizeof(o.policy_dir), "%s", optarg); break;
+		case 'p':
+			snprintf(o.policy_dir, sizeof(o.policy_dir), "%s", optarg);
+			break;
 		case 'm':
 			if (parse_mode_request(optarg, &o.mode)) {
-				fprintf(stderr, "sandguard agent: --mode must be auto, lsm or fallback\n");
+				fprintf(stderr,
+					"sandguard agent: --mode must be auto, lsm or fallback\n");
 				return SG_EXIT_USAGE;
 			}
 			break;
-		case 'e': snprintf(o.events_path, sizeof(o.events_path), "%s", optarg); break;
+		case 'e':
+			snprintf(o.events_path, sizeof(o.events_path), "%s", optarg);
+			break;
 		case 'B':
 			o.events_max_bytes = strtoull(optarg, &end, 10);
 			if (*end) {
-				fprintf(stderr, "sandguard agent: --events-max-bytes wants a number\n");
+				fprintf(stderr,
+					"sandguard agent: --events-max-bytes wants a number\n");
 				return SG_EXIT_USAGE;
 			}
 			break;
-		case 'K': o.events_keep = atoi(optarg); break;
-		case 'M': snprintf(o.metrics_addr, sizeof(o.metrics_addr), "%s", optarg); break;
-		case 's': snprintf(o.socket_path, sizeof(o.socket_path), "%s", optarg); break;
-		case 'S': snprintf(o.state_dir, sizeof(o.state_dir), "%s", optarg); break;
-		case 'n': snprintf(o.node, sizeof(o.node), "%s", optarg); break;
-		case 'r': snprintf(o.ready_file, sizeof(o.ready_file), "%s", optarg); break;
-		case 'R': snprintf(o.host_root, sizeof(o.host_root), "%s", optarg); break;
+		case 'K':
+			o.events_keep = atoi(optarg);
+			break;
+		case 'M':
+			snprintf(o.metrics_addr, sizeof(o.metrics_addr), "%s", optarg);
+			break;
+		case 's':
+			snprintf(o.socket_path, sizeof(o.socket_path), "%s", optarg);
+			break;
+		case 'S':
+			snprintf(o.state_dir, sizeof(o.state_dir), "%s", optarg);
+			break;
+		case 'n':
+			snprintf(o.node, sizeof(o.node), "%s", optarg);
+			break;
+		case 'r':
+			snprintf(o.ready_file, sizeof(o.ready_file), "%s", optarg);
+			break;
+		case 'R':
+			snprintf(o.host_root, sizeof(o.host_root), "%s", optarg);
+			break;
 		case 'c':
 			return sg_bpf_cleanup() ? SG_EXIT_PLATFORM : SG_EXIT_OK;
-		case 'h': usage(stdout); return SG_EXIT_OK;
-		default: usage(stderr); return SG_EXIT_USAGE;
+		case 'h':
+			usage(stdout);
+			return SG_EXIT_OK;
+		default:
+			usage(stderr);
+			return SG_EXIT_USAGE;
 		}
 	}
 	if (optind < argc) {

@@ -17,39 +17,39 @@
 #include "lib/array_len.h"
 
 #define DEFAULT_EVENTS_FILE "/run/sandguard/events.jsonl"
-#define LINE_CAP            (64 * 1024)   /* longer lines are skipped as malformed */
+#define LINE_CAP            (64 * 1024) /* longer lines are skipped as malformed */
 #define MAX_ROTATED         10000
 #define FOLLOW_POLL_US      200000
 
 struct filter {
 	const char *tenant;
 	const char *sandbox;
-	uint32_t    types;        /* bit per enum sg_event_type; 0 = all */
-	bool        has_since;
-	int64_t     since_ms;
+	uint32_t types; /* bit per enum sg_event_type; 0 = all */
+	bool has_since;
+	int64_t since_ms;
 };
 
 struct opts {
-	const char   *file;
+	const char *file;
 	struct filter f;
-	bool          json;
-	bool          follow;
+	bool json;
+	bool follow;
 };
 
 /* Lines of one file: read(2) in chunks so that a followed file's last,
  * still incomplete line waits for the rest. */
 struct reader {
-	int    fd;
-	char  *buf;               /* LINE_CAP + 1 */
-	size_t off, len;          /* unread bytes are buf[off..len) */
-	bool   skipping;          /* inside an over-long line */
-	long   line_no;
+	int fd;
+	char *buf;       /* LINE_CAP + 1 */
+	size_t off, len; /* unread bytes are buf[off..len) */
+	bool skipping;   /* inside an over-long line */
+	long line_no;
 };
 
 /* What one file held that was not an event, reported at its end. */
 struct bad_lines {
-	long        count;
-	long        first_line;
+	long count;
+	long first_line;
 	const char *first_why;
 };
 
@@ -95,11 +95,20 @@ static int parse_since(const char *s, int64_t *since_ms)
 	if (errno || end[0] == '\0' || end[1] != '\0')
 		return -EINVAL;
 	switch (*end) {
-	case 's': unit = 1000; break;
-	case 'm': unit = 60 * 1000; break;
-	case 'h': unit = 3600 * 1000; break;
-	case 'd': unit = 86400 * 1000; break;
-	default:  return -EINVAL;
+	case 's':
+		unit = 1000;
+		break;
+	case 'm':
+		unit = 60 * 1000;
+		break;
+	case 'h':
+		unit = 3600 * 1000;
+		break;
+	case 'd':
+		unit = 86400 * 1000;
+		break;
+	default:
+		return -EINVAL;
 	}
 	if (n > (unsigned long long)INT64_MAX / 1000 / 86400 / 1000)
 		return -EINVAL;
@@ -134,14 +143,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_FILE = 1, O_TENANT, O_SANDBOX, O_TYPE, O_SINCE, O_JSON, O_FOLLOW };
 	static const struct option longopts[] = {
-		{ "file",    required_argument, NULL, O_FILE },
-		{ "tenant",  required_argument, NULL, O_TENANT },
+		{ "file", required_argument, NULL, O_FILE },
+		{ "tenant", required_argument, NULL, O_TENANT },
 		{ "sandbox", required_argument, NULL, O_SANDBOX },
-		{ "type",    required_argument, NULL, O_TYPE },
-		{ "since",   required_argument, NULL, O_SINCE },
-		{ "json",    no_argument,       NULL, O_JSON },
-		{ "follow",  no_argument,       NULL, O_FOLLOW },
-		{ "help",    no_argument,       NULL, 'h' },
+		{ "type", required_argument, NULL, O_TYPE },
+		{ "since", required_argument, NULL, O_SINCE },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "follow", no_argument, NULL, O_FOLLOW },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, err;
@@ -152,19 +161,31 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
-		case O_FILE:    o->file = optarg; break;
-		case O_TENANT:  o->f.tenant = optarg; break;
-		case O_SANDBOX: o->f.sandbox = optarg; break;
-		case O_JSON:    o->json = true; break;
-		case O_FOLLOW:  o->follow = true; break;
+		case O_FILE:
+			o->file = optarg;
+			break;
+		case O_TENANT:
+			o->f.tenant = optarg;
+			break;
+		case O_SANDBOX:
+			o->f.sandbox = optarg;
+			break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_FOLLOW:
+			o->follow = true;
+			break;
 		case O_TYPE:
 			if ((err = parse_types(optarg, &o->f.types)))
 				return err;
 			break;
 		case O_SINCE:
 			if (parse_since(optarg, &o->f.since_ms))
-				return usage_error("--since '%s': expected a duration like 30s, 10m, 1h, 2d "
-						   "or an RFC 3339 time like 2026-11-21T19:30:00Z", optarg);
+				return usage_error(
+					"--since '%s': expected a duration like 30s, 10m, 1h, 2d "
+					"or an RFC 3339 time like 2026-11-21T19:30:00Z",
+					optarg);
 			o->f.has_since = true;
 			break;
 		case 'h':
@@ -259,9 +280,12 @@ static void put_cell(const char *s, int width, bool last)
 		printf("%*s", width - used + 2, "");
 }
 
-static const struct { const char *title; int width; } columns[] = {
+static const struct {
+	const char *title;
+	int width;
+} columns[] = {
 	{ "TIME (UTC)", 23 }, { "TENANT", 16 }, { "SANDBOX", 20 }, { "TYPE", 14 },
-	{ "ACTION", 7 }, { "PID", 7 }, { "COMM", 16 }, { "DETAIL", 0 },
+	{ "ACTION", 7 },      { "PID", 7 },     { "COMM", 16 },    { "DETAIL", 0 },
 };
 #define N_COLUMNS (ARRAY_LEN(columns))
 
@@ -278,13 +302,19 @@ static void print_row(const struct event_record *r)
 	const char *cells[N_COLUMNS];
 
 	if (event_format_ts(r->ts_ms, ts, sizeof(ts)) == 0) {
-		ts[10] = ' ';                   /* 2026-11-21 19:30:00.123 */
+		ts[10] = ' '; /* 2026-11-21 19:30:00.123 */
 		ts[strlen(ts) - 1] = '\0';
 	}
 	if (r->pid >= 0)
 		snprintf(pid, sizeof(pid), "%lld", (long long)r->pid);
-	cells[0] = ts; cells[1] = r->tenant; cells[2] = r->sandbox; cells[3] = r->type;
-	cells[4] = r->action; cells[5] = pid; cells[6] = r->comm; cells[7] = r->summary;
+	cells[0] = ts;
+	cells[1] = r->tenant;
+	cells[2] = r->sandbox;
+	cells[3] = r->type;
+	cells[4] = r->action;
+	cells[5] = pid;
+	cells[6] = r->comm;
+	cells[7] = r->summary;
 	for (size_t i = 0; i < N_COLUMNS; i++)
 		put_cell(cells[i], columns[i].width, i == N_COLUMNS - 1);
 	putchar('\n');
@@ -327,8 +357,8 @@ static int read_line(struct reader *r, char **line)
 	}
 }
 
-static void handle_line(const struct opts *o, char *line, struct bad_lines *bad,
-			long line_no, long *shown)
+static void handle_line(const struct opts *o, char *line, struct bad_lines *bad, long line_no,
+			long *shown)
 {
 	struct event_record rec;
 
@@ -351,8 +381,8 @@ static void handle_line(const struct opts *o, char *line, struct bad_lines *bad,
 
 /* Every complete line available now; with at_end, an unterminated last
  * line too (a file that is not followed is over). */
-static int drain(const struct opts *o, struct reader *r, const char *path,
-		 bool at_end, struct bad_lines *bad, long *shown)
+static int drain(const struct opts *o, struct reader *r, const char *path, bool at_end,
+		 struct bad_lines *bad, long *shown)
 {
 	char *line = NULL;
 	int ret;
@@ -382,8 +412,10 @@ static int drain(const struct opts *o, struct reader *r, const char *path,
 static void report_bad(const char *path, const struct bad_lines *bad)
 {
 	if (bad->count)
-		fprintf(stderr, "sandguard events: warning: %s: skipped %ld line%s that %s not an event "
-			"(first at line %ld: %s)\n", path, bad->count, bad->count == 1 ? "" : "s",
+		fprintf(stderr,
+			"sandguard events: warning: %s: skipped %ld line%s that %s not an event "
+			"(first at line %ld: %s)\n",
+			path, bad->count, bad->count == 1 ? "" : "s",
 			bad->count == 1 ? "is" : "are", bad->first_line, bad->first_why);
 }
 
@@ -432,7 +464,7 @@ static int show_rotated(const struct opts *o, long *shown, char *buf)
 	for (int i = n; i >= 1; i--) {
 		snprintf(path, sizeof(path), "%s.%d", o->file, i);
 		if (stat(path, &st))
-			continue;   /* rotated away meanwhile: it was older still */
+			continue; /* rotated away meanwhile: it was older still */
 		int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 		if (mtime_ms < o->f.since_ms)
 			continue;
@@ -459,13 +491,15 @@ static int follow(const struct opts *o, long *shown, char *buf)
 			return -1;
 		fflush(stdout);
 		if (fstat(r.fd, &cur) == 0 && cur.st_size < lseek(r.fd, 0, SEEK_CUR)) {
-			fprintf(stderr, "sandguard events: %s was truncated; reading from its start\n",
+			fprintf(stderr,
+				"sandguard events: %s was truncated; reading from its start\n",
 				o->file);
 			lseek(r.fd, 0, SEEK_SET);
 			r.off = r.len = 0;
 			r.skipping = false;
 		}
-		if (stat(o->file, &now) == 0 && (now.st_ino != cur.st_ino || now.st_dev != cur.st_dev)) {
+		if (stat(o->file, &now) == 0 &&
+		    (now.st_ino != cur.st_ino || now.st_dev != cur.st_dev)) {
 			/* Rotated: what was written before the rename is still ours. */
 			if (drain(o, &r, o->file, true, &bad, shown))
 				return -1;
@@ -494,7 +528,8 @@ int cmd_events(int argc, char **argv)
 	if (stat(o.file, &st)) {
 		fprintf(stderr, "sandguard events: %s: %s%s\n", o.file, strerror(errno),
 			errno == ENOENT ? " (is the agent running, and writing events there? "
-					  "see --file)" : "");
+					  "see --file)"
+					: "");
 		return SG_EXIT_TENANT;
 	}
 	buf = malloc(LINE_CAP + 1);

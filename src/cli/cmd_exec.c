@@ -14,7 +14,7 @@
 #include "lib/fs_util.h"
 #include "lib/log.h"
 
-#define ID_MAX 127   /* run and batch ids fit a booking untruncated */
+#define ID_MAX 127 /* run and batch ids fit a booking untruncated */
 
 struct exec_opts {
 	const char *tenant;
@@ -76,36 +76,49 @@ static int parse_id(const char *flag, const char *v, const char **out)
 /* 0 to go on, -1 after --help, or an exit code. */
 static int parse_args(int argc, char **argv, struct exec_opts *o)
 {
-	static const struct option longopts[] = {
-		{ "tenant",     required_argument, NULL, 't' },
-		{ "policy-dir", required_argument, NULL, 'p' },
-		{ "batch",      required_argument, NULL, 'b' },
-		{ "tests",      required_argument, NULL, 'T' },
-		{ "timeout-ms", required_argument, NULL, 'm' },
-		{ "run-id",     required_argument, NULL, 'r' },
-		{ "batch-id",   required_argument, NULL, 'B' },
-		{ "help",       no_argument,       NULL, 'h' },
-		{ 0 }
-	};
+	static const struct option longopts[] = { { "tenant", required_argument, NULL, 't' },
+						  { "policy-dir", required_argument, NULL, 'p' },
+						  { "batch", required_argument, NULL, 'b' },
+						  { "tests", required_argument, NULL, 'T' },
+						  { "timeout-ms", required_argument, NULL, 'm' },
+						  { "run-id", required_argument, NULL, 'r' },
+						  { "batch-id", required_argument, NULL, 'B' },
+						  { "help", no_argument, NULL, 'h' },
+						  { 0 } };
 	int c, ret;
 
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 't': o->tenant = optarg; break;
-		case 'p': o->policy_dir = optarg; break;
-		case 'b': o->batch_path = optarg; break;
-		case 'T': o->tests_path = optarg; break;
-		case 'r': if ((ret = parse_id("--run-id", optarg, &o->run_id))) return ret; break;
-		case 'B': if ((ret = parse_id("--batch-id", optarg, &o->batch_id))) return ret; break;
+		case 't':
+			o->tenant = optarg;
+			break;
+		case 'p':
+			o->policy_dir = optarg;
+			break;
+		case 'b':
+			o->batch_path = optarg;
+			break;
+		case 'T':
+			o->tests_path = optarg;
+			break;
+		case 'r':
+			if ((ret = parse_id("--run-id", optarg, &o->run_id)))
+				return ret;
+			break;
+		case 'B':
+			if ((ret = parse_id("--batch-id", optarg, &o->batch_id)))
+				return ret;
+			break;
 		case 'm': {
 			char *end;
 			errno = 0;
 			unsigned long long v = strtoull(optarg, &end, 10);
 			if (errno || end == optarg || *end || optarg[0] == '-' || !v)
-				return usage_error("--timeout-ms must be a positive integer (milliseconds), got '%s'",
-						   optarg);
+				return usage_error(
+					"--timeout-ms must be a positive integer (milliseconds), got '%s'",
+					optarg);
 			o->timeout_ms = v;
 			break;
 		}
@@ -121,14 +134,16 @@ static int parse_args(int argc, char **argv, struct exec_opts *o)
 	if (!o->tenant)
 		return usage_error("--tenant is required");
 	if (!tenant_name_valid(o->tenant))
-		return usage_error("invalid tenant name '%s': expected [a-z0-9][a-z0-9_-]{0,62}", o->tenant);
+		return usage_error("invalid tenant name '%s': expected [a-z0-9][a-z0-9_-]{0,62}",
+				   o->tenant);
 	if (!o->batch_path == !o->tests_path)
 		return usage_error("give exactly one of --batch FILE and --tests FILE");
 	if (o->batch_id && o->batch_path)
 		return usage_error("--batch-id is for --tests: a batch carries its own batch_id");
 	if (optind == argc || strcmp(argv[optind - 1], "--"))
-		return usage_error(optind == argc ? "missing the command: ... -- CMD [ARGS...]"
-						  : "the command must follow '--': ... -- CMD [ARGS...]");
+		return usage_error(optind == argc
+					   ? "missing the command: ... -- CMD [ARGS...]"
+					   : "the command must follow '--': ... -- CMD [ARGS...]");
 	o->argv = argv + optind;
 	return 0;
 }
@@ -138,7 +153,8 @@ static int read_input(const char *what, const char *path, char **text, size_t *l
 	int ret = fs_read_all(path, EXEC_INPUT_MAX, text, len);
 
 	if (ret == -EFBIG)
-		return usage_error("%s file '%s' is larger than %u MiB", what, path, EXEC_INPUT_MAX >> 20);
+		return usage_error("%s file '%s' is larger than %u MiB", what, path,
+				   EXEC_INPUT_MAX >> 20);
 	if (ret)
 		return usage_error("cannot read %s file '%s': %s", what, path, strerror(-ret));
 	return 0;
@@ -148,7 +164,8 @@ static int print_result(const char *tenant, const struct exec_result *res)
 {
 	json_t *j = exec_result_json(tenant, res);
 
-	if (!j || json_dumpf(j, stdout, JSON_COMPACT) || fputc('\n', stdout) == EOF || fflush(stdout)) {
+	if (!j || json_dumpf(j, stdout, JSON_COMPACT) || fputc('\n', stdout) == EOF ||
+	    fflush(stdout)) {
 		json_decref(j);
 		sg_error("exec: cannot print the result");
 		return SG_EXIT_PLATFORM;
@@ -162,16 +179,21 @@ static int print_result(const char *tenant, const struct exec_result *res)
 static int policy_failure(const struct exec_ctx *ctx, const char *batch_id, bool verify,
 			  const struct sg_policy_error *perr)
 {
-	struct exec_result res = { .cause = SG_CAUSE_PLATFORM_ERROR, .rule = -1, .reward = -1, .verify = verify };
+	struct exec_result res = {
+		.cause = SG_CAUSE_PLATFORM_ERROR, .rule = -1, .reward = -1, .verify = verify
+	};
 	char msg[512];
 	int code;
 
 	policy_error_format(perr, msg, sizeof(msg));
 	snprintf(res.batch_id, sizeof(res.batch_id), "%s", batch_id ? batch_id : "");
 	snprintf(res.detail, sizeof(res.detail), "platform error: cannot load the policy: %s", msg);
-	exec_book(ctx, &(struct exec_booking){
-		.mode = verify ? "verify" : "batch", .batch_id = res.batch_id, .final = true,
-		.cause = res.cause, .rule = -1, .detail = res.detail });
+	exec_book(ctx, &(struct exec_booking){ .mode = verify ? "verify" : "batch",
+					       .batch_id = res.batch_id,
+					       .final = true,
+					       .cause = res.cause,
+					       .rule = -1,
+					       .detail = res.detail });
 	code = print_result(ctx->tenant, &res);
 	return code;
 }
@@ -219,7 +241,8 @@ int cmd_exec(int argc, char **argv)
 		goto out;
 	}
 	if (policy_for_tenant(dir, o.tenant, policy, &perr)) {
-		code = policy_failure(&ctx, o.batch_path ? batch.batch_id : o.batch_id, !o.batch_path, &perr);
+		code = policy_failure(&ctx, o.batch_path ? batch.batch_id : o.batch_id,
+				      !o.batch_path, &perr);
 		goto out;
 	}
 	if (o.timeout_ms > policy->limits.timeout_ms) {
@@ -230,7 +253,8 @@ int cmd_exec(int argc, char **argv)
 	}
 	ctx.policy = policy;
 	ctx.timeout_ms = o.timeout_ms;
-	ret = o.batch_path ? exec_batch(&ctx, &batch, &res) : exec_verify(&ctx, o.batch_id, &tests, &res);
+	ret = o.batch_path ? exec_batch(&ctx, &batch, &res)
+			   : exec_verify(&ctx, o.batch_id, &tests, &res);
 	if (ret) {
 		sg_error("exec: %s", strerror(-ret));
 		code = SG_EXIT_PLATFORM;

@@ -7,13 +7,12 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sandguard policy check FILE...\n"
-		"\n"
-		"Validates tenant policy files (see docs/policy.md). A file named\n"
-		"<tenant>.json must be tenant <tenant>'s policy. Prints 'FILE: ok' for\n"
-		"each valid file, and 'FILE:LINE:COL: problem' on stderr for the first\n"
-		"problem of each invalid one. Exits 0 when all are valid, 1 otherwise.\n");
+	fprintf(f, "usage: sandguard policy check FILE...\n"
+		   "\n"
+		   "Validates tenant policy files (see docs/policy.md). A file named\n"
+		   "<tenant>.json must be tenant <tenant>'s policy. Prints 'FILE: ok' for\n"
+		   "each valid file, and 'FILE:LINE:COL: problem' on stderr for the first\n"
+		   "problem of each invalid one. Exits 0 when all are valid, 1 otherwise.\n");
 }
 
 static int check(int nfiles, char **files)
@@ -39,7 +38,8 @@ static int check(int nfiles, char **files)
 
 int cmd_policy(int argc, char **argv)
 {
-	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))) {
+	if (argc >= 2 &&
+	    (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))) {
 		usage(stdout);
 		return SG_EXIT_OK;
 	}

@@ -10,11 +10,9 @@
 
 int cmd_probe(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "mode", required_argument, NULL, 'm' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	static const struct option opts[] = { { "mode", required_argument, NULL, 'm' },
+					      { "help", no_argument, NULL, 'h' },
+					      { 0 } };
 	enum sg_mode_request req = SG_REQ_AUTO;
 	const struct sg_features *f;
 	struct sg_modes modes;
@@ -25,7 +23,8 @@ int cmd_probe(int argc, char **argv)
 		switch (c) {
 		case 'm':
 			if (parse_mode_request(optarg, &req)) {
-				fprintf(stderr, "sandguard probe: --mode must be auto, lsm or fallback\n");
+				fprintf(stderr,
+					"sandguard probe: --mode must be auto, lsm or fallback\n");
 				return SG_EXIT_USAGE;
 			}
 			break;

@@ -52,15 +52,16 @@ static int usage_error(const char *fmt, ...)
 }
 
 /* An integer flag in [min, max]. */
-static int parse_count(const char *flag, const char *v, unsigned long long min, unsigned long long max,
-		       unsigned long long *out)
+static int parse_count(const char *flag, const char *v, unsigned long long min,
+		       unsigned long long max, unsigned long long *out)
 {
 	char *end;
 
 	errno = 0;
 	*out = strtoull(v, &end, 10);
 	if (errno || end == v || *end || v[0] == '-' || *out < min || *out > max)
-		return usage_error("%s must be an integer in %llu..%llu, got '%s'", flag, min, max, v);
+		return usage_error("%s must be an integer in %llu..%llu, got '%s'", flag, min, max,
+				   v);
 	return 0;
 }
 
@@ -68,15 +69,15 @@ static int parse_count(const char *flag, const char *v, unsigned long long min, 
 static int parse_args(int argc, char **argv, struct serve_config *cfg)
 {
 	static const struct option longopts[] = {
-		{ "listen",          required_argument, NULL, 'l' },
-		{ "policy-dir",      required_argument, NULL, 'p' },
-		{ "max-body",        required_argument, NULL, 'b' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "policy-dir", required_argument, NULL, 'p' },
+		{ "max-body", required_argument, NULL, 'b' },
 		{ "max-concurrency", required_argument, NULL, 'c' },
-		{ "queue",           required_argument, NULL, 'q' },
-		{ "tenant-queue",    required_argument, NULL, 't' },
+		{ "queue", required_argument, NULL, 'q' },
+		{ "tenant-queue", required_argument, NULL, 't' },
 		{ "max-connections", required_argument, NULL, 'n' },
-		{ "languages",       required_argument, NULL, 'L' },
-		{ "help",            no_argument,       NULL, 'h' },
+		{ "languages", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	unsigned long long v;
@@ -87,9 +88,15 @@ static int parse_args(int argc, char **argv, struct serve_config *cfg)
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		ret = 0;
 		switch (c) {
-		case 'l': cfg->listen = optarg; break;
-		case 'p': cfg->policy_dir = optarg; break;
-		case 'L': cfg->languages = optarg; break;
+		case 'l':
+			cfg->listen = optarg;
+			break;
+		case 'p':
+			cfg->policy_dir = optarg;
+			break;
+		case 'L':
+			cfg->languages = optarg;
+			break;
 		case 'b':
 			if (!(ret = parse_count("--max-body", optarg, 1, 1ull << 30, &v)))
 				cfg->max_body = v;
@@ -155,7 +162,7 @@ int cmd_serve(int argc, char **argv)
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-	signal(SIGPIPE, SIG_IGN);   /* a client that hung up is an error return, not a death */
+	signal(SIGPIPE, SIG_IGN); /* a client that hung up is an error return, not a death */
 
 	ret = serve_start(&cfg, &s);
 	if (ret)

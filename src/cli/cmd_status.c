@@ -26,44 +26,47 @@ static void print_human(json_t *st)
 	char when[64];
 
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&started));
-	printf("agent        running (pid %lld, version %s, node %s, up since %s)\n", num(st, "pid"),
-	       json_string_value(json_object_get(st, "version")), json_string_value(json_object_get(st, "node")),
-	       when);
-	printf("programs     generation %lld, %lld attached\n", num(st, "generation"), num(st, "links"));
+	printf("agent        running (pid %lld, version %s, node %s, up since %s)\n",
+	       num(st, "pid"), json_string_value(json_object_get(st, "version")),
+	       json_string_value(json_object_get(st, "node")), when);
+	printf("programs     generation %lld, %lld attached\n", num(st, "generation"),
+	       num(st, "links"));
 	printf("files        %-9s %s\n", json_string_value(json_object_get(modes, "files")),
 	       json_string_value(json_object_get(modes, "files_why")));
 	printf("execs        %-9s %s\n", json_string_value(json_object_get(modes, "execs")),
 	       json_string_value(json_object_get(modes, "execs_why")));
-	printf("events       %lld seen, %lld ring-buffer drops, %lld lost in userspace\n", num(st, "events_seen"),
-	       num(st, "ringbuf_drops"), num(st, "events_lost"));
+	printf("events       %lld seen, %lld ring-buffer drops, %lld lost in userspace\n",
+	       num(st, "events_seen"), num(st, "ringbuf_drops"), num(st, "events_lost"));
 	printf("kills        %lld (mean violation-to-empty %.2f ms)\n", num(st, "kills"),
 	       json_real_value(json_object_get(st, "kill_latency_avg_ms")));
-	printf("policies     generation %lld (%lld reloads ok, %lld failed)\n", num(st, "policy_generation"),
-	       num(st, "policy_reloads_ok"), num(st, "policy_reloads_failed"));
+	printf("policies     generation %lld (%lld reloads ok, %lld failed)\n",
+	       num(st, "policy_generation"), num(st, "policy_reloads_ok"),
+	       num(st, "policy_reloads_failed"));
 	printf("sandboxes    %lld enforced\n", num(st, "sandboxes"));
 	if (json_is_string(json_object_get(st, "degraded")))
 		printf("DEGRADED     %s\n", json_string_value(json_object_get(st, "degraded")));
 	printf("\nfeatures:\n");
 	json_object_foreach(features, key, v)
-		printf("  %-22s %-4s %s\n", key, json_is_true(json_object_get(v, "ok")) ? "yes" : "no",
+		printf("  %-22s %-4s %s\n", key,
+		       json_is_true(json_object_get(v, "ok")) ? "yes" : "no",
 		       json_string_value(json_object_get(v, "detail")));
 	printf("\n%-24s %8s  %s\n", "TENANT", "ACTIVE", "POLICY");
 	json_array_foreach(tenants, i, v)
 		printf("%-24s %8lld  %s%s\n", json_string_value(json_object_get(v, "tenant")),
 		       (long long)json_integer_value(json_object_get(v, "active_sandboxes")),
 		       json_string_value(json_object_get(v, "policy")),
-		       json_is_true(json_object_get(v, "policy_ok")) ? "" : " (REJECTED: denied everything)");
+		       json_is_true(json_object_get(v, "policy_ok"))
+			       ? ""
+			       : " (REJECTED: denied everything)");
 }
 
 int cmd_status(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "check", no_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	static const struct option opts[] = { { "socket", required_argument, NULL, 's' },
+					      { "json", no_argument, NULL, 'j' },
+					      { "check", no_argument, NULL, 'c' },
+					      { "help", no_argument, NULL, 'h' },
+					      { 0 } };
 	const char *sock = NULL;
 	bool as_json = false, check = false;
 	struct agent_conn *c;
@@ -74,13 +77,20 @@ int cmd_status(int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 's': sock = optarg; break;
-		case 'j': as_json = true; break;
-		case 'c': check = true; break;
+		case 's':
+			sock = optarg;
+			break;
+		case 'j':
+			as_json = true;
+			break;
+		case 'c':
+			check = true;
+			break;
 		case 'h':
 			printf("usage: sandguard status [--json] [--check] [--socket PATH]\n");
 			return SG_EXIT_OK;
-		default: return SG_EXIT_USAGE;
+		default:
+			return SG_EXIT_USAGE;
 		}
 	}
 	c = agent_connect(sock);
@@ -89,8 +99,9 @@ int cmd_status(int argc, char **argv)
 		links = sg_pinned_links();
 		fprintf(stderr, "sandguard status: no agent answers on %s; %s\n",
 			sock ? sock : (getenv("SANDGUARD_AGENT_SOCK") ?: SG_AGENT_SOCK),
-			links > 0 ? "its pinned programs still enforce, but nothing reads events or kills sandboxes"
-				  : "no sandguard programs are attached");
+			links > 0
+				? "its pinned programs still enforce, but nothing reads events or kills sandboxes"
+				: "no sandguard programs are attached");
 		return SG_EXIT_TENANT;
 	}
 	agent_close(c);
@@ -104,7 +115,8 @@ int cmd_status(int argc, char **argv)
 	degraded = json_string_value(json_object_get(st, "degraded"));
 	if (check) {
 		if (links <= 0)
-			fprintf(stderr, "sandguard status: the agent answers but has no programs attached\n");
+			fprintf(stderr,
+				"sandguard status: the agent answers but has no programs attached\n");
 		else if (degraded)
 			fprintf(stderr, "sandguard status: enforcement degraded: %s\n", degraded);
 		else

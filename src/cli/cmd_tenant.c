@@ -18,7 +18,8 @@ static void usage(FILE *f)
 		"       sandguard tenant resume T\n"
 		"\n"
 		"A paused tenant's batches are refused with cause tenant_paused until it is resumed.\n"
-		"State: $SANDGUARD_STATE_DIR/paused (default %s/paused).\n", SG_STATE_DIR_DEFAULT);
+		"State: $SANDGUARD_STATE_DIR/paused (default %s/paused).\n",
+		SG_STATE_DIR_DEFAULT);
 }
 
 static int usage_error(const char *msg, const char *arg)
@@ -44,7 +45,7 @@ static int collect_json(const char *tenant, const char *info, void *arg)
 {
 	json_t *j = json_loads(info, 0, NULL);
 
-	if (!j)  /* an unreadable record still lists the tenant */
+	if (!j) /* an unreadable record still lists the tenant */
 		j = json_pack("{s:s}", "tenant", tenant);
 	return json_array_append_new(arg, j) ? -ENOMEM : 0;
 }
@@ -69,7 +70,8 @@ static int list(int argc, char **argv)
 		ret = tenant_list_paused(print_text, NULL);
 	}
 	if (ret) {
-		fprintf(stderr, "sandguard tenant: cannot list paused tenants: %s\n", strerror(-ret));
+		fprintf(stderr, "sandguard tenant: cannot list paused tenants: %s\n",
+			strerror(-ret));
 		return SG_EXIT_PLATFORM;
 	}
 	return SG_EXIT_OK;
@@ -83,7 +85,8 @@ static int pause_cmd(int argc, char **argv)
 	if (argc != 2 && !(argc == 4 && !strcmp(argv[2], "--reason")))
 		return usage_error("usage: tenant pause T [--reason TEXT]", NULL);
 	if (!tenant_name_valid(argv[1]))
-		return usage_error("invalid tenant name (expected [a-z0-9][a-z0-9_-]{0,62})", argv[1]);
+		return usage_error("invalid tenant name (expected [a-z0-9][a-z0-9_-]{0,62})",
+				   argv[1]);
 	if (argc == 4)
 		reason = argv[3];
 	ret = tenant_pause(argv[1], reason);
@@ -102,14 +105,16 @@ static int resume_cmd(int argc, char **argv)
 	if (argc != 2)
 		return usage_error("usage: tenant resume T", NULL);
 	if (!tenant_name_valid(argv[1]))
-		return usage_error("invalid tenant name (expected [a-z0-9][a-z0-9_-]{0,62})", argv[1]);
+		return usage_error("invalid tenant name (expected [a-z0-9][a-z0-9_-]{0,62})",
+				   argv[1]);
 	ret = tenant_resume(argv[1]);
 	if (ret == -ENOENT) {
 		printf("tenant %s was not paused\n", argv[1]);
 		return SG_EXIT_OK;
 	}
 	if (ret) {
-		fprintf(stderr, "sandguard tenant: cannot resume %s: %s\n", argv[1], strerror(-ret));
+		fprintf(stderr, "sandguard tenant: cannot resume %s: %s\n", argv[1],
+			strerror(-ret));
 		return SG_EXIT_PLATFORM;
 	}
 	printf("tenant %s resumed\n", argv[1]);

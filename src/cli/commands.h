@@ -3,10 +3,10 @@
 #define SG_COMMANDS_H
 
 /* Exit codes shared by every subcommand. */
-#define SG_EXIT_OK        0
-#define SG_EXIT_TENANT    1   /* failed by a tenant cause / check failed */
-#define SG_EXIT_PLATFORM  2
-#define SG_EXIT_USAGE     64
+#define SG_EXIT_OK       0
+#define SG_EXIT_TENANT   1 /* failed by a tenant cause / check failed */
+#define SG_EXIT_PLATFORM 2
+#define SG_EXIT_USAGE    64
 
 int cmd_agent(int argc, char **argv);
 int cmd_exec(int argc, char **argv);

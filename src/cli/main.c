@@ -11,15 +11,15 @@ static const struct {
 	int (*run)(int argc, char **argv);
 	const char *help;
 } commands[] = {
-	{ "agent",  cmd_agent,  "load the eBPF programs and enforce tenant policies on this node" },
-	{ "exec",   cmd_exec,   "run a reward program over a batch (or tests) in a sandbox" },
+	{ "agent", cmd_agent, "load the eBPF programs and enforce tenant policies on this node" },
+	{ "exec", cmd_exec, "run a reward program over a batch (or tests) in a sandbox" },
 	{ "events", cmd_events, "show enforcement events (--tenant, --type, --since, --sandbox)" },
 	{ "policy", cmd_policy, "policy check FILE...: validate policy files" },
-	{ "probe",  cmd_probe,  "print what this kernel supports and the mode chosen per feature" },
-	{ "top",    cmd_top,    "live per-tenant table: sandboxes, batches, failures, kills" },
+	{ "probe", cmd_probe, "print what this kernel supports and the mode chosen per feature" },
+	{ "top", cmd_top, "live per-tenant table: sandboxes, batches, failures, kills" },
 	{ "status", cmd_status, "agent health, feature modes, drops, policy generation" },
 	{ "tenant", cmd_tenant, "tenant resume|pause|list: paused tenants" },
-	{ "serve",  cmd_serve,  "HTTP trainer API (/run_code, /v1/score, /v1/verify)" },
+	{ "serve", cmd_serve, "HTTP trainer API (/run_code, /v1/score, /v1/verify)" },
 };
 
 static void usage(FILE *f)

@@ -28,7 +28,7 @@
 struct agent_conn {
 	int fd;
 	pthread_mutex_t lock;
-	bool files_lsm;          /* the agent refuses opens itself (LSM mode) */
+	bool files_lsm; /* the agent refuses opens itself (LSM mode) */
 };
 
 struct agent_conn *agent_connect(const char *sock_path)
@@ -138,7 +138,8 @@ static int reply_status(json_t *reply, const char *what)
 	const char *code = reply ? json_string_value(json_object_get(reply, "code")) : NULL;
 
 	if (code && !strcmp(code, "root_mismatch")) {
-		sg_error("agent refused %s: %s", what, json_string_value(json_object_get(reply, "error")));
+		sg_error("agent refused %s: %s", what,
+			 json_string_value(json_object_get(reply, "error")));
 		json_decref(reply);
 		return -EXDEV;
 	}
@@ -162,11 +163,13 @@ int agent_register(struct agent_conn *c, const char *tenant, const char *sandbox
 		return -ENOTCONN;
 	if (stat("/", &root))
 		return -errno;
-	reply = call(c, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:I}", "op", "register",
-				  "tenant", tenant, "sandbox", sandbox, "run_id", run_id ?: "",
-				  "batch_id", batch_id ?: "", "cgroup_id", (json_int_t)cgroup_id,
-				  "scratch", scratch ?: "", "root_dev", (json_int_t)root.st_dev,
-				  "root_ino", (json_int_t)root.st_ino), timeout_ms);
+	reply = call(c,
+		     json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:I}", "op", "register",
+			       "tenant", tenant, "sandbox", sandbox, "run_id", run_id ?: "",
+			       "batch_id", batch_id ?: "", "cgroup_id", (json_int_t)cgroup_id,
+			       "scratch", scratch ?: "", "root_dev", (json_int_t)root.st_dev,
+			       "root_ino", (json_int_t)root.st_ino),
+		     timeout_ms);
 	files = reply ? json_string_value(json_object_get(reply, "files")) : NULL;
 	c->files_lsm = files && !strcmp(files, "lsm");
 	return reply_status(reply, "registration");
@@ -180,7 +183,8 @@ int agent_kill_verdict(struct agent_conn *c, uint64_t cgroup_id, int *rule, int 
 
 	if (!c)
 		return -ENOTCONN;
-	reply = call(c, json_pack("{s:s, s:I}", "op", "verdict", "cgroup_id", (json_int_t)cgroup_id),
+	reply = call(c,
+		     json_pack("{s:s, s:I}", "op", "verdict", "cgroup_id", (json_int_t)cgroup_id),
 		     timeout_ms);
 	if (!reply || !json_is_true(json_object_get(reply, "ok"))) {
 		json_decref(reply);
@@ -208,8 +212,11 @@ int agent_unregister(struct agent_conn *c, uint64_t cgroup_id)
 {
 	if (!c)
 		return -ENOTCONN;
-	return reply_status(call(c, json_pack("{s:s, s:I}", "op", "unregister", "cgroup_id",
-					      (json_int_t)cgroup_id), 1000), "unregistration");
+	return reply_status(call(c,
+				 json_pack("{s:s, s:I}", "op", "unregister", "cgroup_id",
+					   (json_int_t)cgroup_id),
+				 1000),
+			    "unregistration");
 }
 
 bool agent_files_preventive(const struct agent_conn *c)

@@ -23,11 +23,11 @@
 
 struct client {
 	int fd;
-	uint32_t id;             /* tells a reused slot from the client an event was for */
-	bool want_out;           /* EPOLLOUT armed */
-	bool reading;            /* EPOLLIN armed */
-	uint64_t active_ms;      /* last request or reply progress */
-	char *in;                /* CONTROL_LINE_MAX + 1 bytes */
+	uint32_t id;        /* tells a reused slot from the client an event was for */
+	bool want_out;      /* EPOLLOUT armed */
+	bool reading;       /* EPOLLIN armed */
+	uint64_t active_ms; /* last request or reply progress */
+	char *in;           /* CONTROL_LINE_MAX + 1 bytes */
 	size_t in_len;
 	char *out;
 	size_t out_len, out_off, out_cap;
@@ -206,7 +206,7 @@ static void read_client(struct control_server *cs, int slot)
 	ssize_t n;
 
 	if (c->in_len == CONTROL_LINE_MAX)
-		return;  /* full of lines that wait for this client to read */
+		return; /* full of lines that wait for this client to read */
 	n = recv(c->fd, c->in + c->in_len, CONTROL_LINE_MAX - c->in_len, MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
@@ -299,13 +299,13 @@ void control_handle(struct control_server *cs)
 		struct client *c;
 
 		if (slot_1 == 0) {
-			for (int k = 0; k < 16; k++)  /* a burst, without starving the rest */
+			for (int k = 0; k < 16; k++) /* a burst, without starving the rest */
 				accept_client(cs);
 			continue;
 		}
 		c = cs->clients[slot_1 - 1];
 		if (!c || c->id != id)
-			continue;  /* dropped (or replaced) earlier in this batch */
+			continue; /* dropped (or replaced) earlier in this batch */
 		if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN)) {
 			drop_client(cs, slot_1 - 1);
 			continue;
@@ -352,7 +352,7 @@ static int listen_on(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	unlink(path);  /* a stale socket of a previous agent */
+	unlink(path); /* a stale socket of a previous agent */
 	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) || chmod(path, 0600) ||
 	    listen(fd, 512)) {
 		int err = -errno;

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#define CONTROL_LINE_MAX    65536        /* one request line */
-#define CONTROL_OUT_MAX     (64u << 20)  /* queued replies of one client */
+#define CONTROL_LINE_MAX    65536       /* one request line */
+#define CONTROL_OUT_MAX     (64u << 20) /* queued replies of one client */
 #define CONTROL_MAX_CLIENTS 1024
 
 /* A handler gets the parsed request (borrowed) and returns the reply

@@ -6,14 +6,15 @@
 
 json_t *outcome_to_json(const struct sg_outcome *o)
 {
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:o, s:i, s:b, s:I, s:i, s:f, s:f, s:b, s:b}",
-			 "op", "report", "tenant", o->tenant, "run_id", o->run_id,
-			 "batch_id", o->batch_id, "sandbox", o->sandbox,
-			 "cgroup_id", (json_int_t)o->cgroup_id, "cause", cause_name(o->cause),
-			 "rule", rule_name(o->rule) ? json_string(rule_name(o->rule)) : json_null(),
-			 "attempt", (int)o->attempt, "final", o->final, "wall_ms", (json_int_t)o->wall_ms,
-			 "n_scores", (int)o->n_scores, "score_mean", o->score_mean, "score_var", o->score_var,
-			 "constant", o->constant, "invalid", o->invalid);
+	return json_pack(
+		"{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:o, s:i, s:b, s:I, s:i, s:f, s:f, s:b, s:b}",
+		"op", "report", "tenant", o->tenant, "run_id", o->run_id, "batch_id", o->batch_id,
+		"sandbox", o->sandbox, "cgroup_id", (json_int_t)o->cgroup_id, "cause",
+		cause_name(o->cause), "rule",
+		rule_name(o->rule) ? json_string(rule_name(o->rule)) : json_null(), "attempt",
+		(int)o->attempt, "final", o->final, "wall_ms", (json_int_t)o->wall_ms, "n_scores",
+		(int)o->n_scores, "score_mean", o->score_mean, "score_var", o->score_var,
+		"constant", o->constant, "invalid", o->invalid);
 }
 
 int outcome_from_json(json_t *j, struct sg_outcome *o, char *why, size_t whylen)
@@ -26,12 +27,15 @@ int outcome_from_json(json_t *j, struct sg_outcome *o, char *why, size_t whylen)
 	int c;
 
 	memset(o, 0, sizeof(*o));
-	if (json_unpack(j, "{s:s, s:s, s?s, s?s, s?s, s?I, s?o, s?i, s?b, s?I, s?i, s?F, s?F, s?b, s?b}",
-			"tenant", &tenant, "cause", &cause, "run_id", &run_id, "batch_id", &batch_id,
-			"sandbox", &sandbox, "cgroup_id", &cgid, "rule", &rule, "attempt", &attempt,
-			"final", &final, "wall_ms", &wall, "n_scores", &n, "score_mean", &mean,
-			"score_var", &var, "constant", &constant, "invalid", &invalid)) {
-		snprintf(why, whylen, "expected tenant and cause (strings) and typed optional fields");
+	if (json_unpack(
+		    j,
+		    "{s:s, s:s, s?s, s?s, s?s, s?I, s?o, s?i, s?b, s?I, s?i, s?F, s?F, s?b, s?b}",
+		    "tenant", &tenant, "cause", &cause, "run_id", &run_id, "batch_id", &batch_id,
+		    "sandbox", &sandbox, "cgroup_id", &cgid, "rule", &rule, "attempt", &attempt,
+		    "final", &final, "wall_ms", &wall, "n_scores", &n, "score_mean", &mean,
+		    "score_var", &var, "constant", &constant, "invalid", &invalid)) {
+		snprintf(why, whylen,
+			 "expected tenant and cause (strings) and typed optional fields");
 		return -1;
 	}
 	c = cause_from_name(cause);

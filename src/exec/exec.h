@@ -65,18 +65,18 @@
 #include "scores.h"
 #include "lib/ids.h"
 
-#define EXEC_DETAIL_MAX       512
-#define EXEC_STDERR_EXCERPT   4096      /* bytes of stderr in a result */
-#define EXEC_INPUT_MAX        (256u << 20) /* batch / tests file */
+#define EXEC_DETAIL_MAX     512
+#define EXEC_STDERR_EXCERPT 4096         /* bytes of stderr in a result */
+#define EXEC_INPUT_MAX      (256u << 20) /* batch / tests file */
 
 /* Why admission refused a request before any sandbox ran (attempt 0). */
 enum exec_refusal {
 	EXEC_ADMITTED = 0,
-	EXEC_REFUSED_PAUSED,        /* tenant_paused: `sandguard tenant pause` */
-	EXEC_REFUSED_DISABLED,      /* tenant_paused: "enabled": false */
-	EXEC_REFUSED_NO_AGENT,      /* platform_error: require_agent, no agent */
-	EXEC_REFUSED_CONCURRENCY,   /* platform_error: the tenant's cap is full; retry later */
-	EXEC_REFUSED_STATE,         /* platform_error: the node's state could not be read */
+	EXEC_REFUSED_PAUSED,      /* tenant_paused: `sandguard tenant pause` */
+	EXEC_REFUSED_DISABLED,    /* tenant_paused: "enabled": false */
+	EXEC_REFUSED_NO_AGENT,    /* platform_error: require_agent, no agent */
+	EXEC_REFUSED_CONCURRENCY, /* platform_error: the tenant's cap is full; retry later */
+	EXEC_REFUSED_STATE,       /* platform_error: the node's state could not be read */
 };
 
 typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_result *result);
@@ -85,28 +85,28 @@ typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_re
 struct exec_ctx {
 	const struct sg_policy *policy;
 	const char *tenant;
-	const char *run_id;         /* may be NULL */
-	char *const *argv;          /* the command; NULL-terminated */
-	uint64_t timeout_ms;        /* per run; 0 = policy; callers keep it <= the policy's */
-	struct agent_conn *agent;   /* NULL: no agent */
-	sandbox_runner run;         /* NULL = sandbox_run (tests inject a fake) */
+	const char *run_id;       /* may be NULL */
+	char *const *argv;        /* the command; NULL-terminated */
+	uint64_t timeout_ms;      /* per run; 0 = policy; callers keep it <= the policy's */
+	struct agent_conn *agent; /* NULL: no agent */
+	sandbox_runner run;       /* NULL = sandbox_run (tests inject a fake) */
 };
 
 /* A batch as the trainer sends it: {"batch_id": "...", "items":
  * [{"prompt": "...", "completion": "..."}, ...]}. Extra fields are kept:
  * the reward program gets the document exactly as given. */
 struct exec_batch {
-	char   *batch_id;
-	size_t  n_items;
-	const char *json;           /* the document (not owned) */
-	size_t  json_len;
+	char *batch_id;
+	size_t n_items;
+	const char *json; /* the document (not owned) */
+	size_t json_len;
 };
 
 /* Verifier tests: [{"input": "...", "output": "..."}, ...]. */
 struct verify_case {
-	char  *input;
+	char *input;
 	size_t input_len;
-	char  *output;
+	char *output;
 	size_t output_len;
 };
 
@@ -119,59 +119,58 @@ struct verify_cases {
  * is wrong ("<name>:1:15: ..." or "<name>: items[2].completion must be a
  * string, got a number"), or -ENOMEM. A malformed input is the caller's
  * error (usage), never booked. */
-int exec_batch_parse(const char *text, size_t len, const char *name,
-		     struct exec_batch *out, char *err, size_t err_len);
+int exec_batch_parse(const char *text, size_t len, const char *name, struct exec_batch *out,
+		     char *err, size_t err_len);
 void exec_batch_free(struct exec_batch *b);
-int verify_cases_parse(const char *text, size_t len, const char *name,
-		       struct verify_cases *out, char *err, size_t err_len);
+int verify_cases_parse(const char *text, size_t len, const char *name, struct verify_cases *out,
+		       char *err, size_t err_len);
 void verify_cases_free(struct verify_cases *c);
 
 enum verify_status {
 	VERIFY_PASS = 0,
-	VERIFY_FAIL,        /* wrong answer, or oversized output */
+	VERIFY_FAIL, /* wrong answer, or oversized output */
 	VERIFY_TIMEOUT,
 	VERIFY_CRASH,
 	VERIFY_OOM,
 	VERIFY_VIOLATION,
-	VERIFY_ERROR,       /* platform error (after retries): the result has no reward */
+	VERIFY_ERROR, /* platform error (after retries): the result has no reward */
 };
 const char *verify_status_name(enum verify_status s);
 
 struct verify_result {
 	enum verify_status status;
-	enum sg_cause cause;        /* of the test's last run */
-	int      rule;
+	enum sg_cause cause; /* of the test's last run */
+	int rule;
 	uint64_t wall_ms;
-	char     detail[128];       /* "line 2 differs", "exited with code 1" */
+	char detail[128]; /* "line 2 differs", "exited with code 1" */
 };
 
 /* A batch or verifier result: what `sandguard exec` prints. */
 struct exec_result {
-	char     batch_id[SG_ID_BUF];     /* as given, or made up (verifier mode) */
+	char batch_id[SG_ID_BUF]; /* as given, or made up (verifier mode) */
 	enum sg_cause cause;
-	int      rule;              /* enum sg_rule for a policy violation, else -1 */
-	double  *scores;            /* batch mode, cause ok: n_scores scores */
-	size_t   n_scores;
+	int rule;       /* enum sg_rule for a policy violation, else -1 */
+	double *scores; /* batch mode, cause ok: n_scores scores */
+	size_t n_scores;
 	struct score_stats stats;
-	char     detail[EXEC_DETAIL_MAX];
-	uint32_t attempts;          /* sandbox runs (0: refused before any) */
-	enum exec_refusal refusal;  /* why, when attempts is 0 */
+	char detail[EXEC_DETAIL_MAX];
+	uint32_t attempts;         /* sandbox runs (0: refused before any) */
+	enum exec_refusal refusal; /* why, when attempts is 0 */
 	uint64_t wall_ms;
-	char    *err;               /* stderr of the last run (capped by the sandbox) */
-	size_t   err_len;
-	bool     paused_tenant;     /* this batch paused the tenant */
+	char *err; /* stderr of the last run (capped by the sandbox) */
+	size_t err_len;
+	bool paused_tenant; /* this batch paused the tenant */
 	/* verifier mode */
-	bool     verify;
+	bool verify;
 	struct verify_result *tests;
-	size_t   n_tests;
-	int      reward;            /* 0 or 1; -1 when there is none (failed) */
+	size_t n_tests;
+	int reward; /* 0 or 1; -1 when there is none (failed) */
 };
 
-int  exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch,
-		struct exec_result *res);
+int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struct exec_result *res);
 /* batch_id names the request in bookings; may be NULL (one is made up). */
-int  exec_verify(const struct exec_ctx *ctx, const char *batch_id,
-		 const struct verify_cases *tests, struct exec_result *res);
+int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct verify_cases *tests,
+		struct exec_result *res);
 void exec_result_free(struct exec_result *res);
 
 /* The result object: {"tenant", "batch_id", "status", "cause", "rule",
@@ -184,46 +183,46 @@ int exec_exit_code(enum sg_cause cause);
 /* ---- run once (HTTP /run_code) ------------------------------------- */
 
 struct exec_run_request {
-	const char *request_id;     /* booked as the batch id; may be NULL */
+	const char *request_id; /* booked as the batch id; may be NULL */
 	const void *stdin_data;
-	size_t      stdin_len;
-	uint64_t    memory_mb;      /* 0 = policy; a larger value is lowered to it */
+	size_t stdin_len;
+	uint64_t memory_mb; /* 0 = policy; a larger value is lowered to it */
 	const struct sandbox_file *files;
-	size_t      n_files;
+	size_t n_files;
 	const char *const *fetch;
-	size_t      n_fetch;
-	bool        allow_exec_in_scratch;  /* compiled languages */
+	size_t n_fetch;
+	bool allow_exec_in_scratch; /* compiled languages */
 };
 
 struct exec_run_result {
-	enum sg_cause cause;        /* ok when the program ran and exited 0 */
-	int      rule;
-	bool     timed_out;         /* SB_TIMEOUT */
-	bool     has_return_code;   /* it exited: return_code is valid */
-	int      return_code;
-	int      signal;            /* SB_SIGNALED: the signal, else 0 */
-	char    *out;               /* raw bytes, NUL-terminated, capped by output_bytes */
-	size_t   out_len;
-	bool     out_truncated;
-	char    *err;
-	size_t   err_len;
-	bool     err_truncated;
-	struct sandbox_fetched *fetched;   /* in request order */
-	size_t   n_fetched;
-	uint64_t wall_ms;           /* of the last run */
-	uint64_t timeout_ms;        /* effective limits of the run */
+	enum sg_cause cause; /* ok when the program ran and exited 0 */
+	int rule;
+	bool timed_out;       /* SB_TIMEOUT */
+	bool has_return_code; /* it exited: return_code is valid */
+	int return_code;
+	int signal; /* SB_SIGNALED: the signal, else 0 */
+	char *out;  /* raw bytes, NUL-terminated, capped by output_bytes */
+	size_t out_len;
+	bool out_truncated;
+	char *err;
+	size_t err_len;
+	bool err_truncated;
+	struct sandbox_fetched *fetched; /* in request order */
+	size_t n_fetched;
+	uint64_t wall_ms;    /* of the last run */
+	uint64_t timeout_ms; /* effective limits of the run */
 	uint64_t memory_mb;
 	uint32_t attempts;
-	enum exec_refusal refusal;  /* why, when attempts is 0 */
-	char     detail[EXEC_DETAIL_MAX];
+	enum exec_refusal refusal; /* why, when attempts is 0 */
+	char detail[EXEC_DETAIL_MAX];
 };
 
 /* Runs ctx->argv once (retrying only platform errors), with the same
  * admission and booking as a batch. ctx->timeout_ms above the policy's is
  * lowered to it. Returns 0 with *res filled (whatever the cause), or
  * -ENOMEM. */
-int  exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
-	      struct exec_run_result *res);
+int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
+	     struct exec_run_result *res);
 void exec_run_result_free(struct exec_run_result *res);
 
 /* ---- booking ------------------------------------------------------ */
@@ -233,16 +232,16 @@ void exec_run_result_free(struct exec_run_result *res);
  * warned about). Every mode books through this, and so do the front ends
  * for what they refuse before a mode runs (an unloadable policy). */
 struct exec_booking {
-	const char *mode;           /* "batch", "verify", "run" */
+	const char *mode; /* "batch", "verify", "run" */
 	const char *batch_id;
-	uint32_t attempt;           /* 0: refused before any run */
-	bool     final;
+	uint32_t attempt; /* 0: refused before any run */
+	bool final;
 	enum sg_cause cause;
-	int      rule;
+	int rule;
 	uint64_t wall_ms;
-	const struct sandbox_result *run;   /* NULL when nothing ran */
-	const struct score_stats *stats;    /* NULL unless there are scores */
-	bool     invalid;           /* failed the schema gate */
+	const struct sandbox_result *run; /* NULL when nothing ran */
+	const struct score_stats *stats;  /* NULL unless there are scores */
+	bool invalid;                     /* failed the schema gate */
 	const char *detail;
 };
 void exec_book(const struct exec_ctx *ctx, const struct exec_booking *b);

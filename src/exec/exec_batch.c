@@ -36,7 +36,7 @@ static bool retryable(enum sg_failure_mode mode, enum sg_cause cause)
 	case SG_CAUSE_TENANT_OOM:
 	case SG_CAUSE_TENANT_BAD_OUTPUT:
 		return true;
-	default:    /* ok, and a policy violation: final at once */
+	default: /* ok, and a policy violation: final at once */
 		return false;
 	}
 }
@@ -44,8 +44,8 @@ static bool retryable(enum sg_failure_mode mode, enum sg_cause cause)
 /* One attempt's verdict: the run's cause, then the schema gate on a clean
  * exit. On ok, *scores holds the batch's scores. */
 static enum sg_cause judge(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
-			   size_t n_items, double **scores, int *rule, bool *invalid,
-			   char *detail, size_t detail_len)
+			   size_t n_items, double **scores, int *rule, bool *invalid, char *detail,
+			   size_t detail_len)
 {
 	enum sg_cause cause = exec_classify(rc, r, spec, rule, detail, detail_len);
 	int ret;
@@ -54,20 +54,21 @@ static enum sg_cause judge(int rc, const struct sandbox_result *r, const struct 
 	*invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT;
 	if (cause != SG_CAUSE_OK)
 		return cause;
-	if (r->out_truncated) {   /* a sandbox that flags it without SB_OUTPUT_OVERSIZE */
+	if (r->out_truncated) { /* a sandbox that flags it without SB_OUTPUT_OVERSIZE */
 		snprintf(detail, detail_len, "oversized: stdout exceeded the cap of %llu bytes",
 			 (unsigned long long)spec->policy->limits.output_bytes);
 		*invalid = true;
 		return SG_CAUSE_TENANT_BAD_OUTPUT;
 	}
-	ret = scores_parse(r->out ? r->out : "", r->out ? r->out_len : 0, n_items, scores,
-			   detail, detail_len);
+	ret = scores_parse(r->out ? r->out : "", r->out ? r->out_len : 0, n_items, scores, detail,
+			   detail_len);
 	if (ret == -EBADMSG) {
 		*invalid = true;
 		return SG_CAUSE_TENANT_BAD_OUTPUT;
 	}
 	if (ret) {
-		snprintf(detail, detail_len, "platform error: validating the scores: %s", strerror(-ret));
+		snprintf(detail, detail_len, "platform error: validating the scores: %s",
+			 strerror(-ret));
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
 	return SG_CAUSE_OK;
@@ -79,7 +80,8 @@ static void pause_tenant(const struct exec_ctx *ctx, const char *batch_id, struc
 	char reason[EXEC_DETAIL_MAX + 160];
 	int ret;
 
-	snprintf(reason, sizeof(reason), "batch %s: %s: %s", batch_id, cause_name(res->cause), res->detail);
+	snprintf(reason, sizeof(reason), "batch %s: %s: %s", batch_id, cause_name(res->cause),
+		 res->detail);
 	ret = tenant_pause(ctx->tenant, reason);
 	if (ret) {
 		sg_error("exec: cannot pause tenant %s: %s", ctx->tenant, strerror(-ret));
@@ -89,11 +91,11 @@ static void pause_tenant(const struct exec_ctx *ctx, const char *batch_id, struc
 	}
 	res->paused_tenant = true;
 	detail_append(res->detail, sizeof(res->detail),
-		      "; tenant %s paused until 'sandguard tenant resume %s'", ctx->tenant, ctx->tenant);
+		      "; tenant %s paused until 'sandguard tenant resume %s'", ctx->tenant,
+		      ctx->tenant);
 }
 
-int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch,
-	       struct exec_result *res)
+int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struct exec_result *res)
 {
 	const struct sg_policy *p = ctx->policy;
 	uint64_t start = clock_ms(CLOCK_MONOTONIC), timeout = exec_timeout_ms(ctx);
@@ -108,16 +110,21 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch,
 	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
 		res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
-		exec_book(ctx, &(struct exec_booking){
-			.mode = "batch", .batch_id = batch->batch_id, .attempt = 0, .final = true,
-			.cause = res->cause, .rule = -1, .wall_ms = res->wall_ms, .detail = res->detail });
+		exec_book(ctx, &(struct exec_booking){ .mode = "batch",
+						       .batch_id = batch->batch_id,
+						       .attempt = 0,
+						       .final = true,
+						       .cause = res->cause,
+						       .rule = -1,
+						       .wall_ms = res->wall_ms,
+						       .detail = res->detail });
 		return 0;
 	}
 
 	exec_spec_init(ctx, p, batch->batch_id, timeout, &spec);
 	spec.stdin_data = batch->json;
 	spec.stdin_len = batch->json_len;
-	for (uint32_t attempt = 1; ; attempt++) {
+	for (uint32_t attempt = 1;; attempt++) {
 		struct sandbox_result r;
 		struct score_stats st = { 0 };
 		char detail[EXEC_DETAIL_MAX];
@@ -131,13 +138,20 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch,
 		if (cause == SG_CAUSE_OK)
 			scores_stats(scores, batch->n_items, &st);
 		again = attempt < budget && retryable(p->failure, cause);
-		exec_book(ctx, &(struct exec_booking){
-			.mode = "batch", .batch_id = batch->batch_id, .attempt = attempt, .final = !again,
-			.cause = cause, .rule = rule, .wall_ms = r.wall_ms, .run = &r,
-			.stats = cause == SG_CAUSE_OK ? &st : NULL, .invalid = invalid, .detail = detail });
+		exec_book(ctx, &(struct exec_booking){ .mode = "batch",
+						       .batch_id = batch->batch_id,
+						       .attempt = attempt,
+						       .final = !again,
+						       .cause = cause,
+						       .rule = rule,
+						       .wall_ms = r.wall_ms,
+						       .run = &r,
+						       .stats = cause == SG_CAUSE_OK ? &st : NULL,
+						       .invalid = invalid,
+						       .detail = detail });
 		if (cause != SG_CAUSE_OK)
-			sg_debug("exec: %s/%s attempt %u: %s: %s", ctx->tenant, batch->batch_id, attempt,
-				 cause_name(cause), detail);
+			sg_debug("exec: %s/%s attempt %u: %s: %s", ctx->tenant, batch->batch_id,
+				 attempt, cause_name(cause), detail);
 
 		/* The result keeps the last attempt's stderr. */
 		free(res->err);
@@ -179,10 +193,11 @@ static json_t *tests_json(const struct exec_result *res)
 
 	for (size_t i = 0; a && i < res->n_tests; i++) {
 		const struct verify_result *t = &res->tests[i];
-		json_array_append_new(a, json_pack("{s:s, s:I, s:o}", "status", verify_status_name(t->status),
-						   "wall_ms", (json_int_t)t->wall_ms, "detail",
-						   t->detail[0] ? json_string_lossy(t->detail, strlen(t->detail))
-								: json_null()));
+		json_array_append_new(
+			a, json_pack("{s:s, s:I, s:o}", "status", verify_status_name(t->status),
+				     "wall_ms", (json_int_t)t->wall_ms, "detail",
+				     t->detail[0] ? json_string_lossy(t->detail, strlen(t->detail))
+						  : json_null()));
 	}
 	return a;
 }
@@ -201,27 +216,35 @@ json_t *exec_result_json(const char *tenant, const struct exec_result *res)
 			json_array_append_new(scores, json_real(res->scores[i]));
 	}
 	json_object_set_new(j, "tenant", json_string_lossy(tenant, strlen(tenant)));
-	json_object_set_new(j, "batch_id", res->batch_id[0] ? json_string_lossy(res->batch_id, strlen(res->batch_id))
-							    : json_null());
+	json_object_set_new(j, "batch_id",
+			    res->batch_id[0]
+				    ? json_string_lossy(res->batch_id, strlen(res->batch_id))
+				    : json_null());
 	json_object_set_new(j, "status", json_string(ok ? "ok" : "failed"));
 	json_object_set_new(j, "cause", json_string(cause_name(res->cause)));
-	json_object_set_new(j, "rule", res->rule >= 0 && res->rule < SG_RULE__COUNT ?
-			    json_string(rule_name(res->rule)) : json_null());
+	json_object_set_new(j, "rule",
+			    res->rule >= 0 && res->rule < SG_RULE__COUNT
+				    ? json_string(rule_name(res->rule))
+				    : json_null());
 	json_object_set_new(j, "scores", scores);
-	json_object_set_new(j, "detail", res->detail[0] ? json_string_lossy(res->detail, strlen(res->detail))
-							: json_null());
+	json_object_set_new(j, "detail",
+			    res->detail[0] ? json_string_lossy(res->detail, strlen(res->detail))
+					   : json_null());
 	json_object_set_new(j, "attempts", json_integer(res->attempts));
 	json_object_set_new(j, "wall_ms", json_integer((json_int_t)res->wall_ms));
 	if (res->scores)
-		json_object_set_new(j, "stats", json_pack("{s:o, s:o, s:b}",
-				"mean", json_real_or_null(res->stats.mean),
-				"variance", json_real_or_null(res->stats.variance),
-				"constant", res->stats.constant));
+		json_object_set_new(j, "stats",
+				    json_pack("{s:o, s:o, s:b}", "mean",
+					      json_real_or_null(res->stats.mean), "variance",
+					      json_real_or_null(res->stats.variance), "constant",
+					      res->stats.constant));
 	if (res->verify) {
 		json_object_set_new(j, "tests", tests_json(res));
-		json_object_set_new(j, "reward", res->reward >= 0 ? json_integer(res->reward) : json_null());
+		json_object_set_new(j, "reward",
+				    res->reward >= 0 ? json_integer(res->reward) : json_null());
 	}
-	json_object_set_new(j, "stderr", res->err ? json_excerpt(res->err, res->err_len, EXEC_STDERR_EXCERPT)
-						 : json_null());
+	json_object_set_new(j, "stderr",
+			    res->err ? json_excerpt(res->err, res->err_len, EXEC_STDERR_EXCERPT)
+				     : json_null());
 	return j;
 }

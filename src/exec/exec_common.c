@@ -74,9 +74,8 @@ static const char *signal_name(int sig, char *buf, size_t len)
 	return buf;
 }
 
-enum sg_cause exec_classify(int rc, const struct sandbox_result *r,
-			    const struct sandbox_spec *spec, int *rule,
-			    char *detail, size_t detail_len)
+enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
+			    int *rule, char *detail, size_t detail_len)
 {
 	const struct sg_limits *lim = &spec->policy->limits;
 	char sig[32];
@@ -100,7 +99,8 @@ enum sg_cause exec_classify(int rc, const struct sandbox_result *r,
 		return SG_CAUSE_TENANT_CRASH;
 	case SB_TIMEOUT:
 		snprintf(detail, detail_len, "deadline of %llu ms passed: the sandbox was killed",
-			 (unsigned long long)(spec->timeout_ms ? spec->timeout_ms : lim->timeout_ms));
+			 (unsigned long long)(spec->timeout_ms ? spec->timeout_ms
+							       : lim->timeout_ms));
 		return SG_CAUSE_TENANT_TIMEOUT;
 	case SB_OOM:
 		snprintf(detail, detail_len, "memory limit of %llu MB exceeded",
@@ -118,7 +118,8 @@ enum sg_cause exec_classify(int rc, const struct sandbox_result *r,
 	case SB_KILLED_BY_AGENT:
 		if (r->rule >= 0 && r->rule < SG_RULE__COUNT) {
 			*rule = r->rule;
-			snprintf(detail, detail_len, "killed by the agent: %s rule", rule_name(r->rule) ?: "unknown");
+			snprintf(detail, detail_len, "killed by the agent: %s rule",
+				 rule_name(r->rule) ?: "unknown");
 		} else {
 			snprintf(detail, detail_len, "killed by the agent (rule not reported)");
 		}
@@ -126,7 +127,8 @@ enum sg_cause exec_classify(int rc, const struct sandbox_result *r,
 			detail_append(detail, detail_len, ": %s", r->detail);
 		return SG_CAUSE_TENANT_POLICY_VIOLATION;
 	}
-	snprintf(detail, detail_len, "platform error: sandbox ended in an unknown way (%d)", (int)r->end);
+	snprintf(detail, detail_len, "platform error: sandbox ended in an unknown way (%d)",
+		 (int)r->end);
 	return SG_CAUSE_PLATFORM_ERROR;
 }
 
@@ -165,47 +167,58 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 	*refusal = EXEC_REFUSED_STATE;
 	ret = tenant_paused(ctx->tenant, info, sizeof(info));
 	if (ret < 0) {
-		snprintf(detail, detail_len, "platform error: cannot read the paused state of tenant %s: %s",
+		snprintf(detail, detail_len,
+			 "platform error: cannot read the paused state of tenant %s: %s",
 			 ctx->tenant, strerror(-ret));
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
 	if (ret > 0) {
 		*refusal = EXEC_REFUSED_PAUSED;
 		describe_pause(info, why, sizeof(why));
-		snprintf(detail, detail_len, "tenant %s is paused%s; resume with 'sandguard tenant resume %s'",
+		snprintf(detail, detail_len,
+			 "tenant %s is paused%s; resume with 'sandguard tenant resume %s'",
 			 ctx->tenant, why, ctx->tenant);
 		return SG_CAUSE_TENANT_PAUSED;
 	}
 	if (!ctx->policy->enabled) {
 		*refusal = EXEC_REFUSED_DISABLED;
-		snprintf(detail, detail_len, "tenant %s is disabled by its policy (%s: \"enabled\": false)",
+		snprintf(detail, detail_len,
+			 "tenant %s is disabled by its policy (%s: \"enabled\": false)",
 			 ctx->tenant, ctx->policy->source);
 		return SG_CAUSE_TENANT_PAUSED;
 	}
 	if (ctx->policy->require_agent && !ctx->agent) {
 		*refusal = EXEC_REFUSED_NO_AGENT;
-		snprintf(detail, detail_len,
-			 "platform error: the policy of tenant %s requires the agent (require_agent), "
-			 "but no agent answers at %s", ctx->tenant, agent_sock());
+		snprintf(
+			detail, detail_len,
+			"platform error: the policy of tenant %s requires the agent (require_agent), "
+			"but no agent answers at %s",
+			ctx->tenant, agent_sock());
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
 	wait_ms = lim->on_excess == SG_EXCESS_WAIT ? lim->queue_timeout_ms : 0;
 	ret = tenant_slot_acquire(ctx->tenant, lim->concurrency, wait_ms, slot);
-	*refusal = ret == -EBUSY || ret == -ETIMEDOUT ? EXEC_REFUSED_CONCURRENCY : EXEC_REFUSED_STATE;
+	*refusal = ret == -EBUSY || ret == -ETIMEDOUT ? EXEC_REFUSED_CONCURRENCY
+						      : EXEC_REFUSED_STATE;
 	if (ret == -EBUSY) {
-		snprintf(detail, detail_len, "platform error: concurrency cap reached: %u sandboxes of "
+		snprintf(detail, detail_len,
+			 "platform error: concurrency cap reached: %u sandboxes of "
 			 "tenant %s already running on this node (on_excess %s); retry later",
-			 lim->concurrency, ctx->tenant, lim->on_excess == SG_EXCESS_WAIT ? "wait" : "refuse");
+			 lim->concurrency, ctx->tenant,
+			 lim->on_excess == SG_EXCESS_WAIT ? "wait" : "refuse");
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
 	if (ret == -ETIMEDOUT) {
-		snprintf(detail, detail_len, "platform error: concurrency cap reached: %u sandboxes of "
-			 "tenant %s still running after waiting %llu ms (queue_timeout_ms); retry later",
-			 lim->concurrency, ctx->tenant, (unsigned long long)wait_ms);
+		snprintf(
+			detail, detail_len,
+			"platform error: concurrency cap reached: %u sandboxes of "
+			"tenant %s still running after waiting %llu ms (queue_timeout_ms); retry later",
+			lim->concurrency, ctx->tenant, (unsigned long long)wait_ms);
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
 	if (ret) {
-		snprintf(detail, detail_len, "platform error: cannot take a concurrency slot for tenant %s: %s",
+		snprintf(detail, detail_len,
+			 "platform error: cannot take a concurrency slot for tenant %s: %s",
 			 ctx->tenant, strerror(-ret));
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
@@ -244,8 +257,8 @@ void exec_book(const struct exec_ctx *ctx, const struct exec_booking *b)
 		ret = agent_report(ctx->agent, &o);
 		pthread_mutex_unlock(&agent_lock);
 		if (ret)
-			sg_debug("exec: agent_report for %s/%s attempt %u: %s", o.tenant, o.batch_id,
-				 o.attempt, strerror(-ret));
+			sg_debug("exec: agent_report for %s/%s attempt %u: %s", o.tenant,
+				 o.batch_id, o.attempt, strerror(-ret));
 	}
 	ret = outcome_log_append(&o, b->mode, b->detail);
 	if (ret)

@@ -9,9 +9,10 @@
 #include <string.h>
 #include "exec.h"
 
-#define BATCH_ID_MAX 127     /* fits struct sg_outcome.batch_id untruncated */
+#define BATCH_ID_MAX 127 /* fits struct sg_outcome.batch_id untruncated */
 
-static int input_error(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int input_error(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 static int input_error(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;
@@ -25,14 +26,20 @@ static int input_error(char *err, size_t len, const char *fmt, ...)
 static const char *kind(const json_t *v)
 {
 	switch (json_typeof(v)) {
-	case JSON_OBJECT:  return "an object";
-	case JSON_ARRAY:   return "an array";
-	case JSON_STRING:  return "a string";
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
 	case JSON_INTEGER:
-	case JSON_REAL:    return "a number";
+	case JSON_REAL:
+		return "a number";
 	case JSON_TRUE:
-	case JSON_FALSE:   return "a boolean";
-	default:           return "null";
+	case JSON_FALSE:
+		return "a boolean";
+	default:
+		return "null";
 	}
 }
 
@@ -42,7 +49,8 @@ static json_t *load(const char *text, size_t len, const char *name, char *err, s
 	json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 
 	if (!doc)
-		input_error(err, err_len, "%s:%d:%d: invalid JSON: %s", name, je.line, je.column, je.text);
+		input_error(err, err_len, "%s:%d:%d: invalid JSON: %s", name, je.line, je.column,
+			    je.text);
 	return doc;
 }
 
@@ -57,14 +65,15 @@ static const char *member_string(const json_t *obj, const char *key, const char 
 		return NULL;
 	}
 	if (!json_is_string(v)) {
-		input_error(err, err_len, "%s: %s.%s must be a string, got %s", name, where, key, kind(v));
+		input_error(err, err_len, "%s: %s.%s must be a string, got %s", name, where, key,
+			    kind(v));
 		return NULL;
 	}
 	return json_string_value(v);
 }
 
-int exec_batch_parse(const char *text, size_t len, const char *name,
-		     struct exec_batch *out, char *err, size_t err_len)
+int exec_batch_parse(const char *text, size_t len, const char *name, struct exec_batch *out,
+		     char *err, size_t err_len)
 {
 	json_t *doc, *items, *id;
 	char where[64];
@@ -76,8 +85,10 @@ int exec_batch_parse(const char *text, size_t len, const char *name,
 	if (!doc)
 		return -EINVAL;
 	if (!json_is_object(doc)) {
-		input_error(err, err_len, "%s: expected a batch object {\"batch_id\": ..., \"items\": [...]}, got %s",
-			    name, kind(doc));
+		input_error(
+			err, err_len,
+			"%s: expected a batch object {\"batch_id\": ..., \"items\": [...]}, got %s",
+			name, kind(doc));
 		goto out;
 	}
 	id = json_object_get(doc, "batch_id");
@@ -86,12 +97,13 @@ int exec_batch_parse(const char *text, size_t len, const char *name,
 		goto out;
 	}
 	if (!json_is_string(id)) {
-		input_error(err, err_len, "%s: \"batch_id\" must be a string, got %s", name, kind(id));
+		input_error(err, err_len, "%s: \"batch_id\" must be a string, got %s", name,
+			    kind(id));
 		goto out;
 	}
 	if (!json_string_length(id) || json_string_length(id) > BATCH_ID_MAX) {
-		input_error(err, err_len, "%s: \"batch_id\" must be 1 to %d bytes long, got %zu", name,
-			    BATCH_ID_MAX, json_string_length(id));
+		input_error(err, err_len, "%s: \"batch_id\" must be 1 to %d bytes long, got %zu",
+			    name, BATCH_ID_MAX, json_string_length(id));
 		goto out;
 	}
 	items = json_object_get(doc, "items");
@@ -100,11 +112,13 @@ int exec_batch_parse(const char *text, size_t len, const char *name,
 		goto out;
 	}
 	if (!json_is_array(items)) {
-		input_error(err, err_len, "%s: \"items\" must be an array, got %s", name, kind(items));
+		input_error(err, err_len, "%s: \"items\" must be an array, got %s", name,
+			    kind(items));
 		goto out;
 	}
 	if (!json_array_size(items)) {
-		input_error(err, err_len, "%s: \"items\" is empty: a batch needs at least one item", name);
+		input_error(err, err_len, "%s: \"items\" is empty: a batch needs at least one item",
+			    name);
 		goto out;
 	}
 	for (i = 0; i < json_array_size(items); i++) {
@@ -112,7 +126,8 @@ int exec_batch_parse(const char *text, size_t len, const char *name,
 
 		snprintf(where, sizeof(where), "items[%zu]", i);
 		if (!json_is_object(it)) {
-			input_error(err, err_len, "%s: %s must be an object, got %s", name, where, kind(it));
+			input_error(err, err_len, "%s: %s must be an object, got %s", name, where,
+				    kind(it));
 			goto out;
 		}
 		if (!member_string(it, "prompt", where, name, err, err_len) ||
@@ -150,8 +165,8 @@ static char *memdup(const char *s, size_t n)
 	return d;
 }
 
-int verify_cases_parse(const char *text, size_t len, const char *name,
-		       struct verify_cases *out, char *err, size_t err_len)
+int verify_cases_parse(const char *text, size_t len, const char *name, struct verify_cases *out,
+		       char *err, size_t err_len)
 {
 	json_t *doc;
 	char where[64];
@@ -162,8 +177,10 @@ int verify_cases_parse(const char *text, size_t len, const char *name,
 	if (!doc)
 		return -EINVAL;
 	if (!json_is_array(doc)) {
-		input_error(err, err_len, "%s: expected an array of tests [{\"input\": ..., \"output\": ...}], got %s",
-			    name, kind(doc));
+		input_error(
+			err, err_len,
+			"%s: expected an array of tests [{\"input\": ..., \"output\": ...}], got %s",
+			name, kind(doc));
 		goto out;
 	}
 	if (!json_array_size(doc)) {
@@ -181,7 +198,8 @@ int verify_cases_parse(const char *text, size_t len, const char *name,
 
 		snprintf(where, sizeof(where), "tests[%zu]", i);
 		if (!json_is_object(t)) {
-			input_error(err, err_len, "%s: %s must be an object, got %s", name, where, kind(t));
+			input_error(err, err_len, "%s: %s must be an object, got %s", name, where,
+				    kind(t));
 			goto out;
 		}
 		if (!member_string(t, "input", where, name, err, err_len) ||

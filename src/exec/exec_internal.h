@@ -26,9 +26,8 @@ int exec_call_runner(const struct exec_ctx *ctx, const struct sandbox_spec *spec
 
 /* What a run means (exec.h's table), before any schema gate: a clean exit
  * 0 is SG_CAUSE_OK. rc is sandbox_run()'s return value. */
-enum sg_cause exec_classify(int rc, const struct sandbox_result *r,
-			    const struct sandbox_spec *spec, int *rule,
-			    char *detail, size_t detail_len);
+enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
+			    int *rule, char *detail, size_t detail_len);
 
 /* Admission: paused or disabled tenant, agent requirement, then one
  * concurrency slot (waiting per the policy). Returns SG_CAUSE_OK with

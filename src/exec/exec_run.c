@@ -37,13 +37,18 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	memset(res, 0, sizeof(*res));
 	res->rule = -1;
 	res->timeout_ms = exec_timeout_ms(ctx);
-	res->memory_mb = req->memory_mb && req->memory_mb < base->limits.memory_mb ?
-			 req->memory_mb : base->limits.memory_mb;
+	res->memory_mb = req->memory_mb && req->memory_mb < base->limits.memory_mb
+				 ? req->memory_mb
+				 : base->limits.memory_mb;
 	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
-		exec_book(ctx, &(struct exec_booking){
-			.mode = "run", .batch_id = id, .attempt = 0, .final = true,
-			.cause = res->cause, .rule = -1, .detail = res->detail });
+		exec_book(ctx, &(struct exec_booking){ .mode = "run",
+						       .batch_id = id,
+						       .attempt = 0,
+						       .final = true,
+						       .cause = res->cause,
+						       .rule = -1,
+						       .detail = res->detail });
 		return 0;
 	}
 	/* A private copy carries the request's memory limit to the sandbox. */
@@ -63,16 +68,24 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	spec.fetch = req->fetch;
 	spec.n_fetch = req->n_fetch;
 	spec.allow_exec_in_scratch = req->allow_exec_in_scratch;
-	for (uint32_t attempt = 1; ; attempt++) {
+	for (uint32_t attempt = 1;; attempt++) {
 		struct sandbox_result r;
 		int rule, rc = exec_call_runner(ctx, &spec, &r);
-		enum sg_cause cause = exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
+		enum sg_cause cause =
+			exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
 		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
 
-		exec_book(ctx, &(struct exec_booking){
-			.mode = "run", .batch_id = id, .attempt = attempt, .final = !again,
-			.cause = cause, .rule = rule, .wall_ms = r.wall_ms, .run = &r,
-			.invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT, .detail = res->detail });
+		exec_book(ctx,
+			  &(struct exec_booking){ .mode = "run",
+						  .batch_id = id,
+						  .attempt = attempt,
+						  .final = !again,
+						  .cause = cause,
+						  .rule = rule,
+						  .wall_ms = r.wall_ms,
+						  .run = &r,
+						  .invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT,
+						  .detail = res->detail });
 		res->attempts = attempt;
 		if (again) {
 			sandbox_result_free(&r);
@@ -99,7 +112,10 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 void exec_run_result_free(struct exec_run_result *res)
 {
 	struct sandbox_result r = {
-		.out = res->out, .err = res->err, .fetched = res->fetched, .n_fetched = res->n_fetched,
+		.out = res->out,
+		.err = res->err,
+		.fetched = res->fetched,
+		.n_fetched = res->n_fetched,
 	};
 
 	/* The buffers came from the sandbox: its free knows their layout. */

@@ -21,8 +21,8 @@
 const char *verify_status_name(enum verify_status s)
 {
 	static const char *const names[] = {
-		[VERIFY_PASS] = "pass", [VERIFY_FAIL] = "fail", [VERIFY_TIMEOUT] = "timeout",
-		[VERIFY_CRASH] = "crash", [VERIFY_OOM] = "oom", [VERIFY_VIOLATION] = "violation",
+		[VERIFY_PASS] = "pass",   [VERIFY_FAIL] = "fail", [VERIFY_TIMEOUT] = "timeout",
+		[VERIFY_CRASH] = "crash", [VERIFY_OOM] = "oom",   [VERIFY_VIOLATION] = "violation",
 		[VERIFY_ERROR] = "error",
 	};
 	return (unsigned)s < ARRAY_LEN(names) ? names[s] : "unknown";
@@ -34,22 +34,29 @@ struct verify_job {
 	const struct verify_cases *tests;
 	struct exec_result *res;
 	uint64_t timeout_ms;
-	pthread_mutex_t lock;   /* guards the fields below and res->err */
+	pthread_mutex_t lock; /* guards the fields below and res->err */
 	size_t next;
 	uint32_t runs;
-	size_t err_test;        /* the test whose stderr res->err holds */
+	size_t err_test; /* the test whose stderr res->err holds */
 };
 
 static enum verify_status status_of(enum sg_cause cause)
 {
 	switch (cause) {
-	case SG_CAUSE_OK:                      return VERIFY_PASS;
-	case SG_CAUSE_TENANT_TIMEOUT:          return VERIFY_TIMEOUT;
-	case SG_CAUSE_TENANT_CRASH:            return VERIFY_CRASH;
-	case SG_CAUSE_TENANT_OOM:              return VERIFY_OOM;
-	case SG_CAUSE_TENANT_POLICY_VIOLATION: return VERIFY_VIOLATION;
-	case SG_CAUSE_TENANT_BAD_OUTPUT:       return VERIFY_FAIL;   /* oversized */
-	default:                               return VERIFY_ERROR;
+	case SG_CAUSE_OK:
+		return VERIFY_PASS;
+	case SG_CAUSE_TENANT_TIMEOUT:
+		return VERIFY_TIMEOUT;
+	case SG_CAUSE_TENANT_CRASH:
+		return VERIFY_CRASH;
+	case SG_CAUSE_TENANT_OOM:
+		return VERIFY_OOM;
+	case SG_CAUSE_TENANT_POLICY_VIOLATION:
+		return VERIFY_VIOLATION;
+	case SG_CAUSE_TENANT_BAD_OUTPUT:
+		return VERIFY_FAIL; /* oversized */
+	default:
+		return VERIFY_ERROR;
 	}
 }
 
@@ -80,7 +87,7 @@ static void run_test(struct verify_job *job, size_t i)
 	exec_spec_init(ctx, ctx->policy, job->batch_id, job->timeout_ms, &spec);
 	spec.stdin_data = tc->input;
 	spec.stdin_len = tc->input_len;
-	for (uint32_t attempt = 1; ; attempt++) {
+	for (uint32_t attempt = 1;; attempt++) {
 		struct sandbox_result r;
 		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 32];
 		int rule, rc = exec_call_runner(ctx, &spec, &r);
@@ -90,18 +97,25 @@ static void run_test(struct verify_job *job, size_t i)
 
 		if (cause == SG_CAUSE_OK && r.out_truncated) {
 			status = VERIFY_FAIL;
-			snprintf(detail, sizeof(detail), "oversized: stdout exceeded the cap of %llu bytes",
+			snprintf(detail, sizeof(detail),
+				 "oversized: stdout exceeded the cap of %llu bytes",
 				 (unsigned long long)ctx->policy->limits.output_bytes);
 		} else if (cause == SG_CAUSE_OK &&
-			   !lcb_match(r.out ? r.out : "", r.out ? r.out_len : 0, tc->output, tc->output_len,
-				      detail, sizeof(detail))) {
-			status = VERIFY_FAIL;   /* a wrong answer: the run itself was fine (cause ok) */
+			   !lcb_match(r.out ? r.out : "", r.out ? r.out_len : 0, tc->output,
+				      tc->output_len, detail, sizeof(detail))) {
+			status =
+				VERIFY_FAIL; /* a wrong answer: the run itself was fine (cause ok) */
 		}
 		snprintf(booked, sizeof(booked), "test %zu: %s", i, detail);
-		exec_book(ctx, &(struct exec_booking){
-			.mode = "verify", .batch_id = job->batch_id, .attempt = attempt, .final = false,
-			.cause = cause, .rule = rule, .wall_ms = r.wall_ms, .run = &r,
-			.detail = detail[0] ? booked : NULL });
+		exec_book(ctx, &(struct exec_booking){ .mode = "verify",
+						       .batch_id = job->batch_id,
+						       .attempt = attempt,
+						       .final = false,
+						       .cause = cause,
+						       .rule = rule,
+						       .wall_ms = r.wall_ms,
+						       .run = &r,
+						       .detail = detail[0] ? booked : NULL });
 		note_run(job, i, status != VERIFY_PASS && !again, &r);
 		t->status = status;
 		t->cause = cause;
@@ -151,7 +165,8 @@ static void run_all(struct verify_job *job, size_t n_slots)
 
 	for (size_t k = 1; k < n_slots; k++) {
 		if (pthread_create(&threads[started], NULL, worker, job)) {
-			sg_warn("exec: cannot start a verifier thread: running with %zu", started + 1);
+			sg_warn("exec: cannot start a verifier thread: running with %zu",
+				started + 1);
 			break;
 		}
 		started++;
@@ -184,16 +199,20 @@ static void summarize(const struct verify_cases *tests, struct exec_result *res)
 	res->reward = all_pass ? 1 : 0;
 }
 
-int exec_verify(const struct exec_ctx *ctx, const char *batch_id,
-		const struct verify_cases *tests, struct exec_result *res)
+int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct verify_cases *tests,
+		struct exec_result *res)
 {
 	uint64_t start = clock_ms(CLOCK_MONOTONIC);
 	size_t want = parallelism(ctx->policy, tests->n), n_slots = 0;
 	struct tenant_slot slots[want];
 	char made_up[64];
 	struct verify_job job = {
-		.ctx = ctx, .tests = tests, .res = res, .timeout_ms = exec_timeout_ms(ctx),
-		.lock = PTHREAD_MUTEX_INITIALIZER, .err_test = SIZE_MAX,
+		.ctx = ctx,
+		.tests = tests,
+		.res = res,
+		.timeout_ms = exec_timeout_ms(ctx),
+		.lock = PTHREAD_MUTEX_INITIALIZER,
+		.err_test = SIZE_MAX,
 	};
 	struct score_stats st = { .n = 1 };
 
@@ -213,15 +232,20 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id,
 	res->cause = exec_admit(ctx, &slots[0], &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
 		res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
-		exec_book(ctx, &(struct exec_booking){
-			.mode = "verify", .batch_id = batch_id, .attempt = 0, .final = true,
-			.cause = res->cause, .rule = -1, .wall_ms = res->wall_ms, .detail = res->detail });
+		exec_book(ctx, &(struct exec_booking){ .mode = "verify",
+						       .batch_id = batch_id,
+						       .attempt = 0,
+						       .final = true,
+						       .cause = res->cause,
+						       .rule = -1,
+						       .wall_ms = res->wall_ms,
+						       .detail = res->detail });
 		return 0;
 	}
 	n_slots = 1;
 	/* More slots only if free right now: never wait or refuse for them. */
-	while (n_slots < want &&
-	       !tenant_slot_acquire(ctx->tenant, ctx->policy->limits.concurrency, 0, &slots[n_slots]))
+	while (n_slots < want && !tenant_slot_acquire(ctx->tenant, ctx->policy->limits.concurrency,
+						      0, &slots[n_slots]))
 		n_slots++;
 	res->tests = calloc(tests->n, sizeof(*res->tests));
 	if (!res->tests) {
@@ -246,10 +270,15 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id,
 		res->stats = st;
 	}
 	res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
-	exec_book(ctx, &(struct exec_booking){
-		.mode = "verify", .batch_id = batch_id, .attempt = 1, .final = true,
-		.cause = res->cause, .rule = -1, .wall_ms = res->wall_ms,
-		.stats = res->cause == SG_CAUSE_OK ? &st : NULL, .detail = res->detail });
+	exec_book(ctx, &(struct exec_booking){ .mode = "verify",
+					       .batch_id = batch_id,
+					       .attempt = 1,
+					       .final = true,
+					       .cause = res->cause,
+					       .rule = -1,
+					       .wall_ms = res->wall_ms,
+					       .stats = res->cause == SG_CAUSE_OK ? &st : NULL,
+					       .detail = res->detail });
 	pthread_mutex_destroy(&job.lock);
 	return 0;
 }

@@ -8,7 +8,7 @@
 #include <strings.h>
 #include "lcb.h"
 
-#define EXP_DIGITS_MAX 18   /* |exponent| < 10^18, see lcb.h */
+#define EXP_DIGITS_MAX 18 /* |exponent| < 10^18, see lcb.h */
 
 struct span {
 	const unsigned char *p;
@@ -28,11 +28,12 @@ static size_t space_len(const unsigned char *s, size_t n, size_t i)
 		return 0;
 	d = s[i + 1];
 	e = s[i + 2];
-	if ((c == 0xe1 && d == 0x9a && e == 0x80) ||                /* U+1680 */
-	    (c == 0xe2 && d == 0x80 && ((e >= 0x80 && e <= 0x8a) ||  /* U+2000-U+200A */
-					 e == 0xa8 || e == 0xa9 || e == 0xaf)) ||
-	    (c == 0xe2 && d == 0x81 && e == 0x9f) ||                /* U+205F */
-	    (c == 0xe3 && d == 0x80 && e == 0x80))                  /* U+3000 */
+	if ((c == 0xe1 && d == 0x9a && e == 0x80) || /* U+1680 */
+	    (c == 0xe2 && d == 0x80 &&
+	     ((e >= 0x80 && e <= 0x8a) || /* U+2000-U+200A */
+	      e == 0xa8 || e == 0xa9 || e == 0xaf)) ||
+	    (c == 0xe2 && d == 0x81 && e == 0x9f) || /* U+205F */
+	    (c == 0xe3 && d == 0x80 && e == 0x80))   /* U+3000 */
 		return 3;
 	return 0;
 }
@@ -220,7 +221,7 @@ bool lcb_decimal_equal(const char *a, size_t a_len, const char *b, size_t b_len)
 		goto out;
 	}
 	if (!da.n_digits || !db.n_digits) {
-		eq = !da.n_digits && !db.n_digits;      /* -0 == 0 */
+		eq = !da.n_digits && !db.n_digits; /* -0 == 0 */
 		goto out;
 	}
 	eq = da.neg == db.neg && da.exp == db.exp && da.n_digits == db.n_digits &&
@@ -244,8 +245,8 @@ static bool lines_match(struct span got, struct span want)
 	}
 }
 
-bool lcb_match(const char *got, size_t got_len, const char *want, size_t want_len,
-	       char *why, size_t why_len)
+bool lcb_match(const char *got, size_t got_len, const char *want, size_t want_len, char *why,
+	       size_t why_len)
 {
 	struct span g = strip((struct span){ (const unsigned char *)got, got_len });
 	struct span w = strip((struct span){ (const unsigned char *)want, want_len });

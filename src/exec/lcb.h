@@ -29,8 +29,8 @@
 /* True when `got` matches `want`. Otherwise `why` (if non-NULL) says
  * where: "expected 3 lines, got 2" or "line 2 differs" (1-based, after
  * stripping). The reason never quotes either text. */
-bool lcb_match(const char *got, size_t got_len, const char *want, size_t want_len,
-	       char *why, size_t why_len);
+bool lcb_match(const char *got, size_t got_len, const char *want, size_t want_len, char *why,
+	       size_t why_len);
 
 /* Python's Decimal equality of two tokens, as described above. Exposed
  * for tests. Returns false when either is not a number. */

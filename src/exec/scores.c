@@ -144,8 +144,8 @@ static int scan_number(struct scan *s, size_t idx, double *out)
 	/* ERANGE with a finite result is underflow (1e-400 is 0): still a
 	 * finite number as written, rounded like any decimal literal. */
 	if (isinf(v))
-		return bad(s, "score at index %zu (%s) overflows a double: not a finite number", idx,
-			   echo(s->buf + start, end - start, ebuf, sizeof(ebuf)));
+		return bad(s, "score at index %zu (%s) overflows a double: not a finite number",
+			   idx, echo(s->buf + start, end - start, ebuf, sizeof(ebuf)));
 	*out = v;
 	s->pos = end;
 	return 0;
@@ -202,10 +202,12 @@ static int scan_score(struct scan *s, size_t idx, bool after_comma, double *out)
 	case '[':
 		return bad(s, "score at index %zu is an array: nested values are not allowed", idx);
 	case '{':
-		return bad(s, "score at index %zu is an object: nested values are not allowed", idx);
+		return bad(s, "score at index %zu is an object: nested values are not allowed",
+			   idx);
 	case ']':
 		if (after_comma)
-			return bad(s, "trailing comma after score at index %zu (byte %zu)", idx - 1, s->pos);
+			return bad(s, "trailing comma after score at index %zu (byte %zu)", idx - 1,
+				   s->pos);
 		break;
 	}
 	return bad(s, "expected a score at index %zu, got %s at byte %zu", idx,
@@ -219,8 +221,10 @@ static const char *describe_top(const struct scan *s, char *buf, size_t len)
 	size_t p = s->pos;
 
 	switch (c) {
-	case '{': return "an object";
-	case '"': return "a string";
+	case '{':
+		return "an object";
+	case '"':
+		return "a string";
 	}
 	if (c == '-' || (c >= '0' && c <= '9'))
 		return "a number";
@@ -262,15 +266,20 @@ static int scan_array(struct scan *s, size_t expected, double *scores)
 			count++;
 			skip_ws(s);
 			if (s->pos >= s->len)
-				return bad(s, "unterminated array: output ended after %zu scores", count);
+				return bad(s, "unterminated array: output ended after %zu scores",
+					   count);
 			if (s->buf[s->pos] == ']') {
 				s->pos++;
 				break;
 			}
 			if (s->buf[s->pos] != ',')
-				return bad(s, "expected ',' or ']' after score at index %zu, got %s at byte %zu",
-					   count - 1, describe_byte((unsigned char)s->buf[s->pos], cbuf, sizeof(cbuf)),
-					   s->pos);
+				return bad(
+					s,
+					"expected ',' or ']' after score at index %zu, got %s at byte %zu",
+					count - 1,
+					describe_byte((unsigned char)s->buf[s->pos], cbuf,
+						      sizeof(cbuf)),
+					s->pos);
 			s->pos++;
 		}
 	}
@@ -283,8 +292,8 @@ static int scan_array(struct scan *s, size_t expected, double *scores)
 	return 0;
 }
 
-int scores_parse(const char *buf, size_t len, size_t expected,
-		 double **scores, char *detail, size_t detail_len)
+int scores_parse(const char *buf, size_t len, size_t expected, double **scores, char *detail,
+		 size_t detail_len)
 {
 	struct scan s = { .buf = buf, .len = len, .detail = detail, .detail_len = detail_len };
 	double *out = NULL;

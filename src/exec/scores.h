@@ -13,8 +13,8 @@
 struct score_stats {
 	size_t n;
 	double mean;
-	double variance;   /* population variance; +inf if it overflows a double */
-	bool   constant;   /* n >= 2 and every score equal: a degenerate batch */
+	double variance; /* population variance; +inf if it overflows a double */
+	bool constant;   /* n >= 2 and every score equal: a degenerate batch */
 };
 
 /* Validate `len` bytes of output against `expected` scores. The array may
@@ -22,8 +22,8 @@ struct score_stats {
  * Returns 0 with *scores set (malloc'd, `expected` doubles, NULL when
  * expected is 0), -EBADMSG with `detail` saying exactly what is wrong (a
  * tenant_bad_output), or -ENOMEM. */
-int scores_parse(const char *buf, size_t len, size_t expected,
-		 double **scores, char *detail, size_t detail_len);
+int scores_parse(const char *buf, size_t len, size_t expected, double **scores, char *detail,
+		 size_t detail_len);
 
 void scores_stats(const double *scores, size_t n, struct score_stats *st);
 

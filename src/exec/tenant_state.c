@@ -63,16 +63,17 @@ int tenant_pause(const char *tenant, const char *reason)
 	char *text;
 	int ret;
 
-	if ((ret = paused_path(NULL, dir, sizeof(dir))) || (ret = paused_path(tenant, path, sizeof(path))))
+	if ((ret = paused_path(NULL, dir, sizeof(dir))) ||
+	    (ret = paused_path(tenant, path, sizeof(path))))
 		return ret;
 	if ((ret = fs_mkdir_p(dir, 0755)))
 		return ret;
 	if (!access(path, F_OK))
-		return 0;           /* already paused: keep the first reason */
+		return 0; /* already paused: keep the first reason */
 	gmtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	doc = json_pack("{s:s, s:s, s:s}", "tenant", tenant, "paused_at", when,
-			"reason", reason ? reason : "");
+	doc = json_pack("{s:s, s:s, s:s}", "tenant", tenant, "paused_at", when, "reason",
+			reason ? reason : "");
 	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
 	if (!text)
@@ -158,12 +159,12 @@ int tenant_list_paused(int (*fn)(const char *tenant, const char *info, void *arg
 		}
 		n++;
 	}
-	if (n)   /* qsort() must not be given NULL, not even for 0 elements */
+	if (n) /* qsort() must not be given NULL, not even for 0 elements */
 		qsort(names, n, sizeof(*names), by_name);
 	for (size_t i = 0; i < n && !ret; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		if (read_info(path, info, sizeof(info)))
-			continue;  /* resumed meanwhile */
+			continue; /* resumed meanwhile */
 		ret = fn(names[i], info, arg);
 	}
 out:
@@ -232,7 +233,7 @@ int tenant_slot_acquire(const char *tenant, uint32_t cap, uint64_t wait_ms,
 void tenant_slot_release(struct tenant_slot *slot)
 {
 	if (slot->fd >= 0)
-		close(slot->fd);   /* drops the flock */
+		close(slot->fd); /* drops the flock */
 	slot->fd = -1;
 	slot->index = -1;
 }

@@ -18,8 +18,8 @@
 #define SG_STATE_DIR_DEFAULT "/var/lib/sandguard"
 #define SG_RUN_DIR_DEFAULT   "/run/sandguard"
 
-int tenant_state_dir(char *buf, size_t len);   /* <state> */
-int tenant_run_dir(char *buf, size_t len);     /* <run> */
+int tenant_state_dir(char *buf, size_t len); /* <state> */
+int tenant_run_dir(char *buf, size_t len);   /* <run> */
 
 /* Pause `tenant` (idempotent: a second pause keeps the first reason).
  * Returns 0 or -errno. */
@@ -34,7 +34,7 @@ int tenant_paused(const char *tenant, char *info, size_t info_len);
 int tenant_list_paused(int (*fn)(const char *tenant, const char *info, void *arg), void *arg);
 
 struct tenant_slot {
-	int fd;         /* -1 when not held */
+	int fd; /* -1 when not held */
 	int index;
 };
 

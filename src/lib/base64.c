@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include "base64.h"
 
-static const char alphabet[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 size_t base64_encoded_len(size_t n)
 {
@@ -71,8 +70,8 @@ static int invalid_char(const char *text, size_t at, char *why, size_t why_len)
 	return -EINVAL;
 }
 
-int base64_decode(const char *text, size_t len, unsigned char **out, size_t *out_len,
-		  char *why, size_t why_len)
+int base64_decode(const char *text, size_t len, unsigned char **out, size_t *out_len, char *why,
+		  size_t why_len)
 {
 	size_t pad = 0, n, o = 0;
 	unsigned char *buf;
@@ -106,7 +105,8 @@ int base64_decode(const char *text, size_t len, unsigned char **out, size_t *out
 		/* Leftover bits under the padding must be zero. */
 		if (last && ((pad == 1 && (v & 0xff)) || (pad == 2 && (v & 0xffff)))) {
 			free(buf);
-			snprintf(why, why_len, "non-zero padding bits in the last group (offset %zu)", i);
+			snprintf(why, why_len,
+				 "non-zero padding bits in the last group (offset %zu)", i);
 			return -EINVAL;
 		}
 		buf[o++] = (unsigned char)(v >> 16);

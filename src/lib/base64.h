@@ -21,7 +21,7 @@ char *base64_encode(const void *data, size_t n, size_t *out_len);
  * caller's convenience, not counted in *out_len). Returns 0, -ENOMEM, or
  * -EINVAL with a one-line reason in `why` ("invalid character '*' at
  * offset 5", "length 7 is not a multiple of 4", ...). */
-int base64_decode(const char *text, size_t len, unsigned char **out, size_t *out_len,
-		  char *why, size_t why_len);
+int base64_decode(const char *text, size_t len, unsigned char **out, size_t *out_len, char *why,
+		  size_t why_len);
 
 #endif

@@ -38,7 +38,8 @@ static int find_mount(const char *fstype, const char *option, char *buf, size_t 
 			char *save = NULL;
 
 			/* strtok_r: the HTTP server's threads look mounts up concurrently */
-			for (char *tok = strtok_r(superopts, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			for (char *tok = strtok_r(superopts, ",", &save); tok;
+			     tok = strtok_r(NULL, ",", &save))
 				if (!strcmp(tok, option))
 					found = true;
 			if (!found)
@@ -198,7 +199,7 @@ int cgroup_kill(const char *path, int timeout_ms)
 		if (use_kill_file) {
 			err = write_file(path, "cgroup.kill", "1");
 			if (err == -ENOENT)
-				return 0;  /* the cgroup is already gone */
+				return 0; /* the cgroup is already gone */
 			if (err) {
 				sg_warn("cgroup.kill on %s: %s; falling back to SIGKILL over cgroup.procs",
 					path, strerror(-err));

@@ -25,8 +25,8 @@ int cgroup_id_of(const char *path, uint64_t *id);
 int cgroup_kill(const char *path, int timeout_ms);
 bool cgroup_kill_supported(const char *path);
 bool cgroup_is_empty(const char *path);
-int  cgroup_count_procs(const char *path, const char *file /* "cgroup.procs" or "cgroup.threads" */);
-int  cgroup_move(const char *path, pid_t pid);
+int cgroup_count_procs(const char *path, const char *file /* "cgroup.procs" or "cgroup.threads" */);
+int cgroup_move(const char *path, pid_t pid);
 
 /* Write a string to <dir>/<file>. */
 int write_file(const char *dir, const char *file, const char *value);

@@ -17,7 +17,7 @@ int fs_mkdir_p(const char *dir, mode_t mode)
 	if (!n || n >= sizeof(path))
 		return -ENAMETOOLONG;
 	memcpy(path, dir, n + 1);
-	for (char *p = path + 1; ; p++) {
+	for (char *p = path + 1;; p++) {
 		if (*p != '/' && *p != '\0')
 			continue;
 		char saved = *p;
@@ -100,7 +100,8 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
 	char tmp[PATH_MAX];
 	int fd, ret = 0;
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%d", path, (int)getpid(), (int)gettid()) >= sizeof(tmp))
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%d", path, (int)getpid(),
+			     (int)gettid()) >= sizeof(tmp))
 		return -ENAMETOOLONG;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	if (fd < 0)

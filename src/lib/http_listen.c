@@ -52,11 +52,13 @@ int http_parse_addr(const char *addr_port, struct sockaddr_storage *ss, socklen_
 	return 0;
 bad:
 	sg_error("listen address '%s' is not ADDR:PORT with a numeric address "
-		 "(127.0.0.1:9464, 0.0.0.0:9464, [::1]:9464)", addr_port ? addr_port : "(null)");
+		 "(127.0.0.1:9464, 0.0.0.0:9464, [::1]:9464)",
+		 addr_port ? addr_port : "(null)");
 	return -EINVAL;
 }
 
-int http_listen(const char *who, const char *addr_port, int backlog, int *fd_out, uint16_t *port_out)
+int http_listen(const char *who, const char *addr_port, int backlog, int *fd_out,
+		uint16_t *port_out)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;

@@ -14,7 +14,8 @@ int http_parse_addr(const char *addr_port, struct sockaddr_storage *ss, socklen_
 
 /* Bind and listen (non-blocking, CLOEXEC, SO_REUSEADDR); `who` prefixes
  * messages. 0 with *fd_out and the bound *port_out, or -errno. */
-int http_listen(const char *who, const char *addr_port, int backlog, int *fd_out, uint16_t *port_out);
+int http_listen(const char *who, const char *addr_port, int backlog, int *fd_out,
+		uint16_t *port_out);
 
 /* MHD_OPTION_EXTERNAL_LOGGER with the server's name as its closure. */
 void http_mhd_log(void *who, const char *fmt, va_list ap);

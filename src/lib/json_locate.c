@@ -8,7 +8,7 @@
 
 struct scan {
 	const char *s;
-	size_t      len, pos;
+	size_t len, pos;
 };
 
 static bool is_ws(char c)
@@ -34,10 +34,14 @@ static int hex4(const char *p, uint32_t *out)
 	for (int i = 0; i < 4; i++) {
 		char c = p[i];
 		v <<= 4;
-		if (c >= '0' && c <= '9')      v |= (uint32_t)(c - '0');
-		else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-		else return -1;
+		if (c >= '0' && c <= '9')
+			v |= (uint32_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v |= (uint32_t)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			v |= (uint32_t)(c - 'A' + 10);
+		else
+			return -1;
 	}
 	*out = v;
 	return 0;
@@ -87,9 +91,9 @@ static size_t decode_escape(struct scan *sc, char *buf)
 		return 0;
 	sc->pos += 6;
 	/* A high surrogate followed by \uDCxx is one code point. */
-	if (cp >= 0xd800 && cp < 0xdc00 && sc->pos + 6 <= sc->len &&
-	    sc->s[sc->pos] == '\\' && sc->s[sc->pos + 1] == 'u' &&
-	    !hex4(sc->s + sc->pos + 2, &lo) && lo >= 0xdc00 && lo < 0xe000) {
+	if (cp >= 0xd800 && cp < 0xdc00 && sc->pos + 6 <= sc->len && sc->s[sc->pos] == '\\' &&
+	    sc->s[sc->pos + 1] == 'u' && !hex4(sc->s + sc->pos + 2, &lo) && lo >= 0xdc00 &&
+	    lo < 0xe000) {
 		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
 		sc->pos += 6;
 	}
@@ -178,7 +182,7 @@ static bool find_member(struct scan *sc, const char *key, size_t *key_pos)
 		skip_ws(sc);
 		*key_pos = sc->pos;
 		if (!scan_string(sc, key, &match))
-			return false;       /* also the end of the object: not found */
+			return false; /* also the end of the object: not found */
 		skip_ws(sc);
 		if (sc->pos >= sc->len || sc->s[sc->pos] != ':')
 			return false;
@@ -215,8 +219,7 @@ static bool find_element(struct scan *sc, size_t index)
 	}
 }
 
-long json_locate(const char *text, size_t len, const struct json_step *path,
-		 int depth, bool at_key)
+long json_locate(const char *text, size_t len, const struct json_step *path, int depth, bool at_key)
 {
 	struct scan sc = { .s = text, .len = len, .pos = 0 };
 	size_t key_pos = 0;
@@ -244,7 +247,7 @@ void json_line_col(const char *text, size_t len, size_t offset, int *line, int *
 		if (ch == '\n') {
 			l++;
 			c = 1;
-		} else if ((ch & 0xc0) != 0x80) {   /* not a UTF-8 continuation byte */
+		} else if ((ch & 0xc0) != 0x80) { /* not a UTF-8 continuation byte */
 			c++;
 		}
 	}

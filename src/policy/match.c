@@ -28,10 +28,11 @@ bool path_normalized(const char *path, const char **why)
 	}
 	if (!strcmp(path, "/"))
 		return true;
-	for (const char *c = path + 1;; ) {
+	for (const char *c = path + 1;;) {
 		size_t n = strcspn(c, "/");
 		if (n == 0) {
-			*why = c[0] ? "contains an empty component (//)" : "ends in / (write the path without it)";
+			*why = c[0] ? "contains an empty component (//)"
+				    : "ends in / (write the path without it)";
 			return false;
 		}
 		if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.')) {
@@ -107,10 +108,11 @@ bool glob_valid(const char *pattern, const char **why)
 		why = &dummy;
 	if (!path_normalized(pattern, why))
 		return false;
-	for (const char *p = pattern; *p; ) {
+	for (const char *p = pattern; *p;) {
 		if (*p == '\\') {
 			if (p[1] == '\0' || p[1] == '/') {
-				*why = p[1] ? "a '/' cannot be escaped" : "ends in a lone backslash";
+				*why = p[1] ? "a '/' cannot be escaped"
+					    : "ends in a lone backslash";
 				return false;
 			}
 			p += 2;
@@ -174,7 +176,7 @@ bool glob_match(const char *pattern, const char *path)
 			p = next;
 			s++;
 		} else if (star_p && *star_s != '/') {
-			p = star_p;          /* let the last '*' take one more character */
+			p = star_p; /* let the last '*' take one more character */
 			s = ++star_s;
 		} else {
 			return false;
@@ -241,13 +243,14 @@ int cidr_parse_why(const char *text, struct sg_egress_allow *out, const char **w
 			*why = "not an IPv4 address (a.b.c.d, each 0..255)";
 			return -EINVAL;
 		}
-		addr[10] = addr[11] = 0xff;          /* ::ffff:a.b.c.d */
+		addr[10] = addr[11] = 0xff; /* ::ffff:a.b.c.d */
 		memcpy(addr + 12, a4, 4);
 	}
-	prefix = max;                                /* a bare address is one host */
+	prefix = max; /* a bare address is one host */
 	if (slash && !parse_prefix(slash + 1, max, &prefix)) {
-		*why = family == AF_INET ? "the prefix length after / must be a whole number in 0..32"
-					 : "the prefix length after / must be a whole number in 0..128";
+		*why = family == AF_INET
+			       ? "the prefix length after / must be a whole number in 0..32"
+			       : "the prefix length after / must be a whole number in 0..128";
 		return -EINVAL;
 	}
 	if (family == AF_INET)
@@ -282,15 +285,14 @@ static bool prefix_match(const uint8_t net[16], const uint8_t addr[16], unsigned
 	return (net[whole] & mask) == (addr[whole] & mask);
 }
 
-bool egress_allowed(const struct sg_policy *p, const uint8_t addr16[16],
-		    uint16_t port, uint8_t proto)
+bool egress_allowed(const struct sg_policy *p, const uint8_t addr16[16], uint16_t port,
+		    uint8_t proto)
 {
 	if (!p || !addr16)
 		return false;
 	for (int i = 0; i < p->n_egress && i < SG_POLICY_EGRESS; i++) {
 		const struct sg_egress_allow *e = &p->egress[i];
-		if ((e->port == 0 || e->port == port) &&
-		    (e->proto == 0 || e->proto == proto) &&
+		if ((e->port == 0 || e->port == port) && (e->proto == 0 || e->proto == proto) &&
 		    prefix_match(e->addr, addr16, e->prefix > 128 ? 128 : e->prefix))
 			return true;
 	}

@@ -29,12 +29,23 @@ const char *policy_embedded_default(size_t *len)
 void policy_defaults(struct sg_policy *p)
 {
 	static const char *const read_only[] = {
-		"/usr", "/lib", "/lib64", "/bin", "/sbin",
-		"/etc/ld.so.cache", "/etc/localtime", "/etc/locale.alias", "/etc/python3.11",
-		"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random",
+		"/usr",
+		"/lib",
+		"/lib64",
+		"/bin",
+		"/sbin",
+		"/etc/ld.so.cache",
+		"/etc/localtime",
+		"/etc/locale.alias",
+		"/etc/python3.11",
+		"/dev/null",
+		"/dev/zero",
+		"/dev/urandom",
+		"/dev/random",
 	};
 	static const char *const exec_allow[] = {
-		"/usr/bin/python3*", "/usr/local/bin/python3*",
+		"/usr/bin/python3*",
+		"/usr/local/bin/python3*",
 	};
 
 	memset(p, 0, sizeof(*p));
@@ -60,9 +71,9 @@ void policy_defaults(struct sg_policy *p)
 	for (size_t i = 0; i < ARRAY_LEN(exec_allow); i++)
 		snprintf(p->exec_allow[p->n_exec_allow++], SG_POLICY_PATHLEN, "%s", exec_allow[i]);
 	p->action[SG_RULE_EGRESS] = SG_POLICY_DENY;
-	p->action[SG_RULE_FILE]   = SG_POLICY_KILL;
-	p->action[SG_RULE_FORK]   = SG_POLICY_KILL;
-	p->action[SG_RULE_EXEC]   = SG_POLICY_KILL;
+	p->action[SG_RULE_FILE] = SG_POLICY_KILL;
+	p->action[SG_RULE_FORK] = SG_POLICY_KILL;
+	p->action[SG_RULE_EXEC] = SG_POLICY_KILL;
 	p->action[SG_RULE_MEMORY] = SG_POLICY_KILL;
 	p->failure = SG_FAILURE_RETRY;
 	p->max_retries = 2;
@@ -81,8 +92,8 @@ static int file_error(struct sg_policy_error *err, const char *path, int e, cons
 	if (err) {
 		memset(err, 0, sizeof(*err));
 		snprintf(err->file, sizeof(err->file), "%s", path);
-		snprintf(err->msg, sizeof(err->msg), "%s%s", what ? what : "cannot read: ",
-			 what ? "" : strerror(e));
+		snprintf(err->msg, sizeof(err->msg), "%s%s",
+			 what ? what : "cannot read: ", what ? "" : strerror(e));
 	}
 	return -e;
 }
@@ -142,8 +153,8 @@ int policy_load_file(const char *path, struct sg_policy *out, struct sg_policy_e
 	return r;
 }
 
-int policy_for_tenant(const char *dir, const char *tenant,
-		      struct sg_policy *out, struct sg_policy_error *err)
+int policy_for_tenant(const char *dir, const char *tenant, struct sg_policy *out,
+		      struct sg_policy_error *err)
 {
 	static const char *const stems[] = { NULL, "default" };
 	char path[SG_POLICY_PATHLEN];
@@ -156,8 +167,10 @@ int policy_for_tenant(const char *dir, const char *tenant,
 		if (err) {
 			memset(err, 0, sizeof(*err));
 			snprintf(err->file, sizeof(err->file), "%s", dir ? dir : "policies");
-			snprintf(err->msg, sizeof(err->msg), "invalid tenant name \"%.64s\": expected "
-				 "[a-z0-9][a-z0-9_-]{0,62}", tenant ? tenant : "(null)");
+			snprintf(err->msg, sizeof(err->msg),
+				 "invalid tenant name \"%.64s\": expected "
+				 "[a-z0-9][a-z0-9_-]{0,62}",
+				 tenant ? tenant : "(null)");
 		}
 		return -EINVAL;
 	}
@@ -214,9 +227,12 @@ void policy_error_format(const struct sg_policy_error *e, char *buf, size_t len)
 const char *policy_action_name(int action)
 {
 	switch (action) {
-	case SG_POLICY_DENY: return "deny";
-	case SG_POLICY_KILL: return "kill";
-	case SG_POLICY_LOG:  return "log";
+	case SG_POLICY_DENY:
+		return "deny";
+	case SG_POLICY_KILL:
+		return "kill";
+	case SG_POLICY_LOG:
+		return "log";
 	}
 	return "unknown";
 }
@@ -224,9 +240,12 @@ const char *policy_action_name(int action)
 const char *failure_mode_name(enum sg_failure_mode m)
 {
 	switch (m) {
-	case SG_FAILURE_RETRY: return "retry";
-	case SG_FAILURE_SKIP:  return "skip";
-	case SG_FAILURE_PAUSE: return "pause";
+	case SG_FAILURE_RETRY:
+		return "retry";
+	case SG_FAILURE_SKIP:
+		return "skip";
+	case SG_FAILURE_PAUSE:
+		return "pause";
 	}
 	return "unknown";
 }

@@ -7,67 +7,67 @@
 #include <stdint.h>
 #include "abi/events.h"
 
-#define SG_TENANT_MAX     64     /* bytes, including the NUL */
+#define SG_TENANT_MAX     64 /* bytes, including the NUL */
 #define SG_POLICY_PATHS   64
 #define SG_POLICY_GLOBS   64
 #define SG_POLICY_EGRESS  32
 #define SG_POLICY_PATHLEN 256
 
 enum sg_failure_mode { SG_FAILURE_RETRY = 1, SG_FAILURE_SKIP, SG_FAILURE_PAUSE };
-enum sg_excess_mode  { SG_EXCESS_WAIT = 1, SG_EXCESS_REFUSE };
+enum sg_excess_mode { SG_EXCESS_WAIT = 1, SG_EXCESS_REFUSE };
 
 struct sg_egress_allow {
-	int      family;         /* AF_INET or AF_INET6 as written */
-	uint8_t  addr[16];       /* IPv6; IPv4 stored as ::ffff:a.b.c.d */
-	uint8_t  prefix;         /* over the 128-bit form */
-	uint8_t  proto;          /* 0 any, IPPROTO_TCP, IPPROTO_UDP */
-	uint16_t port;           /* 0 any */
+	int family;       /* AF_INET or AF_INET6 as written */
+	uint8_t addr[16]; /* IPv6; IPv4 stored as ::ffff:a.b.c.d */
+	uint8_t prefix;   /* over the 128-bit form */
+	uint8_t proto;    /* 0 any, IPPROTO_TCP, IPPROTO_UDP */
+	uint16_t port;    /* 0 any */
 };
 
 struct sg_limits {
-	uint64_t timeout_ms;     /* wall-clock deadline per batch */
+	uint64_t timeout_ms; /* wall-clock deadline per batch */
 	uint64_t memory_mb;
-	uint32_t max_tasks;      /* live tasks (pids) */
-	uint32_t max_forks;      /* forks over the sandbox's life */
-	double   cpu;            /* cores, e.g. 1.5 */
-	uint32_t concurrency;    /* sandboxes per tenant per node */
+	uint32_t max_tasks;   /* live tasks (pids) */
+	uint32_t max_forks;   /* forks over the sandbox's life */
+	double cpu;           /* cores, e.g. 1.5 */
+	uint32_t concurrency; /* sandboxes per tenant per node */
 	enum sg_excess_mode on_excess;
 	uint64_t queue_timeout_ms; /* bounded wait when on_excess = wait */
-	uint64_t output_bytes;   /* cap on stdout and on stderr, each */
+	uint64_t output_bytes;     /* cap on stdout and on stderr, each */
 };
 
 struct sg_health {
-	uint32_t window;         /* batches per window */
-	double   constant_rate;  /* fire when constant batches / window >= this */
-	double   invalid_rate;   /* fire when invalid batches / window >= this */
-	uint32_t dead_windows;   /* M consecutive flat windows = dead stream */
-	double   dead_epsilon;   /* "flat within noise": |delta| <= epsilon */
+	uint32_t window;       /* batches per window */
+	double constant_rate;  /* fire when constant batches / window >= this */
+	double invalid_rate;   /* fire when invalid batches / window >= this */
+	uint32_t dead_windows; /* M consecutive flat windows = dead stream */
+	double dead_epsilon;   /* "flat within noise": |delta| <= epsilon */
 };
 
 struct sg_policy {
-	char     tenant[SG_TENANT_MAX];
-	bool     enabled;
-	bool     require_agent;
+	char tenant[SG_TENANT_MAX];
+	bool enabled;
+	bool require_agent;
 	struct sg_limits limits;
 	struct sg_egress_allow egress[SG_POLICY_EGRESS];
-	int      n_egress;
-	bool     allow_unix;
-	char     scratch_root[SG_POLICY_PATHLEN];
-	char     read_only[SG_POLICY_PATHS][SG_POLICY_PATHLEN];
-	int      n_read_only;
-	char     exec_allow[SG_POLICY_GLOBS][SG_POLICY_PATHLEN];
-	int      n_exec_allow;
-	uint8_t  action[SG_RULE__COUNT];  /* enum sg_policy_action per rule */
+	int n_egress;
+	bool allow_unix;
+	char scratch_root[SG_POLICY_PATHLEN];
+	char read_only[SG_POLICY_PATHS][SG_POLICY_PATHLEN];
+	int n_read_only;
+	char exec_allow[SG_POLICY_GLOBS][SG_POLICY_PATHLEN];
+	int n_exec_allow;
+	uint8_t action[SG_RULE__COUNT]; /* enum sg_policy_action per rule */
 	enum sg_failure_mode failure;
 	uint32_t max_retries;
 	struct sg_health health;
-	char     source[SG_POLICY_PATHLEN]; /* file it came from, or "<embedded>" */
+	char source[SG_POLICY_PATHLEN]; /* file it came from, or "<embedded>" */
 };
 
 /* A validation error, printed as "file:line:col: message". */
 struct sg_policy_error {
 	char file[SG_POLICY_PATHLEN];
-	int  line, col;
+	int line, col;
 	char msg[256];
 };
 
@@ -83,10 +83,9 @@ void policy_defaults(struct sg_policy *p);
 
 /* Parse and validate one policy document. Returns 0, or -EINVAL with *err
  * filled in (the first problem found). `name` is used in errors. */
-int policy_parse(const char *text, size_t len, const char *name,
-		 struct sg_policy *out, struct sg_policy_error *err);
-int policy_load_file(const char *path, struct sg_policy *out,
-		     struct sg_policy_error *err);
+int policy_parse(const char *text, size_t len, const char *name, struct sg_policy *out,
+		 struct sg_policy_error *err);
+int policy_load_file(const char *path, struct sg_policy *out, struct sg_policy_error *err);
 
 /* The embedded copy of policies/default.json. */
 const char *policy_embedded_default(size_t *len);
@@ -94,8 +93,8 @@ const char *policy_embedded_default(size_t *len);
 /* The policy for `tenant`: <dir>/<tenant>.json, else <dir>/default.json,
  * else the embedded default; tenant is set to `tenant` in the latter two.
  * An invalid or unreadable file is an error, never a silent default. */
-int policy_for_tenant(const char *dir, const char *tenant,
-		      struct sg_policy *out, struct sg_policy_error *err);
+int policy_for_tenant(const char *dir, const char *tenant, struct sg_policy *out,
+		      struct sg_policy_error *err);
 
 /* Tenant names: [a-z0-9][a-z0-9_-]{0,62}, so they are safe as a cgroup
  * directory, a file name and a Prometheus label value. */
@@ -103,15 +102,15 @@ bool tenant_name_valid(const char *name);
 
 void policy_error_format(const struct sg_policy_error *e, char *buf, size_t len);
 
-const char *policy_action_name(int action);      /* "deny", "kill", "log" */
+const char *policy_action_name(int action); /* "deny", "kill", "log" */
 const char *failure_mode_name(enum sg_failure_mode m);
 
 /* Matching used by policy checks and by the agent when it compiles a
  * policy into maps. */
 bool glob_valid(const char *pattern, const char **why);
 bool glob_match(const char *pattern, const char *path);
-int  cidr_parse(const char *text, struct sg_egress_allow *out); /* 0 or -EINVAL */
-bool egress_allowed(const struct sg_policy *p, const uint8_t addr16[16],
-		    uint16_t port, uint8_t proto);
+int cidr_parse(const char *text, struct sg_egress_allow *out); /* 0 or -EINVAL */
+bool egress_allowed(const struct sg_policy *p, const uint8_t addr16[16], uint16_t port,
+		    uint8_t proto);
 
 #endif

@@ -19,82 +19,112 @@
 #include "policy.h"
 
 enum kind {
-	K_OBJECT,        /* nested fields, same base */
+	K_OBJECT, /* nested fields, same base */
 	K_BOOL,
-	K_INT,           /* unsigned integer of `size` bytes in min..max */
-	K_REAL,          /* double in dmin..dmax; integers are accepted too */
-	K_CHOICE,        /* string from `choices`, stored as an integer of `size` bytes */
+	K_INT,    /* unsigned integer of `size` bytes in min..max */
+	K_REAL,   /* double in dmin..dmax; integers are accepted too */
+	K_CHOICE, /* string from `choices`, stored as an integer of `size` bytes */
 	K_TENANT,
-	K_DIR,           /* an absolute normalized path, not "/" */
-	K_DIR_LIST,      /* array of K_DIR (read_only) */
-	K_GLOB_LIST,     /* array of exec globs */
-	K_EGRESS_LIST,   /* array of {cidr, port, proto} */
+	K_DIR,         /* an absolute normalized path, not "/" */
+	K_DIR_LIST,    /* array of K_DIR (read_only) */
+	K_GLOB_LIST,   /* array of exec globs */
+	K_EGRESS_LIST, /* array of {cidr, port, proto} */
 	K_CIDR,
 };
 
 struct choice {
 	const char *name;
-	int         value;
+	int value;
 };
 
 struct field {
 	const char *key;
-	enum kind   kind;
-	size_t      off, size;        /* the member in the struct being filled */
-	size_t      count_off;        /* lists: the int holding the count */
-	long long   min, max;
-	double      dmin, dmax;
+	enum kind kind;
+	size_t off, size; /* the member in the struct being filled */
+	size_t count_off; /* lists: the int holding the count */
+	long long min, max;
+	double dmin, dmax;
 	const struct choice *choices; /* NULL-name terminated */
-	const struct field  *fields;  /* K_OBJECT: NULL-key terminated */
-	bool        required;
+	const struct field *fields;   /* K_OBJECT: NULL-key terminated */
+	bool required;
 };
 
-#define MEMBER(type, m)  .off = offsetof(type, m), .size = sizeof(((type *)0)->m)
-#define P(m)             MEMBER(struct sg_policy, m)
-#define INT(k, m, lo, hi)     { .key = k, .kind = K_INT, P(m), .min = lo, .max = hi }
-#define REAL(k, m, lo, hi)    { .key = k, .kind = K_REAL, P(m), .dmin = lo, .dmax = hi }
-#define CHOICE(k, m, list)    { .key = k, .kind = K_CHOICE, P(m), .choices = list }
-#define OBJECT(k, list)       { .key = k, .kind = K_OBJECT, .fields = list }
-#define BOOL(k, m)            { .key = k, .kind = K_BOOL, P(m) }
+#define MEMBER(type, m) .off = offsetof(type, m), .size = sizeof(((type *)0)->m)
+#define P(m)            MEMBER(struct sg_policy, m)
+#define INT(k, m, lo, hi)                                           \
+	{                                                           \
+		.key = k, .kind = K_INT, P(m), .min = lo, .max = hi \
+	}
+#define REAL(k, m, lo, hi)                                             \
+	{                                                              \
+		.key = k, .kind = K_REAL, P(m), .dmin = lo, .dmax = hi \
+	}
+#define CHOICE(k, m, list)                                        \
+	{                                                         \
+		.key = k, .kind = K_CHOICE, P(m), .choices = list \
+	}
+#define OBJECT(k, list)                                    \
+	{                                                  \
+		.key = k, .kind = K_OBJECT, .fields = list \
+	}
+#define BOOL(k, m)                             \
+	{                                      \
+		.key = k, .kind = K_BOOL, P(m) \
+	}
 
-static const struct choice excess_modes[] = {
-	{ "wait", SG_EXCESS_WAIT }, { "refuse", SG_EXCESS_REFUSE }, { NULL, 0 } };
-static const struct choice failure_modes[] = {
-	{ "retry", SG_FAILURE_RETRY }, { "skip", SG_FAILURE_SKIP },
-	{ "pause", SG_FAILURE_PAUSE }, { NULL, 0 } };
+static const struct choice excess_modes[] = { { "wait", SG_EXCESS_WAIT },
+					      { "refuse", SG_EXCESS_REFUSE },
+					      { NULL, 0 } };
+static const struct choice failure_modes[] = { { "retry", SG_FAILURE_RETRY },
+					       { "skip", SG_FAILURE_SKIP },
+					       { "pause", SG_FAILURE_PAUSE },
+					       { NULL, 0 } };
 static const struct choice protos[] = {
-	{ "tcp", IPPROTO_TCP }, { "udp", IPPROTO_UDP }, { "any", 0 }, { NULL, 0 } };
+	{ "tcp", IPPROTO_TCP }, { "udp", IPPROTO_UDP }, { "any", 0 }, { NULL, 0 }
+};
 /* Which actions make sense per rule: a fork past the limit cannot be
  * refused without killing, and memory is enforced by the OOM killer. */
-static const struct choice deny_kill_log[] = {
-	{ "deny", SG_POLICY_DENY }, { "kill", SG_POLICY_KILL }, { "log", SG_POLICY_LOG }, { NULL, 0 } };
-static const struct choice kill_log[] = {
-	{ "kill", SG_POLICY_KILL }, { "log", SG_POLICY_LOG }, { NULL, 0 } };
-static const struct choice kill_only[] = {
-	{ "kill", SG_POLICY_KILL }, { NULL, 0 } };
+static const struct choice deny_kill_log[] = { { "deny", SG_POLICY_DENY },
+					       { "kill", SG_POLICY_KILL },
+					       { "log", SG_POLICY_LOG },
+					       { NULL, 0 } };
+static const struct choice kill_log[] = { { "kill", SG_POLICY_KILL },
+					  { "log", SG_POLICY_LOG },
+					  { NULL, 0 } };
+static const struct choice kill_only[] = { { "kill", SG_POLICY_KILL }, { NULL, 0 } };
 
 static const struct field limits_fields[] = {
-	INT("timeout_ms",       limits.timeout_ms,       1, 3600000),
-	INT("memory_mb",        limits.memory_mb,        16, 1048576),
-	INT("max_tasks",        limits.max_tasks,        1, 65536),
-	INT("max_forks",        limits.max_forks,        1, 10000000),
-	REAL("cpu",             limits.cpu,              0.01, 1024),
-	INT("concurrency",      limits.concurrency,      1, 4096),
-	CHOICE("on_excess",     limits.on_excess,        excess_modes),
+	INT("timeout_ms", limits.timeout_ms, 1, 3600000),
+	INT("memory_mb", limits.memory_mb, 16, 1048576),
+	INT("max_tasks", limits.max_tasks, 1, 65536),
+	INT("max_forks", limits.max_forks, 1, 10000000),
+	REAL("cpu", limits.cpu, 0.01, 1024),
+	INT("concurrency", limits.concurrency, 1, 4096),
+	CHOICE("on_excess", limits.on_excess, excess_modes),
 	INT("queue_timeout_ms", limits.queue_timeout_ms, 0, 3600000),
-	INT("output_bytes",     limits.output_bytes,     1, 1073741824),
+	INT("output_bytes", limits.output_bytes, 1, 1073741824),
 	{ .key = NULL },
 };
 
 static const struct field egress_entry_fields[] = {
 	{ .key = "cidr", .kind = K_CIDR, .required = true },
-	{ .key = "port", .kind = K_INT, MEMBER(struct sg_egress_allow, port), .min = 0, .max = 65535 },
-	{ .key = "proto", .kind = K_CHOICE, MEMBER(struct sg_egress_allow, proto), .choices = protos },
+	{ .key = "port",
+	  .kind = K_INT,
+	  MEMBER(struct sg_egress_allow, port),
+	  .min = 0,
+	  .max = 65535 },
+	{ .key = "proto",
+	  .kind = K_CHOICE,
+	  MEMBER(struct sg_egress_allow, proto),
+	  .choices = protos },
 	{ .key = NULL },
 };
 
 static const struct field egress_fields[] = {
-	{ .key = "allow", .kind = K_EGRESS_LIST, P(egress), .count_off = offsetof(struct sg_policy, n_egress),
+	{ .key = "allow",
+	  .kind = K_EGRESS_LIST,
+	  P(egress),
+	  .count_off = offsetof(struct sg_policy, n_egress),
 	  .max = SG_POLICY_EGRESS },
 	BOOL("allow_unix", allow_unix),
 	{ .key = NULL },
@@ -102,22 +132,28 @@ static const struct field egress_fields[] = {
 
 static const struct field files_fields[] = {
 	{ .key = "scratch_root", .kind = K_DIR, P(scratch_root) },
-	{ .key = "read_only", .kind = K_DIR_LIST, P(read_only), .count_off = offsetof(struct sg_policy, n_read_only),
+	{ .key = "read_only",
+	  .kind = K_DIR_LIST,
+	  P(read_only),
+	  .count_off = offsetof(struct sg_policy, n_read_only),
 	  .max = SG_POLICY_PATHS },
 	{ .key = NULL },
 };
 
 static const struct field exec_fields[] = {
-	{ .key = "allow", .kind = K_GLOB_LIST, P(exec_allow), .count_off = offsetof(struct sg_policy, n_exec_allow),
+	{ .key = "allow",
+	  .kind = K_GLOB_LIST,
+	  P(exec_allow),
+	  .count_off = offsetof(struct sg_policy, n_exec_allow),
 	  .max = SG_POLICY_GLOBS },
 	{ .key = NULL },
 };
 
 static const struct field actions_fields[] = {
 	CHOICE("egress", action[SG_RULE_EGRESS], deny_kill_log),
-	CHOICE("file",   action[SG_RULE_FILE],   deny_kill_log),
-	CHOICE("fork",   action[SG_RULE_FORK],   kill_log),
-	CHOICE("exec",   action[SG_RULE_EXEC],   deny_kill_log),
+	CHOICE("file", action[SG_RULE_FILE], deny_kill_log),
+	CHOICE("fork", action[SG_RULE_FORK], kill_log),
+	CHOICE("exec", action[SG_RULE_EXEC], deny_kill_log),
 	CHOICE("memory", action[SG_RULE_MEMORY], kill_only),
 	{ .key = NULL },
 };
@@ -129,11 +165,11 @@ static const struct field failure_fields[] = {
 };
 
 static const struct field health_fields[] = {
-	INT("window",         health.window,        1, 100000),
+	INT("window", health.window, 1, 100000),
 	REAL("constant_rate", health.constant_rate, 0, 1),
-	REAL("invalid_rate",  health.invalid_rate,  0, 1),
-	INT("dead_windows",   health.dead_windows,  1, 10000),
-	REAL("dead_epsilon",  health.dead_epsilon,  0, 1),
+	REAL("invalid_rate", health.invalid_rate, 0, 1),
+	INT("dead_windows", health.dead_windows, 1, 10000),
+	REAL("dead_epsilon", health.dead_epsilon, 0, 1),
 	{ .key = NULL },
 };
 
@@ -155,12 +191,12 @@ static const struct field top_fields[] = {
 
 struct ctx {
 	const char *text;
-	size_t      len;
+	size_t len;
 	struct sg_policy_error *err;
 	struct json_step path[MAX_DEPTH];
-	int         depth;
-	char        stem[SG_POLICY_PATHLEN]; /* "x" of a file named x.json, else "" */
-	bool        tenant_seen;
+	int depth;
+	char stem[SG_POLICY_PATHLEN]; /* "x" of a file named x.json, else "" */
+	bool tenant_seen;
 };
 
 /* Renders the current path as "egress.allow[2].cidr". */
@@ -171,7 +207,8 @@ static void path_render(const struct ctx *c, char *buf, size_t len)
 	buf[0] = '\0';
 	for (int i = 0; i < c->depth && n < len; i++) {
 		if (c->path[i].key)
-			n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "." : "", c->path[i].key);
+			n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "." : "",
+					      c->path[i].key);
 		else
 			n += (size_t)snprintf(buf + n, len - n, "[%zu]", c->path[i].index);
 	}
@@ -189,8 +226,8 @@ static void set_position(struct ctx *c, long off)
 }
 
 /* Records "path: message" at the current path's value (or key). */
-__attribute__((format(printf, 3, 4)))
-static int fail(struct ctx *c, bool at_key, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(struct ctx *c, bool at_key, const char *fmt,
+						      ...)
 {
 	char where[160], what[200];
 	va_list ap;
@@ -235,11 +272,16 @@ static const char *quote(const char *str, char *buf, size_t len)
 static const char *describe(const json_t *v, char *buf, size_t len)
 {
 	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY:  return "an array";
-	case JSON_TRUE:   return "true";
-	case JSON_FALSE:  return "false";
-	case JSON_NULL:   return "null";
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_TRUE:
+		return "true";
+	case JSON_FALSE:
+		return "false";
+	case JSON_NULL:
+		return "null";
 	case JSON_INTEGER:
 		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
 		return buf;
@@ -255,10 +297,18 @@ static const char *describe(const json_t *v, char *buf, size_t len)
 static void put_uint(void *dst, size_t size, unsigned long long v)
 {
 	switch (size) {
-	case 1: *(uint8_t *)dst = (uint8_t)v; break;
-	case 2: *(uint16_t *)dst = (uint16_t)v; break;
-	case 4: *(uint32_t *)dst = (uint32_t)v; break;
-	case 8: *(uint64_t *)dst = (uint64_t)v; break;
+	case 1:
+		*(uint8_t *)dst = (uint8_t)v;
+		break;
+	case 2:
+		*(uint16_t *)dst = (uint16_t)v;
+		break;
+	case 4:
+		*(uint32_t *)dst = (uint32_t)v;
+		break;
+	case 8:
+		*(uint64_t *)dst = (uint64_t)v;
+		break;
 	}
 }
 
@@ -284,11 +334,13 @@ static int check_tenant(struct ctx *c, const json_t *v, char *dst)
 		return fail(c, false, "expected a tenant name ([a-z0-9][a-z0-9_-]{0,62}), got %s",
 			    describe(v, got, sizeof(got)));
 	if (c->stem[0] && !tenant_name_valid(c->stem))
-		return fail(c, false, "the file name \"%.100s.json\" is not <tenant>.json "
-			    "with tenant [a-z0-9][a-z0-9_-]{0,62}", c->stem);
+		return fail(c, false,
+			    "the file name \"%.100s.json\" is not <tenant>.json "
+			    "with tenant [a-z0-9][a-z0-9_-]{0,62}",
+			    c->stem);
 	if (c->stem[0] && strcmp(name, c->stem))
-		return fail(c, false, "expected \"%s\" (the file is %s.json), got %s",
-			    c->stem, c->stem, describe(v, got, sizeof(got)));
+		return fail(c, false, "expected \"%s\" (the file is %s.json), got %s", c->stem,
+			    c->stem, describe(v, got, sizeof(got)));
 	snprintf(dst, SG_TENANT_MAX, "%s", name);
 	c->tenant_seen = true;
 	return 0;
@@ -307,7 +359,8 @@ static int check_dir(struct ctx *c, const json_t *v, char *dst, bool plain)
 	if (!strcmp(path, "/"))
 		return fail(c, false, "\"/\" would allow every file; name the directories instead");
 	if (plain && strpbrk(path, "*?["))
-		return fail(c, false, "expected a plain path, got %s: read_only entries are not globs",
+		return fail(c, false,
+			    "expected a plain path, got %s: read_only entries are not globs",
 			    quote(path, got, sizeof(got)));
 	snprintf(dst, SG_POLICY_PATHLEN, "%s", path);
 	return 0;
@@ -371,28 +424,33 @@ static int walk_field(struct ctx *c, const struct field *f, const json_t *v, cha
 		return walk_object(c, v, f->fields, base);
 	case K_BOOL:
 		if (!json_is_boolean(v))
-			return fail(c, false, "expected true or false, got %s", describe(v, got, sizeof(got)));
+			return fail(c, false, "expected true or false, got %s",
+				    describe(v, got, sizeof(got)));
 		*(bool *)(base + f->off) = json_is_true(v);
 		return 0;
 	case K_INT:
-		if (!json_is_integer(v) || json_integer_value(v) < f->min || json_integer_value(v) > f->max)
-			return fail(c, false, "expected an integer in %lld..%lld, got %s",
-				    f->min, f->max, describe(v, got, sizeof(got)));
+		if (!json_is_integer(v) || json_integer_value(v) < f->min ||
+		    json_integer_value(v) > f->max)
+			return fail(c, false, "expected an integer in %lld..%lld, got %s", f->min,
+				    f->max, describe(v, got, sizeof(got)));
 		put_uint(base + f->off, f->size, (unsigned long long)json_integer_value(v));
 		return 0;
 	case K_REAL:
-		if (!json_is_number(v) || !(json_number_value(v) >= f->dmin && json_number_value(v) <= f->dmax))
-			return fail(c, false, "expected a number in %.15g..%.15g, got %s",
-				    f->dmin, f->dmax, describe(v, got, sizeof(got)));
+		if (!json_is_number(v) ||
+		    !(json_number_value(v) >= f->dmin && json_number_value(v) <= f->dmax))
+			return fail(c, false, "expected a number in %.15g..%.15g, got %s", f->dmin,
+				    f->dmax, describe(v, got, sizeof(got)));
 		*(double *)(base + f->off) = json_number_value(v);
 		return 0;
 	case K_CHOICE:
 		for (const struct choice *ch = f->choices; ch->name; ch++)
-			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s\"%s\"", n ? ", " : "", ch->name);
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s\"%s\"", n ? ", " : "",
+					      ch->name);
 		if (json_is_string(v))
 			for (const struct choice *ch = f->choices; ch->name; ch++)
 				if (!strcmp(json_string_value(v), ch->name)) {
-					put_uint(base + f->off, f->size, (unsigned long long)ch->value);
+					put_uint(base + f->off, f->size,
+						 (unsigned long long)ch->value);
 					return 0;
 				}
 		return fail(c, false, "expected %s%s, got %s", f->choices[1].name ? "one of " : "",
@@ -409,8 +467,10 @@ static int walk_field(struct ctx *c, const struct field *f, const json_t *v, cha
 		if (want_string(c, v, "a CIDR such as \"10.0.0.0/8\" or \"fd00::/8\""))
 			return -EINVAL;
 		if (cidr_parse_why(json_string_value(v), (struct sg_egress_allow *)base, &why))
-			return fail(c, false, "expected a CIDR such as \"10.0.0.0/8\" or \"fd00::/8\", got %s: %s",
-				    describe(v, got, sizeof(got)), why);
+			return fail(
+				c, false,
+				"expected a CIDR such as \"10.0.0.0/8\" or \"fd00::/8\", got %s: %s",
+				describe(v, got, sizeof(got)), why);
 		return 0;
 	}
 	return fail(c, false, "internal error: unknown field kind");
@@ -424,17 +484,20 @@ static int walk_object(struct ctx *c, const json_t *obj, const struct field *fie
 	size_t n = 0;
 
 	if (!json_is_object(obj))
-		return fail(c, false, "expected an object, got %s", describe(obj, got, sizeof(got)));
+		return fail(c, false, "expected an object, got %s",
+			    describe(obj, got, sizeof(got)));
 	if (c->depth >= MAX_DEPTH - 1)
 		return fail(c, false, "nested too deeply");
-	json_object_foreach((json_t *)obj, key, v) {
+	json_object_foreach((json_t *)obj, key, v)
+	{
 		const struct field *f = fields;
 		while (f->key && strcmp(f->key, key))
 			f++;
 		c->path[c->depth++] = (struct json_step){ .key = key };
 		if (!f->key) {
 			for (f = fields; f->key; f++)
-				n += (size_t)snprintf(keys + n, sizeof(keys) - n, "%s%s", n ? ", " : "", f->key);
+				n += (size_t)snprintf(keys + n, sizeof(keys) - n, "%s%s",
+						      n ? ", " : "", f->key);
 			return fail(c, true, "unknown key (expected one of: %s)", keys);
 		}
 		int r = walk_field(c, f, v, base);
@@ -480,8 +543,11 @@ static int syntax_error(struct ctx *c, const json_error_t *je)
 	if (!strncmp(je->text, dup, sizeof(dup) - 1) && je->position > 0 &&
 	    (key = json_string_start(c->text, c->len, (size_t)je->position)) >= 0) {
 		set_position(c, key);
-		snprintf(c->err->msg, sizeof(c->err->msg), "duplicate key %.*s: each key may appear once per object",
-			 (int)((size_t)je->position - (size_t)key > 80 ? 80 : (size_t)je->position - (size_t)key),
+		snprintf(c->err->msg, sizeof(c->err->msg),
+			 "duplicate key %.*s: each key may appear once per object",
+			 (int)((size_t)je->position - (size_t)key > 80
+				       ? 80
+				       : (size_t)je->position - (size_t)key),
 			 c->text + key);
 		strip_controls(c->err->msg);
 		return -EINVAL;
@@ -493,8 +559,8 @@ static int syntax_error(struct ctx *c, const json_error_t *je)
 	return -EINVAL;
 }
 
-int policy_parse(const char *text, size_t len, const char *name,
-		 struct sg_policy *out, struct sg_policy_error *err)
+int policy_parse(const char *text, size_t len, const char *name, struct sg_policy *out,
+		 struct sg_policy_error *err)
 {
 	struct sg_policy_error scratch_err;
 	struct sg_policy p;
@@ -521,7 +587,8 @@ int policy_parse(const char *text, size_t len, const char *name,
 	const char *nul = memchr(text, '\0', len);
 	if (nul) {
 		set_position(&c, nul - text);
-		snprintf(err->msg, sizeof(err->msg), "invalid JSON: a NUL byte (a policy is UTF-8 text)");
+		snprintf(err->msg, sizeof(err->msg),
+			 "invalid JSON: a NUL byte (a policy is UTF-8 text)");
 		return -EINVAL;
 	}
 
@@ -538,8 +605,10 @@ int policy_parse(const char *text, size_t len, const char *name,
 	/* A file named x.json without a tenant key is tenant x's policy. */
 	if (c.stem[0] && !c.tenant_seen) {
 		if (!tenant_name_valid(c.stem))
-			return fail(&c, false, "no \"tenant\" key, and the file name \"%.100s.json\" is not "
-				    "<tenant>.json with tenant [a-z0-9][a-z0-9_-]{0,62}", c.stem);
+			return fail(&c, false,
+				    "no \"tenant\" key, and the file name \"%.100s.json\" is not "
+				    "<tenant>.json with tenant [a-z0-9][a-z0-9_-]{0,62}",
+				    c.stem);
 		snprintf(p.tenant, sizeof(p.tenant), "%s", c.stem);
 	}
 	memcpy(out, &p, sizeof(p));

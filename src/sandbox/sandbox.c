@@ -36,11 +36,11 @@
 #include "sandbox_seccomp.h"
 #include "sandbox_slots.h"
 
-#define LINGER_MS          100   /* pipe data after the main process exited */
-#define AGENT_REGISTER_MS  1000
-#define AGENT_VERDICT_MS   200   /* bounds the round trip, and a kill notice in flight */
-#define KILL_WAIT_MS       2000
-#define PIPE_BYTES         (256 * 1024)
+#define LINGER_MS         100 /* pipe data after the main process exited */
+#define AGENT_REGISTER_MS 1000
+#define AGENT_VERDICT_MS  200 /* bounds the round trip, and a kill notice in flight */
+#define KILL_WAIT_MS      2000
+#define PIPE_BYTES        (256 * 1024)
 
 /* Everything one run holds, so teardown can undo exactly what was done. */
 struct run {
@@ -65,8 +65,7 @@ struct run {
 	uint64_t timeout_ms;
 };
 
-static int fail(struct run *r, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+static int fail(struct run *r, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static int fail(struct run *r, int err, const char *fmt, ...)
 {
@@ -88,21 +87,25 @@ static int check_spec(struct run *r)
 		return fail(r, -EINVAL, "invalid sandbox spec: no policy or bad tenant name");
 	if (!s->argv || !s->argv[0] || !*s->argv[0])
 		return fail(r, -EINVAL, "invalid sandbox spec: empty command");
-	if ((s->stdin_len && !s->stdin_data) || (s->n_files && !s->files) || (s->n_fetch && !s->fetch))
+	if ((s->stdin_len && !s->stdin_data) || (s->n_files && !s->files) ||
+	    (s->n_fetch && !s->fetch))
 		return fail(r, -EINVAL, "invalid sandbox spec: missing data");
 	r->timeout_ms = s->timeout_ms ? s->timeout_ms : s->policy->limits.timeout_ms;
 	if (!r->timeout_ms)
-		return fail(r, -EINVAL, "invalid sandbox spec: no timeout (limits.timeout_ms is 0)");
+		return fail(r, -EINVAL,
+			    "invalid sandbox spec: no timeout (limits.timeout_ms is 0)");
 	if (!s->policy->limits.output_bytes)
 		return fail(r, -EINVAL, "invalid policy: limits.output_bytes is 0");
 	if (!s->policy->scratch_root[0] || s->policy->scratch_root[0] != '/')
 		return fail(r, -EINVAL, "invalid policy: scratch_root must be an absolute path");
 	if (sigaction(SIGCHLD, NULL, &chld) == 0 &&
 	    (chld.sa_handler == SIG_IGN || (chld.sa_flags & SA_NOCLDWAIT)))
-		return fail(r, -EINVAL, "SIGCHLD is ignored in this process: "
+		return fail(r, -EINVAL,
+			    "SIGCHLD is ignored in this process: "
 			    "the sandbox's exit status would be lost");
 	if (s->policy->require_agent && !s->agent)
-		return fail(r, -ENOTCONN, "policy requires the sandguard agent, and none is connected");
+		return fail(r, -ENOTCONN,
+			    "policy requires the sandguard agent, and none is connected");
 	return 0;
 }
 
@@ -121,7 +124,8 @@ static int make_scratch(struct run *r)
 
 		if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 			return fail(r, -errno, "getrandom: %s", strerror(errno));
-		snprintf(r->res->sandbox_id, sizeof(r->res->sandbox_id), "%08x-%d", rnd, (int)getpid());
+		snprintf(r->res->sandbox_id, sizeof(r->res->sandbox_id), "%08x-%d", rnd,
+			 (int)getpid());
 		err = sb_scratch_create(p->scratch_root, r->spec->tenant, r->res->sandbox_id,
 					r->slot.uid, r->slot.gid, r->scratch, sizeof(r->scratch),
 					detail, sizeof(detail));
@@ -131,8 +135,8 @@ static int make_scratch(struct run *r)
 	if (err)
 		return fail(r, err, "%s", err == -EEXIST ? "no unused sandbox id" : detail);
 	r->scratch_made = true;
-	err = sb_scratch_write_files(r->scratch, r->spec->files, r->spec->n_files,
-				     r->slot.uid, r->slot.gid, detail, sizeof(detail));
+	err = sb_scratch_write_files(r->scratch, r->spec->files, r->spec->n_files, r->slot.uid,
+				     r->slot.gid, detail, sizeof(detail));
 	if (err)
 		return fail(r, err, "%s", detail);
 	return 0;
@@ -144,8 +148,8 @@ static int make_cgroup(struct run *r)
 	char detail[256];
 	int err;
 
-	err = sb_cgroup_create(&r->cg, s->tenant, r->res->sandbox_id, &s->policy->limits,
-			       detail, sizeof(detail));
+	err = sb_cgroup_create(&r->cg, s->tenant, r->res->sandbox_id, &s->policy->limits, detail,
+			       sizeof(detail));
 	if (err)
 		return fail(r, err, "%s", detail);
 	r->cgroup_made = true;
@@ -169,10 +173,12 @@ static int make_cgroup(struct run *r)
 	/* The agent enforces on the cgroup anyway (it watches the root), with
 	 * identities of files this executor's sandboxes do not see. */
 	if (err == -EXDEV)
-		return fail(r, err, "the agent resolves policy paths in another root filesystem than "
+		return fail(r, err,
+			    "the agent resolves policy paths in another root filesystem than "
 			    "this executor's: fix the deployment (agent --host-root)");
 	if (s->policy->require_agent)
-		return fail(r, err, "the agent did not take sandbox %s: %s (policy requires the agent)",
+		return fail(r, err,
+			    "the agent did not take sandbox %s: %s (policy requires the agent)",
 			    r->res->sandbox_id, strerror(-err));
 	sg_warn("agent did not take sandbox %s (%s); running on the executor's own layers",
 		r->res->sandbox_id, strerror(-err));
@@ -204,8 +210,8 @@ static int make_layers(struct run *r)
 		to_agent.tcp_connect = true;
 		to_agent.reads = agent_files_preventive(r->spec->agent);
 	}
-	fd = landlock_ruleset_build(p, r->scratch, r->spec->allow_exec_in_scratch,
-				    &to_agent, detail, sizeof(detail));
+	fd = landlock_ruleset_build(p, r->scratch, r->spec->allow_exec_in_scratch, &to_agent,
+				    detail, sizeof(detail));
 	if (fd == -EOPNOTSUPP) {
 		sg_warn("this kernel has no Landlock; sandbox %s runs without its filesystem layer",
 			r->res->sandbox_id);
@@ -303,11 +309,12 @@ static void make_plan(struct run *r, struct sb_child_plan *plan)
 	add_rlimit(plan, RLIMIT_CORE, 0);
 	/* The last resort where no cgroup controller is usable. */
 	if (r->cg.where[SB_CTRL_PIDS] == SB_WHERE_RLIMIT && lim->max_tasks)
-		add_rlimit(plan, RLIMIT_NPROC, lim->max_tasks);   /* per uid = per slot */
+		add_rlimit(plan, RLIMIT_NPROC, lim->max_tasks); /* per uid = per slot */
 	if (r->cg.where[SB_CTRL_MEMORY] == SB_WHERE_RLIMIT && lim->memory_mb)
 		add_rlimit(plan, RLIMIT_AS, (rlim_t)lim->memory_mb << 20);
 	if (r->cg.where[SB_CTRL_CPU] == SB_WHERE_RLIMIT && lim->cpu > 0)
-		add_rlimit(plan, RLIMIT_CPU, (rlim_t)ceil(lim->cpu * (double)r->timeout_ms / 1000.0) + 1);
+		add_rlimit(plan, RLIMIT_CPU,
+			   (rlim_t)ceil(lim->cpu * (double)r->timeout_ms / 1000.0) + 1);
 	snprintf(r->home, sizeof(r->home), "HOME=%s", r->scratch);
 	r->envp[0] = "PATH=/usr/bin:/bin";
 	r->envp[1] = "LANG=C.UTF-8";
@@ -418,11 +425,12 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 		return ret;
 	pump->pid = r->pid;
 	pump->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
-	pump->in = (struct sb_feed){ .fd = r->in[1], .data = r->spec->stdin_data,
+	pump->in = (struct sb_feed){ .fd = r->in[1],
+				     .data = r->spec->stdin_data,
 				     .len = r->spec->stdin_len };
 	pump->out = (struct sb_capture){ .fd = r->out[0], .limit = lim->output_bytes };
 	pump->err = (struct sb_capture){ .fd = r->err[0], .limit = lim->output_bytes };
-	r->in[1] = r->out[0] = r->err[0] = -1;   /* the pump owns them now */
+	r->in[1] = r->out[0] = r->err[0] = -1; /* the pump owns them now */
 	pump->deadline_ms = start + r->timeout_ms;
 	pump->linger_ms = LINGER_MS;
 	ret = sb_pump_run(pump);
@@ -431,8 +439,8 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 		r->reaped = true;
 	}
 	if (ret < 0)
-		return fail(r, ret, "sandbox %s: watching the run failed: %s",
-			    r->res->sandbox_id, strerror(-ret));
+		return fail(r, ret, "sandbox %s: watching the run failed: %s", r->res->sandbox_id,
+			    strerror(-ret));
 	r->res->wall_ms = pump->end_ms - start;
 	/* Early exit or not, nothing outlives the main process. */
 	kill_all(r);
@@ -525,7 +533,8 @@ static void teardown(struct run *r)
 		 * and leave its scratch alone rather than walk a tree it can
 		 * still move under us. */
 		sg_error("sandbox %s: slot uid %u stays reserved and scratch %s stays "
-			 "(cgroup not removed)", r->res->sandbox_id, (unsigned)r->slot.uid,
+			 "(cgroup not removed)",
+			 r->res->sandbox_id, (unsigned)r->slot.uid,
 			 r->scratch_made ? r->scratch : "(none)");
 	} else {
 		if (r->scratch_made)

@@ -12,65 +12,65 @@
 
 struct agent_conn;
 
-struct sandbox_file {           /* written into scratch before the run */
-	const char *path;           /* relative to scratch, no "..", no leading '/' */
+struct sandbox_file {     /* written into scratch before the run */
+	const char *path; /* relative to scratch, no "..", no leading '/' */
 	const void *data;
-	size_t      len;
-	unsigned    mode;           /* e.g. 0644 */
+	size_t len;
+	unsigned mode; /* e.g. 0644 */
 };
 
 struct sandbox_spec {
 	const struct sg_policy *policy;
 	const char *tenant;
-	const char *run_id;         /* may be NULL */
-	const char *batch_id;       /* may be NULL */
-	char *const *argv;          /* the tenant's command; argv[0] resolved via PATH=/usr/bin:/bin */
-	const void *stdin_data;     /* fed to the program's stdin, then closed */
-	size_t      stdin_len;
-	uint64_t    timeout_ms;     /* wall-clock deadline; 0 = policy->limits.timeout_ms */
+	const char *run_id;     /* may be NULL */
+	const char *batch_id;   /* may be NULL */
+	char *const *argv;      /* the tenant's command; argv[0] resolved via PATH=/usr/bin:/bin */
+	const void *stdin_data; /* fed to the program's stdin, then closed */
+	size_t stdin_len;
+	uint64_t timeout_ms; /* wall-clock deadline; 0 = policy->limits.timeout_ms */
 	const struct sandbox_file *files;
-	size_t      n_files;
-	const char *const *fetch;   /* scratch-relative paths read back after the run */
-	size_t      n_fetch;
-	bool        allow_exec_in_scratch; /* compiled languages only */
+	size_t n_files;
+	const char *const *fetch; /* scratch-relative paths read back after the run */
+	size_t n_fetch;
+	bool allow_exec_in_scratch; /* compiled languages only */
 	struct agent_conn *agent;   /* NULL: no agent, own layers only */
 };
 
 enum sandbox_end {
-	SB_EXITED = 1,              /* the main process exited (see exit_code) */
-	SB_SIGNALED,                /* the main process died of `signal` */
-	SB_TIMEOUT,                 /* the deadline passed; the cgroup was killed */
-	SB_OOM,                     /* the memory limit was hit (OOM kill counted) */
-	SB_KILLED_BY_AGENT,         /* the agent killed the sandbox for `rule` */
-	SB_FORK_LIMIT,              /* the pids limit was hit (own layer) */
-	SB_OUTPUT_OVERSIZE,         /* stdout exceeded limits.output_bytes */
+	SB_EXITED = 1,      /* the main process exited (see exit_code) */
+	SB_SIGNALED,        /* the main process died of `signal` */
+	SB_TIMEOUT,         /* the deadline passed; the cgroup was killed */
+	SB_OOM,             /* the memory limit was hit (OOM kill counted) */
+	SB_KILLED_BY_AGENT, /* the agent killed the sandbox for `rule` */
+	SB_FORK_LIMIT,      /* the pids limit was hit (own layer) */
+	SB_OUTPUT_OVERSIZE, /* stdout exceeded limits.output_bytes */
 };
 
 struct sandbox_fetched {
-	char   *path;
-	char   *data;               /* NULL if missing/unreadable */
-	size_t  len;
-	bool    truncated;
+	char *path;
+	char *data; /* NULL if missing/unreadable */
+	size_t len;
+	bool truncated;
 };
 
 struct sandbox_result {
 	enum sandbox_end end;
-	int      exit_code;
-	int      signal;
-	int      rule;              /* enum sg_rule for SB_KILLED_BY_AGENT / SB_FORK_LIMIT / SB_OOM, else -1 */
-	char    *out;               /* stdout, at most output_bytes (malloc'd, NUL-terminated) */
-	size_t   out_len;
-	bool     out_truncated;
-	char    *err;               /* stderr, capped likewise, for the tenant's logs */
-	size_t   err_len;
-	bool     err_truncated;
+	int exit_code;
+	int signal;
+	int rule;  /* enum sg_rule for SB_KILLED_BY_AGENT / SB_FORK_LIMIT / SB_OOM, else -1 */
+	char *out; /* stdout, at most output_bytes (malloc'd, NUL-terminated) */
+	size_t out_len;
+	bool out_truncated;
+	char *err; /* stderr, capped likewise, for the tenant's logs */
+	size_t err_len;
+	bool err_truncated;
 	uint64_t wall_ms;
-	char     sandbox_id[SG_ID_BUF];
+	char sandbox_id[SG_ID_BUF];
 	uint64_t cgroup_id;
-	bool     agent_enforced;    /* the agent acknowledged the registration */
+	bool agent_enforced; /* the agent acknowledged the registration */
 	struct sandbox_fetched *fetched;
-	size_t   n_fetched;
-	char     detail[256];       /* human-readable; the reason of a platform error */
+	size_t n_fetched;
+	char detail[256]; /* human-readable; the reason of a platform error */
 };
 
 /* Runs spec->argv in a fresh sandbox and tears it down (cgroup emptied and

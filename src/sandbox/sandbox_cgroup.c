@@ -69,8 +69,8 @@ static bool v2_enable(const char *root, const char *tenant_dir, const char *ctrl
 	if (!err)
 		err = write_file(tenant_dir, "cgroup.subtree_control", plus);
 	if (err) {
-		sg_warn("cannot enable the %s controller below %s: %s; trying cgroup v1",
-			ctrl, root, strerror(-err));
+		sg_warn("cannot enable the %s controller below %s: %s; trying cgroup v1", ctrl,
+			root, strerror(-err));
 		return false;
 	}
 	return true;
@@ -86,16 +86,16 @@ static int make_dir(const char *path, bool exclusive, char *detail, size_t dlen)
 
 /* <v1 mount>/<base>/<tenant>/<id> for one v1 controller. Returns 0, 1 when
  * the controller has no v1 mount, or -errno. */
-static int create_v1(struct sb_cgroup *cg, enum sb_ctrl c, const char *base,
-		     const char *tenant, const char *id, char *detail, size_t dlen)
+static int create_v1(struct sb_cgroup *cg, enum sb_ctrl c, const char *base, const char *tenant,
+		     const char *id, char *detail, size_t dlen)
 {
 	char mnt[PATH_MAX], dir[PATH_MAX];
 	int err = 0;
 
 	if (cgroup_v1_mount(ctrl_name[c], mnt, sizeof(mnt)))
 		return 1;
-	if ((size_t)snprintf(cg->v1[c], sizeof(cg->v1[c]), "%s/%s/%s/%s",
-			     mnt, base, tenant, id) >= sizeof(cg->v1[c])) {
+	if ((size_t)snprintf(cg->v1[c], sizeof(cg->v1[c]), "%s/%s/%s/%s", mnt, base, tenant, id) >=
+	    sizeof(cg->v1[c])) {
 		cg->v1[c][0] = '\0';
 		snprintf(detail, dlen, "v1 cgroup path too long");
 		return -ENAMETOOLONG;
@@ -112,8 +112,8 @@ static int create_v1(struct sb_cgroup *cg, enum sb_ctrl c, const char *base,
 	return err;
 }
 
-static int set_limit(const char *dir, const char *file, const char *value,
-		     bool optional, char *detail, size_t dlen)
+static int set_limit(const char *dir, const char *file, const char *value, bool optional,
+		     char *detail, size_t dlen)
 {
 	int err = write_file(dir, file, value);
 
@@ -125,11 +125,12 @@ static int set_limit(const char *dir, const char *file, const char *value,
 	return err;
 }
 
-static int apply_limits(struct sb_cgroup *cg, const struct sg_limits *lim,
-			char *detail, size_t dlen)
+static int apply_limits(struct sb_cgroup *cg, const struct sg_limits *lim, char *detail,
+			size_t dlen)
 {
 	const char *pids = cg->where[SB_CTRL_PIDS] == SB_WHERE_V2 ? cg->v2 : cg->v1[SB_CTRL_PIDS];
-	const char *mem = cg->where[SB_CTRL_MEMORY] == SB_WHERE_V2 ? cg->v2 : cg->v1[SB_CTRL_MEMORY];
+	const char *mem = cg->where[SB_CTRL_MEMORY] == SB_WHERE_V2 ? cg->v2
+								   : cg->v1[SB_CTRL_MEMORY];
 	const char *cpu = cg->where[SB_CTRL_CPU] == SB_WHERE_V2 ? cg->v2 : cg->v1[SB_CTRL_CPU];
 	bool v2;
 	char val[64];
@@ -142,19 +143,20 @@ static int apply_limits(struct sb_cgroup *cg, const struct sg_limits *lim,
 	if (!err && lim->memory_mb && *mem) {
 		v2 = cg->where[SB_CTRL_MEMORY] == SB_WHERE_V2;
 		snprintf(val, sizeof(val), "%" PRIu64, lim->memory_mb << 20);
-		err = set_limit(mem, v2 ? "memory.max" : "memory.limit_in_bytes", val,
-				false, detail, dlen);
+		err = set_limit(mem, v2 ? "memory.max" : "memory.limit_in_bytes", val, false,
+				detail, dlen);
 		/* No swap beyond the limit: memory + swap = the limit (v1
 		 * needs memsw >= limit, so it comes second). */
 		if (!err)
 			err = v2 ? set_limit(mem, "memory.swap.max", "0", true, detail, dlen)
-				 : set_limit(mem, "memory.memsw.limit_in_bytes", val, true, detail, dlen);
+				 : set_limit(mem, "memory.memsw.limit_in_bytes", val, true, detail,
+					     dlen);
 	}
 	if (!err && lim->cpu > 0 && *cpu) {
 		long quota = (long)(lim->cpu * CPU_PERIOD_US);
 
 		if (quota < 1000)
-			quota = 1000;   /* the kernel's minimum */
+			quota = 1000; /* the kernel's minimum */
 		if (cg->where[SB_CTRL_CPU] == SB_WHERE_V2) {
 			snprintf(val, sizeof(val), "%ld %d", quota, CPU_PERIOD_US);
 			err = set_limit(cpu, "cpu.max", val, false, detail, dlen);
@@ -201,10 +203,12 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		cg->join_fd[i] = -1;
 	err = sandguard_root(root, sizeof(root), true);
 	if (err) {
-		snprintf(detail, dlen, "cannot create the sandguard cgroup root: %s", strerror(-err));
+		snprintf(detail, dlen, "cannot create the sandguard cgroup root: %s",
+			 strerror(-err));
 		return err;
 	}
-	if ((size_t)snprintf(tenant_dir, sizeof(tenant_dir), "%s/%s", root, tenant) >= sizeof(tenant_dir) ||
+	if ((size_t)snprintf(tenant_dir, sizeof(tenant_dir), "%s/%s", root, tenant) >=
+		    sizeof(tenant_dir) ||
 	    (size_t)snprintf(cg->v2, sizeof(cg->v2), "%s/%s", tenant_dir, id) >= sizeof(cg->v2)) {
 		snprintf(detail, dlen, "cgroup path too long");
 		cg->v2[0] = '\0';
@@ -232,7 +236,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		if (!err)
 			cg->where[c] = SB_WHERE_V1;
 		else if (err == 1) {
-			cg->where[c] = SB_WHERE_RLIMIT;   /* not usable anywhere */
+			cg->where[c] = SB_WHERE_RLIMIT; /* not usable anywhere */
 			err = 0;
 		}
 	}

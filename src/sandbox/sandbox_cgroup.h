@@ -25,11 +25,11 @@ enum sb_ctrl { SB_CTRL_PIDS, SB_CTRL_MEMORY, SB_CTRL_CPU, SB_CTRL__COUNT };
 enum sb_ctrl_where { SB_WHERE_NONE, SB_WHERE_V2, SB_WHERE_V1, SB_WHERE_RLIMIT };
 
 struct sb_cgroup {
-	char     v2[PATH_MAX];               /* the sandbox's cgroup2 directory */
-	char     v1[SB_CTRL__COUNT][PATH_MAX]; /* "" where not used */
+	char v2[PATH_MAX];                 /* the sandbox's cgroup2 directory */
+	char v1[SB_CTRL__COUNT][PATH_MAX]; /* "" where not used */
 	enum sb_ctrl_where where[SB_CTRL__COUNT];
-	int      join_fd[1 + SB_CTRL__COUNT]; /* cgroup.procs files the child joins; -1 */
-	uint64_t id;                         /* cgroup2 id */
+	int join_fd[1 + SB_CTRL__COUNT]; /* cgroup.procs files the child joins; -1 */
+	uint64_t id;                     /* cgroup2 id */
 };
 
 /* Create the cgroups and apply the limits. Returns 0 or -errno with

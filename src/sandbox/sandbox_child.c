@@ -75,7 +75,7 @@ static int reset_signals(void)
 	for (int sig = 1; sig < NSIG; sig++) {
 		if (sig == SIGKILL || sig == SIGSTOP)
 			continue;
-		sigaction(sig, &sa, NULL);   /* EINVAL for the libc-reserved ones */
+		sigaction(sig, &sa, NULL); /* EINVAL for the libc-reserved ones */
 	}
 	sigemptyset(&none);
 	if (sigprocmask(SIG_SETMASK, &none, NULL))
@@ -85,8 +85,7 @@ static int reset_signals(void)
 
 static int drop_identity(uid_t uid, gid_t gid)
 {
-	if (syscall(__NR_setgroups, 0, NULL) ||
-	    syscall(__NR_setresgid, gid, gid, gid) ||
+	if (syscall(__NR_setgroups, 0, NULL) || syscall(__NR_setresgid, gid, gid, gid) ||
 	    syscall(__NR_setresuid, uid, uid, uid))
 		return -errno;
 	if (getuid() != uid || geteuid() != uid || getgid() != gid)
@@ -149,7 +148,7 @@ _Noreturn void sb_child_run(const struct sb_child_plan *p)
 	for (int i = 0; i < p->n_exec_paths; i++) {
 		execve(p->exec_paths[i], p->argv, p->envp);
 		if (errno != ENOENT)
-			err = errno;   /* e.g. EACCES: worth more than "not found" */
+			err = errno; /* e.g. EACCES: worth more than "not found" */
 	}
 	fail(p, SB_STEP_EXEC, err);
 }

@@ -14,8 +14,8 @@
 #include "sandbox_io.h"
 
 #define CHUNK          65536
-#define READS_PER_TURN 16       /* a flooding fd must not starve the deadline */
-#define NO_PIDFD_TICK  10       /* ms between waitpid() polls without a pidfd */
+#define READS_PER_TURN 16 /* a flooding fd must not starve the deadline */
+#define NO_PIDFD_TICK  10 /* ms between waitpid() polls without a pidfd */
 
 /* Keep what fits under the limit; count the rest. */
 static int keep(struct sb_capture *c, const char *buf, size_t n)
@@ -65,7 +65,7 @@ static int drain(struct sb_capture *c)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			break;
-		fs_close(&c->fd);     /* EOF, or an error we cannot do anything about */
+		fs_close(&c->fd); /* EOF, or an error we cannot do anything about */
 	}
 	return 0;
 }
@@ -84,7 +84,7 @@ static void feed(struct sb_feed *f)
 			continue;
 		if (w < 0 && errno == EAGAIN)
 			return;
-		break;   /* EPIPE: the program closed its stdin; its business */
+		break; /* EPIPE: the program closed its stdin; its business */
 	}
 	fs_close(&f->fd);
 }
@@ -158,14 +158,14 @@ int sb_pump_run(struct sb_pump *p)
 			if (err)
 				return err;
 		}
-		if (!exited && ((pid_i >= 0 && fds[pid_i].revents) ||
-				(p->pidfd < 0 && reap(p, WNOHANG)))) {
+		if (!exited &&
+		    ((pid_i >= 0 && fds[pid_i].revents) || (p->pidfd < 0 && reap(p, WNOHANG)))) {
 			if (pid_i >= 0)
 				reap(p, 0);
 			exited = true;
 			p->end_ms = clock_ms(CLOCK_MONOTONIC);
 			linger_until = p->end_ms + (uint64_t)p->linger_ms;
-			fs_close(&p->in.fd);   /* nobody left to read it */
+			fs_close(&p->in.fd); /* nobody left to read it */
 		}
 	}
 }

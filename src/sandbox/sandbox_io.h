@@ -10,35 +10,35 @@
 #include <sys/types.h>
 
 struct sb_capture {
-	int      fd;                /* read end (O_NONBLOCK); -1 after EOF */
-	char    *data;              /* the first `limit` bytes, NUL-terminated */
-	size_t   len, alloc;
-	size_t   limit;
-	uint64_t seen;              /* everything read, kept or not */
-	bool     truncated;
+	int fd;     /* read end (O_NONBLOCK); -1 after EOF */
+	char *data; /* the first `limit` bytes, NUL-terminated */
+	size_t len, alloc;
+	size_t limit;
+	uint64_t seen; /* everything read, kept or not */
+	bool truncated;
 };
 
 struct sb_feed {
-	int         fd;             /* write end (O_NONBLOCK); -1 when done */
+	int fd; /* write end (O_NONBLOCK); -1 when done */
 	const char *data;
-	size_t      len, off;
+	size_t len, off;
 };
 
 enum sb_pump_end {
-	SB_PUMP_EXITED = 1,         /* the main process exited; `status` is set */
-	SB_PUMP_DEADLINE,           /* the deadline passed first */
-	SB_PUMP_OVERSIZE,           /* stdout went over its limit */
+	SB_PUMP_EXITED = 1, /* the main process exited; `status` is set */
+	SB_PUMP_DEADLINE,   /* the deadline passed first */
+	SB_PUMP_OVERSIZE,   /* stdout went over its limit */
 };
 
 struct sb_pump {
-	pid_t    pid;
-	int      pidfd;             /* -1: poll waitpid() instead */
-	struct sb_feed    in;
+	pid_t pid;
+	int pidfd; /* -1: poll waitpid() instead */
+	struct sb_feed in;
 	struct sb_capture out, err;
-	uint64_t deadline_ms;       /* on clock_ms(CLOCK_MONOTONIC) */
-	int      linger_ms;         /* after the main exit, for the pipes */
-	int      status;            /* wait status, when exited */
-	uint64_t end_ms;            /* when the outcome was decided */
+	uint64_t deadline_ms; /* on clock_ms(CLOCK_MONOTONIC) */
+	int linger_ms;        /* after the main exit, for the pipes */
+	int status;           /* wait status, when exited */
+	uint64_t end_ms;      /* when the outcome was decided */
 };
 
 
@@ -55,7 +55,7 @@ void sb_pump_close(struct sb_pump *p);
  * meanwhile is consumed, unless it was pending already. */
 struct sb_sigpipe_guard {
 	sigset_t old;
-	bool     was_pending;
+	bool was_pending;
 };
 
 void sb_sigpipe_block(struct sb_sigpipe_guard *g);

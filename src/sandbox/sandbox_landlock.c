@@ -22,13 +22,13 @@
 
 struct ll_ruleset_attr {
 	uint64_t handled_access_fs;
-	uint64_t handled_access_net;   /* ABI 4 */
-	uint64_t scoped;               /* ABI 6 */
+	uint64_t handled_access_net; /* ABI 4 */
+	uint64_t scoped;             /* ABI 6 */
 };
 
 struct ll_path_beneath_attr {
 	uint64_t allowed_access;
-	int32_t  parent_fd;
+	int32_t parent_fd;
 } __attribute__((packed));
 
 struct ll_net_port_attr {
@@ -40,16 +40,16 @@ struct ll_net_port_attr {
 #define LL_RULE_PATH_BENEATH      1
 #define LL_RULE_NET_PORT          2
 
-#define FS_EXECUTE     (1ULL << 0)
-#define FS_WRITE_FILE  (1ULL << 1)
-#define FS_READ_FILE   (1ULL << 2)
-#define FS_READ_DIR    (1ULL << 3)
-#define FS_MAKE_CHAR   (1ULL << 6)
-#define FS_MAKE_BLOCK  (1ULL << 11)
-#define FS_ABI1_ALL    ((1ULL << 13) - 1)   /* EXECUTE .. MAKE_SYM */
-#define FS_REFER       (1ULL << 13)         /* ABI 2 */
-#define FS_TRUNCATE    (1ULL << 14)         /* ABI 3 */
-#define FS_IOCTL_DEV   (1ULL << 15)         /* ABI 5 */
+#define FS_EXECUTE    (1ULL << 0)
+#define FS_WRITE_FILE (1ULL << 1)
+#define FS_READ_FILE  (1ULL << 2)
+#define FS_READ_DIR   (1ULL << 3)
+#define FS_MAKE_CHAR  (1ULL << 6)
+#define FS_MAKE_BLOCK (1ULL << 11)
+#define FS_ABI1_ALL   ((1ULL << 13) - 1) /* EXECUTE .. MAKE_SYM */
+#define FS_REFER      (1ULL << 13)       /* ABI 2 */
+#define FS_TRUNCATE   (1ULL << 14)       /* ABI 3 */
+#define FS_IOCTL_DEV  (1ULL << 15)       /* ABI 5 */
 /* The rights that apply to a file (the others need a directory). */
 #define FS_FILE_RIGHTS (FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV)
 
@@ -110,7 +110,8 @@ static int allow_path(int ruleset, const char *path, uint64_t rights, uint64_t h
 	if (attr.allowed_access &&
 	    syscall(__NR_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &attr, 0)) {
 		err = -errno;
-		snprintf(detail, dlen, "landlock: cannot add a rule for %s: %s", path, strerror(errno));
+		snprintf(detail, dlen, "landlock: cannot add a rule for %s: %s", path,
+			 strerror(errno));
 	}
 	close(fd);
 	return err;
@@ -132,13 +133,14 @@ static int allow_tcp_ports(int ruleset, const struct sg_policy *p, char *detail,
 {
 	for (int i = 0; i < p->n_egress; i++) {
 		const struct sg_egress_allow *e = &p->egress[i];
-		struct ll_net_port_attr attr = { .allowed_access = NET_CONNECT_TCP, .port = e->port };
+		struct ll_net_port_attr attr = { .allowed_access = NET_CONNECT_TCP,
+						 .port = e->port };
 
 		if (e->proto != 0 && e->proto != IPPROTO_TCP)
 			continue;
 		if (syscall(__NR_landlock_add_rule, ruleset, LL_RULE_NET_PORT, &attr, 0)) {
-			snprintf(detail, dlen, "landlock: cannot allow TCP port %u: %s",
-				 e->port, strerror(errno));
+			snprintf(detail, dlen, "landlock: cannot allow TCP port %u: %s", e->port,
+				 strerror(errno));
 			return -errno;
 		}
 	}
@@ -179,8 +181,8 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 	}
 	fd = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof(attr), 0);
 	if (fd < 0) {
-		snprintf(detail, dlen, "landlock: cannot create a ruleset (ABI %d): %s",
-			 abi, strerror(errno));
+		snprintf(detail, dlen, "landlock: cannot create a ruleset (ABI %d): %s", abi,
+			 strerror(errno));
 		return -errno;
 	}
 	for (int i = 0; i < p->n_read_only && !err; i++) {
@@ -190,8 +192,8 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 		 * read-write (subprocess.DEVNULL, shell redirections). */
 		if (!strcmp(p->read_only[i], "/dev/null"))
 			rights |= FS_WRITE_FILE | FS_TRUNCATE;
-		err = allow_path(fd, p->read_only[i], rights, attr.handled_access_fs,
-				 false, detail, dlen);
+		err = allow_path(fd, p->read_only[i], rights, attr.handled_access_fs, false, detail,
+				 dlen);
 	}
 	/* Everything in the scratch but device nodes (and device ioctls);
 	 * execute only where compiled languages need it. */
@@ -199,8 +201,8 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 	if (!exec_in_scratch)
 		scratch_rights &= ~FS_EXECUTE;
 	if (!err)
-		err = allow_path(fd, scratch, scratch_rights, attr.handled_access_fs,
-				 true, detail, dlen);
+		err = allow_path(fd, scratch, scratch_rights, attr.handled_access_fs, true, detail,
+				 dlen);
 	if (!err && (attr.handled_access_net & NET_CONNECT_TCP))
 		err = allow_tcp_ports(fd, p, detail, dlen);
 	if (err) {

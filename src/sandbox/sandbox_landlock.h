@@ -27,7 +27,7 @@ int landlock_abi(void);
 
 /* What Landlock leaves to the agent's eBPF programs. */
 struct landlock_delegation {
-	bool reads;         /* FS_READ_FILE / FS_READ_DIR */
+	bool reads; /* FS_READ_FILE / FS_READ_DIR */
 	bool tcp_connect;
 };
 

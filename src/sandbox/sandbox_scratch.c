@@ -31,7 +31,7 @@ bool sb_scratch_path_valid(const char *rel)
 			break;
 		p = slash + 1;
 		if (!*p)
-			return false;   /* trailing '/' */
+			return false; /* trailing '/' */
 	}
 	return strlen(rel) < PATH_MAX;
 }
@@ -49,8 +49,8 @@ bool sb_scratch_paths_conflict(const char *a, const char *b)
 
 /* The tenant directory must be root's and closed to listing, or sandboxes
  * could find (and race for) each other's scratch names. */
-static int open_tenant_dir(const char *root, const char *tenant, bool create,
-			   char *detail, size_t dlen)
+static int open_tenant_dir(const char *root, const char *tenant, bool create, char *detail,
+			   size_t dlen)
 {
 	int rootfd, fd;
 	struct stat st;
@@ -89,9 +89,8 @@ static int open_tenant_dir(const char *root, const char *tenant, bool create,
 	return fd;
 }
 
-int sb_scratch_create(const char *root, const char *tenant, const char *id,
-		      uid_t uid, gid_t gid, char *path, size_t plen,
-		      char *detail, size_t dlen)
+int sb_scratch_create(const char *root, const char *tenant, const char *id, uid_t uid, gid_t gid,
+		      char *path, size_t plen, char *detail, size_t dlen)
 {
 	int tfd, fd, err;
 
@@ -110,7 +109,8 @@ int sb_scratch_create(const char *root, const char *tenant, const char *id,
 	if (mkdirat(tfd, id, 0700)) {
 		err = -errno;
 		if (err != -EEXIST)
-			snprintf(detail, dlen, "cannot create scratch %s: %s", path, strerror(errno));
+			snprintf(detail, dlen, "cannot create scratch %s: %s", path,
+				 strerror(errno));
 		close(tfd);
 		return err;
 	}
@@ -191,8 +191,8 @@ static int write_one(int dirfd, const struct sandbox_file *f, uid_t uid, gid_t g
 	return err;
 }
 
-int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files,
-			   size_t n, uid_t uid, gid_t gid, char *detail, size_t dlen)
+int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files, size_t n,
+			   uid_t uid, gid_t gid, char *detail, size_t dlen)
 {
 	int dirfd, err = 0;
 
@@ -205,7 +205,8 @@ int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files
 	}
 	for (size_t i = 0; i < n && !err; i++) {
 		if (!sb_scratch_path_valid(files[i].path) || (files[i].len && !files[i].data)) {
-			snprintf(detail, dlen, "bad scratch file path '%s': must be relative, "
+			snprintf(detail, dlen,
+				 "bad scratch file path '%s': must be relative, "
 				 "without '..', '.' or empty components",
 				 files[i].path ? files[i].path : "(null)");
 			err = -EINVAL;
@@ -213,8 +214,8 @@ int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files
 		}
 		err = write_one(dirfd, &files[i], uid, gid);
 		if (err)
-			snprintf(detail, dlen, "cannot write scratch file %s/%s: %s",
-				 scratch, files[i].path, strerror(-err));
+			snprintf(detail, dlen, "cannot write scratch file %s/%s: %s", scratch,
+				 files[i].path, strerror(-err));
 	}
 	close(dirfd);
 	return err;
@@ -256,8 +257,8 @@ static int open_beneath(int dirfd, const char *rel)
 	return fd;
 }
 
-int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner,
-		     size_t cap, struct sandbox_fetched *out)
+int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner, size_t cap,
+		     struct sandbox_fetched *out)
 {
 	struct stat st;
 	int dirfd, fd;
@@ -308,7 +309,10 @@ int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner,
 /* The directories remove_contents() descended through, by identity, so
  * that climbing back through ".." can check it lands where it came from. */
 struct dir_trail {
-	struct { dev_t dev; ino_t ino; } *at;
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} * at;
 	size_t n, cap;
 };
 

@@ -14,20 +14,19 @@
 /* Create the scratch (and the root and tenant directories if missing) and
  * put its path in `path`. Returns 0, -EEXIST when the id is taken (pick
  * another), or -errno with `detail` filled in. */
-int sb_scratch_create(const char *root, const char *tenant, const char *id,
-		      uid_t uid, gid_t gid, char *path, size_t plen,
-		      char *detail, size_t dlen);
+int sb_scratch_create(const char *root, const char *tenant, const char *id, uid_t uid, gid_t gid,
+		      char *path, size_t plen, char *detail, size_t dlen);
 
 /* Write spec files into a fresh scratch, owned by uid/gid. -ENOSPC when the
  * disk is full, -EINVAL for a bad relative path. */
-int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files,
-			   size_t n, uid_t uid, gid_t gid, char *detail, size_t dlen);
+int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files, size_t n,
+			   uid_t uid, gid_t gid, char *detail, size_t dlen);
 
 /* Read back <scratch>/<rel>: only a regular file owned by `owner`, reached
  * without symlinks, at most `cap` bytes. A missing or refused file leaves
  * out->data NULL and returns 0; -ENOMEM is the only error. */
-int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner,
-		     size_t cap, struct sandbox_fetched *out);
+int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner, size_t cap,
+		     struct sandbox_fetched *out);
 
 /* Remove <root>/<tenant>/<id> and everything in it. */
 int sb_scratch_remove(const char *root, const char *tenant, const char *id);

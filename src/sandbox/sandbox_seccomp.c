@@ -14,7 +14,7 @@
 #include "lib/array_len.h"
 
 #if defined(__x86_64__)
-#define NATIVE_ARCH AUDIT_ARCH_X86_64
+#define NATIVE_ARCH     AUDIT_ARCH_X86_64
 #define X32_SYSCALL_BIT 0x40000000
 #elif defined(__aarch64__)
 #define NATIVE_ARCH AUDIT_ARCH_AARCH64
@@ -24,50 +24,86 @@
  * call (and old headers lack new ones). */
 static const int denied[] = {
 #ifdef __NR_io_uring_setup
-	__NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
+	__NR_io_uring_setup,
+	__NR_io_uring_enter,
+	__NR_io_uring_register,
 #endif
-	__NR_ptrace, __NR_bpf, __NR_perf_event_open,
-	__NR_mount, __NR_umount2, __NR_pivot_root, __NR_chroot,
+	__NR_ptrace,
+	__NR_bpf,
+	__NR_perf_event_open,
+	__NR_mount,
+	__NR_umount2,
+	__NR_pivot_root,
+	__NR_chroot,
 #ifdef __NR_fsopen
-	__NR_fsopen, __NR_fsconfig, __NR_fsmount, __NR_fspick, __NR_move_mount, __NR_open_tree,
+	__NR_fsopen,
+	__NR_fsconfig,
+	__NR_fsmount,
+	__NR_fspick,
+	__NR_move_mount,
+	__NR_open_tree,
 #endif
 #ifdef __NR_mount_setattr
 	__NR_mount_setattr,
 #endif
-	__NR_unshare, __NR_setns,
-	__NR_keyctl, __NR_add_key, __NR_request_key,
+	__NR_unshare,
+	__NR_setns,
+	__NR_keyctl,
+	__NR_add_key,
+	__NR_request_key,
 	__NR_kexec_load,
 #ifdef __NR_kexec_file_load
 	__NR_kexec_file_load,
 #endif
-	__NR_process_vm_readv, __NR_process_vm_writev,
-	__NR_open_by_handle_at, __NR_name_to_handle_at,
+	__NR_process_vm_readv,
+	__NR_process_vm_writev,
+	__NR_open_by_handle_at,
+	__NR_name_to_handle_at,
 	__NR_userfaultfd,
 #ifdef __NR_pidfd_getfd
 	__NR_pidfd_getfd,
 #endif
-	__NR_init_module, __NR_finit_module, __NR_delete_module,
-	__NR_swapon, __NR_swapoff, __NR_reboot, __NR_acct, __NR_quotactl,
-	__NR_syslog, __NR_vhangup,
+	__NR_init_module,
+	__NR_finit_module,
+	__NR_delete_module,
+	__NR_swapon,
+	__NR_swapoff,
+	__NR_reboot,
+	__NR_acct,
+	__NR_quotactl,
+	__NR_syslog,
+	__NR_vhangup,
 #ifdef __NR_uselib
 	__NR_uselib,
 #endif
 #ifdef __NR_iopl
-	__NR_iopl, __NR_ioperm,
+	__NR_iopl,
+	__NR_ioperm,
 #endif
 };
 
 /* clone() flags that would create a namespace (CLONE_NEWTIME is only
  * accepted by clone3 and unshare, both covered). */
-#define CLONE_NS_FLAGS (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | \
-			CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET)
+#define CLONE_NS_FLAGS                                                                 \
+	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | \
+	 CLONE_NEWPID | CLONE_NEWNET)
 
 #ifndef MFD_NOEXEC_SEAL
-#define MFD_NOEXEC_SEAL 0x0008U   /* linux 6.3 */
+#define MFD_NOEXEC_SEAL 0x0008U /* linux 6.3 */
 #endif
 
-enum label { L_NEXT, L_ALLOW, L_EPERM, L_ENOSYS, L_SOCKET, L_INET, L_INET_STREAM,
-	     L_INET_DGRAM, L_MEMFD, L__COUNT };
+enum label {
+	L_NEXT,
+	L_ALLOW,
+	L_EPERM,
+	L_ENOSYS,
+	L_SOCKET,
+	L_INET,
+	L_INET_STREAM,
+	L_INET_DGRAM,
+	L_MEMFD,
+	L__COUNT
+};
 
 struct builder {
 	struct sb_seccomp *f;
@@ -161,7 +197,8 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[0], 0, 0);
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, AF_INET, L_INET, L_NEXT);
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, L_INET, L_NEXT);
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, rules->allow_unix ? L_ALLOW : L_EPERM, L_EPERM);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, rules->allow_unix ? L_ALLOW : L_EPERM,
+	     L_EPERM);
 	place(&b, L_INET);
 	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[1], 0, 0);
 	emit(&b, BPF_ALU | BPF_AND | BPF_K, ~(uint32_t)(SOCK_NONBLOCK | SOCK_CLOEXEC), 0, 0);

@@ -25,13 +25,13 @@
 
 struct sb_seccomp {
 	struct sock_filter insns[SB_SECCOMP_MAX_INSNS];
-	struct sock_fprog  prog;
+	struct sock_fprog prog;
 };
 
 /* What the policy opens up in the filter. */
 struct sb_seccomp_rules {
-	bool allow_unix;    /* socket(AF_UNIX, ...) */
-	bool allow_udp;     /* socket(AF_INET{,6}, SOCK_DGRAM, 0|IPPROTO_UDP) */
+	bool allow_unix; /* socket(AF_UNIX, ...) */
+	bool allow_udp;  /* socket(AF_INET{,6}, SOCK_DGRAM, 0|IPPROTO_UDP) */
 };
 
 /* Build the filter (in the parent). 0, or -EOPNOTSUPP on an architecture

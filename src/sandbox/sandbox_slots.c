@@ -96,8 +96,8 @@ int sb_slot_acquire(struct sb_slot *slot, char *detail, size_t dlen)
 		if (err == -EWOULDBLOCK)
 			continue;
 		if (err) {
-			snprintf(detail, dlen, "cannot lock slot %u in %s: %s",
-				 (unsigned)uid, SB_SLOT_DIR, strerror(-err));
+			snprintf(detail, dlen, "cannot lock slot %u in %s: %s", (unsigned)uid,
+				 SB_SLOT_DIR, strerror(-err));
 			return err;
 		}
 		if (account_exists(uid)) {
@@ -113,14 +113,14 @@ int sb_slot_acquire(struct sb_slot *slot, char *detail, size_t dlen)
 		slot->gid = (gid_t)uid;
 		return 0;
 	}
-	snprintf(detail, dlen, "all %d sandbox slots (uids %u..%u) are in use",
-		 SB_SLOTS, (unsigned)base, (unsigned)(base + SB_SLOTS - 1));
+	snprintf(detail, dlen, "all %d sandbox slots (uids %u..%u) are in use", SB_SLOTS,
+		 (unsigned)base, (unsigned)(base + SB_SLOTS - 1));
 	return -EBUSY;
 }
 
 void sb_slot_release(struct sb_slot *slot)
 {
 	if (slot->lock_fd >= 0)
-		close(slot->lock_fd);   /* closing drops the flock */
+		close(slot->lock_fd); /* closing drops the flock */
 	slot->lock_fd = -1;
 }

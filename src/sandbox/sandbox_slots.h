@@ -17,7 +17,7 @@
 #define SB_SLOT_DIR         "/run/sandguard/slots"
 
 struct sb_slot {
-	int   lock_fd;              /* -1 when no slot is held */
+	int lock_fd; /* -1 when no slot is held */
 	uid_t uid;
 	gid_t gid;
 };

@@ -26,16 +26,16 @@
 #include "lib/http_listen.h"
 #include "serve_internal.h"
 
-#define DRAIN_MAX   (64u << 20)   /* chunked bytes past max_body we read and drop */
+#define DRAIN_MAX      (64u << 20) /* chunked bytes past max_body we read and drop */
 #define LISTEN_BACKLOG 1024
 #define DRAIN_POLL_US  20000
 
 /* One request's state across the access handler's calls. */
 struct conn {
-	char  *body;
+	char *body;
 	size_t len, cap;
-	size_t dropped;               /* bytes past max_body, read and dropped */
-	bool   too_large;
+	size_t dropped; /* bytes past max_body, read and dropped */
+	bool too_large;
 	unsigned long long announced; /* an oversized Content-Length, else 0 */
 };
 
@@ -55,7 +55,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *mc, struct serve_reply 
 	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(text);
-		return MHD_NO;   /* MHD closes the connection */
+		return MHD_NO; /* MHD closes the connection */
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	if (rp->retry_after_s) {
@@ -77,11 +77,15 @@ static enum MHD_Result reply_too_large(struct serve *s, struct MHD_Connection *m
 	enum MHD_Result ret;
 
 	if (announced)
-		serve_error(&rp, 413, "request body of %llu bytes exceeds the limit of %zu bytes "
-			    "(sandguard serve --max-body)", announced, s->cfg.max_body);
+		serve_error(&rp, 413,
+			    "request body of %llu bytes exceeds the limit of %zu bytes "
+			    "(sandguard serve --max-body)",
+			    announced, s->cfg.max_body);
 	else
-		serve_error(&rp, 413, "request body exceeds the limit of %zu bytes "
-			    "(sandguard serve --max-body)", s->cfg.max_body);
+		serve_error(&rp, 413,
+			    "request body exceeds the limit of %zu bytes "
+			    "(sandguard serve --max-body)",
+			    s->cfg.max_body);
 	ret = send_reply(mc, &rp);
 	serve_reply_free(&rp);
 	return ret;
@@ -155,11 +159,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 	if (cn->too_large)
 		return reply_too_large(s, mc, cn->announced);
 	rq = (struct serve_request){
-		.method = method, .url = url,
+		.method = method,
+		.url = url,
 		.tenant_header = header(mc, SERVE_TENANT_HEADER),
 		.run_id_header = header(mc, SERVE_RUN_ID_HEADER),
 		.request_id_header = header(mc, SERVE_REQUEST_ID_HEADER),
-		.body = cn->body ? cn->body : "", .body_len = cn->len,
+		.body = cn->body ? cn->body : "",
+		.body_len = cn->len,
 	};
 	serve_handle(s, &rq, &rp);
 	ret = send_reply(mc, &rp);
@@ -197,8 +203,8 @@ int serve_start(const struct serve_config *cfg, struct serve **out)
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
-	snprintf(s->policy_dir, sizeof(s->policy_dir), "%s", cfg->policy_dir ? cfg->policy_dir
-										 : policy_dir_default());
+	snprintf(s->policy_dir, sizeof(s->policy_dir), "%s",
+		 cfg->policy_dir ? cfg->policy_dir : policy_dir_default());
 	s->cfg.policy_dir = s->policy_dir;
 	ret = serve_langs_init(&s->langs, cfg->languages ? cfg->languages : SERVE_LANGUAGES_DEFAULT,
 			       err, sizeof(err));
@@ -223,13 +229,11 @@ int serve_start(const struct serve_config *cfg, struct serve **out)
 	}
 	s->daemon = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-		MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
-		MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, "serve http",
-		MHD_OPTION_LISTEN_SOCKET, fd,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)SERVE_IDLE_TIMEOUT_S,
-		MHD_OPTION_END);
+			MHD_USE_ITC | MHD_USE_ERROR_LOG,
+		0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
+		"serve http", MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+		on_completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)SERVE_IDLE_TIMEOUT_S, MHD_OPTION_END);
 	if (!s->daemon) {
 		sg_error("serve: libmicrohttpd would not start on %s", cfg->listen);
 		close(fd);

@@ -32,19 +32,19 @@
 #define SERVE_QUEUE_DEFAULT           64
 #define SERVE_TENANT_QUEUE_DEFAULT    32
 #define SERVE_MAX_CONNECTIONS_DEFAULT 512
-#define SERVE_IDLE_TIMEOUT_S          60    /* a silent client is dropped */
+#define SERVE_IDLE_TIMEOUT_S          60 /* a silent client is dropped */
 #define SERVE_LANGUAGES_DEFAULT       "python"
 
 struct serve_config {
-	const char *listen;            /* "ADDR:PORT", numeric; port 0 picks one */
+	const char *listen; /* "ADDR:PORT", numeric; port 0 picks one */
 	const char *policy_dir;
-	size_t      max_body;          /* bytes */
-	uint32_t    max_concurrency;   /* requests running at once, all tenants */
-	uint32_t    queue;             /* requests waiting, all tenants */
-	uint32_t    tenant_queue;      /* requests waiting, one tenant */
-	uint32_t    max_connections;
-	const char *languages;         /* "python" or "python,cpp" */
-	sandbox_runner run;            /* NULL = sandbox_run (tests inject a fake) */
+	size_t max_body;          /* bytes */
+	uint32_t max_concurrency; /* requests running at once, all tenants */
+	uint32_t queue;           /* requests waiting, all tenants */
+	uint32_t tenant_queue;    /* requests waiting, one tenant */
+	uint32_t max_connections;
+	const char *languages; /* "python" or "python,cpp" */
+	sandbox_runner run;    /* NULL = sandbox_run (tests inject a fake) */
 };
 
 struct serve;

@@ -29,7 +29,7 @@ struct serve_gate {
 	uint32_t max_running, max_waiting, tenant_queue;
 	uint32_t running, waiting;
 	bool closed;
-	struct gate_tenant *tenants;   /* those with a running or waiting request */
+	struct gate_tenant *tenants; /* those with a running or waiting request */
 	struct gate_waiter *head, *tail;
 };
 
@@ -42,7 +42,7 @@ struct serve_gate *gate_new(uint32_t max_running, uint32_t max_waiting, uint32_t
 		return NULL;
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);   /* waits immune to clock steps */
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* waits immune to clock steps */
 	pthread_cond_init(&g->changed, &attr);
 	pthread_condattr_destroy(&attr);
 	g->max_running = max_running ? max_running : 1;
@@ -117,7 +117,8 @@ static bool may_start(const struct serve_gate *g, const struct gate_waiter *self
 	return true;
 }
 
-static enum gate_verdict blame(const struct serve_gate *g, const struct gate_tenant *t, uint32_t cap)
+static enum gate_verdict blame(const struct serve_gate *g, const struct gate_tenant *t,
+			       uint32_t cap)
 {
 	if (g->closed)
 		return GATE_CLOSED;
@@ -182,7 +183,7 @@ enum gate_verdict gate_enter(struct serve_gate *g, const char *tenant, uint32_t 
 	w.t = tenant_get(g, tenant);
 	if (!w.t) {
 		pthread_mutex_unlock(&g->lock);
-		return GATE_SERVER_FULL;   /* out of memory: the server's problem */
+		return GATE_SERVER_FULL; /* out of memory: the server's problem */
 	}
 	if (may_start(g, NULL, w.t, w.cap))
 		goto start;

@@ -29,11 +29,11 @@
 
 enum gate_verdict {
 	GATE_OK = 0,
-	GATE_TENANT_FULL,      /* the tenant's cap, no place within its wait: 429 */
-	GATE_TENANT_QUEUE,     /* the tenant's share of the queue is full: 429 */
-	GATE_SERVER_FULL,      /* the server's cap, no place within the wait: 503 */
-	GATE_SERVER_QUEUE,     /* the server's queue is full: 503 */
-	GATE_CLOSED,           /* shutting down: 503 */
+	GATE_TENANT_FULL,  /* the tenant's cap, no place within its wait: 429 */
+	GATE_TENANT_QUEUE, /* the tenant's share of the queue is full: 429 */
+	GATE_SERVER_FULL,  /* the server's cap, no place within the wait: 503 */
+	GATE_SERVER_QUEUE, /* the server's queue is full: 503 */
+	GATE_CLOSED,       /* shutting down: 503 */
 };
 
 struct serve_gate;
@@ -61,12 +61,12 @@ enum serve_lang_id { LANG_PYTHON = 0, LANG_CPP, LANG__COUNT };
 
 struct serve_langs {
 	bool enabled[LANG__COUNT];
-	char python[PATH_MAX];         /* the interpreter */
-	char cxx[PATH_MAX];            /* the C++ compiler driver */
-	char loader[PATH_MAX];         /* runs a compiled program (see serve_lang.c) */
+	char python[PATH_MAX]; /* the interpreter */
+	char cxx[PATH_MAX];    /* the C++ compiler driver */
+	char loader[PATH_MAX]; /* runs a compiled program (see serve_lang.c) */
 	/* Every program a language execs, for the exec.allow check. */
 	char tools[LANG__COUNT][SERVE_LANG_TOOLS][PATH_MAX];
-	int  n_tools[LANG__COUNT];
+	int n_tools[LANG__COUNT];
 };
 
 /* `list`: comma-separated names ("python,cpp"). Finds the interpreter,
@@ -90,10 +90,10 @@ struct serve {
 	char policy_dir[PATH_MAX];
 	struct serve_gate *gate;
 	struct serve_langs langs;
-	char host[256];                /* executor_pod_name */
-	uint32_t id_prefix;            /* request ids: sg-<prefix>-<seq> */
+	char host[256];     /* executor_pod_name */
+	uint32_t id_prefix; /* request ids: sg-<prefix>-<seq> */
 	atomic_ulong seq;
-	atomic_uint in_flight;         /* requests begun and not yet answered */
+	atomic_uint in_flight; /* requests begun and not yet answered */
 	struct MHD_Daemon *daemon;
 	uint16_t port;
 };
@@ -101,19 +101,19 @@ struct serve {
 struct serve_request {
 	const char *method;
 	const char *url;
-	const char *tenant_header;     /* NULL when absent */
+	const char *tenant_header; /* NULL when absent */
 	const char *run_id_header;
 	const char *request_id_header;
 	const char *body;
-	size_t      body_len;
+	size_t body_len;
 };
 
 struct serve_reply {
-	unsigned    status;
-	json_t     *body;              /* owned; sent as application/json */
-	unsigned    retry_after_s;     /* 0: no Retry-After */
-	const char *allow;             /* 405: the Allow header */
-	int         real_digits;       /* significant digits of reals; 0: round-trip exact */
+	unsigned status;
+	json_t *body;           /* owned; sent as application/json */
+	unsigned retry_after_s; /* 0: no Retry-After */
+	const char *allow;      /* 405: the Allow header */
+	int real_digits;        /* significant digits of reals; 0: round-trip exact */
 };
 
 /* Everything a POST handler knows about its request once the body parsed,
@@ -123,17 +123,17 @@ struct serve_call {
 	const struct serve_request *rq;
 	char tenant[SG_TENANT_MAX];
 	char request_id[SG_ID_MAX + 1];
-	const char *run_id;            /* NULL when none */
+	const char *run_id; /* NULL when none */
 	const struct sg_policy *policy;
-	struct agent_conn *agent;      /* set for execute(); NULL: none answers */
+	struct agent_conn *agent; /* set for execute(); NULL: none answers */
 };
 
 /* One POST endpoint: validate (4xx, never booked), then run admitted. */
 struct serve_endpoint {
-	const char *mode;              /* booking mode: "run", "batch", "verify" */
-	bool body_tenant;              /* the body may name the tenant */
+	const char *mode; /* booking mode: "run", "batch", "verify" */
+	bool body_tenant; /* the body may name the tenant */
 	/* 0 with *plan set, or -1 with the 4xx reply filled in. */
-	int  (*prepare)(struct serve_call *c, json_t *body, void **plan, struct serve_reply *rp);
+	int (*prepare)(struct serve_call *c, json_t *body, void **plan, struct serve_reply *rp);
 	void (*execute)(struct serve_call *c, void *plan, struct serve_reply *rp);
 	/* The tenant's policy could not be loaded (a platform error). */
 	void (*policy_error)(struct serve_call *c, const char *detail, struct serve_reply *rp);
@@ -160,7 +160,8 @@ unsigned serve_retry_after(const struct sg_policy *p);
  * SG_ID_MAX bytes, and a positive integer timeout within the policy's.
  * Return 0, or -1 with a 400 in rp. */
 int serve_opt_id(json_t *body, const char *key, const char **out, struct serve_reply *rp);
-int serve_opt_timeout(json_t *body, const struct sg_policy *p, uint64_t *ms, struct serve_reply *rp);
+int serve_opt_timeout(json_t *body, const struct sg_policy *p, uint64_t *ms,
+		      struct serve_reply *rp);
 /* Reject keys outside `known` (NULL-terminated), naming them all. */
 int serve_known_keys(json_t *body, const char *const *known, struct serve_reply *rp);
 
@@ -169,21 +170,21 @@ int serve_known_keys(json_t *body, const char *const *known, struct serve_reply 
 struct runcode_plan {
 	enum serve_lang_id lang;
 	uint64_t compile_timeout_ms;
-	uint64_t run_timeout_ms;       /* before the policy's clamp */
-	uint64_t memory_mb;            /* 0: the policy's */
-	const char *code;              /* points into the body */
-	size_t   code_len;
+	uint64_t run_timeout_ms; /* before the policy's clamp */
+	uint64_t memory_mb;      /* 0: the policy's */
+	const char *code;        /* points into the body */
+	size_t code_len;
 	const char *stdin_data;
-	size_t   stdin_len;
-	struct sandbox_file *files;    /* the code file first, then the request's */
-	size_t   n_files;
+	size_t stdin_len;
+	struct sandbox_file *files; /* the code file first, then the request's */
+	size_t n_files;
 	const char **fetch;
-	size_t   n_fetch;
-	json_t  *body;                 /* holds the strings above */
+	size_t n_fetch;
+	json_t *body; /* holds the strings above */
 };
 
-#define RUNCODE_MAX_FILES  256
-#define RUNCODE_MAX_FETCH  16
+#define RUNCODE_MAX_FILES 256
+#define RUNCODE_MAX_FETCH 16
 
 /* Parse and check a /run_code body. 0, or -1 with a 400 in rp. */
 int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, const char *tenant,

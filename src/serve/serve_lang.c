@@ -50,7 +50,8 @@ bool serve_exec_allowed(const struct sg_policy *p, const char *path)
 	bool resolved = realpath(path, real) != NULL;
 
 	for (int i = 0; i < p->n_exec_allow; i++)
-		if (glob_match(p->exec_allow[i], path) || (resolved && glob_match(p->exec_allow[i], real)))
+		if (glob_match(p->exec_allow[i], path) ||
+		    (resolved && glob_match(p->exec_allow[i], real)))
 			return true;
 	return false;
 }
@@ -64,11 +65,12 @@ const char *serve_lang_denied(const struct serve_langs *l, enum serve_lang_id id
 	return NULL;
 }
 
-static int add_tool(struct serve_langs *l, enum serve_lang_id id, const char *path,
-		    char *err, size_t err_len)
+static int add_tool(struct serve_langs *l, enum serve_lang_id id, const char *path, char *err,
+		    size_t err_len)
 {
 	if (access(path, X_OK)) {
-		snprintf(err, err_len, "language %s needs %s: %s", lang_names[id], path, strerror(errno));
+		snprintf(err, err_len, "language %s needs %s: %s", lang_names[id], path,
+			 strerror(errno));
 		return -ENOENT;
 	}
 	if (l->n_tools[id] == SERVE_LANG_TOOLS) {
@@ -95,7 +97,8 @@ static int own_loader(char *out, size_t len)
 		return -ENOEXEC;
 	}
 	for (int i = 0; i < eh.e_phnum; i++) {
-		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * sizeof(ph))) != sizeof(ph))
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * sizeof(ph))) !=
+		    sizeof(ph))
 			break;
 		if (ph.p_type != PT_INTERP)
 			continue;
@@ -153,7 +156,8 @@ static int init_cpp(struct serve_langs *l, char *err, size_t err_len)
 		return ret;
 	for (size_t i = 0; i < ARRAY_LEN(helpers); i++) {
 		if (compiler_program(helpers[i], path, sizeof(path))) {
-			snprintf(err, err_len, "language cpp: %s cannot find its %s", CXX_PATH, helpers[i]);
+			snprintf(err, err_len, "language cpp: %s cannot find its %s", CXX_PATH,
+				 helpers[i]);
 			return -ENOENT;
 		}
 		if ((ret = add_tool(l, LANG_CPP, path, err, err_len)))
@@ -161,7 +165,8 @@ static int init_cpp(struct serve_langs *l, char *err, size_t err_len)
 	}
 	ret = own_loader(l->loader, sizeof(l->loader));
 	if (ret) {
-		snprintf(err, err_len, "language cpp: cannot find the dynamic loader: %s", strerror(-ret));
+		snprintf(err, err_len, "language cpp: cannot find the dynamic loader: %s",
+			 strerror(-ret));
 		return ret;
 	}
 	return add_tool(l, LANG_CPP, l->loader, err, err_len);
@@ -182,7 +187,8 @@ int serve_langs_init(struct serve_langs *l, const char *list, char *err, size_t 
 		int id = serve_lang_lookup(name);
 
 		if (id < 0) {
-			snprintf(err, err_len, "--languages: unknown language \"%s\" (known: python, cpp)", name);
+			snprintf(err, err_len,
+				 "--languages: unknown language \"%s\" (known: python, cpp)", name);
 			return -EINVAL;
 		}
 		l->enabled[id] = true;

@@ -29,18 +29,19 @@
 #include "serve_internal.h"
 
 #define ARGV_MAX      64
-#define ARG_BYTES_MAX 131071    /* MAX_ARG_STRLEN less the NUL: one exec argument */
+#define ARG_BYTES_MAX 131071 /* MAX_ARG_STRLEN less the NUL: one exec argument */
 
-static const char *const score_keys[] = { "tenant", "run_id", "timeout_ms", "command", "batch", NULL };
-static const char *const verify_keys[] = {
-	"tenant", "run_id", "batch_id", "timeout_ms", "tests", "command", "code", "language", NULL
+static const char *const score_keys[] = {
+	"tenant", "run_id", "timeout_ms", "command", "batch", NULL
 };
+static const char *const verify_keys[] = { "tenant",  "run_id", "batch_id", "timeout_ms", "tests",
+					   "command", "code",   "language", NULL };
 
 struct native_plan {
 	bool verify;
-	char **argv;               /* NULL-terminated; strings in the body */
+	char **argv; /* NULL-terminated; strings in the body */
 	uint64_t timeout_ms;
-	const char *batch_id;      /* verify */
+	const char *batch_id; /* verify */
 	struct exec_batch batch;
 	struct verify_cases tests;
 };
@@ -57,7 +58,8 @@ static int member_text(const struct serve_call *c, const char *key, const char *
 
 	if (at < 0)
 		return -1;
-	v = json_loadb(c->rq->body + at, c->rq->body_len - (size_t)at, JSON_DISABLE_EOF_CHECK, &err);
+	v = json_loadb(c->rq->body + at, c->rq->body_len - (size_t)at, JSON_DISABLE_EOF_CHECK,
+		       &err);
 	if (!v)
 		return -1;
 	json_decref(v);
@@ -83,14 +85,17 @@ static bool readable_by_policy(const struct sg_policy *p, const char *path)
 	return false;
 }
 
-static int parse_command(struct serve_call *c, json_t *cmd, struct native_plan *plan, struct serve_reply *rp)
+static int parse_command(struct serve_call *c, json_t *cmd, struct native_plan *plan,
+			 struct serve_reply *rp)
 {
 	size_t n = json_array_size(cmd);
 	struct stat st;
 
 	if (!json_is_array(cmd) || n == 0 || n > ARGV_MAX) {
-		serve_error(rp, 400, "\"command\" must be an array of 1 to %d strings: the program and "
-			    "its arguments", ARGV_MAX);
+		serve_error(rp, 400,
+			    "\"command\" must be an array of 1 to %d strings: the program and "
+			    "its arguments",
+			    ARGV_MAX);
 		return -1;
 	}
 	plan->argv = calloc(n + 1, sizeof(*plan->argv));
@@ -102,32 +107,42 @@ static int parse_command(struct serve_call *c, json_t *cmd, struct native_plan *
 		json_t *v = json_array_get(cmd, i);
 		const char *arg = json_string_value(v);
 
-		if (!arg || strlen(arg) != json_string_length(v) || json_string_length(v) > ARG_BYTES_MAX) {
-			serve_error(rp, 400, "command[%zu] must be a string without NUL bytes, at most %d bytes",
-				    i, ARG_BYTES_MAX);
+		if (!arg || strlen(arg) != json_string_length(v) ||
+		    json_string_length(v) > ARG_BYTES_MAX) {
+			serve_error(
+				rp, 400,
+				"command[%zu] must be a string without NUL bytes, at most %d bytes",
+				i, ARG_BYTES_MAX);
 			return -1;
 		}
 		if (arg[0] == '/' && stat(arg, &st)) {
-			serve_error(rp, 400, "command[%zu] \"%.200s\" does not exist on this node", i, arg);
+			serve_error(rp, 400, "command[%zu] \"%.200s\" does not exist on this node",
+				    i, arg);
 			return -1;
 		}
 		if (arg[0] == '/' && !readable_by_policy(c->policy, arg)) {
-			serve_error(rp, 400, "command[%zu] \"%.200s\" is outside tenant %s's read_only paths "
-				    "(%s): the sandbox could not open it", i, arg, c->tenant, c->policy->source);
+			serve_error(
+				rp, 400,
+				"command[%zu] \"%.200s\" is outside tenant %s's read_only paths "
+				"(%s): the sandbox could not open it",
+				i, arg, c->tenant, c->policy->source);
 			return -1;
 		}
 		plan->argv[i] = (char *)arg;
 	}
 	if (plan->argv[0][0] != '/') {
-		serve_error(rp, 400, "command[0] \"%.200s\" must be an absolute path", plan->argv[0]);
+		serve_error(rp, 400, "command[0] \"%.200s\" must be an absolute path",
+			    plan->argv[0]);
 		return -1;
 	}
 	if (stat(plan->argv[0], &st) || !S_ISREG(st.st_mode) || access(plan->argv[0], X_OK)) {
-		serve_error(rp, 400, "command[0] \"%.200s\" is not an executable file", plan->argv[0]);
+		serve_error(rp, 400, "command[0] \"%.200s\" is not an executable file",
+			    plan->argv[0]);
 		return -1;
 	}
 	if (!serve_exec_allowed(c->policy, plan->argv[0])) {
-		serve_error(rp, 400, "command[0] \"%.200s\" is not allowed by tenant %s's exec.allow (%s)",
+		serve_error(rp, 400,
+			    "command[0] \"%.200s\" is not allowed by tenant %s's exec.allow (%s)",
 			    plan->argv[0], c->tenant, c->policy->source);
 		return -1;
 	}
@@ -136,14 +151,16 @@ static int parse_command(struct serve_call *c, json_t *cmd, struct native_plan *
 
 /* /v1/verify with code: python3 -c <code>. The verifier feeds each test
  * on stdin and has no files, so the code travels as one argument. */
-static int parse_code(struct serve_call *c, json_t *body, struct native_plan *plan, struct serve_reply *rp)
+static int parse_code(struct serve_call *c, json_t *body, struct native_plan *plan,
+		      struct serve_reply *rp)
 {
 	const struct serve_langs *langs = &c->srv->langs;
 	json_t *code = json_object_get(body, "code"), *lang = json_object_get(body, "language");
 	const char *denied;
 
 	if (!json_is_string(lang) || strcmp(json_string_value(lang), "python")) {
-		serve_error(rp, 400, "\"language\" must be \"python\" with \"code\" (/v1/verify runs python "
+		serve_error(rp, 400,
+			    "\"language\" must be \"python\" with \"code\" (/v1/verify runs python "
 			    "code; other languages go through /run_code, one test per request)");
 		return -1;
 	}
@@ -152,13 +169,16 @@ static int parse_code(struct serve_call *c, json_t *body, struct native_plan *pl
 		return -1;
 	}
 	if ((denied = serve_lang_denied(langs, LANG_PYTHON, c->policy))) {
-		serve_error(rp, 400, "language python is not enabled for tenant %s: its policy's exec.allow "
-			    "(%s) does not allow %s", c->tenant, c->policy->source, denied);
+		serve_error(rp, 400,
+			    "language python is not enabled for tenant %s: its policy's exec.allow "
+			    "(%s) does not allow %s",
+			    c->tenant, c->policy->source, denied);
 		return -1;
 	}
 	if (!json_is_string(code) || strlen(json_string_value(code)) != json_string_length(code) ||
 	    json_string_length(code) > ARG_BYTES_MAX) {
-		serve_error(rp, 400, "\"code\" must be a string without NUL bytes, at most %d bytes",
+		serve_error(rp, 400,
+			    "\"code\" must be a string without NUL bytes, at most %d bytes",
 			    ARG_BYTES_MAX);
 		return -1;
 	}
@@ -183,8 +203,10 @@ static int parse_common(struct serve_call *c, json_t *body, const char *const *k
 	    serve_opt_timeout(body, c->policy, &plan->timeout_ms, rp))
 		return -1;
 	if (run_id && c->run_id && strcmp(run_id, c->run_id)) {
-		serve_error(rp, 400, "the " SERVE_RUN_ID_HEADER " header says \"%s\" but the body's "
-			    "\"run_id\" says \"%s\"", c->run_id, run_id);
+		serve_error(rp, 400,
+			    "the " SERVE_RUN_ID_HEADER " header says \"%s\" but the body's "
+			    "\"run_id\" says \"%s\"",
+			    c->run_id, run_id);
 		return -1;
 	}
 	if (run_id)
@@ -192,8 +214,8 @@ static int parse_common(struct serve_call *c, json_t *body, const char *const *k
 	return 0;
 }
 
-static int parse_member(struct serve_call *c, json_t *body, const char *key, struct native_plan *plan,
-			struct serve_reply *rp)
+static int parse_member(struct serve_call *c, json_t *body, const char *key,
+			struct native_plan *plan, struct serve_reply *rp)
 {
 	const char *text;
 	char err[512];
@@ -229,7 +251,8 @@ static void native_free(void *p)
 	free(plan);
 }
 
-static int native_prepare(struct serve_call *c, json_t *body, bool verify, void **out, struct serve_reply *rp)
+static int native_prepare(struct serve_call *c, json_t *body, bool verify, void **out,
+			  struct serve_reply *rp)
 {
 	struct native_plan *plan = calloc(1, sizeof(*plan));
 	json_t *cmd = json_object_get(body, "command");
@@ -244,16 +267,19 @@ static int native_prepare(struct serve_call *c, json_t *body, bool verify, void 
 	if (!ret && verify) {
 		ret = serve_opt_id(body, "batch_id", &plan->batch_id, rp);
 		if (!ret && !cmd == !json_object_get(body, "code")) {
-			serve_error(rp, 400, "give exactly one of \"command\" (a program on this node) and "
+			serve_error(rp, 400,
+				    "give exactly one of \"command\" (a program on this node) and "
 				    "\"code\" (python code)");
 			ret = -1;
 		}
 		if (!ret && cmd && json_object_get(body, "language")) {
-			serve_error(rp, 400, "\"language\" goes with \"code\", not with \"command\"");
+			serve_error(rp, 400,
+				    "\"language\" goes with \"code\", not with \"command\"");
 			ret = -1;
 		}
 	} else if (!ret && !cmd) {
-		serve_error(rp, 400, "\"command\" is required: the reward program and its arguments");
+		serve_error(rp, 400,
+			    "\"command\" is required: the reward program and its arguments");
 		ret = -1;
 	}
 	if (!ret)
@@ -278,7 +304,8 @@ static int verify_prepare(struct serve_call *c, json_t *body, void **plan, struc
 	return native_prepare(c, body, true, plan, rp);
 }
 
-static void reply_result(struct serve_call *c, const struct exec_result *res, struct serve_reply *rp)
+static void reply_result(struct serve_call *c, const struct exec_result *res,
+			 struct serve_reply *rp)
 {
 	json_t *j;
 
@@ -301,8 +328,13 @@ static void native_execute(struct serve_call *c, void *p, struct serve_reply *rp
 {
 	struct native_plan *plan = p;
 	struct exec_ctx ctx = {
-		.policy = c->policy, .tenant = c->tenant, .run_id = c->run_id, .argv = plan->argv,
-		.timeout_ms = plan->timeout_ms, .agent = c->agent, .run = c->srv->cfg.run,
+		.policy = c->policy,
+		.tenant = c->tenant,
+		.run_id = c->run_id,
+		.argv = plan->argv,
+		.timeout_ms = plan->timeout_ms,
+		.agent = c->agent,
+		.run = c->srv->cfg.run,
 	};
 	struct exec_result res;
 	int ret = plan->verify ? exec_verify(&ctx, plan->batch_id ? plan->batch_id : c->request_id,
@@ -319,9 +351,12 @@ static void native_execute(struct serve_call *c, void *p, struct serve_reply *rp
 
 /* The policy could not be loaded: the result of a platform error, as
  * `sandguard exec` prints it. */
-static void policy_error(struct serve_call *c, const char *detail, bool verify, struct serve_reply *rp)
+static void policy_error(struct serve_call *c, const char *detail, bool verify,
+			 struct serve_reply *rp)
 {
-	struct exec_result res = { .cause = SG_CAUSE_PLATFORM_ERROR, .rule = -1, .reward = -1, .verify = verify };
+	struct exec_result res = {
+		.cause = SG_CAUSE_PLATFORM_ERROR, .rule = -1, .reward = -1, .verify = verify
+	};
 
 	snprintf(res.batch_id, sizeof(res.batch_id), "%s", c->request_id);
 	snprintf(res.detail, sizeof(res.detail), "%s", detail);

@@ -60,8 +60,10 @@ int serve_opt_id(json_t *body, const char *key, const char **out, struct serve_r
 	if (!v)
 		return 0;
 	if (!json_is_string(v) || !id_valid(json_string_value(v), json_string_length(v))) {
-		serve_error(rp, 400, "\"%s\" must be a string of 1 to %d printable ASCII characters "
-			    "without spaces", key, SG_ID_MAX);
+		serve_error(rp, 400,
+			    "\"%s\" must be a string of 1 to %d printable ASCII characters "
+			    "without spaces",
+			    key, SG_ID_MAX);
 		return -1;
 	}
 	*out = json_string_value(v);
@@ -80,9 +82,10 @@ int serve_opt_timeout(json_t *body, const struct sg_policy *p, uint64_t *ms, str
 		return -1;
 	}
 	if ((uint64_t)json_integer_value(v) > p->limits.timeout_ms) {
-		serve_error(rp, 400, "\"timeout_ms\" %lld exceeds the policy's timeout_ms %llu (%s)",
-			    (long long)json_integer_value(v), (unsigned long long)p->limits.timeout_ms,
-			    p->source);
+		serve_error(rp, 400,
+			    "\"timeout_ms\" %lld exceeds the policy's timeout_ms %llu (%s)",
+			    (long long)json_integer_value(v),
+			    (unsigned long long)p->limits.timeout_ms, p->source);
 		return -1;
 	}
 	*ms = (uint64_t)json_integer_value(v);
@@ -95,12 +98,14 @@ int serve_known_keys(json_t *body, const char *const *known, struct serve_reply 
 	const char *key;
 	json_t *v;
 
-	json_object_foreach(body, key, v) {
+	json_object_foreach(body, key, v)
+	{
 		bool ok = false;
 		for (const char *const *k = known; *k && !ok; k++)
 			ok = !strcmp(key, *k);
 		if (!ok)
-			detail_append(unknown, sizeof(unknown), "%s\"%s\"", unknown[0] ? ", " : "", key);
+			detail_append(unknown, sizeof(unknown), "%s\"%s\"", unknown[0] ? ", " : "",
+				      key);
 	}
 	if (!unknown[0])
 		return 0;
@@ -114,11 +119,12 @@ int serve_known_keys(json_t *body, const char *const *known, struct serve_reply 
 /* ---- tenant and ids --------------------------------------------------- */
 
 /* The one tenant that every source names, or "default". */
-static int resolve_tenant(struct serve_call *c, const char *path_tenant, json_t *body, bool body_tenant,
-			  struct serve_reply *rp)
+static int resolve_tenant(struct serve_call *c, const char *path_tenant, json_t *body,
+			  bool body_tenant, struct serve_reply *rp)
 {
 	const char *names[3] = { c->rq->tenant_header, path_tenant, NULL };
-	const char *what[3] = { "the " SERVE_TENANT_HEADER " header", "the path", "the body's \"tenant\"" };
+	const char *what[3] = { "the " SERVE_TENANT_HEADER " header", "the path",
+				"the body's \"tenant\"" };
 	json_t *v = body_tenant ? json_object_get(body, "tenant") : NULL;
 	const char *chosen = NULL;
 	int from = -1;
@@ -132,13 +138,15 @@ static int resolve_tenant(struct serve_call *c, const char *path_tenant, json_t 
 		if (!names[i])
 			continue;
 		if (!tenant_name_valid(names[i])) {
-			serve_error(rp, 400, "invalid tenant name \"%.80s\" in %s: expected [a-z0-9][a-z0-9_-]{0,62}",
-				    names[i], what[i]);
+			serve_error(
+				rp, 400,
+				"invalid tenant name \"%.80s\" in %s: expected [a-z0-9][a-z0-9_-]{0,62}",
+				names[i], what[i]);
 			return -1;
 		}
 		if (chosen && strcmp(chosen, names[i])) {
-			serve_error(rp, 400, "%s names tenant \"%s\" but %s names \"%s\"", what[from], chosen,
-				    what[i], names[i]);
+			serve_error(rp, 400, "%s names tenant \"%s\" but %s names \"%s\"",
+				    what[from], chosen, what[i], names[i]);
 			return -1;
 		}
 		chosen = names[i];
@@ -154,8 +162,11 @@ static int resolve_ids(struct serve_call *c, struct serve_reply *rp)
 
 	if (rq->request_id_header) {
 		if (!id_valid(rq->request_id_header, strlen(rq->request_id_header))) {
-			serve_error(rp, 400, SERVE_REQUEST_ID_HEADER " must be 1 to %d printable ASCII characters "
-				    "without spaces", SG_ID_MAX);
+			serve_error(rp, 400,
+				    SERVE_REQUEST_ID_HEADER
+				    " must be 1 to %d printable ASCII characters "
+				    "without spaces",
+				    SG_ID_MAX);
 			return -1;
 		}
 		snprintf(c->request_id, sizeof(c->request_id), "%s", rq->request_id_header);
@@ -164,8 +175,10 @@ static int resolve_ids(struct serve_call *c, struct serve_reply *rp)
 			 (unsigned long)atomic_fetch_add(&c->srv->seq, 1) + 1);
 	}
 	if (rq->run_id_header && !id_valid(rq->run_id_header, strlen(rq->run_id_header))) {
-		serve_error(rp, 400, SERVE_RUN_ID_HEADER " must be 1 to %d printable ASCII characters "
-			    "without spaces", SG_ID_MAX);
+		serve_error(rp, 400,
+			    SERVE_RUN_ID_HEADER " must be 1 to %d printable ASCII characters "
+						"without spaces",
+			    SG_ID_MAX);
 		return -1;
 	}
 	c->run_id = rq->run_id_header;
@@ -188,21 +201,29 @@ static void refuse(struct serve_call *c, enum gate_verdict v, struct serve_reply
 		snprintf(wait, sizeof(wait), "on_excess refuse");
 	switch (v) {
 	case GATE_TENANT_FULL:
-		serve_error(rp, 429, "tenant %s is at its concurrency cap of %u running requests "
-			    "(limits.concurrency) and no place freed in time (%s); retry after %u s",
-			    c->tenant, lim->concurrency, wait, after);
+		serve_error(
+			rp, 429,
+			"tenant %s is at its concurrency cap of %u running requests "
+			"(limits.concurrency) and no place freed in time (%s); retry after %u s",
+			c->tenant, lim->concurrency, wait, after);
 		break;
 	case GATE_TENANT_QUEUE:
-		serve_error(rp, 429, "tenant %s already has %u requests waiting (--tenant-queue); "
-			    "retry after %u s", c->tenant, cfg->tenant_queue, after);
+		serve_error(rp, 429,
+			    "tenant %s already has %u requests waiting (--tenant-queue); "
+			    "retry after %u s",
+			    c->tenant, cfg->tenant_queue, after);
 		break;
 	case GATE_SERVER_FULL:
-		serve_error(rp, 503, "the server is at capacity: %u requests running (--max-concurrency) "
-			    "and no place freed in time (%s); retry after %u s", cfg->max_concurrency, wait, after);
+		serve_error(rp, 503,
+			    "the server is at capacity: %u requests running (--max-concurrency) "
+			    "and no place freed in time (%s); retry after %u s",
+			    cfg->max_concurrency, wait, after);
 		break;
 	case GATE_SERVER_QUEUE:
-		serve_error(rp, 503, "the server is at capacity: %u requests running (--max-concurrency) "
-			    "and %u waiting (--queue); retry after %u s", cfg->max_concurrency, cfg->queue, after);
+		serve_error(rp, 503,
+			    "the server is at capacity: %u requests running (--max-concurrency) "
+			    "and %u waiting (--queue); retry after %u s",
+			    cfg->max_concurrency, cfg->queue, after);
 		break;
 	default:
 		serve_error(rp, 503, "the server is shutting down; retry after %u s", after);
@@ -222,9 +243,12 @@ static void policy_failure(struct serve_call *c, const struct serve_endpoint *ep
 	policy_error_format(perr, msg, sizeof(msg));
 	snprintf(detail, sizeof(detail), "platform error: cannot load the policy: %s", msg);
 	ctx.agent = agent_connect(NULL);
-	exec_book(&ctx, &(struct exec_booking){
-		.mode = ep->mode, .batch_id = c->request_id, .final = true,
-		.cause = SG_CAUSE_PLATFORM_ERROR, .rule = -1, .detail = detail });
+	exec_book(&ctx, &(struct exec_booking){ .mode = ep->mode,
+						.batch_id = c->request_id,
+						.final = true,
+						.cause = SG_CAUSE_PLATFORM_ERROR,
+						.rule = -1,
+						.detail = detail });
 	agent_close(ctx.agent);
 	sg_error("serve: tenant %s: %s", c->tenant, detail);
 	ep->policy_error(c, detail, rp);
@@ -243,8 +267,8 @@ static void handle_post(struct serve *s, const struct serve_endpoint *ep, const 
 
 	body = json_loadb(rq->body ? rq->body : "", rq->body_len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body) {
-		serve_error(rp, 400, "invalid JSON body: line %d, column %d: %s", jerr.line, jerr.column,
-			    jerr.text);
+		serve_error(rp, 400, "invalid JSON body: line %d, column %d: %s", jerr.line,
+			    jerr.column, jerr.text);
 		goto out;
 	}
 	if (!json_is_object(body)) {
@@ -266,7 +290,8 @@ static void handle_post(struct serve *s, const struct serve_endpoint *ep, const 
 	if (ep->prepare(&c, body, &plan, rp))
 		goto out;
 	v = gate_enter(s->gate, c.tenant, policy->limits.concurrency,
-		       policy->limits.on_excess == SG_EXCESS_WAIT ? policy->limits.queue_timeout_ms : 0);
+		       policy->limits.on_excess == SG_EXCESS_WAIT ? policy->limits.queue_timeout_ms
+								  : 0);
 	if (v != GATE_OK) {
 		refuse(&c, v, rp);
 	} else {
@@ -289,8 +314,8 @@ static void healthz(struct serve *s, struct serve_reply *rp)
 
 	gate_counts(s->gate, &running, &waiting);
 	rp->status = 200;
-	rp->body = json_pack("{s:s, s:i, s:i}", "status", "ok", "running", (int)running,
-			     "waiting", (int)waiting);
+	rp->body = json_pack("{s:s, s:i, s:i}", "status", "ok", "running", (int)running, "waiting",
+			     (int)waiting);
 }
 
 /* "/tenants/<tenant>/run_code": the tenant, or NULL when the URL is not
@@ -335,8 +360,10 @@ void serve_handle(struct serve *s, const struct serve_request *rq, struct serve_
 	else if ((path_tenant = path_tenant_of(rq->url, tenant_buf, sizeof(tenant_buf))))
 		ep = &serve_runcode_endpoint;
 	if (!ep) {
-		serve_error(rp, 404, "no such endpoint: %.200s (POST /run_code, /tenants/<tenant>/run_code, "
-			    "/v1/score, /v1/verify; GET /healthz)", rq->url);
+		serve_error(rp, 404,
+			    "no such endpoint: %.200s (POST /run_code, /tenants/<tenant>/run_code, "
+			    "/v1/score, /v1/verify; GET /healthz)",
+			    rq->url);
 		return;
 	}
 	if (strcmp(rq->method, "POST")) {

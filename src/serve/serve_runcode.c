@@ -31,16 +31,17 @@
 #include "serve_internal.h"
 #include "lib/rule_names.h"
 
-#define DEFAULT_TIMEOUT_S 10.0           /* SandboxFusion's default for both */
+#define DEFAULT_TIMEOUT_S 10.0 /* SandboxFusion's default for both */
 #define PYTHON_FILE       "main.py"
 #define CPP_FILE          "main.cpp"
 #define CPP_PROGRAM       "main"
-#define TIME_DIGITS       9                /* execution_time 1.5, not 1.5000000000000002 */
+#define TIME_DIGITS       9 /* execution_time 1.5, not 1.5000000000000002 */
 
-static const char *const known_keys[] = {
-	"code", "language", "stdin", "compile_timeout", "run_timeout", "memory_limit_MB",
-	"files", "fetch_files", "args", NULL
-};
+static const char *const known_keys[] = { "code",        "language",
+					  "stdin",       "compile_timeout",
+					  "run_timeout", "memory_limit_MB",
+					  "files",       "fetch_files",
+					  "args",        NULL };
 
 const char *runcode_status(enum sg_cause cause)
 {
@@ -53,8 +54,8 @@ const char *runcode_status(enum sg_cause cause)
 
 /* Seconds (a JSON number, default 10) to milliseconds, at most the
  * policy's deadline. */
-static int parse_timeout(json_t *body, const char *key, const struct sg_policy *p,
-			 uint64_t *ms, struct serve_reply *rp)
+static int parse_timeout(json_t *body, const char *key, const struct sg_policy *p, uint64_t *ms,
+			 struct serve_reply *rp)
 {
 	json_t *v = json_object_get(body, key);
 	double s = v ? json_number_value(v) : DEFAULT_TIMEOUT_S;
@@ -63,12 +64,14 @@ static int parse_timeout(json_t *body, const char *key, const struct sg_policy *
 		serve_error(rp, 400, "\"%s\" must be a positive number of seconds", key);
 		return -1;
 	}
-	*ms = s * 1000.0 >= (double)p->limits.timeout_ms ? p->limits.timeout_ms : (uint64_t)ceil(s * 1000.0);
+	*ms = s * 1000.0 >= (double)p->limits.timeout_ms ? p->limits.timeout_ms
+							 : (uint64_t)ceil(s * 1000.0);
 	return 0;
 }
 
-static int parse_language(const struct serve_langs *langs, const struct sg_policy *p, const char *tenant,
-			  json_t *body, struct runcode_plan *plan, struct serve_reply *rp)
+static int parse_language(const struct serve_langs *langs, const struct sg_policy *p,
+			  const char *tenant, json_t *body, struct runcode_plan *plan,
+			  struct serve_reply *rp)
 {
 	json_t *v = json_object_get(body, "language");
 	const char *name = json_string_value(v), *denied;
@@ -77,26 +80,33 @@ static int parse_language(const struct serve_langs *langs, const struct sg_polic
 
 	for (int i = 0; i < LANG__COUNT; i++)
 		if (langs->enabled[i])
-			snprintf(enabled + strlen(enabled), sizeof(enabled) - strlen(enabled), "%s%s",
-				 enabled[0] ? ", " : "", serve_lang_name(i));
+			snprintf(enabled + strlen(enabled), sizeof(enabled) - strlen(enabled),
+				 "%s%s", enabled[0] ? ", " : "", serve_lang_name(i));
 	if (!name) {
-		serve_error(rp, 400, "\"language\" is required: a string (this server runs %s)", enabled);
+		serve_error(rp, 400, "\"language\" is required: a string (this server runs %s)",
+			    enabled);
 		return -1;
 	}
 	id = serve_lang_lookup(name);
 	if (id < 0) {
-		serve_error(rp, 400, "unknown language \"%.64s\": this server runs %s", name, enabled);
+		serve_error(rp, 400, "unknown language \"%.64s\": this server runs %s", name,
+			    enabled);
 		return -1;
 	}
 	if (!langs->enabled[id]) {
-		serve_error(rp, 400, "language %s is not enabled on this server (it runs %s; "
-			    "see sandguard serve --languages)", name, enabled);
+		serve_error(rp, 400,
+			    "language %s is not enabled on this server (it runs %s; "
+			    "see sandguard serve --languages)",
+			    name, enabled);
 		return -1;
 	}
 	denied = serve_lang_denied(langs, id, p);
 	if (denied) {
-		serve_error(rp, 400, "language %s is not enabled for tenant %s: its policy's exec.allow (%s) "
-			    "does not allow %s, which %s runs", name, tenant, p->source, denied, name);
+		serve_error(
+			rp, 400,
+			"language %s is not enabled for tenant %s: its policy's exec.allow (%s) "
+			"does not allow %s, which %s runs",
+			name, tenant, p->source, denied, name);
 		return -1;
 	}
 	plan->lang = id;
@@ -159,11 +169,14 @@ static int parse_files(json_t *body, struct runcode_plan *plan, struct serve_rep
 		serve_error(rp, 500, "out of memory");
 		return -1;
 	}
-	plan->files[0] = (struct sandbox_file){
-		.path = plan->lang == LANG_PYTHON ? PYTHON_FILE : CPP_FILE,
-		.data = plan->code, .len = plan->code_len, .mode = 0644 };
+	plan->files[0] =
+		(struct sandbox_file){ .path = plan->lang == LANG_PYTHON ? PYTHON_FILE : CPP_FILE,
+				       .data = plan->code,
+				       .len = plan->code_len,
+				       .mode = 0644 };
 	plan->n_files = 1;
-	json_object_foreach(files, path, v) {
+	json_object_foreach(files, path, v)
+	{
 		struct sandbox_file *f = &plan->files[plan->n_files];
 		unsigned char *data;
 		const char *other;
@@ -172,28 +185,35 @@ static int parse_files(json_t *body, struct runcode_plan *plan, struct serve_rep
 		int ret;
 
 		if (longest_component(path) > NAME_MAX) {
-			serve_error(rp, 400, "files: \"%.200s\" has a component over %d bytes", path, NAME_MAX);
+			serve_error(rp, 400, "files: \"%.200s\" has a component over %d bytes",
+				    path, NAME_MAX);
 			return -1;
 		}
 		if (!sb_scratch_path_valid(path)) {
-			serve_error(rp, 400, "files: \"%.200s\" is not a relative path inside the scratch "
-				    "(no leading '/', no '.' or '..' or empty components)", path);
+			serve_error(rp, 400,
+				    "files: \"%.200s\" is not a relative path inside the scratch "
+				    "(no leading '/', no '.' or '..' or empty components)",
+				    path);
 			return -1;
 		}
 		if (reserved(plan, path)) {
-			serve_error(rp, 400, "files: \"%s\" is where this request's code goes", path);
+			serve_error(rp, 400, "files: \"%s\" is where this request's code goes",
+				    path);
 			return -1;
 		}
 		if (conflicting(plan, path, &other)) {
-			serve_error(rp, 400, "files: \"%.200s\" and \"%.200s\" cannot both be files "
-				    "(one would be the other's directory)", path, other);
+			serve_error(rp, 400,
+				    "files: \"%.200s\" and \"%.200s\" cannot both be files "
+				    "(one would be the other's directory)",
+				    path, other);
 			return -1;
 		}
 		if (!json_is_string(v)) {
 			serve_error(rp, 400, "files[\"%.200s\"] must be a base64 string", path);
 			return -1;
 		}
-		ret = base64_decode(json_string_value(v), json_string_length(v), &data, &len, why, sizeof(why));
+		ret = base64_decode(json_string_value(v), json_string_length(v), &data, &len, why,
+				    sizeof(why));
 		if (ret == -ENOMEM) {
 			serve_error(rp, 500, "out of memory");
 			return -1;
@@ -218,7 +238,8 @@ static int parse_fetch(json_t *body, struct runcode_plan *plan, struct serve_rep
 		return -1;
 	}
 	if (n > RUNCODE_MAX_FETCH) {
-		serve_error(rp, 400, "\"fetch_files\" has %zu entries, at most %d", n, RUNCODE_MAX_FETCH);
+		serve_error(rp, 400, "\"fetch_files\" has %zu entries, at most %d", n,
+			    RUNCODE_MAX_FETCH);
 		return -1;
 	}
 	plan->fetch = n ? calloc(n, sizeof(*plan->fetch)) : NULL;
@@ -230,7 +251,9 @@ static int parse_fetch(json_t *body, struct runcode_plan *plan, struct serve_rep
 		const char *path = json_string_value(json_array_get(fetch, i));
 
 		if (!path || !sb_scratch_path_valid(path)) {
-			serve_error(rp, 400, "fetch_files[%zu] must be a relative path inside the scratch", i);
+			serve_error(rp, 400,
+				    "fetch_files[%zu] must be a relative path inside the scratch",
+				    i);
 			return -1;
 		}
 		plan->fetch[plan->n_fetch++] = path;
@@ -242,7 +265,8 @@ int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, co
 		  json_t *body, struct runcode_plan *plan, struct serve_reply *rp)
 {
 	json_t *code = json_object_get(body, "code"), *in = json_object_get(body, "stdin");
-	json_t *mem = json_object_get(body, "memory_limit_MB"), *args = json_object_get(body, "args");
+	json_t *mem = json_object_get(body, "memory_limit_MB"),
+	       *args = json_object_get(body, "args");
 
 	memset(plan, 0, sizeof(*plan));
 	plan->body = json_incref(body);
@@ -267,12 +291,15 @@ int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, co
 		return -1;
 	/* SandboxFusion's -1 means "no limit of the request's own". */
 	if (mem && !json_is_integer(mem)) {
-		serve_error(rp, 400, "\"memory_limit_MB\" must be an integer (megabytes; -1: the policy's)");
+		serve_error(rp, 400,
+			    "\"memory_limit_MB\" must be an integer (megabytes; -1: the policy's)");
 		return -1;
 	}
-	plan->memory_mb = mem && json_integer_value(mem) > 0 ? (uint64_t)json_integer_value(mem) : 0;
+	plan->memory_mb = mem && json_integer_value(mem) > 0 ? (uint64_t)json_integer_value(mem)
+							     : 0;
 	if (args && (!json_is_array(args) || json_array_size(args))) {
-		serve_error(rp, 400, "\"args\" is not supported (SandboxFusion passes it to pytest): "
+		serve_error(rp, 400,
+			    "\"args\" is not supported (SandboxFusion passes it to pytest): "
 			    "send [] or leave it out");
 		return -1;
 	}
@@ -283,7 +310,7 @@ int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, co
 
 void runcode_plan_free(struct runcode_plan *plan)
 {
-	for (size_t i = 1; i < plan->n_files; i++)   /* [0] is the code, in the body */
+	for (size_t i = 1; i < plan->n_files; i++) /* [0] is the code, in the body */
 		free((void *)plan->files[i].data);
 	free(plan->files);
 	free(plan->fetch);
@@ -297,35 +324,42 @@ json_t *runcode_result_json(const struct exec_run_result *r)
 {
 	bool finished = r->has_return_code || r->signal;
 	json_t *rc = r->has_return_code ? json_integer(r->return_code)
-		   : r->signal ? json_integer(-r->signal) : json_null();
+		     : r->signal        ? json_integer(-r->signal)
+					: json_null();
 
-	return json_pack("{s:s, s:f, s:o, s:o, s:o, s:b, s:b}",
-			 "status", r->timed_out ? "TimeLimitExceeded" : finished ? "Finished" : "Error",
-			 "execution_time", (double)r->wall_ms / 1000.0,
-			 "return_code", rc,
-			 "stdout", json_string_lossy(r->out ? r->out : "", r->out ? r->out_len : 0),
-			 "stderr", json_string_lossy(r->err ? r->err : "", r->err ? r->err_len : 0),
-			 "stdout_truncated", r->out_truncated,
-			 "stderr_truncated", r->err_truncated);
+	return json_pack("{s:s, s:f, s:o, s:o, s:o, s:b, s:b}", "status",
+			 r->timed_out ? "TimeLimitExceeded"
+			 : finished   ? "Finished"
+				      : "Error",
+			 "execution_time", (double)r->wall_ms / 1000.0, "return_code", rc, "stdout",
+			 json_string_lossy(r->out ? r->out : "", r->out ? r->out_len : 0), "stderr",
+			 json_string_lossy(r->err ? r->err : "", r->err ? r->err_len : 0),
+			 "stdout_truncated", r->out_truncated, "stderr_truncated",
+			 r->err_truncated);
 }
 
 static json_t *response_new(struct serve_call *c, const char *status, const char *message)
 {
-	return json_pack("{s:s, s:o, s:n, s:n, s:s, s:{}}", "status", status,
-			 "message", json_string_lossy(message, strlen(message)),
-			 "compile_result", "run_result", "executor_pod_name", c->srv->host, "files");
+	return json_pack("{s:s, s:o, s:n, s:n, s:s, s:{}}", "status", status, "message",
+			 json_string_lossy(message, strlen(message)), "compile_result",
+			 "run_result", "executor_pod_name", c->srv->host, "files");
 }
 
 /* What sandguard adds: whose run, why it ended, the limits that applied. */
 static void add_sandguard(struct serve_call *c, json_t *resp, const struct exec_run_result *r,
 			  uint32_t attempts)
 {
-	json_object_set_new(resp, "sandguard", json_pack("{s:s, s:s, s:s, s:o, s:o, s:i, s:I, s:I}",
-		"tenant", c->tenant, "request_id", c->request_id, "cause", cause_name(r->cause),
-		"rule", r->rule >= 0 && r->rule < SG_RULE__COUNT ? json_string(rule_name(r->rule)) : json_null(),
-		"detail", r->detail[0] ? json_string_lossy(r->detail, strlen(r->detail)) : json_null(),
-		"attempts", (int)attempts, "timeout_ms", (json_int_t)r->timeout_ms,
-		"memory_mb", (json_int_t)r->memory_mb));
+	json_object_set_new(
+		resp, "sandguard",
+		json_pack("{s:s, s:s, s:s, s:o, s:o, s:i, s:I, s:I}", "tenant", c->tenant,
+			  "request_id", c->request_id, "cause", cause_name(r->cause), "rule",
+			  r->rule >= 0 && r->rule < SG_RULE__COUNT ? json_string(rule_name(r->rule))
+								   : json_null(),
+			  "detail",
+			  r->detail[0] ? json_string_lossy(r->detail, strlen(r->detail))
+				       : json_null(),
+			  "attempts", (int)attempts, "timeout_ms", (json_int_t)r->timeout_ms,
+			  "memory_mb", (json_int_t)r->memory_mb));
 }
 
 /* Fetched files: whole ones go to "files"; the others are named in
@@ -340,8 +374,9 @@ static void add_files(json_t *resp, const struct exec_run_result *r, const struc
 		char *b64;
 
 		if (!f->data || f->truncated) {
-			snprintf(why, sizeof(why), f->data ? "larger than the output cap of %llu bytes"
-							   : "missing, or not a regular file of the run",
+			snprintf(why, sizeof(why),
+				 f->data ? "larger than the output cap of %llu bytes"
+					 : "missing, or not a regular file of the run",
 				 (unsigned long long)p->limits.output_bytes);
 			json_object_set_new(errors, f->path, json_string(why));
 			continue;
@@ -360,7 +395,8 @@ static void add_files(json_t *resp, const struct exec_run_result *r, const struc
  * a run result. Returns true when it did. */
 static bool refused(struct serve_call *c, const struct exec_run_result *r, struct serve_reply *rp)
 {
-	if (r->attempts == 0 && (r->refusal == EXEC_REFUSED_PAUSED || r->refusal == EXEC_REFUSED_DISABLED)) {
+	if (r->attempts == 0 &&
+	    (r->refusal == EXEC_REFUSED_PAUSED || r->refusal == EXEC_REFUSED_DISABLED)) {
 		serve_error(rp, 403, "%s", r->detail);
 		return true;
 	}
@@ -377,28 +413,35 @@ static int run_step(struct serve_call *c, char *const *argv, uint64_t timeout_ms
 		    struct exec_run_result *r)
 {
 	struct exec_ctx ctx = {
-		.policy = c->policy, .tenant = c->tenant, .run_id = c->run_id, .argv = argv,
-		.timeout_ms = timeout_ms, .agent = c->agent, .run = c->srv->cfg.run,
+		.policy = c->policy,
+		.tenant = c->tenant,
+		.run_id = c->run_id,
+		.argv = argv,
+		.timeout_ms = timeout_ms,
+		.agent = c->agent,
+		.run = c->srv->cfg.run,
 	};
 	struct exec_run_request req = *proto;
 
 	req.request_id = id;
 	req.memory_mb = plan->memory_mb;
-	req.allow_exec_in_scratch = false;   /* see serve_lang.c: compiled code runs via the loader */
+	req.allow_exec_in_scratch = false; /* see serve_lang.c: compiled code runs via the loader */
 	return exec_run(&ctx, &req, r);
 }
 
 /* cpp, first sandbox: compile. 0 with the program in *prog (malloc'd);
  * 1 when the response is complete without a run (compile failed); 2 when
  * exec refused it and rp holds the answer; -ENOMEM. */
-static int compile(struct serve_call *c, struct runcode_plan *plan, json_t *resp, uint32_t *attempts,
-		   char **prog, size_t *prog_len, struct serve_reply *rp)
+static int compile(struct serve_call *c, struct runcode_plan *plan, json_t *resp,
+		   uint32_t *attempts, char **prog, size_t *prog_len, struct serve_reply *rp)
 {
 	struct serve *s = c->srv;
-	char *argv[] = { s->langs.cxx, "-std=c++17", "-O2", "-save-temps", "-o", CPP_PROGRAM, CPP_FILE, NULL };
+	char *argv[] = { s->langs.cxx, "-std=c++17", "-O2",    "-save-temps",
+			 "-o",         CPP_PROGRAM,  CPP_FILE, NULL };
 	static const char *const fetch[] = { CPP_PROGRAM };
-	struct exec_run_request proto = { .files = plan->files, .n_files = plan->n_files,
-					  .fetch = fetch, .n_fetch = 1 };
+	struct exec_run_request proto = {
+		.files = plan->files, .n_files = plan->n_files, .fetch = fetch, .n_fetch = 1
+	};
 	struct exec_run_result r;
 	char id[SG_ID_MAX + 16];
 	const char *msg = NULL;
@@ -411,17 +454,19 @@ static int compile(struct serve_call *c, struct runcode_plan *plan, json_t *resp
 		return 2;
 	}
 	*attempts += r.attempts;
-	if (r.cause == SG_CAUSE_OK && r.n_fetched == 1 && r.fetched[0].data && !r.fetched[0].truncated) {
+	if (r.cause == SG_CAUSE_OK && r.n_fetched == 1 && r.fetched[0].data &&
+	    !r.fetched[0].truncated) {
 		*prog = r.fetched[0].data;
 		*prog_len = r.fetched[0].len;
 		r.fetched[0].data = NULL;
 	} else if (r.cause == SG_CAUSE_OK) {
-		r.cause = r.n_fetched && r.fetched[0].truncated ? SG_CAUSE_TENANT_BAD_OUTPUT : SG_CAUSE_PLATFORM_ERROR;
+		r.cause = r.n_fetched && r.fetched[0].truncated ? SG_CAUSE_TENANT_BAD_OUTPUT
+								: SG_CAUSE_PLATFORM_ERROR;
 		msg = r.cause == SG_CAUSE_TENANT_BAD_OUTPUT
-		      ? "the compiled program is larger than the policy's output cap (output_bytes)"
-		      : "platform error: the compiler exited 0 but left no program";
+			      ? "the compiled program is larger than the policy's output cap (output_bytes)"
+			      : "platform error: the compiler exited 0 but left no program";
 		snprintf(r.detail, sizeof(r.detail), "%s", msg);
-		r.has_return_code = false;   /* a compile "Error": verl reads it as a compile error */
+		r.has_return_code = false; /* a compile "Error": verl reads it as a compile error */
 	}
 	/* As for a run: a platform error has no result of its own. */
 	if (r.cause != SG_CAUSE_PLATFORM_ERROR)
@@ -442,8 +487,10 @@ static void runcode_execute(struct serve_call *c, void *p, struct serve_reply *r
 	json_t *resp = response_new(c, "Success", "");
 	struct sandbox_file *files = plan->files;
 	struct exec_run_request proto = {
-		.stdin_data = plan->stdin_data, .stdin_len = plan->stdin_len,
-		.fetch = plan->fetch, .n_fetch = plan->n_fetch,
+		.stdin_data = plan->stdin_data,
+		.stdin_len = plan->stdin_len,
+		.fetch = plan->fetch,
+		.n_fetch = plan->n_fetch,
 	};
 	struct exec_run_result r;
 	uint32_t attempts = 0;
@@ -462,7 +509,9 @@ static void runcode_execute(struct serve_call *c, void *p, struct serve_reply *r
 			goto done;
 		}
 		memcpy(files, plan->files, plan->n_files * sizeof(*files));
-		files[0] = (struct sandbox_file){ .path = CPP_PROGRAM, .data = prog, .len = prog_len, .mode = 0755 };
+		files[0] = (struct sandbox_file){
+			.path = CPP_PROGRAM, .data = prog, .len = prog_len, .mode = 0755
+		};
 		argv[0] = s->langs.loader;
 		argv[1] = "./" CPP_PROGRAM;
 	} else {
@@ -490,7 +539,7 @@ done:
 	rp->real_digits = TIME_DIGITS;
 	if (ret < 0) {
 		serve_error(rp, 500, "out of memory");
-	} else if (ret == 1) {   /* compile ended it: the response is complete */
+	} else if (ret == 1) { /* compile ended it: the response is complete */
 		rp->status = 200;
 		rp->body = json_incref(resp);
 	}
@@ -502,7 +551,8 @@ done:
 
 /* ---- the endpoint ----------------------------------------------------- */
 
-static int runcode_prepare(struct serve_call *c, json_t *body, void **plan_out, struct serve_reply *rp)
+static int runcode_prepare(struct serve_call *c, json_t *body, void **plan_out,
+			   struct serve_reply *rp)
 {
 	struct runcode_plan *plan = malloc(sizeof(*plan));
 
@@ -521,11 +571,13 @@ static int runcode_prepare(struct serve_call *c, json_t *body, void **plan_out, 
 
 static void runcode_policy_error(struct serve_call *c, const char *detail, struct serve_reply *rp)
 {
-	rp->status = 200;   /* as SandboxFusion: the body says SandboxError */
+	rp->status = 200; /* as SandboxFusion: the body says SandboxError */
 	rp->body = response_new(c, "SandboxError", detail);
-	json_object_set_new(rp->body, "sandguard", json_pack("{s:s, s:s, s:s, s:n, s:o, s:i}",
-		"tenant", c->tenant, "request_id", c->request_id, "cause", cause_name(SG_CAUSE_PLATFORM_ERROR),
-		"rule", "detail", json_string_lossy(detail, strlen(detail)), "attempts", 0));
+	json_object_set_new(rp->body, "sandguard",
+			    json_pack("{s:s, s:s, s:s, s:n, s:o, s:i}", "tenant", c->tenant,
+				      "request_id", c->request_id, "cause",
+				      cause_name(SG_CAUSE_PLATFORM_ERROR), "rule", "detail",
+				      json_string_lossy(detail, strlen(detail)), "attempts", 0));
 }
 
 static void runcode_free(void *p)

@@ -42,9 +42,9 @@ int event_parse_ts(const char *s, int64_t *epoch_ms)
 
 	/* YYYY-MM-DDTHH:MM:SS */
 	if (!s || strlen(s) < 20 || digits(s, 4, &year) || s[4] != '-' || digits(s + 5, 2, &mon) ||
-	    s[7] != '-' || digits(s + 8, 2, &day) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
-	    digits(s + 11, 2, &hour) || s[13] != ':' || digits(s + 14, 2, &min) || s[16] != ':' ||
-	    digits(s + 17, 2, &sec))
+	    s[7] != '-' || digits(s + 8, 2, &day) ||
+	    (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || digits(s + 11, 2, &hour) ||
+	    s[13] != ':' || digits(s + 14, 2, &min) || s[16] != ':' || digits(s + 17, 2, &sec))
 		return -EINVAL;
 	if (mon < 1 || mon > 12 || day < 1 || day > days_in_month(year, mon) || hour > 23 ||
 	    min > 59 || sec > 60)
@@ -85,7 +85,7 @@ int event_parse_ts(const char *s, int64_t *epoch_ms)
 
 /* A bounded string builder for summaries: appends what fits. */
 struct sbuf {
-	char   buf[512];
+	char buf[512];
 	size_t len;
 };
 
@@ -101,7 +101,8 @@ static void sb_add(struct sbuf *b, const char *fmt, ...)
 	n = vsnprintf(b->buf + b->len, sizeof(b->buf) - b->len, fmt, ap);
 	va_end(ap);
 	if (n > 0)
-		b->len += (size_t)n < sizeof(b->buf) - b->len ? (size_t)n : sizeof(b->buf) - 1 - b->len;
+		b->len += (size_t)n < sizeof(b->buf) - b->len ? (size_t)n
+							      : sizeof(b->buf) - 1 - b->len;
 }
 
 /* Detail fields, tolerant of whatever a line holds. */
@@ -139,9 +140,8 @@ static void summarize_exec(struct sbuf *b, json_t *d)
 
 	sb_add(b, "%s", str_of(d, "filename"));
 	/* argv[0] mostly repeats the filename. */
-	json_array_foreach(argv, i, a)
-		if (i > 0)
-			sb_add(b, " %s", json_is_string(a) ? json_string_value(a) : "?");
+	json_array_foreach(argv, i, a) if (i > 0)
+		sb_add(b, " %s", json_is_string(a) ? json_string_value(a) : "?");
 	if (json_is_true(json_object_get(d, "truncated")))
 		sb_add(b, " ...");
 	if (json_is_string(mode))
@@ -191,7 +191,8 @@ static void summarize_fields(struct sbuf *b, json_t *d)
 	const char *key;
 	json_t *v;
 
-	json_object_foreach(d, key, v) {
+	json_object_foreach(d, key, v)
+	{
 		sb_add(b, "%s%s=", b->len ? " " : "", key);
 		if (json_is_string(v))
 			sb_add(b, "%s", json_string_value(v));
@@ -209,15 +210,29 @@ static void summarize_fields(struct sbuf *b, json_t *d)
 static void summarize(struct sbuf *b, const char *type, const char *rule, json_t *d)
 {
 	switch (event_type_from_name(type)) {
-	case SG_EV_EGRESS_DENIED:  summarize_egress(b, d); break;
-	case SG_EV_FORK_LIMIT:     summarize_fork(b, d); break;
+	case SG_EV_EGRESS_DENIED:
+		summarize_egress(b, d);
+		break;
+	case SG_EV_FORK_LIMIT:
+		summarize_fork(b, d);
+		break;
 	case SG_EV_EXEC:
-	case SG_EV_EXEC_DENIED:    summarize_exec(b, d); break;
+	case SG_EV_EXEC_DENIED:
+		summarize_exec(b, d);
+		break;
 	case SG_EV_FILE_DENIED:
-	case SG_EV_FILE_TRIPPED:   summarize_file(b, d); break;
-	case SG_EV_EXIT:           summarize_exit(b, d); break;
-	case SG_EV_SANDBOX_KILLED: summarize_killed(b, d, rule); break;
-	default:                   summarize_fields(b, d); break;
+	case SG_EV_FILE_TRIPPED:
+		summarize_file(b, d);
+		break;
+	case SG_EV_EXIT:
+		summarize_exit(b, d);
+		break;
+	case SG_EV_SANDBOX_KILLED:
+		summarize_killed(b, d, rule);
+		break;
+	default:
+		summarize_fields(b, d);
+		break;
 	}
 }
 
@@ -276,8 +291,7 @@ int event_parse_line(const char *line, struct event_record *out)
 	if (opt_string(out->root, "node", &out->node) ||
 	    opt_string(out->root, "tenant", &out->tenant) ||
 	    opt_string(out->root, "sandbox", &out->sandbox) ||
-	    opt_string(out->root, "rule", &out->rule) ||
-	    opt_string(out->root, "comm", &out->comm))
+	    opt_string(out->root, "rule", &out->rule) || opt_string(out->root, "comm", &out->comm))
 		return fail(out, "node, tenant, sandbox, rule or comm is not a string");
 	if (opt_id(out->root, "pid", &out->pid) || opt_id(out->root, "ppid", &out->ppid) ||
 	    opt_id(out->root, "uid", &out->uid))

@@ -15,32 +15,29 @@
 #include "lib/utf8.h"
 
 static const char *const type_names[SG_EV__COUNT] = {
-	[SG_EV_EGRESS_DENIED]  = "egress_denied",
-	[SG_EV_FORK_LIMIT]     = "fork_limit",
-	[SG_EV_EXEC]           = "exec",
-	[SG_EV_EXEC_DENIED]    = "exec_denied",
-	[SG_EV_FILE_DENIED]    = "file_denied",
-	[SG_EV_FILE_TRIPPED]   = "file_tripped",
-	[SG_EV_EXIT]           = "exit",
+	[SG_EV_EGRESS_DENIED] = "egress_denied",
+	[SG_EV_FORK_LIMIT] = "fork_limit",
+	[SG_EV_EXEC] = "exec",
+	[SG_EV_EXEC_DENIED] = "exec_denied",
+	[SG_EV_FILE_DENIED] = "file_denied",
+	[SG_EV_FILE_TRIPPED] = "file_tripped",
+	[SG_EV_EXIT] = "exit",
 	[SG_EV_SANDBOX_KILLED] = "sandbox_killed",
-	[SG_EV_HEALTH]         = "health",
+	[SG_EV_HEALTH] = "health",
 };
 
 static const char *const action_names[] = {
 	[SG_ACTION_ALLOWED] = "allowed",
-	[SG_ACTION_DENIED]  = "denied",
-	[SG_ACTION_KILLED]  = "killed",
-	[SG_ACTION_LOGGED]  = "logged",
+	[SG_ACTION_DENIED] = "denied",
+	[SG_ACTION_KILLED] = "killed",
+	[SG_ACTION_LOGGED] = "logged",
 };
 
 static const char *const hook_names[] = {
-	[SG_HOOK_CONNECT4]     = "connect4",
-	[SG_HOOK_CONNECT6]     = "connect6",
-	[SG_HOOK_SENDMSG4]     = "sendmsg4",
-	[SG_HOOK_SENDMSG6]     = "sendmsg6",
-	[SG_HOOK_CONNECT_UNIX] = "connect_unix",
-	[SG_HOOK_SENDMSG_UNIX] = "sendmsg_unix",
-	[SG_HOOK_SKB_EGRESS]   = "skb_egress",
+	[SG_HOOK_CONNECT4] = "connect4",         [SG_HOOK_CONNECT6] = "connect6",
+	[SG_HOOK_SENDMSG4] = "sendmsg4",         [SG_HOOK_SENDMSG6] = "sendmsg6",
+	[SG_HOOK_CONNECT_UNIX] = "connect_unix", [SG_HOOK_SENDMSG_UNIX] = "sendmsg_unix",
+	[SG_HOOK_SKB_EGRESS] = "skb_egress",
 };
 
 const char *event_type_name(uint32_t type)
@@ -64,9 +61,12 @@ const char *event_action_name(uint32_t action)
 static const char *mode_name(uint32_t mode)
 {
 	switch (mode) {
-	case SG_MODE_LSM:      return "lsm";
-	case SG_MODE_FALLBACK: return "fallback";
-	default:               return NULL;
+	case SG_MODE_LSM:
+		return "lsm";
+	case SG_MODE_FALLBACK:
+		return "fallback";
+	default:
+		return NULL;
 	}
 }
 
@@ -98,8 +98,8 @@ int event_format_ts(int64_t epoch_ms, char *buf, size_t len)
 	ms = (int)(epoch_ms % 1000);
 	if (!gmtime_r(&secs, &tm) || tm.tm_year + 1900 > 9999)
 		return -ERANGE;
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 	return 0;
 }
 
@@ -201,18 +201,28 @@ static json_t *egress_detail(const struct sg_net_detail *n)
 	err |= put(d, "dst", dst_j);
 
 	switch (n->proto) {
-	case 0:            proto = NULL;  break;
-	case IPPROTO_TCP:  proto = "tcp"; break;
-	case IPPROTO_UDP:  proto = "udp"; break;
-	case IPPROTO_ICMP: proto = "icmp"; break;
-	case IPPROTO_ICMPV6: proto = "icmpv6"; break;
+	case 0:
+		proto = NULL;
+		break;
+	case IPPROTO_TCP:
+		proto = "tcp";
+		break;
+	case IPPROTO_UDP:
+		proto = "udp";
+		break;
+	case IPPROTO_ICMP:
+		proto = "icmp";
+		break;
+	case IPPROTO_ICMPV6:
+		proto = "icmpv6";
+		break;
 	default:
 		snprintf(num, sizeof(num), "%u", n->proto);
 		proto = num;
 	}
 	err |= put(d, "proto", json_name_or_null(proto));
-	err |= put(d, "hook", json_name_or_null(n->hook < ARRAY_LEN(hook_names) ?
-						hook_names[n->hook] : NULL));
+	err |= put(d, "hook",
+		   json_name_or_null(n->hook < ARRAY_LEN(hook_names) ? hook_names[n->hook] : NULL));
 	if (err) {
 		json_decref(d);
 		return NULL;
@@ -319,8 +329,9 @@ static json_t *file_detail(const struct sg_file_detail *f)
 	if (f->requested) {
 		/* Refused before resolution (Landlock, in fallback mode): the
 		 * path as requested, possibly relative. */
-		err |= put(d, "path", json_bytes((const char *)f->comps,
-						 strnlen((const char *)f->comps, sizeof(f->comps))));
+		err |= put(d, "path",
+			   json_bytes((const char *)f->comps,
+				      strnlen((const char *)f->comps, sizeof(f->comps))));
 		err |= put(d, "requested", json_true());
 	} else {
 		err |= put(d, "path", file_path(f));
@@ -365,8 +376,11 @@ static json_t *event_head(const struct event_ctx *ctx, int64_t real_ns, const ch
 	if (event_format_ts(real_ns >= 0 ? real_ns / 1000000 : -1, ts, sizeof(ts)))
 		snprintf(ts, sizeof(ts), "1970-01-01T00:00:00.000Z");
 	if (!o) {
-		json_decref(pid); json_decref(ppid); json_decref(uid);
-		json_decref(comm); json_decref(rule);
+		json_decref(pid);
+		json_decref(ppid);
+		json_decref(uid);
+		json_decref(comm);
+		json_decref(rule);
 		return NULL;
 	}
 	err |= put(o, "ts", json_string(ts));
@@ -427,13 +441,23 @@ int event_to_json(const struct sg_event *e, const struct event_ctx *ctx, char *b
 		rule = NULL;
 
 	switch (e->type) {
-	case SG_EV_EGRESS_DENIED: detail = egress_detail(&e->net); break;
-	case SG_EV_FORK_LIMIT:    detail = fork_detail(&e->fork); break;
+	case SG_EV_EGRESS_DENIED:
+		detail = egress_detail(&e->net);
+		break;
+	case SG_EV_FORK_LIMIT:
+		detail = fork_detail(&e->fork);
+		break;
 	case SG_EV_EXEC:
-	case SG_EV_EXEC_DENIED:   detail = exec_detail(&e->exec); break;
+	case SG_EV_EXEC_DENIED:
+		detail = exec_detail(&e->exec);
+		break;
 	case SG_EV_FILE_DENIED:
-	case SG_EV_FILE_TRIPPED:  detail = file_detail(&e->file); break;
-	default:                  detail = exit_detail(&e->exit); break;
+	case SG_EV_FILE_TRIPPED:
+		detail = file_detail(&e->file);
+		break;
+	default:
+		detail = exit_detail(&e->exit);
+		break;
 	}
 	if (!detail)
 		return -ENOMEM;
@@ -445,9 +469,8 @@ int event_to_json(const struct sg_event *e, const struct event_ctx *ctx, char *b
 	return finish(o, detail, action, buf, len);
 }
 
-int event_userspace_json(const struct event_ctx *ctx, uint64_t realtime_ns,
-			 uint32_t type, uint32_t action, int rule,
-			 json_t *detail, char *buf, size_t len)
+int event_userspace_json(const struct event_ctx *ctx, uint64_t realtime_ns, uint32_t type,
+			 uint32_t action, int rule, json_t *detail, char *buf, size_t len)
 {
 	const char *type_s = event_type_name(type);
 	const char *action_s = event_action_name(action);
@@ -469,8 +492,8 @@ int event_userspace_json(const struct event_ctx *ctx, uint64_t realtime_ns,
 	return finish(o, d, action_s, buf, len);
 }
 
-int event_kill_json(const struct event_ctx *ctx, uint64_t realtime_ns,
-		    const struct event_kill *k, char *buf, size_t len)
+int event_kill_json(const struct event_ctx *ctx, uint64_t realtime_ns, const struct event_kill *k,
+		    char *buf, size_t len)
 {
 	json_t *d = json_object();
 	int err = 0, ret;
@@ -484,19 +507,22 @@ int event_kill_json(const struct event_ctx *ctx, uint64_t realtime_ns,
 	err |= put(d, "trigger", json_name_or_null(event_type_name(k->trigger)));
 	err |= put(d, "trigger_pid", k->trigger_pid ? json_integer(k->trigger_pid) : json_null());
 	/* Kept to the microsecond so that the line stays short. */
-	err |= put(d, "kill_latency_ms", isfinite(k->latency_ms) && k->latency_ms >= 0 ?
-		   json_real(round(k->latency_ms * 1000) / 1000) : json_null());
+	err |= put(d, "kill_latency_ms",
+		   isfinite(k->latency_ms) && k->latency_ms >= 0
+			   ? json_real(round(k->latency_ms * 1000) / 1000)
+			   : json_null());
 	err |= put(d, "method", json_cstr_or_null(k->method));
 	if (!err && k->extra)
 		err |= json_object_update_missing(d, k->extra);
-	ret = err ? -ENOMEM : event_userspace_json(ctx, realtime_ns, SG_EV_SANDBOX_KILLED,
-						   SG_ACTION_KILLED, k->rule, d, buf, len);
+	ret = err ? -ENOMEM
+		  : event_userspace_json(ctx, realtime_ns, SG_EV_SANDBOX_KILLED, SG_ACTION_KILLED,
+					 k->rule, d, buf, len);
 	json_decref(d);
 	return ret;
 }
 
-int event_health_json(const struct event_ctx *ctx, uint64_t realtime_ns,
-		      const char *detector, json_t *fields, char *buf, size_t len)
+int event_health_json(const struct event_ctx *ctx, uint64_t realtime_ns, const char *detector,
+		      json_t *fields, char *buf, size_t len)
 {
 	json_t *d = json_object();
 	int err = 0, ret;
@@ -510,8 +536,9 @@ int event_health_json(const struct event_ctx *ctx, uint64_t realtime_ns,
 	err |= put(d, "detector", json_cstr_or_null(detector));
 	if (!err && fields)
 		err |= json_object_update_missing(d, fields);
-	ret = err ? -ENOMEM : event_userspace_json(ctx, realtime_ns, SG_EV_HEALTH,
-						   SG_ACTION_LOGGED, -1, d, buf, len);
+	ret = err ? -ENOMEM
+		  : event_userspace_json(ctx, realtime_ns, SG_EV_HEALTH, SG_ACTION_LOGGED, -1, d,
+					 buf, len);
 	json_decref(d);
 	return ret;
 }

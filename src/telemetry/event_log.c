@@ -17,23 +17,23 @@
 
 struct event_log {
 	pthread_mutex_t lock;
-	char     *path;
-	int       fd;              /* -1 after a failed reopen: retried per line */
-	bool      is_stdout;
-	uint64_t  max_bytes;
-	unsigned  keep;
-	uint64_t  size;            /* of the current file */
-	bool      failing;         /* in a run of failed writes (logged once) */
-	bool      rotate_failing;  /* in a run of failed rotations (logged once) */
-	uint64_t  lost_in_run;
+	char *path;
+	int fd; /* -1 after a failed reopen: retried per line */
+	bool is_stdout;
+	uint64_t max_bytes;
+	unsigned keep;
+	uint64_t size;       /* of the current file */
+	bool failing;        /* in a run of failed writes (logged once) */
+	bool rotate_failing; /* in a run of failed rotations (logged once) */
+	uint64_t lost_in_run;
 	struct event_log_stats st;
 };
 
 static int open_file(struct event_log *log, bool truncate)
 {
 	struct stat sb;
-	int fd = open(log->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-		      (truncate ? O_TRUNC : 0), 0640);
+	int fd = open(log->path,
+		      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0640);
 
 	if (fd < 0)
 		return -errno;
@@ -188,12 +188,14 @@ int event_log_write(struct event_log *log, const char *line)
 		log->st.failures++;
 		log->lost_in_run++;
 		if (!log->failing)
-			sg_error("events: writing %s failed: %s; counting lost lines until it works again",
-				 log->is_stdout ? "stdout" : log->path, strerror(-err));
+			sg_error(
+				"events: writing %s failed: %s; counting lost lines until it works again",
+				log->is_stdout ? "stdout" : log->path, strerror(-err));
 		log->failing = true;
 	} else if (log->failing) {
 		sg_warn("events: writing %s works again; %llu lines were lost",
-			log->is_stdout ? "stdout" : log->path, (unsigned long long)log->lost_in_run);
+			log->is_stdout ? "stdout" : log->path,
+			(unsigned long long)log->lost_in_run);
 		log->failing = false;
 		log->lost_in_run = 0;
 	}

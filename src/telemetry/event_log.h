@@ -10,11 +10,11 @@
 struct event_log;
 
 struct event_log_stats {
-	uint64_t lines;            /* lines written */
-	uint64_t bytes;            /* bytes written, newlines included */
-	uint64_t failures;         /* lines lost to write errors */
-	uint64_t rotations;        /* rotations done */
-	uint64_t rotate_failures;  /* rotations that failed (writing went on) */
+	uint64_t lines;           /* lines written */
+	uint64_t bytes;           /* bytes written, newlines included */
+	uint64_t failures;        /* lines lost to write errors */
+	uint64_t rotations;       /* rotations done */
+	uint64_t rotate_failures; /* rotations that failed (writing went on) */
 };
 
 /* Open (create, mode 0640, or append to) path. max_bytes 0 = never rotate;

@@ -12,10 +12,14 @@ void health_init(struct health_state *s)
 const char *health_detector_name(enum health_detector d)
 {
 	switch (d) {
-	case HEALTH_CONSTANT: return "constant";
-	case HEALTH_INVALID:  return "invalid";
-	case HEALTH_DEAD:     return "dead";
-	default:              return "unknown";
+	case HEALTH_CONSTANT:
+		return "constant";
+	case HEALTH_INVALID:
+		return "invalid";
+	case HEALTH_DEAD:
+		return "dead";
+	default:
+		return "unknown";
 	}
 }
 
@@ -34,8 +38,8 @@ static void pool_scores(struct health_state *s, const struct sg_outcome *o)
 {
 	double n_b = o->n_scores, delta, n;
 
-	if (o->cause != SG_CAUSE_OK || o->n_scores == 0 ||
-	    !isfinite(o->score_mean) || !isfinite(o->score_var) || o->score_var < 0)
+	if (o->cause != SG_CAUSE_OK || o->n_scores == 0 || !isfinite(o->score_mean) ||
+	    !isfinite(o->score_var) || o->score_var < 0)
 		return;
 	n = (double)s->n + n_b;
 	delta = o->score_mean - s->mean;
@@ -53,11 +57,10 @@ static bool flat(double cur, double prev, double eps)
 
 /* A rate detector: fire once per window, as soon as the count makes the
  * full window's rate reach the threshold. */
-static unsigned rate_check(struct health_state *s, enum health_detector d,
-			   uint32_t count, double threshold)
+static unsigned rate_check(struct health_state *s, enum health_detector d, uint32_t count,
+			   double threshold)
 {
-	if ((s->fired & HEALTH_BIT(d)) || count == 0 ||
-	    (double)count / s->window < threshold)
+	if ((s->fired & HEALTH_BIT(d)) || count == 0 || (double)count / s->window < threshold)
 		return 0;
 	s->fired |= HEALTH_BIT(d);
 	s->fired_total[d]++;
@@ -131,13 +134,13 @@ void health_describe(const struct health_state *s, const struct sg_health *cfg,
 		break;
 	case HEALTH_INVALID:
 		snprintf(buf, len, "%u of %u batches invalid so far (rate %.2f >= %.2f)",
-			 s->invalid, s->window, (double)s->invalid / s->window,
-			 cfg->invalid_rate);
+			 s->invalid, s->window, (double)s->invalid / s->window, cfg->invalid_rate);
 		break;
 	case HEALTH_DEAD:
-		snprintf(buf, len, "score mean %.6g and variance %.6g flat within %g for "
-			 "%u consecutive windows of %u batches", s->prev.mean, s->prev.var,
-			 cfg->dead_epsilon, s->flat_windows, s->window);
+		snprintf(buf, len,
+			 "score mean %.6g and variance %.6g flat within %g for "
+			 "%u consecutive windows of %u batches",
+			 s->prev.mean, s->prev.var, cfg->dead_epsilon, s->flat_windows, s->window);
 		break;
 	default:
 		snprintf(buf, len, "unknown detector %d", (int)d);

@@ -44,33 +44,28 @@
 #include "outcome.h"
 #include "policy/policy.h"
 
-enum health_detector {
-	HEALTH_CONSTANT = 0,
-	HEALTH_INVALID,
-	HEALTH_DEAD,
-	HEALTH__COUNT
-};
+enum health_detector { HEALTH_CONSTANT = 0, HEALTH_INVALID, HEALTH_DEAD, HEALTH__COUNT };
 
 #define HEALTH_BIT(d) (1u << (d))
 
 struct health_window_stats {
-	uint64_t n;            /* scores pooled */
-	double   mean;
-	double   var;
+	uint64_t n; /* scores pooled */
+	double mean;
+	double var;
 };
 
 struct health_state {
 	/* the current window */
-	uint32_t window;       /* the size it was started with */
+	uint32_t window; /* the size it was started with */
 	uint32_t batches, constant, invalid;
-	unsigned fired;        /* bits fired in this window */
-	uint64_t n;            /* pooled scores: count, mean, sum of squared deviations */
-	double   mean, m2;
+	unsigned fired; /* bits fired in this window */
+	uint64_t n;     /* pooled scores: count, mean, sum of squared deviations */
+	double mean, m2;
 	/* closed windows */
-	bool     have_prev;
-	struct health_window_stats prev;  /* the last closed window with scores */
-	uint32_t flat_windows;            /* current streak of flat windows */
-	uint64_t windows;                 /* windows closed */
+	bool have_prev;
+	struct health_window_stats prev; /* the last closed window with scores */
+	uint32_t flat_windows;           /* current streak of flat windows */
+	uint64_t windows;                /* windows closed */
 	uint64_t fired_total[HEALTH__COUNT];
 };
 

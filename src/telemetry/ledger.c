@@ -19,7 +19,7 @@ struct ledger {
 	pthread_mutex_t lock;
 	struct ledger_tenant *tenants[LEDGER_MAX_TENANTS];
 	size_t n_tenants;
-	struct ledger_tenant *overflow;   /* LEDGER_OVERFLOW, made on first use */
+	struct ledger_tenant *overflow; /* LEDGER_OVERFLOW, made on first use */
 	uint64_t overflowed;
 };
 
@@ -89,7 +89,8 @@ static struct ledger_tenant *tenant_row(struct ledger *l, const char *name)
 		return NULL;
 	if (l->overflowed++ == 0)
 		sg_warn("ledger: more than %d tenants: booking '%s' and every further new "
-			"tenant under '%s'", LEDGER_MAX_TENANTS, name, LEDGER_OVERFLOW);
+			"tenant under '%s'",
+			LEDGER_MAX_TENANTS, name, LEDGER_OVERFLOW);
 	return l->overflow;
 }
 
@@ -120,14 +121,14 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 	char tenant[SG_TENANT_MAX];
 
 	if (!memchr(o->tenant, '\0', sizeof(o->tenant)))
-		return tenant_check(NULL);   /* unterminated */
+		return tenant_check(NULL); /* unterminated */
 	snprintf(tenant, sizeof(tenant), "%s", o->tenant);
 	if (tenant_check(tenant))
 		return -EINVAL;
 	if ((unsigned)o->cause >= SG_CAUSE__COUNT ||
 	    (violation && (o->rule < 0 || o->rule >= SG_RULE__COUNT))) {
-		sg_warn("ledger: refusing an outcome for '%s' with cause %d rule %d",
-			tenant, (int)o->cause, o->rule);
+		sg_warn("ledger: refusing an outcome for '%s' with cause %d rule %d", tenant,
+			(int)o->cause, o->rule);
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&l->lock);
@@ -154,8 +155,8 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 	return t ? 0 : -ENOMEM;
 }
 
-int ledger_book_event(struct ledger *l, const char *tenant,
-		      enum sg_event_type type, enum sg_event_action action)
+int ledger_book_event(struct ledger *l, const char *tenant, enum sg_event_type type,
+		      enum sg_event_action action)
 {
 	struct ledger_tenant *t;
 
@@ -163,8 +164,8 @@ int ledger_book_event(struct ledger *l, const char *tenant,
 		return -EINVAL;
 	if (!event_type_name(type) || !event_action_name(action) ||
 	    (unsigned)type >= SG_EV__COUNT || (unsigned)action >= LEDGER_N_ACTIONS) {
-		sg_warn("ledger: refusing an event for '%s' with type %d action %d",
-			tenant, (int)type, (int)action);
+		sg_warn("ledger: refusing an event for '%s' with type %d action %d", tenant,
+			(int)type, (int)action);
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&l->lock);
@@ -239,8 +240,7 @@ uint64_t ledger_overflowed(struct ledger *l)
 
 /* ---- for ledger_file.c ---- */
 
-void ledger_adopt(struct ledger *l, struct ledger_tenant **rows, size_t n,
-		  uint64_t overflowed)
+void ledger_adopt(struct ledger *l, struct ledger_tenant **rows, size_t n, uint64_t overflowed)
 {
 	pthread_mutex_lock(&l->lock);
 	ledger_clear(l);

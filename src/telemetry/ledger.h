@@ -55,21 +55,21 @@
 #define LEDGER_MAX_TENANTS 1024
 #define LEDGER_OVERFLOW    "_overflow"
 #define LEDGER_N_BOUNDS    13
-#define LEDGER_N_ACTIONS   (SG_ACTION_LOGGED + 1)    /* index 0 unused */
-#define LEDGER_N_CLASSES   (SG_CLASS_PLATFORM + 1)   /* SG_CLASS_NONE unused */
+#define LEDGER_N_ACTIONS   (SG_ACTION_LOGGED + 1)  /* index 0 unused */
+#define LEDGER_N_CLASSES   (SG_CLASS_PLATFORM + 1) /* SG_CLASS_NONE unused */
 #define LEDGER_VERSION     1
 
 /* Batch duration bucket bounds, seconds: 0.005 .. 60. */
 extern const double ledger_duration_bounds[LEDGER_N_BOUNDS];
 
 struct ledger_duration {
-	uint64_t buckets[LEDGER_N_BOUNDS + 1];   /* per bucket, not cumulative */
-	double   sum_seconds;
+	uint64_t buckets[LEDGER_N_BOUNDS + 1]; /* per bucket, not cumulative */
+	double sum_seconds;
 	uint64_t count;
 };
 
 struct ledger_tenant {
-	char     name[SG_TENANT_MAX];
+	char name[SG_TENANT_MAX];
 	uint64_t attempts;
 	uint64_t failures[SG_CAUSE__COUNT];
 	uint64_t failures_by_class[LEDGER_N_CLASSES];
@@ -87,8 +87,8 @@ struct ledger *ledger_new(void);
 void ledger_free(struct ledger *l);
 
 int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o);
-int ledger_book_event(struct ledger *l, const char *tenant,
-		      enum sg_event_type type, enum sg_event_action action);
+int ledger_book_event(struct ledger *l, const char *tenant, enum sg_event_type type,
+		      enum sg_event_action action);
 int ledger_book_kill(struct ledger *l, const char *tenant, enum sg_rule rule);
 
 /* Visit every tenant in the order first booked (LEDGER_OVERFLOW last). */
@@ -97,7 +97,7 @@ void ledger_foreach(struct ledger *l, ledger_visit_fn fn, void *ctx);
 
 /* Copy one tenant's counts. -ENOENT if it was never booked. */
 int ledger_get(struct ledger *l, const char *tenant, struct ledger_tenant *out);
-size_t ledger_tenant_count(struct ledger *l);   /* LEDGER_OVERFLOW included */
+size_t ledger_tenant_count(struct ledger *l); /* LEDGER_OVERFLOW included */
 uint64_t ledger_overflowed(struct ledger *l);
 
 int ledger_save(struct ledger *l, const char *path);

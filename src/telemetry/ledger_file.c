@@ -19,14 +19,26 @@
 #include "lib/rule_names.h"
 #include "lib/array_len.h"
 
-#define LEDGER_FILE_MAX (64u << 20)   /* far above 1025 tenants' worth */
+#define LEDGER_FILE_MAX (64u << 20) /* far above 1025 tenants' worth */
 
 /* ---- names for the file ---- */
 
-static const char *cause_key(int i)  { return i > 0 && i < SG_CAUSE__COUNT ? cause_name(i) : NULL; }
-static const char *rule_key(int i)   { return i >= 0 && i < SG_RULE__COUNT ? rule_name(i) : NULL; }
-static const char *type_key(int i)   { return i > 0 && i < SG_EV__COUNT ? event_type_name(i) : NULL; }
-static const char *action_key(int i) { return i > 0 && i < LEDGER_N_ACTIONS ? event_action_name(i) : NULL; }
+static const char *cause_key(int i)
+{
+	return i > 0 && i < SG_CAUSE__COUNT ? cause_name(i) : NULL;
+}
+static const char *rule_key(int i)
+{
+	return i >= 0 && i < SG_RULE__COUNT ? rule_name(i) : NULL;
+}
+static const char *type_key(int i)
+{
+	return i > 0 && i < SG_EV__COUNT ? event_type_name(i) : NULL;
+}
+static const char *action_key(int i)
+{
+	return i > 0 && i < LEDGER_N_ACTIONS ? event_action_name(i) : NULL;
+}
 
 static int key_index(const char *(*key)(int), int n, const char *name)
 {
@@ -63,18 +75,20 @@ static json_t *tenant_to_json(const struct ledger_tenant *t)
 	for (int b = 0; buckets && b <= LEDGER_N_BOUNDS; b++)
 		json_array_append_new(buckets, json_integer((json_int_t)t->duration.buckets[b]));
 	return json_pack("{s:I, s:{s:I, s:I}, s:I, s:I, s:o, s:o, s:o, s:o, s:{s:o, s:f}}",
-		"attempts", (json_int_t)t->attempts,
-		"batches", "ok", (json_int_t)t->batches_ok, "failed", (json_int_t)t->batches_failed,
-		"degenerate", (json_int_t)t->degenerate,
-		"invalid", (json_int_t)t->invalid,
-		"failures", named_counts(t->failures, SG_CAUSE__COUNT, cause_key),
-		"violations", named_counts(t->violations, SG_RULE__COUNT, rule_key),
-		"kills", named_counts(t->kills, SG_RULE__COUNT, rule_key),
-		"events", events,
-		"duration", "buckets", buckets, "sum_seconds", t->duration.sum_seconds);
+			 "attempts", (json_int_t)t->attempts, "batches", "ok",
+			 (json_int_t)t->batches_ok, "failed", (json_int_t)t->batches_failed,
+			 "degenerate", (json_int_t)t->degenerate, "invalid", (json_int_t)t->invalid,
+			 "failures", named_counts(t->failures, SG_CAUSE__COUNT, cause_key),
+			 "violations", named_counts(t->violations, SG_RULE__COUNT, rule_key),
+			 "kills", named_counts(t->kills, SG_RULE__COUNT, rule_key), "events",
+			 events, "duration", "buckets", buckets, "sum_seconds",
+			 t->duration.sum_seconds);
 }
 
-struct encode { json_t *tenants; bool ok; };
+struct encode {
+	json_t *tenants;
+	bool ok;
+};
 
 static void encode_tenant(const struct ledger_tenant *t, void *ctx)
 {
@@ -92,8 +106,8 @@ static json_t *ledger_to_json(struct ledger *l)
 	if (!e.tenants)
 		return NULL;
 	ledger_foreach(l, encode_tenant, &e);
-	root = json_pack("{s:i, s:I, s:o}", "version", LEDGER_VERSION,
-			 "overflowed", (json_int_t)ledger_overflowed(l), "tenants", e.tenants);
+	root = json_pack("{s:i, s:I, s:o}", "version", LEDGER_VERSION, "overflowed",
+			 (json_int_t)ledger_overflowed(l), "tenants", e.tenants);
 	if (!e.ok) {
 		json_decref(root);
 		return NULL;
@@ -156,8 +170,7 @@ int ledger_save(struct ledger *l, const char *path)
 	if (fd < 0) {
 		err = -errno;
 		step = "create";
-	} else if ((err = write_all(fd, text, strlen(text))) ||
-		   (err = write_all(fd, "\n", 1))) {
+	} else if ((err = write_all(fd, text, strlen(text))) || (err = write_all(fd, "\n", 1))) {
 		step = "write";
 	} else if (fsync(fd)) {
 		err = -errno;
@@ -186,7 +199,10 @@ int ledger_save(struct ledger *l, const char *path)
 
 /* ---- loading ---- */
 
-struct why { char msg[300]; bool oom; };
+struct why {
+	char msg[300];
+	bool oom;
+};
 
 static int bad(struct why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(struct why *w, const char *fmt, ...)
@@ -199,8 +215,7 @@ static int bad(struct why *w, const char *fmt, ...)
 	return -1;
 }
 
-static int get_count(json_t *v, uint64_t *out, struct why *w, const char *tenant,
-		     const char *field)
+static int get_count(json_t *v, uint64_t *out, struct why *w, const char *tenant, const char *field)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < 0)
 		return bad(w, "tenants.%s.%s: expected a count (integer >= 0)", tenant, field);
@@ -208,8 +223,8 @@ static int get_count(json_t *v, uint64_t *out, struct why *w, const char *tenant
 	return 0;
 }
 
-static int load_named(json_t *obj, uint64_t *v, int n, const char *(*key)(int),
-		      struct why *w, const char *tenant, const char *field)
+static int load_named(json_t *obj, uint64_t *v, int n, const char *(*key)(int), struct why *w,
+		      const char *tenant, const char *field)
 {
 	const char *name;
 	json_t *val;
@@ -217,7 +232,8 @@ static int load_named(json_t *obj, uint64_t *v, int n, const char *(*key)(int),
 
 	if (!json_is_object(obj))
 		return bad(w, "tenants.%s.%s: expected an object", tenant, field);
-	json_object_foreach(obj, name, val) {
+	json_object_foreach(obj, name, val)
+	{
 		int i = key_index(key, n, name);
 		snprintf(where, sizeof(where), "%s.%s", field, name);
 		if (i < 0)
@@ -228,8 +244,7 @@ static int load_named(json_t *obj, uint64_t *v, int n, const char *(*key)(int),
 	return 0;
 }
 
-static int load_duration(json_t *obj, struct ledger_duration *d, struct why *w,
-			 const char *tenant)
+static int load_duration(json_t *obj, struct ledger_duration *d, struct why *w, const char *tenant)
 {
 	json_t *buckets = json_object_get(obj, "buckets");
 	json_t *sum = json_object_get(obj, "sum_seconds");
@@ -237,8 +252,10 @@ static int load_duration(json_t *obj, struct ledger_duration *d, struct why *w,
 	if (!json_is_object(obj) || json_object_size(obj) != 2 || !json_is_array(buckets) ||
 	    json_array_size(buckets) != LEDGER_N_BOUNDS + 1 || !json_is_number(sum) ||
 	    !(json_number_value(sum) >= 0) || !isfinite(json_number_value(sum)))
-		return bad(w, "tenants.%s.duration: expected {\"buckets\": [%d counts], "
-			   "\"sum_seconds\": x >= 0}", tenant, LEDGER_N_BOUNDS + 1);
+		return bad(w,
+			   "tenants.%s.duration: expected {\"buckets\": [%d counts], "
+			   "\"sum_seconds\": x >= 0}",
+			   tenant, LEDGER_N_BOUNDS + 1);
 	for (size_t b = 0; b <= LEDGER_N_BOUNDS; b++) {
 		if (get_count(json_array_get(buckets, b), &d->buckets[b], w, tenant,
 			      "duration.buckets"))
@@ -249,8 +266,7 @@ static int load_duration(json_t *obj, struct ledger_duration *d, struct why *w,
 	return 0;
 }
 
-static int load_batches(json_t *obj, struct ledger_tenant *t, struct why *w,
-			const char *tenant)
+static int load_batches(json_t *obj, struct ledger_tenant *t, struct why *w, const char *tenant)
 {
 	if (!json_is_object(obj) || json_object_size(obj) != 2)
 		return bad(w, "tenants.%s.batches: expected {\"ok\": n, \"failed\": n}", tenant);
@@ -261,11 +277,11 @@ static int load_batches(json_t *obj, struct ledger_tenant *t, struct why *w,
 	return 0;
 }
 
-static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t,
-		       struct why *w)
+static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t, struct why *w)
 {
-	static const char *const fields[] = { "attempts", "batches", "degenerate", "invalid",
-		"failures", "violations", "kills", "events", "duration" };
+	static const char *const fields[] = { "attempts", "batches",  "degenerate",
+					      "invalid",  "failures", "violations",
+					      "kills",    "events",   "duration" };
 	const char *key;
 	json_t *v;
 	int err = 0;
@@ -275,7 +291,8 @@ static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t,
 	for (size_t i = 0; i < ARRAY_LEN(fields); i++)
 		if (!json_object_get(obj, fields[i]))
 			return bad(w, "tenants.%s.%s: missing", name, fields[i]);
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		if (!strcmp(key, "attempts"))
 			err = get_count(v, &t->attempts, w, name, key);
 		else if (!strcmp(key, "degenerate"))
@@ -298,13 +315,15 @@ static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t,
 			char field[64];
 			if (!json_is_object(v))
 				return bad(w, "tenants.%s.events: expected an object", name);
-			json_object_foreach(v, type, by_action) {
+			json_object_foreach(v, type, by_action)
+			{
 				int e = key_index(type_key, SG_EV__COUNT, type);
 				if (e < 0)
-					return bad(w, "tenants.%s.events: unknown event type '%s'", name, type);
+					return bad(w, "tenants.%s.events: unknown event type '%s'",
+						   name, type);
 				snprintf(field, sizeof(field), "events.%s", type);
-				if (load_named(by_action, t->events[e], LEDGER_N_ACTIONS, action_key,
-					       w, name, field))
+				if (load_named(by_action, t->events[e], LEDGER_N_ACTIONS,
+					       action_key, w, name, field))
 					return -1;
 			}
 		} else
@@ -320,8 +339,10 @@ static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t,
 	for (int r = 0; r < SG_RULE__COUNT; r++)
 		violations += t->violations[r];
 	if (violations != t->failures[SG_CAUSE_TENANT_POLICY_VIOLATION])
-		return bad(w, "tenants.%s: violations by rule add up to %llu, not the %llu "
-			   "tenant_policy_violation failures", name, (unsigned long long)violations,
+		return bad(w,
+			   "tenants.%s: violations by rule add up to %llu, not the %llu "
+			   "tenant_policy_violation failures",
+			   name, (unsigned long long)violations,
 			   (unsigned long long)t->failures[SG_CAUSE_TENANT_POLICY_VIOLATION]);
 	if (t->duration.count != t->batches_ok + t->batches_failed)
 		return bad(w, "tenants.%s: %llu batch durations for %llu batches", name,
@@ -358,7 +379,8 @@ static int load_json(struct rows *into, json_t *root, struct why *w)
 	if (!json_is_integer(overflowed) || json_integer_value(overflowed) < 0)
 		return bad(w, "overflowed: expected a count (integer >= 0)");
 	into->overflowed = (uint64_t)json_integer_value(overflowed);
-	json_object_foreach(tenants, name, v) {
+	json_object_foreach(tenants, name, v)
+	{
 		bool is_overflow = !strcmp(name, LEDGER_OVERFLOW);
 		struct ledger_tenant *t;
 
@@ -381,7 +403,8 @@ static int load_json(struct rows *into, json_t *root, struct why *w)
 static int read_file(const char *path, char **text, size_t *len)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), err = 0;   /* a FIFO must not hang us */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK),
+	    err = 0; /* a FIFO must not hang us */
 	ssize_t n = 0;
 
 	if (fd < 0)
@@ -399,7 +422,10 @@ static int read_file(const char *path, char **text, size_t *len)
 	else {
 		for (*len = 0; *len < (size_t)st.st_size; *len += n) {
 			n = read(fd, *text + *len, st.st_size - *len);
-			if (n < 0 && errno == EINTR) { n = 0; continue; }
+			if (n < 0 && errno == EINTR) {
+				n = 0;
+				continue;
+			}
 			if (n <= 0)
 				break;
 		}
@@ -475,8 +501,8 @@ int ledger_load(struct ledger *l, const char *path)
 		rows_free(rows);
 		free(rows);
 		move_aside(path, aside, sizeof(aside));
-		sg_error("ledger: %s is corrupt: %s; kept as %s; no counts were restored",
-			 path, w.msg, aside);
+		sg_error("ledger: %s is corrupt: %s; kept as %s; no counts were restored", path,
+			 w.msg, aside);
 		return -EBADMSG;
 	}
 	ledger_adopt(l, rows->row, rows->n, rows->overflowed);

@@ -6,7 +6,6 @@
 /* Replace the ledger's content with `rows` (malloc'd, taken over; at most
  * LEDGER_MAX_TENANTS named tenants plus one LEDGER_OVERFLOW row, checked by
  * the caller). */
-void ledger_adopt(struct ledger *l, struct ledger_tenant **rows, size_t n,
-		  uint64_t overflowed);
+void ledger_adopt(struct ledger *l, struct ledger_tenant **rows, size_t n, uint64_t overflowed);
 
 #endif

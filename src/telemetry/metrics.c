@@ -10,25 +10,25 @@
 #include "lib/utf8.h"
 
 struct metrics_series {
-	char   **values;       /* n_labels copies */
+	char **values; /* n_labels copies */
 	uint64_t hash;
-	double   value;        /* counter, gauge */
-	uint64_t *buckets;     /* histogram: n_bounds + 1 per-bucket counts */
-	double   sum;
+	double value;      /* counter, gauge */
+	uint64_t *buckets; /* histogram: n_bounds + 1 per-bucket counts */
+	double sum;
 	uint64_t count;
 };
 
 struct metrics_family {
 	struct metrics_registry *reg;
 	enum metrics_type type;
-	char    *name;
-	char    *help;
-	char    *labels[METRICS_MAX_LABELS];
-	size_t   n_labels;
-	double   bounds[METRICS_MAX_BUCKETS];
-	size_t   n_bounds;
+	char *name;
+	char *help;
+	char *labels[METRICS_MAX_LABELS];
+	size_t n_labels;
+	double bounds[METRICS_MAX_BUCKETS];
+	size_t n_bounds;
 	struct metrics_series *series;
-	size_t   n_series, cap, max_series;
+	size_t n_series, cap, max_series;
 	uint64_t refused;
 };
 
@@ -48,8 +48,8 @@ static bool name_valid(const char *s, bool colon_ok)
 		return false;
 	for (; *s; s++) {
 		char c = *s;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '_' || (colon_ok && c == ':')))
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || (colon_ok && c == ':')))
 			return false;
 	}
 	return true;
@@ -58,8 +58,7 @@ static bool name_valid(const char *s, bool colon_ok)
 /* Prometheus reads label values and HELP as UTF-8 and rejects anything
  * else: lib/utf8.h's utf8_valid() checks exactly that. */
 
-static int spec_check(enum metrics_type type, const struct metrics_spec *s,
-		      size_t *n_labels)
+static int spec_check(enum metrics_type type, const struct metrics_spec *s, size_t *n_labels)
 {
 	const char *name = s->name ? s->name : "(null)";
 	size_t n = 0, len;
@@ -102,8 +101,9 @@ static int spec_check(enum metrics_type type, const struct metrics_spec *s,
 		}
 		for (size_t i = 0; i < s->n_bounds; i++)
 			if (!isfinite(s->bounds[i]) || (i && s->bounds[i] <= s->bounds[i - 1])) {
-				sg_error("metrics: histogram %s: bounds must be finite and strictly increasing",
-					 name);
+				sg_error(
+					"metrics: histogram %s: bounds must be finite and strictly increasing",
+					name);
 				return -EINVAL;
 			}
 	}
@@ -153,8 +153,7 @@ void metrics_registry_free(struct metrics_registry *r)
 	free(r);
 }
 
-void metrics_registry_on_collect(struct metrics_registry *r,
-				 metrics_collect_fn fn, void *ctx)
+void metrics_registry_on_collect(struct metrics_registry *r, metrics_collect_fn fn, void *ctx)
 {
 	pthread_mutex_lock(&r->lock);
 	r->collect = fn;
@@ -162,8 +161,8 @@ void metrics_registry_on_collect(struct metrics_registry *r,
 	pthread_mutex_unlock(&r->lock);
 }
 
-static struct metrics_series *series_get(struct metrics_family *f,
-					 const char *const *values, int *err);
+static struct metrics_series *series_get(struct metrics_family *f, const char *const *values,
+					 int *err);
 
 int metrics_family_add(struct metrics_registry *r, enum metrics_type type,
 		       const struct metrics_spec *spec, struct metrics_family **out)
@@ -230,7 +229,7 @@ int metrics_family_add(struct metrics_registry *r, enum metrics_type type,
 
 static uint64_t values_hash(const struct metrics_family *f, const char *const *values)
 {
-	uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a, 0xff between values */
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, 0xff between values */
 
 	for (size_t i = 0; i < f->n_labels; i++) {
 		for (const unsigned char *p = (const unsigned char *)values[i]; *p; p++)
@@ -256,8 +255,8 @@ static int values_check(const struct metrics_family *f, const char *const *value
 	return 0;
 }
 
-static struct metrics_series *series_find(struct metrics_family *f,
-					  const char *const *values, uint64_t h)
+static struct metrics_series *series_find(struct metrics_family *f, const char *const *values,
+					  uint64_t h)
 {
 	for (size_t i = 0; i < f->n_series; i++) {
 		struct metrics_series *s = &f->series[i];
@@ -272,8 +271,8 @@ static struct metrics_series *series_find(struct metrics_family *f,
 	return NULL;
 }
 
-static struct metrics_series *series_get(struct metrics_family *f,
-					 const char *const *values, int *err)
+static struct metrics_series *series_get(struct metrics_family *f, const char *const *values,
+					 int *err)
 {
 	struct metrics_series *s, fresh = { 0 };
 	uint64_t h;
@@ -480,8 +479,7 @@ static void put_escaped(FILE *out, const char *s, bool quote)
 
 /* name{l1="v1",...,le="x"} with the optional extra `le` label. */
 static void put_sample_name(FILE *out, const struct metrics_family *f,
-			    const struct metrics_series *s, const char *suffix,
-			    const char *le)
+			    const struct metrics_series *s, const char *suffix, const char *le)
 {
 	fputs(f->name, out);
 	fputs(suffix, out);
@@ -501,13 +499,14 @@ static void put_sample_name(FILE *out, const struct metrics_family *f,
 static void render_family(FILE *out, const struct metrics_family *f)
 {
 	static const char *const type_names[] = {
-		[METRICS_COUNTER] = "counter", [METRICS_GAUGE] = "gauge",
+		[METRICS_COUNTER] = "counter",
+		[METRICS_GAUGE] = "gauge",
 		[METRICS_HISTOGRAM] = "histogram",
 	};
 	char num[32];
 
 	if (f->n_series == 0)
-		return;   /* no HELP without samples */
+		return; /* no HELP without samples */
 	fprintf(out, "# HELP %s ", f->name);
 	put_escaped(out, f->help, false);
 	fprintf(out, "\n# TYPE %s %s\n", f->name, type_names[f->type]);

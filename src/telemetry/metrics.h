@@ -34,9 +34,9 @@
 #include <stdio.h>
 
 #define METRICS_DEFAULT_MAX_SERIES 4096
-#define METRICS_LABEL_VALUE_MAX    256   /* bytes, per label value */
+#define METRICS_LABEL_VALUE_MAX    256 /* bytes, per label value */
 #define METRICS_MAX_LABELS         8
-#define METRICS_MAX_BUCKETS        64    /* finite bounds; +Inf is implicit */
+#define METRICS_MAX_BUCKETS        64 /* finite bounds; +Inf is implicit */
 
 enum metrics_type {
 	METRICS_COUNTER = 1,
@@ -53,10 +53,10 @@ struct metrics_family;
  * upper bounds, strictly increasing; the +Inf bucket is added. */
 struct metrics_spec {
 	const char *name;
-	const char *help;               /* any UTF-8; escaped on output */
+	const char *help; /* any UTF-8; escaped on output */
 	const char *const *labels;
-	size_t max_series;              /* 0: METRICS_DEFAULT_MAX_SERIES */
-	const double *bounds;           /* histograms only */
+	size_t max_series;    /* 0: METRICS_DEFAULT_MAX_SERIES */
+	const double *bounds; /* histograms only */
 	size_t n_bounds;
 };
 
@@ -66,29 +66,24 @@ void metrics_registry_free(struct metrics_registry *r);
 /* Register a family; *out is its handle. -EINVAL (logged) for a bad spec or
  * a name already registered. */
 int metrics_family_add(struct metrics_registry *r, enum metrics_type type,
-		       const struct metrics_spec *spec,
-		       struct metrics_family **out);
+		       const struct metrics_spec *spec, struct metrics_family **out);
 
 /* Called at the start of every render, without the registry lock held, so it
  * may set series from state kept elsewhere (the ledger's persisted totals).
  * It runs on the rendering thread: it must do its own locking. */
 typedef void (*metrics_collect_fn)(struct metrics_registry *r, void *ctx);
-void metrics_registry_on_collect(struct metrics_registry *r,
-				 metrics_collect_fn fn, void *ctx);
+void metrics_registry_on_collect(struct metrics_registry *r, metrics_collect_fn fn, void *ctx);
 
 /* Updates. `values` holds one label value per label name, in order (NULL
  * for a family without labels). */
 int metrics_counter_add(struct metrics_family *f, const char *const *values,
-			double delta);                 /* delta >= 0 */
+			double delta); /* delta >= 0 */
 /* Set a counter to a total kept elsewhere (finite, >= 0). */
-int metrics_counter_set(struct metrics_family *f, const char *const *values,
-			double total);
+int metrics_counter_set(struct metrics_family *f, const char *const *values, double total);
 int metrics_gauge_set(struct metrics_family *f, const char *const *values,
-		      double v);                     /* any value, NaN and Inf too */
-int metrics_gauge_add(struct metrics_family *f, const char *const *values,
-		      double delta);
-int metrics_histogram_observe(struct metrics_family *f,
-			      const char *const *values, double v);
+		      double v); /* any value, NaN and Inf too */
+int metrics_gauge_add(struct metrics_family *f, const char *const *values, double delta);
+int metrics_histogram_observe(struct metrics_family *f, const char *const *values, double v);
 /* Set a histogram from counts kept elsewhere: `counts` has n_bounds + 1
  * per-bucket (not cumulative) counts, the last for values above every bound;
  * `sum` is the sum of all observations. */

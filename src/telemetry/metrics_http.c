@@ -38,7 +38,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status,
 	if (!resp) {
 		if (mode == MHD_RESPMEM_MUST_FREE)
 			free(body);
-		return MHD_NO;   /* MHD closes the connection */
+		return MHD_NO; /* MHD closes the connection */
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
@@ -64,8 +64,7 @@ static enum MHD_Result serve_metrics(struct metrics_http *h, struct MHD_Connecti
 		sg_warn("metrics: rendering failed: %s", strerror(errno));
 		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "rendering failed\n");
 	}
-	return reply(conn, MHD_HTTP_OK, CONTENT_TYPE_METRICS, body, len,
-		     MHD_RESPMEM_MUST_FREE);
+	return reply(conn, MHD_HTTP_OK, CONTENT_TYPE_METRICS, body, len, MHD_RESPMEM_MUST_FREE);
 }
 
 static enum MHD_Result serve_ready(struct metrics_http *h, struct MHD_Connection *conn)
@@ -86,9 +85,8 @@ static enum MHD_Result serve_ready(struct metrics_http *h, struct MHD_Connection
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
-			      const char *method, const char *version,
-			      const char *upload_data, size_t *upload_data_size,
-			      void **req_cls)
+			      const char *method, const char *version, const char *upload_data,
+			      size_t *upload_data_size, void **req_cls)
 {
 	struct metrics_http *h = cls;
 
@@ -104,9 +102,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
-int metrics_http_start(const char *addr_port, struct metrics_registry *reg,
-		       metrics_ready_fn ready, void *ready_ctx,
-		       struct metrics_http **out)
+int metrics_http_start(const char *addr_port, struct metrics_registry *reg, metrics_ready_fn ready,
+		       void *ready_ctx, struct metrics_http **out)
 {
 	struct metrics_http *h;
 	int fd = -1, err;
@@ -122,13 +119,13 @@ int metrics_http_start(const char *addr_port, struct metrics_registry *reg,
 	h->reg = reg;
 	h->ready = ready;
 	h->ready_ctx = ready_ctx;
-	h->daemon = MHD_start_daemon(
-		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, h,
-		MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, "metrics http",
-		MHD_OPTION_LISTEN_SOCKET, fd,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)METRICS_HTTP_MAX_CONNECTIONS,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)METRICS_HTTP_TIMEOUT_S,
-		MHD_OPTION_END);
+	h->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
+				     NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
+				     "metrics http", MHD_OPTION_LISTEN_SOCKET, fd,
+				     MHD_OPTION_CONNECTION_LIMIT,
+				     (unsigned int)METRICS_HTTP_MAX_CONNECTIONS,
+				     MHD_OPTION_CONNECTION_TIMEOUT,
+				     (unsigned int)METRICS_HTTP_TIMEOUT_S, MHD_OPTION_END);
 	if (!h->daemon) {
 		sg_error("metrics: libmicrohttpd would not start on %s", addr_port);
 		close(fd);
@@ -149,6 +146,6 @@ void metrics_http_stop(struct metrics_http *h)
 {
 	if (!h)
 		return;
-	MHD_stop_daemon(h->daemon);   /* joins its thread and closes the socket */
+	MHD_stop_daemon(h->daemon); /* joins its thread and closes the socket */
 	free(h);
 }

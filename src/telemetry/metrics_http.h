@@ -37,9 +37,8 @@ typedef bool (*metrics_ready_fn)(void *ctx, char *reason, size_t len);
 /* Bind, listen and start serving `reg`. `ready` may be NULL. Returns 0 and
  * *out, or a negative errno (-EINVAL bad address, -EADDRINUSE, -EACCES, ...)
  * with a message logged. */
-int metrics_http_start(const char *addr_port, struct metrics_registry *reg,
-		       metrics_ready_fn ready, void *ready_ctx,
-		       struct metrics_http **out);
+int metrics_http_start(const char *addr_port, struct metrics_registry *reg, metrics_ready_fn ready,
+		       void *ready_ctx, struct metrics_http **out);
 
 /* The bound port (useful after binding port 0). */
 uint16_t metrics_http_port(const struct metrics_http *h);

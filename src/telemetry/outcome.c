@@ -41,8 +41,11 @@ enum sg_fault_class cause_class(enum sg_cause c)
 const char *fault_class_name(enum sg_fault_class c)
 {
 	switch (c) {
-	case SG_CLASS_TENANT_CODE: return "tenant_code";
-	case SG_CLASS_PLATFORM:    return "platform";
-	default:                   return "none";
+	case SG_CLASS_TENANT_CODE:
+		return "tenant_code";
+	case SG_CLASS_PLATFORM:
+		return "platform";
+	default:
+		return "none";
 	}
 }

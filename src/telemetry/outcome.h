@@ -28,28 +28,28 @@ enum sg_fault_class {
 	SG_CLASS_PLATFORM,
 };
 
-const char *cause_name(enum sg_cause c);          /* "tenant_timeout", ... */
-int cause_from_name(const char *name);            /* -1 if unknown */
+const char *cause_name(enum sg_cause c); /* "tenant_timeout", ... */
+int cause_from_name(const char *name);   /* -1 if unknown */
 enum sg_fault_class cause_class(enum sg_cause c);
 const char *fault_class_name(enum sg_fault_class c); /* "none", "tenant_code", "platform" */
 
 /* One attempt's outcome, as the executor reports it to the agent. */
 struct sg_outcome {
-	char     tenant[SG_TENANT_MAX];
-	char     run_id[SG_ID_BUF];
-	char     batch_id[SG_ID_BUF];
-	char     sandbox[SG_ID_BUF];
+	char tenant[SG_TENANT_MAX];
+	char run_id[SG_ID_BUF];
+	char batch_id[SG_ID_BUF];
+	char sandbox[SG_ID_BUF];
 	uint64_t cgroup_id;
 	enum sg_cause cause;
-	int      rule;           /* enum sg_rule, or -1 */
-	uint32_t attempt;        /* 1-based */
-	bool     final;          /* the batch's last attempt: counts as a batch */
+	int rule;         /* enum sg_rule, or -1 */
+	uint32_t attempt; /* 1-based */
+	bool final;       /* the batch's last attempt: counts as a batch */
 	uint64_t wall_ms;
-	uint32_t n_scores;       /* valid scores (cause ok) */
-	double   score_mean;
-	double   score_var;
-	bool     constant;       /* all scores equal (degenerate batch) */
-	bool     invalid;        /* failed the schema gate */
+	uint32_t n_scores; /* valid scores (cause ok) */
+	double score_mean;
+	double score_var;
+	bool constant; /* all scores equal (degenerate batch) */
+	bool invalid;  /* failed the schema gate */
 };
 
 #endif

@@ -59,26 +59,40 @@ static json_t *line_of(const struct sg_outcome *o, const char *mode, const char 
 	timestamp(ts, sizeof(ts));
 	json_object_set_new(j, "ts", json_string(ts));
 	json_object_set_new(j, "mode", json_string(mode));
-	json_object_set_new(j, "tenant", json_string_lossy(o->tenant, strnlen(o->tenant, sizeof(o->tenant))));
-	json_object_set_new(j, "run_id", o->run_id[0] ?
-			    json_string_lossy(o->run_id, strnlen(o->run_id, sizeof(o->run_id))) : json_null());
-	json_object_set_new(j, "batch_id", json_string_lossy(o->batch_id, strnlen(o->batch_id, sizeof(o->batch_id))));
-	json_object_set_new(j, "sandbox", o->sandbox[0] ?
-			    json_string_lossy(o->sandbox, strnlen(o->sandbox, sizeof(o->sandbox))) : json_null());
+	json_object_set_new(j, "tenant",
+			    json_string_lossy(o->tenant, strnlen(o->tenant, sizeof(o->tenant))));
+	json_object_set_new(j, "run_id",
+			    o->run_id[0] ? json_string_lossy(o->run_id,
+							     strnlen(o->run_id, sizeof(o->run_id)))
+					 : json_null());
+	json_object_set_new(j, "batch_id",
+			    json_string_lossy(o->batch_id,
+					      strnlen(o->batch_id, sizeof(o->batch_id))));
+	json_object_set_new(j, "sandbox",
+			    o->sandbox[0]
+				    ? json_string_lossy(o->sandbox,
+							strnlen(o->sandbox, sizeof(o->sandbox)))
+				    : json_null());
 	json_object_set_new(j, "cgroup_id", json_integer((json_int_t)o->cgroup_id));
 	json_object_set_new(j, "attempt", json_integer(o->attempt));
 	json_object_set_new(j, "final", json_boolean(o->final));
 	json_object_set_new(j, "cause", json_string(cause_name(o->cause)));
 	json_object_set_new(j, "class", json_string(fault_class_name(cause_class(o->cause))));
-	json_object_set_new(j, "rule", o->rule >= 0 && o->rule < SG_RULE__COUNT ?
-			    json_string(rule_name(o->rule)) : json_null());
+	json_object_set_new(j, "rule",
+			    o->rule >= 0 && o->rule < SG_RULE__COUNT
+				    ? json_string(rule_name(o->rule))
+				    : json_null());
 	json_object_set_new(j, "wall_ms", json_integer((json_int_t)o->wall_ms));
 	json_object_set_new(j, "n_scores", json_integer(o->n_scores));
-	json_object_set_new(j, "score_mean", o->n_scores ? json_real_or_null(o->score_mean) : json_null());
-	json_object_set_new(j, "score_var", o->n_scores ? json_real_or_null(o->score_var) : json_null());
+	json_object_set_new(j, "score_mean",
+			    o->n_scores ? json_real_or_null(o->score_mean) : json_null());
+	json_object_set_new(j, "score_var",
+			    o->n_scores ? json_real_or_null(o->score_var) : json_null());
 	json_object_set_new(j, "constant", json_boolean(o->constant));
 	json_object_set_new(j, "invalid", json_boolean(o->invalid));
-	json_object_set_new(j, "detail", detail && *detail ? json_string_lossy(detail, strlen(detail)) : json_null());
+	json_object_set_new(j, "detail",
+			    detail && *detail ? json_string_lossy(detail, strlen(detail))
+					      : json_null());
 	return j;
 }
 
@@ -100,7 +114,7 @@ int outcome_log_append(const struct sg_outcome *o, const char *mode, const char 
 	if (!text)
 		return -ENOMEM;
 	len = strlen(text);
-	text[len] = '\n';   /* json_dumps left room: replace the NUL, write len + 1 */
+	text[len] = '\n'; /* json_dumps left room: replace the NUL, write len + 1 */
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (fd < 0) {
 		ret = -errno;

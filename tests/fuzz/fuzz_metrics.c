@@ -25,9 +25,14 @@
 #include "lib/log.h"
 #include "telemetry/metrics.h"
 
-#define CHECK(cond) do { if (!(cond)) { \
-	fprintf(stderr, "fuzz_metrics: check failed: %s (line %d)\n", #cond, __LINE__); \
-	abort(); } } while (0)
+#define CHECK(cond)                                                                          \
+	do {                                                                                 \
+		if (!(cond)) {                                                               \
+			fprintf(stderr, "fuzz_metrics: check failed: %s (line %d)\n", #cond, \
+				__LINE__);                                                   \
+			abort();                                                             \
+		}                                                                            \
+	} while (0)
 
 /* Undo the text format's escaping up to the closing quote (quoted) or the
  * end of the line. Returns the position after it; aborts on a bad escape. */
@@ -37,8 +42,8 @@ static const char *unescape(const char *p, bool quoted, char *out, size_t cap)
 
 	for (;;) {
 		char c = *p++;
-		CHECK(c != '\0');                /* every line ends in a newline */
-		CHECK(!quoted || c != '\n');     /* never a raw newline in a value */
+		CHECK(c != '\0');            /* every line ends in a newline */
+		CHECK(!quoted || c != '\n'); /* never a raw newline in a value */
 		if ((!quoted && c == '\n') || (quoted && c == '"'))
 			break;
 		if (c == '\\') {
@@ -55,8 +60,8 @@ static const char *unescape(const char *p, bool quoted, char *out, size_t cap)
 
 /* name{l="v",...} value\n: check the labels against `want` (NULL-ended
  * name/value pairs) and return the value text. */
-static const char *sample(const char *line, const char *name, const char *const *want,
-			  char *value, size_t cap)
+static const char *sample(const char *line, const char *name, const char *const *want, char *value,
+			  size_t cap)
 {
 	char got[2 * METRICS_LABEL_VALUE_MAX + 2];
 	const char *p = line + strlen(name);
@@ -119,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	static bool quiet;
 	if (!quiet) {
-		sg_log_set_level(SG_LOG_ERROR + 1);   /* refusals are expected here */
+		sg_log_set_level(SG_LOG_ERROR + 1); /* refusals are expected here */
 		quiet = true;
 	}
 	CHECK(copy && help);
@@ -134,15 +139,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	r = metrics_registry_new();
 	CHECK(r);
-	err_c = metrics_family_add(r, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "fz_total", .help = piece[0] }, &c);
+	err_c = metrics_family_add(r, METRICS_COUNTER,
+				   &(struct metrics_spec){ .name = "fz_total", .help = piece[0] },
+				   &c);
 	CHECK(err_c == 0 || err_c == -EINVAL);
-	CHECK(metrics_family_add(r, METRICS_GAUGE, &(struct metrics_spec){
-		.name = "fz_gauge", .help = "g", .labels = (const char *[]){ "a", "b", NULL },
-		.max_series = 1 }, &g) == 0);
-	CHECK(metrics_family_add(r, METRICS_HISTOGRAM, &(struct metrics_spec){
-		.name = "fz_seconds", .help = "h", .labels = (const char *[]){ "a", NULL },
-		.bounds = bounds, .n_bounds = 2 }, &h) == 0);
+	CHECK(metrics_family_add(r, METRICS_GAUGE,
+				 &(struct metrics_spec){ .name = "fz_gauge",
+							 .help = "g",
+							 .labels =
+								 (const char *[]){ "a", "b", NULL },
+							 .max_series = 1 },
+				 &g) == 0);
+	CHECK(metrics_family_add(r, METRICS_HISTOGRAM,
+				 &(struct metrics_spec){ .name = "fz_seconds",
+							 .help = "h",
+							 .labels = (const char *[]){ "a", NULL },
+							 .bounds = bounds,
+							 .n_bounds = 2 },
+				 &h) == 0);
 
 	const char *vals[2] = { piece[1], piece[2] };
 	err_g = metrics_gauge_set(g, vals, v);
@@ -154,7 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	err_h = metrics_histogram_observe(h, vals, v);
 	CHECK(err_h == 0 || err_h == -EINVAL);
-	if (err_g == 0)   /* its label value was fine: only a NaN is refused */
+	if (err_g == 0) /* its label value was fine: only a NaN is refused */
 		CHECK((err_h == 0) == !isnan(v));
 
 	page = metrics_render_string(r, NULL);
@@ -170,8 +184,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (err_g == 0) {
 		CHECK(!strncmp(p, "# HELP fz_gauge g\n# TYPE fz_gauge gauge\n", 40));
-		p = sample(p + 40, "fz_gauge", (const char *[]){ "a", piece[1], "b", piece[2], NULL },
-			   value, sizeof(value));
+		p = sample(p + 40, "fz_gauge",
+			   (const char *[]){ "a", piece[1], "b", piece[2], NULL }, value,
+			   sizeof(value));
 		same_double(value, v);
 	}
 	if (err_h == 0) {
@@ -180,18 +195,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		p = next_line(next_line(p));
 		for (int b = 0; b < 3; b++) {
 			p = sample(p, "fz_seconds_bucket",
-				   (const char *[]){ "a", piece[1], "le", le[b], NULL },
-				   value, sizeof(value));
+				   (const char *[]){ "a", piece[1], "le", le[b], NULL }, value,
+				   sizeof(value));
 			CHECK(!strcmp(value, (v <= bounds[b < 2 ? b : 1] || b == 2) ? "1" : "0"));
 		}
-		p = sample(p, "fz_seconds_sum", (const char *[]){ "a", piece[1], NULL },
-			   value, sizeof(value));
-		same_double(value, 0.0 + v);   /* the sum starts at +0: -0 becomes +0 */
-		p = sample(p, "fz_seconds_count", (const char *[]){ "a", piece[1], NULL },
-			   value, sizeof(value));
+		p = sample(p, "fz_seconds_sum", (const char *[]){ "a", piece[1], NULL }, value,
+			   sizeof(value));
+		same_double(value, 0.0 + v); /* the sum starts at +0: -0 becomes +0 */
+		p = sample(p, "fz_seconds_count", (const char *[]){ "a", piece[1], NULL }, value,
+			   sizeof(value));
 		CHECK(!strcmp(value, "1"));
 	}
-	CHECK(*p == '\0');   /* nothing else on the page */
+	CHECK(*p == '\0'); /* nothing else on the page */
 
 	free(page);
 	metrics_registry_free(r);

@@ -49,9 +49,14 @@
 #include "policy/match.h"
 #include "policy/policy.h"
 
-#define CHECK(cond) do { if (!(cond)) { \
-	fprintf(stderr, "fuzz_policy: check failed: %s (line %d)\n", #cond, __LINE__); \
-	abort(); } } while (0)
+#define CHECK(cond)                                                                         \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
+			fprintf(stderr, "fuzz_policy: check failed: %s (line %d)\n", #cond, \
+				__LINE__);                                                  \
+			abort();                                                            \
+		}                                                                           \
+	} while (0)
 
 /* Bounds on the extra work per input, so that the fuzzer keeps its speed:
  * json_locate() is linear in the text, glob_match() in pattern * path. */
@@ -65,8 +70,8 @@ static bool terminated(const char *s, size_t cap)
 	return memchr(s, '\0', cap) != NULL;
 }
 
-static void check_refusal(const struct sg_policy_error *e, const char *name,
-			  const char *text, size_t len)
+static void check_refusal(const struct sg_policy_error *e, const char *name, const char *text,
+			  size_t len)
 {
 	int lines = 1;
 	char line[2048];
@@ -163,23 +168,21 @@ static void check_policy(const struct sg_policy *p, const char *name)
 static bool same_policy(const struct sg_policy *a, const struct sg_policy *b, bool same_tenant)
 {
 	const struct sg_limits *x = &a->limits, *y = &b->limits;
-	bool same = (!same_tenant || !strcmp(a->tenant, b->tenant)) &&
-		a->enabled == b->enabled && a->require_agent == b->require_agent &&
-		x->timeout_ms == y->timeout_ms && x->memory_mb == y->memory_mb &&
-		x->max_tasks == y->max_tasks && x->max_forks == y->max_forks &&
-		x->cpu == y->cpu && x->concurrency == y->concurrency &&
-		x->on_excess == y->on_excess && x->queue_timeout_ms == y->queue_timeout_ms &&
-		x->output_bytes == y->output_bytes &&
-		a->n_egress == b->n_egress && a->allow_unix == b->allow_unix &&
-		!strcmp(a->scratch_root, b->scratch_root) &&
-		a->n_read_only == b->n_read_only && a->n_exec_allow == b->n_exec_allow &&
-		!memcmp(a->action, b->action, sizeof(a->action)) &&
-		a->failure == b->failure && a->max_retries == b->max_retries &&
-		a->health.window == b->health.window &&
-		a->health.constant_rate == b->health.constant_rate &&
-		a->health.invalid_rate == b->health.invalid_rate &&
-		a->health.dead_windows == b->health.dead_windows &&
-		a->health.dead_epsilon == b->health.dead_epsilon;
+	bool same = (!same_tenant || !strcmp(a->tenant, b->tenant)) && a->enabled == b->enabled &&
+		    a->require_agent == b->require_agent && x->timeout_ms == y->timeout_ms &&
+		    x->memory_mb == y->memory_mb && x->max_tasks == y->max_tasks &&
+		    x->max_forks == y->max_forks && x->cpu == y->cpu &&
+		    x->concurrency == y->concurrency && x->on_excess == y->on_excess &&
+		    x->queue_timeout_ms == y->queue_timeout_ms &&
+		    x->output_bytes == y->output_bytes && a->n_egress == b->n_egress &&
+		    a->allow_unix == b->allow_unix && !strcmp(a->scratch_root, b->scratch_root) &&
+		    a->n_read_only == b->n_read_only && a->n_exec_allow == b->n_exec_allow &&
+		    !memcmp(a->action, b->action, sizeof(a->action)) && a->failure == b->failure &&
+		    a->max_retries == b->max_retries && a->health.window == b->health.window &&
+		    a->health.constant_rate == b->health.constant_rate &&
+		    a->health.invalid_rate == b->health.invalid_rate &&
+		    a->health.dead_windows == b->health.dead_windows &&
+		    a->health.dead_epsilon == b->health.dead_epsilon;
 
 	for (int i = 0; same && i < a->n_egress; i++) {
 		const struct sg_egress_allow *e = &a->egress[i], *f = &b->egress[i];
@@ -195,13 +198,16 @@ static bool same_policy(const struct sg_policy *a, const struct sg_policy *b, bo
 
 static json_t *egress_rule_json(const struct sg_egress_allow *e)
 {
-	static const char *const protos[] = { [0] = "any", [IPPROTO_TCP] = "tcp", [IPPROTO_UDP] = "udp" };
+	static const char *const protos[] = {
+		[0] = "any", [IPPROTO_TCP] = "tcp", [IPPROTO_UDP] = "udp"
+	};
 	char addr[INET6_ADDRSTRLEN], cidr[INET6_ADDRSTRLEN + 8];
 	bool v4 = e->family == AF_INET;
 
 	CHECK(inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? e->addr + 12 : e->addr, addr, sizeof(addr)));
 	snprintf(cidr, sizeof(cidr), "%s/%d", addr, v4 ? e->prefix - 96 : e->prefix);
-	return json_pack("{s:s, s:i, s:s}", "cidr", cidr, "port", e->port, "proto", protos[e->proto]);
+	return json_pack("{s:s, s:i, s:s}", "cidr", cidr, "port", e->port, "proto",
+			 protos[e->proto]);
 }
 
 static json_t *strings_json(const char (*list)[SG_POLICY_PATHLEN], int n)
@@ -227,26 +233,26 @@ static json_t *policy_json(const struct sg_policy *p)
 			 " s:{s:o, s:b}, s:{s:s, s:o}, s:{s:o},"
 			 " s:{s:s, s:s, s:s, s:s, s:s}, s:{s:s, s:I},"
 			 " s:{s:I, s:f, s:f, s:I, s:f}}",
-		"tenant", p->tenant, "enabled", p->enabled, "require_agent", p->require_agent,
-		"limits", "timeout_ms", (json_int_t)l->timeout_ms, "memory_mb", (json_int_t)l->memory_mb,
-		"max_tasks", (json_int_t)l->max_tasks, "max_forks", (json_int_t)l->max_forks,
-		"cpu", l->cpu, "concurrency", (json_int_t)l->concurrency,
-		"on_excess", l->on_excess == SG_EXCESS_WAIT ? "wait" : "refuse",
-		"queue_timeout_ms", (json_int_t)l->queue_timeout_ms,
-		"output_bytes", (json_int_t)l->output_bytes,
-		"egress", "allow", egress, "allow_unix", p->allow_unix,
-		"files", "scratch_root", p->scratch_root,
-		"read_only", strings_json(p->read_only, p->n_read_only),
-		"exec", "allow", strings_json(p->exec_allow, p->n_exec_allow),
-		"actions", "egress", policy_action_name(p->action[SG_RULE_EGRESS]),
-		"file", policy_action_name(p->action[SG_RULE_FILE]),
-		"fork", policy_action_name(p->action[SG_RULE_FORK]),
-		"exec", policy_action_name(p->action[SG_RULE_EXEC]),
-		"memory", policy_action_name(p->action[SG_RULE_MEMORY]),
-		"failure", "mode", failure_mode_name(p->failure), "max_retries", (json_int_t)p->max_retries,
-		"health", "window", (json_int_t)h->window, "constant_rate", h->constant_rate,
-		"invalid_rate", h->invalid_rate, "dead_windows", (json_int_t)h->dead_windows,
-		"dead_epsilon", h->dead_epsilon);
+			 "tenant", p->tenant, "enabled", p->enabled, "require_agent",
+			 p->require_agent, "limits", "timeout_ms", (json_int_t)l->timeout_ms,
+			 "memory_mb", (json_int_t)l->memory_mb, "max_tasks",
+			 (json_int_t)l->max_tasks, "max_forks", (json_int_t)l->max_forks, "cpu",
+			 l->cpu, "concurrency", (json_int_t)l->concurrency, "on_excess",
+			 l->on_excess == SG_EXCESS_WAIT ? "wait" : "refuse", "queue_timeout_ms",
+			 (json_int_t)l->queue_timeout_ms, "output_bytes",
+			 (json_int_t)l->output_bytes, "egress", "allow", egress, "allow_unix",
+			 p->allow_unix, "files", "scratch_root", p->scratch_root, "read_only",
+			 strings_json(p->read_only, p->n_read_only), "exec", "allow",
+			 strings_json(p->exec_allow, p->n_exec_allow), "actions", "egress",
+			 policy_action_name(p->action[SG_RULE_EGRESS]), "file",
+			 policy_action_name(p->action[SG_RULE_FILE]), "fork",
+			 policy_action_name(p->action[SG_RULE_FORK]), "exec",
+			 policy_action_name(p->action[SG_RULE_EXEC]), "memory",
+			 policy_action_name(p->action[SG_RULE_MEMORY]), "failure", "mode",
+			 failure_mode_name(p->failure), "max_retries", (json_int_t)p->max_retries,
+			 "health", "window", (json_int_t)h->window, "constant_rate",
+			 h->constant_rate, "invalid_rate", h->invalid_rate, "dead_windows",
+			 (json_int_t)h->dead_windows, "dead_epsilon", h->dead_epsilon);
 }
 
 static void check_round_trip(const struct sg_policy *p)
@@ -262,8 +268,8 @@ static void check_round_trip(const struct sg_policy *p)
 	CHECK(text);
 	r = policy_parse(text, strlen(text), "fuzz", &back, &e);
 	if (r)
-		fprintf(stderr, "fuzz_policy: written back, refused: %s:%d:%d: %s\n%s\n",
-			e.file, e.line, e.col, e.msg, text);
+		fprintf(stderr, "fuzz_policy: written back, refused: %s:%d:%d: %s\n%s\n", e.file,
+			e.line, e.col, e.msg, text);
 	CHECK(r == 0);
 	CHECK(same_policy(p, &back, true));
 	free(text);
@@ -271,8 +277,8 @@ static void check_round_trip(const struct sg_policy *p)
 }
 
 /* egress_allowed(), the slow way: one bit at a time. */
-static bool reference_allowed(const struct sg_policy *p, const uint8_t a[16],
-			      uint16_t port, uint8_t proto)
+static bool reference_allowed(const struct sg_policy *p, const uint8_t a[16], uint16_t port,
+			      uint8_t proto)
 {
 	for (int i = 0; i < p->n_egress; i++) {
 		const struct sg_egress_allow *e = &p->egress[i];
@@ -296,14 +302,17 @@ static void check_egress(const struct sg_policy *p)
 
 		CHECK(egress_allowed(p, e->addr, port, e->proto ? e->proto : IPPROTO_TCP));
 		/* Probes on either side of the prefix boundary and the last bit. */
-		unsigned flips[] = { e->prefix ? e->prefix - 1u : 0, e->prefix < 128 ? e->prefix : 127, 127 };
+		unsigned flips[] = { e->prefix ? e->prefix - 1u : 0,
+				     e->prefix < 128 ? e->prefix : 127, 127 };
 		for (size_t f = 0; f < sizeof(flips) / sizeof(flips[0]); f++)
 			for (size_t t = 0; t < 2; t++)
 				for (int dp = 0; dp < 2; dp++) {
 					memcpy(a, e->addr, 16);
 					a[flips[f] / 8] ^= (uint8_t)(0x80 >> (flips[f] % 8));
-					CHECK(egress_allowed(p, a, (uint16_t)(port + dp), protos[t]) ==
-					      reference_allowed(p, a, (uint16_t)(port + dp), protos[t]));
+					CHECK(egress_allowed(p, a, (uint16_t)(port + dp),
+							     protos[t]) ==
+					      reference_allowed(p, a, (uint16_t)(port + dp),
+								protos[t]));
 				}
 	}
 }
@@ -352,7 +361,7 @@ static void check_globs(const struct sg_policy *p)
 	subjects[n++] = "/usr/bin/python3.11";
 	subjects[n++] = p->scratch_root;
 	for (int i = 0; i < p->n_exec_allow && n < SUBJECTS_CHECKED; i++)
-		subjects[n++] = p->exec_allow[i];     /* a glob read as a path */
+		subjects[n++] = p->exec_allow[i]; /* a glob read as a path */
 	for (int i = 0; i < p->n_read_only && n < SUBJECTS_CHECKED; i++)
 		subjects[n++] = p->read_only[i];
 	for (int g = 0; g < p->n_exec_allow && g < GLOBS_CHECKED; g++) {
@@ -374,14 +383,21 @@ struct walk {
 static bool starts_value(const json_t *v, char c)
 {
 	switch (json_typeof(v)) {
-	case JSON_OBJECT:  return c == '{';
-	case JSON_ARRAY:   return c == '[';
-	case JSON_STRING:  return c == '"';
-	case JSON_TRUE:    return c == 't';
-	case JSON_FALSE:   return c == 'f';
-	case JSON_NULL:    return c == 'n';
+	case JSON_OBJECT:
+		return c == '{';
+	case JSON_ARRAY:
+		return c == '[';
+	case JSON_STRING:
+		return c == '"';
+	case JSON_TRUE:
+		return c == 't';
+	case JSON_FALSE:
+		return c == 'f';
+	case JSON_NULL:
+		return c == 'n';
 	case JSON_INTEGER:
-	case JSON_REAL:    return c == '-' || (c >= '0' && c <= '9');
+	case JSON_REAL:
+		return c == '-' || (c >= '0' && c <= '9');
 	}
 	return false;
 }
@@ -403,7 +419,8 @@ static void locate_tree(struct walk *w, const json_t *v, int depth)
 	if (json_is_object(v)) {
 		const char *k;
 		json_t *m;
-		json_object_foreach((json_t *)v, k, m) {
+		json_object_foreach((json_t *)v, k, m)
+		{
 			w->path[depth] = (struct json_step){ .key = k };
 			locate_tree(w, m, depth + 1);
 		}

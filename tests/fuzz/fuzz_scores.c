@@ -26,9 +26,14 @@
 #include <string.h>
 #include "exec/scores.h"
 
-#define CHECK(cond) do { if (!(cond)) { \
-	fprintf(stderr, "fuzz_scores: check failed: %s (line %d)\n", #cond, __LINE__); \
-	abort(); } } while (0)
+#define CHECK(cond)                                                                         \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
+			fprintf(stderr, "fuzz_scores: check failed: %s (line %d)\n", #cond, \
+				__LINE__);                                                  \
+			abort();                                                            \
+		}                                                                           \
+	} while (0)
 
 /* jansson's reading: 1 when it is an array of exactly n finite numbers
  * (values in v), 0 when it is something else, -1 when jansson refused it. */
@@ -43,7 +48,8 @@ static int jansson_scores(const char *text, size_t len, size_t n, double *v)
 		return -1;
 	if (!json_is_array(doc) || json_array_size(doc) != n)
 		ret = 0;
-	json_array_foreach(doc, i, x) {
+	json_array_foreach(doc, i, x)
+	{
 		if (ret != 1)
 			break;
 		if (!json_is_number(x) || !isfinite(json_number_value(x)))

@@ -37,7 +37,7 @@ static struct at_env env;
 static char busybox[PATH_MAX], self_exe[PATH_MAX], forbidden_exe[PATH_MAX], ro_file[PATH_MAX],
 	unix_path[PATH_MAX];
 static char expect_mode[16] = "";
-static bool lsm;  /* the agent runs in LSM mode */
+static bool lsm; /* the agent runs in LSM mode */
 static int port_tcp4, port_tcp6, port_udp, port_allowed;
 static int l_tcp4 = -1, l_tcp6 = -1, l_udp = -1, l_allowed = -1, l_unix = -1, l_abstract = -1;
 
@@ -54,7 +54,8 @@ static const char *describe(int st)
 	if (WIFSIGNALED(st))
 		snprintf(buf, sizeof(buf), "killed by signal %d", WTERMSIG(st));
 	else
-		snprintf(buf, sizeof(buf), "returned %s (%d)", strerror(WEXITSTATUS(st)), WEXITSTATUS(st));
+		snprintf(buf, sizeof(buf), "returned %s (%d)", strerror(WEXITSTATUS(st)),
+			 WEXITSTATUS(st));
 	return buf;
 }
 
@@ -104,46 +105,66 @@ static void test_egress(void)
 		at_result(false, "egress: sandbox", "cannot create/register a sandbox");
 		return;
 	}
-	st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
+	st = run_in(&sb, child_net,
+		    &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
 	snprintf(dst, sizeof(dst), "\"dst\":\"127.0.0.1:%d\"", port_tcp4);
-	at_result(returned(st, EPERM) && saw_nothing(l_tcp4, true), "egress: tcp4 connect gets EPERM, listener saw nothing",
-		  "%s", describe(st));
+	at_result(returned(st, EPERM) && saw_nothing(l_tcp4, true),
+		  "egress: tcp4 connect gets EPERM, listener saw nothing", "%s", describe(st));
 	at_result(at_event_seen(&env, 3000, sb.name, "\"egress_denied\"", dst, NULL),
 		  "egress: tcp4 denial evented with its destination", "no event with %s", dst);
 
-	st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET6, .type = SOCK_STREAM, .port = port_tcp6 });
+	st = run_in(
+		&sb, child_net,
+		&(struct net_arg){ .family = AF_INET6, .type = SOCK_STREAM, .port = port_tcp6 });
 	snprintf(dst, sizeof(dst), "\"dst\":\"[::1]:%d\"", port_tcp6);
-	at_result(returned(st, EPERM) && saw_nothing(l_tcp6, true), "egress: tcp6 connect gets EPERM, listener saw nothing",
-		  "%s", describe(st));
+	at_result(returned(st, EPERM) && saw_nothing(l_tcp6, true),
+		  "egress: tcp6 connect gets EPERM, listener saw nothing", "%s", describe(st));
 	at_result(at_event_seen(&env, 3000, sb.name, "\"egress_denied\"", dst, NULL),
 		  "egress: tcp6 denial evented with its destination", "no event with %s", dst);
 
-	st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_DGRAM, .port = port_udp, .sendto = true });
+	st = run_in(
+		&sb, child_net,
+		&(struct net_arg){
+			.family = AF_INET, .type = SOCK_DGRAM, .port = port_udp, .sendto = true });
 	snprintf(dst, sizeof(dst), "\"dst\":\"127.0.0.1:%d\"", port_udp);
-	at_result(returned(st, EPERM) && saw_nothing(l_udp, false), "egress: udp sendto gets EPERM, listener saw nothing",
-		  "%s", describe(st));
+	at_result(returned(st, EPERM) && saw_nothing(l_udp, false),
+		  "egress: udp sendto gets EPERM, listener saw nothing", "%s", describe(st));
 	at_result(at_event_seen(&env, 3000, sb.name, "\"egress_denied\"", dst, "sendmsg4", NULL),
 		  "egress: udp denial evented with its destination", "no event with %s", dst);
 
 	if (l_unix >= 0) {
-		st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_UNIX, .type = SOCK_STREAM, .unix_name = unix_path });
+		st = run_in(&sb, child_net,
+			    &(struct net_arg){ .family = AF_UNIX,
+					       .type = SOCK_STREAM,
+					       .unix_name = unix_path });
 		if (returned(st, 0) && !saw_nothing(l_unix, true))
-			at_skipped("egress: unix connect", "this kernel has no cgroup unix socket hooks (< 6.7)");
+			at_skipped("egress: unix connect",
+				   "this kernel has no cgroup unix socket hooks (< 6.7)");
 		else {
-			at_result(returned(st, EPERM) && saw_nothing(l_unix, true),
-				  "egress: unix (pathname) connect gets EPERM, listener saw nothing", "%s", describe(st));
-			st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_UNIX, .type = SOCK_STREAM,
-								      .unix_name = "sg-agent-test", .abstract = true });
-			at_result(returned(st, EPERM) && saw_nothing(l_abstract, true),
-				  "egress: unix (abstract) connect gets EPERM, listener saw nothing", "%s", describe(st));
-			at_result(at_event_seen(&env, 3000, sb.name, "\"egress_denied\"", "@sg-agent-test", NULL),
+			at_result(
+				returned(st, EPERM) && saw_nothing(l_unix, true),
+				"egress: unix (pathname) connect gets EPERM, listener saw nothing",
+				"%s", describe(st));
+			st = run_in(&sb, child_net,
+				    &(struct net_arg){ .family = AF_UNIX,
+						       .type = SOCK_STREAM,
+						       .unix_name = "sg-agent-test",
+						       .abstract = true });
+			at_result(
+				returned(st, EPERM) && saw_nothing(l_abstract, true),
+				"egress: unix (abstract) connect gets EPERM, listener saw nothing",
+				"%s", describe(st));
+			at_result(at_event_seen(&env, 3000, sb.name, "\"egress_denied\"",
+						"@sg-agent-test", NULL),
 				  "egress: abstract unix denial evented with its name", "no event");
 		}
 	}
 
-	st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_allowed });
-	at_result(returned(st, 0) && !saw_nothing(l_allowed, true), "egress: allowlisted loopback port connects",
-		  "%s", describe(st));
+	st = run_in(
+		&sb, child_net,
+		&(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_allowed });
+	at_result(returned(st, 0) && !saw_nothing(l_allowed, true),
+		  "egress: allowlisted loopback port connects", "%s", describe(st));
 	at_sandbox_free(&sb);
 }
 
@@ -159,13 +180,16 @@ static void test_files(void)
 	st = run_in(&sb, child_open, &(struct open_arg){ NULL, "/etc/hostname", O_RDONLY });
 	at_result(refused(st), "files: open /etc/hostname is refused", "%s", describe(st));
 	at_result(at_event_seen(&env, 3000, sb.name, lsm ? "\"file_denied\"" : "\"file_tripped\"",
-				"/etc/hostname", NULL), "files: the refusal is evented with the resolved path",
-		  "no event");
+				"/etc/hostname", NULL),
+		  "files: the refusal is evented with the resolved path", "no event");
 	at_sandbox_free(&sb);
 
 	at_sandbox_new(&env, "acme", &sb);
-	st = run_in(&sb, child_open, &(struct open_arg){ sb.scratch, "../../../../../../../../../etc/hostname", O_RDONLY });
-	at_result(refused(st), "files: relative ../ path to /etc/hostname is refused", "%s", describe(st));
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ sb.scratch, "../../../../../../../../../etc/hostname",
+					O_RDONLY });
+	at_result(refused(st), "files: relative ../ path to /etc/hostname is refused", "%s",
+		  describe(st));
 	at_sandbox_free(&sb);
 
 	at_sandbox_new(&env, "acme", &sb);
@@ -173,32 +197,39 @@ static void test_files(void)
 	if (symlink("/etc/hostname", link))
 		at_result(false, "files: symlink", "cannot create %s", link);
 	st = run_in(&sb, child_open, &(struct open_arg){ sb.scratch, "link", O_RDONLY });
-	at_result(refused(st), "files: a symlink in scratch to /etc/hostname is refused", "%s", describe(st));
+	at_result(refused(st), "files: a symlink in scratch to /etc/hostname is refused", "%s",
+		  describe(st));
 	at_result(at_event_seen(&env, 3000, sb.name, "/etc/hostname", NULL),
-		  "files: the symlink's target (not the link) is in the event", "no event naming /etc/hostname");
+		  "files: the symlink's target (not the link) is in the event",
+		  "no event naming /etc/hostname");
 	at_sandbox_free(&sb);
 
 	at_sandbox_new(&env, "acme", &sb);
 	snprintf(scratch_file, sizeof(scratch_file), "%s/out.txt", sb.scratch);
 	st = run_in(&sb, child_open, &(struct open_arg){ NULL, scratch_file, O_WRONLY | O_CREAT });
-	at_result(returned(st, 0), "files: scratch is writable (a file created after the policy loaded)",
-		  "%s", describe(st));
+	at_result(returned(st, 0),
+		  "files: scratch is writable (a file created after the policy loaded)", "%s",
+		  describe(st));
 	st = run_in(&sb, child_open, &(struct open_arg){ NULL, ro_file, O_RDONLY });
-	at_result(returned(st, 0), "files: the read-only allowlist is readable", "%s", describe(st));
+	at_result(returned(st, 0), "files: the read-only allowlist is readable", "%s",
+		  describe(st));
 	st = run_in(&sb, child_open, &(struct open_arg){ NULL, ro_file, O_WRONLY });
-	at_result(refused(st), "files: the read-only allowlist is not writable", "%s", describe(st));
+	at_result(refused(st), "files: the read-only allowlist is not writable", "%s",
+		  describe(st));
 	at_sandbox_free(&sb);
 
 	at_sandbox_new(&env, "acme", &sb);
 	st = run_in(&sb, child_uring_open, "/etc/hostname");
 	if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) >= 200)
-		at_skipped("files: io_uring openat", "io_uring unavailable here (setup failed, code %d)",
-			   WEXITSTATUS(st));
+		at_skipped("files: io_uring openat",
+			   "io_uring unavailable here (setup failed, code %d)", WEXITSTATUS(st));
 	else if (lsm)
-		at_result(returned(st, EACCES), "files: io_uring openat of /etc/hostname gets EACCES", "%s",
+		at_result(returned(st, EACCES),
+			  "files: io_uring openat of /etc/hostname gets EACCES", "%s",
 			  describe(st));
 	else
-		at_skipped("files: io_uring openat", "fallback mode does not see io_uring opens (%s); "
+		at_skipped("files: io_uring openat",
+			   "fallback mode does not see io_uring opens (%s); "
 			   "the executor's seccomp filter blocks io_uring, LSM mode refuses them",
 			   describe(st));
 	at_sandbox_free(&sb);
@@ -213,10 +244,11 @@ static void test_exec(void)
 	at_sandbox_new(&env, "acme", &sb);
 	snprintf(marker, sizeof(marker), "%s/allowed-ran", sb.scratch);
 	st = run_in(&sb, child_exec, &(struct exec_arg){ busybox, marker });
-	at_result(returned(st, 0) && access(marker, F_OK) == 0, "exec: an allowlisted exec runs", "%s",
-		  describe(st));
+	at_result(returned(st, 0) && access(marker, F_OK) == 0, "exec: an allowlisted exec runs",
+		  "%s", describe(st));
 	snprintf(filename, sizeof(filename), "\"filename\":\"%s\"", busybox);
-	at_result(at_event_seen(&env, 3000, sb.name, "\"type\":\"exec\"", filename, "\"touch\"", NULL),
+	at_result(at_event_seen(&env, 3000, sb.name, "\"type\":\"exec\"", filename, "\"touch\"",
+				NULL),
 		  "exec: evented with filename and argv", "no exec event with %s", filename);
 	at_sandbox_free(&sb);
 
@@ -227,8 +259,9 @@ static void test_exec(void)
 		  lsm ? "exec: a disallowed exec fails at bprm_check with EACCES"
 		      : "exec: a disallowed exec is killed before any of its code runs",
 		  "%s, marker %s", describe(st), access(marker, F_OK) ? "absent" : "PRESENT");
-	at_result(at_event_seen(&env, 3000, sb.name, "\"exec_denied\"", lsm ? "\"mode\":\"lsm\"" : "\"mode\":\"fallback\"",
-				NULL), "exec: the refusal is evented with the mode that refused it", "no event");
+	at_result(at_event_seen(&env, 3000, sb.name, "\"exec_denied\"",
+				lsm ? "\"mode\":\"lsm\"" : "\"mode\":\"fallback\"", NULL),
+		  "exec: the refusal is evented with the mode that refused it", "no event");
 	at_sandbox_free(&sb);
 }
 
@@ -246,13 +279,16 @@ static void test_fork_bomb(void)
 		fd = open(procs, O_WRONLY | O_CLOEXEC);
 	}
 	at_sandbox_new(&env, "acme", &sb);
-	if (fd < 0)  /* pure v2: the same safety net on the v2 pids controller */
+	if (fd < 0) /* pure v2: the same safety net on the v2 pids controller */
 		write_file(sb.cg, "pids.max", "512");
 	st = at_run_in(sb.cg, child_fork_bomb, &fd, 15000);
-	at_result(st != -2 && at_cgroup_empty(sb.cg, 10000), "fork: a fork bomb dies at max_tasks, the runner lives",
-		  "%s, cgroup %s", describe(st), cgroup_is_empty(sb.cg) ? "empty" : "NOT empty");
-	at_result(at_event_seen(&env, 3000, sb.name, "\"fork_limit\"", "\"which\":\"max_tasks\"", NULL) &&
-		  at_event_seen(&env, 3000, sb.name, "\"sandbox_killed\"", "\"rule\":\"fork\"", NULL),
+	at_result(st != -2 && at_cgroup_empty(sb.cg, 10000),
+		  "fork: a fork bomb dies at max_tasks, the runner lives", "%s, cgroup %s",
+		  describe(st), cgroup_is_empty(sb.cg) ? "empty" : "NOT empty");
+	at_result(at_event_seen(&env, 3000, sb.name, "\"fork_limit\"", "\"which\":\"max_tasks\"",
+				NULL) &&
+			  at_event_seen(&env, 3000, sb.name, "\"sandbox_killed\"",
+					"\"rule\":\"fork\"", NULL),
 		  "fork: fork_limit and sandbox_killed evented", "events missing");
 	if (fd >= 0)
 		close(fd);
@@ -270,16 +306,20 @@ static void test_kill_action(void)
 
 	at_sandbox_new(&env, "strict", &sb);
 	cgroup_id_of(sb.cg, &cgid);
-	st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
-	at_result(returned(st, EPERM) || sigkilled(st), "kill: an egress attempt under action kill is refused",
-		  "%s", describe(st));
-	at_result(at_event_seen(&env, 3000, sb.name, "\"sandbox_killed\"", "\"rule\":\"egress\"", NULL) &&
-		  at_cgroup_empty(sb.cg, 3000), "kill: the whole sandbox is emptied and evented", "no sandbox_killed");
+	st = run_in(&sb, child_net,
+		    &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
+	at_result(returned(st, EPERM) || sigkilled(st),
+		  "kill: an egress attempt under action kill is refused", "%s", describe(st));
+	at_result(at_event_seen(&env, 3000, sb.name, "\"sandbox_killed\"", "\"rule\":\"egress\"",
+				NULL) &&
+			  at_cgroup_empty(sb.cg, 3000),
+		  "kill: the whole sandbox is emptied and evented", "no sandbox_killed");
 	c = agent_connect(env.sock);
 	killed = agent_kill_verdict(c, cgid, &rule, 2000);
 	agent_close(c);
-	at_result(killed == 1 && rule == SG_RULE_EGRESS, "kill: the agent's verdict says killed for egress",
-		  "verdict %d rule %d", killed, rule);
+	at_result(killed == 1 && rule == SG_RULE_EGRESS,
+		  "kill: the agent's verdict says killed for egress", "verdict %d rule %d", killed,
+		  rule);
 	at_sandbox_free(&sb);
 }
 
@@ -291,10 +331,13 @@ static void test_flood(void)
 	at_sandbox_new(&env, "flood", &sb);
 	st = at_run_in(sb.cg, child_flood_then_trip, &port_udp, 30000);
 	at_result(sigkilled(st) && at_cgroup_empty(sb.cg, 3000),
-		  "flood: after 50000 denied sendto()s a file trip still kills the sandbox", "%s", describe(st));
-	at_result(at_event_seen(&env, 5000, sb.name, "\"sandbox_killed\"", "\"rule\":\"file\"", NULL),
+		  "flood: after 50000 denied sendto()s a file trip still kills the sandbox", "%s",
+		  describe(st));
+	at_result(at_event_seen(&env, 5000, sb.name, "\"sandbox_killed\"", "\"rule\":\"file\"",
+				NULL),
 		  "flood: the kill is evented", "no sandbox_killed for rule file");
-	at_result(saw_nothing(l_udp, false), "flood: the UDP listener received nothing", "it received data");
+	at_result(saw_nothing(l_udp, false), "flood: the UDP listener received nothing",
+		  "it received data");
 	at_sandbox_free(&sb);
 }
 
@@ -307,16 +350,22 @@ static void test_nested_cgroup(void)
 	at_sandbox_new(&env, "acme", &sb);
 	snprintf(sub, sizeof(sub), "%s/sub", sb.cg);
 	if (mkdir(sub, 0755)) {
-		at_result(false, "nested: child cgroup", "cannot create %s: %s", sub, strerror(errno));
+		at_result(false, "nested: child cgroup", "cannot create %s: %s", sub,
+			  strerror(errno));
 		return;
 	}
-	st = at_run_in(sub, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 },
+	st = at_run_in(
+		sub, child_net,
+		&(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 },
+		10000);
+	at_result(
+		returned(st, EPERM) && saw_nothing(l_tcp4, true),
+		"nested: a task in a child cgroup of a sandbox is the sandbox's (connect gets EPERM)",
+		"%s", describe(st));
+	st = at_run_in(sub, child_open, &(struct open_arg){ NULL, "/etc/hostname", O_RDONLY },
 		       10000);
-	at_result(returned(st, EPERM) && saw_nothing(l_tcp4, true),
-		  "nested: a task in a child cgroup of a sandbox is the sandbox's (connect gets EPERM)", "%s",
+	at_result(refused(st), "nested: and its opens are judged by the sandbox's policy", "%s",
 		  describe(st));
-	st = at_run_in(sub, child_open, &(struct open_arg){ NULL, "/etc/hostname", O_RDONLY }, 10000);
-	at_result(refused(st), "nested: and its opens are judged by the sandbox's policy", "%s", describe(st));
 	cgroup_kill(sub, 2000);
 	rmdir(sub);
 	at_sandbox_free(&sb);
@@ -326,15 +375,23 @@ static void test_outside_root(void)
 {
 	int st;
 
-	st = at_run_in(env.outside_cg, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 }, 10000);
-	at_result(returned(st, 0) && !saw_nothing(l_tcp4, true), "outside: a connect outside the root is untouched",
+	st = at_run_in(
+		env.outside_cg, child_net,
+		&(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 },
+		10000);
+	at_result(returned(st, 0) && !saw_nothing(l_tcp4, true),
+		  "outside: a connect outside the root is untouched", "%s", describe(st));
+	st = at_run_in(env.outside_cg, child_open,
+		       &(struct open_arg){ NULL, "/etc/hostname", O_RDONLY }, 10000);
+	at_result(returned(st, 0), "outside: opening /etc/hostname outside the root is untouched",
 		  "%s", describe(st));
-	st = at_run_in(env.outside_cg, child_open, &(struct open_arg){ NULL, "/etc/hostname", O_RDONLY }, 10000);
-	at_result(returned(st, 0), "outside: opening /etc/hostname outside the root is untouched", "%s", describe(st));
 	st = at_run_in(env.outside_cg, child_fork_some, NULL, 10000);
-	at_result(returned(st, 0), "outside: forking past max_tasks outside the root is untouched", "%s", describe(st));
-	st = at_run_in(env.outside_cg, child_exec, &(struct exec_arg){ forbidden_exe, "/dev/null" }, 10000);
-	at_result(returned(st, 0), "outside: a non-allowlisted exec outside the root is untouched", "%s", describe(st));
+	at_result(returned(st, 0), "outside: forking past max_tasks outside the root is untouched",
+		  "%s", describe(st));
+	st = at_run_in(env.outside_cg, child_exec, &(struct exec_arg){ forbidden_exe, "/dev/null" },
+		       10000);
+	at_result(returned(st, 0), "outside: a non-allowlisted exec outside the root is untouched",
+		  "%s", describe(st));
 }
 
 /* Reloads seen in the agent's log so far. */
@@ -377,7 +434,7 @@ static void replace_policy(const char *tenant, const char *text)
 		return;
 	fputs(text, f);
 	fclose(f);
-	rename(tmp, path);  /* what config management (and a ConfigMap) does */
+	rename(tmp, path); /* what config management (and a ConfigMap) does */
 }
 
 static int write_policies(void);
@@ -389,30 +446,44 @@ static void test_reload(void)
 	int before, st, st2;
 
 	replace_policy("acme", "{\"tenant\": \"acme\",\n \"limits\": {\"max_tasks\": -3}}\n");
-	at_result(wait_logged("acme.json:2:26: limits.max_tasks: expected an integer in 1..65536, got -3", 0),
-		  "reload: an invalid policy file is rejected with file:line:col", "no rejection logged");
+	at_result(
+		wait_logged(
+			"acme.json:2:26: limits.max_tasks: expected an integer in 1..65536, got -3",
+			0),
+		"reload: an invalid policy file is rejected with file:line:col",
+		"no rejection logged");
 	at_sandbox_new(&env, "acme", &sb);
-	st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_allowed });
-	st2 = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
-	at_result(returned(st, 0) && returned(st2, EPERM) && !saw_nothing(l_allowed, true) && saw_nothing(l_tcp4, true),
-		  "reload: after a rejected file the previous policy stays in force", "allowed %s, denied %s",
-		  describe(st), describe(st2));
+	st = run_in(
+		&sb, child_net,
+		&(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_allowed });
+	st2 = run_in(
+		&sb, child_net,
+		&(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
+	at_result(returned(st, 0) && returned(st2, EPERM) && !saw_nothing(l_allowed, true) &&
+			  saw_nothing(l_tcp4, true),
+		  "reload: after a rejected file the previous policy stays in force",
+		  "allowed %s, denied %s", describe(st), describe(st2));
 	at_sandbox_free(&sb);
 
 	/* A valid change applies: the allowlist now names port_tcp4 only. */
-	snprintf(policy, sizeof(policy),
-		 "{\"tenant\": \"acme\", \"egress\": {\"allow\": [{\"cidr\": \"127.0.0.1\", \"port\": %d}]},\n"
-		 " \"files\": {\"scratch_root\": \"%s\"}, \"actions\": {\"egress\": \"deny\"}}\n",
-		 port_tcp4, env.scratch_root);
+	snprintf(
+		policy, sizeof(policy),
+		"{\"tenant\": \"acme\", \"egress\": {\"allow\": [{\"cidr\": \"127.0.0.1\", \"port\": %d}]},\n"
+		" \"files\": {\"scratch_root\": \"%s\"}, \"actions\": {\"egress\": \"deny\"}}\n",
+		port_tcp4, env.scratch_root);
 	before = reloads_logged(", 0 rejected)");
 	replace_policy("acme", policy);
 	wait_logged(", 0 rejected)", before);
 	at_sandbox_new(&env, "acme", &sb);
-	st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
-	st2 = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_allowed });
-	at_result(returned(st, 0) && returned(st2, EPERM) && !saw_nothing(l_tcp4, true) && saw_nothing(l_allowed, true),
-		  "reload: a valid change to a policy file applies to the tenant's sandboxes", "new port %s, old port %s",
-		  describe(st), describe(st2));
+	st = run_in(&sb, child_net,
+		    &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
+	st2 = run_in(
+		&sb, child_net,
+		&(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_allowed });
+	at_result(returned(st, 0) && returned(st2, EPERM) && !saw_nothing(l_tcp4, true) &&
+			  saw_nothing(l_allowed, true),
+		  "reload: a valid change to a policy file applies to the tenant's sandboxes",
+		  "new port %s, old port %s", describe(st), describe(st2));
 	at_sandbox_free(&sb);
 
 	/* SIGHUP reloads too; put the suite's policies back that way. */
@@ -422,9 +493,11 @@ static void test_reload(void)
 	at_result(wait_logged("SIGHUP: reloading", 0) && wait_logged("policies reloaded", before),
 		  "reload: SIGHUP reloads the policies", "no reload after SIGHUP");
 	at_sandbox_new(&env, "acme", &sb);
-	st = run_in(&sb, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_allowed });
-	at_result(returned(st, 0) && !saw_nothing(l_allowed, true), "reload: the restored policy is in force",
-		  "%s", describe(st));
+	st = run_in(
+		&sb, child_net,
+		&(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_allowed });
+	at_result(returned(st, 0) && !saw_nothing(l_allowed, true),
+		  "reload: the restored policy is in force", "%s", describe(st));
 	at_sandbox_free(&sb);
 }
 
@@ -439,20 +512,25 @@ static void test_restart(void)
 	snprintf(pin, sizeof(pin), "%s/sg_sandboxes", sg_pin_root());
 	at_result(rc == 0 && access(pin, F_OK) == 0,
 		  "restart: SIGTERM stops the agent cleanly and the pins stay", "exit %d", rc);
-	st = run_in(&before, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
+	st = run_in(&before, child_net,
+		    &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
 	at_result(returned(st, EPERM) && saw_nothing(l_tcp4, true),
 		  "restart: with the agent down, sandboxes are still enforced", "%s", describe(st));
 	if (at_agent_start(&env))
 		return at_result(false, "restart: agent comes back", "the agent did not restart");
-	st = run_in(&before, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
-	at_result(returned(st, EPERM), "restart: the restarted agent keeps enforcing on old sandboxes", "%s",
+	st = run_in(&before, child_net,
+		    &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
+	at_result(returned(st, EPERM),
+		  "restart: the restarted agent keeps enforcing on old sandboxes", "%s",
 		  describe(st));
 	snprintf(dst, sizeof(dst), "\"dst\":\"127.0.0.1:%d\"", port_tcp4);
 	at_result(at_event_seen(&env, 3000, before.name, "\"egress_denied\"", dst, NULL),
 		  "restart: events flow again after the restart", "no event");
 	at_sandbox_new(&env, "acme", &after);
-	st = run_in(&after, child_net, &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
-	at_result(returned(st, EPERM), "restart: new sandboxes are enforced after the restart", "%s", describe(st));
+	st = run_in(&after, child_net,
+		    &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
+	at_result(returned(st, EPERM), "restart: new sandboxes are enforced after the restart",
+		  "%s", describe(st));
 	at_sandbox_free(&before);
 	at_sandbox_free(&after);
 }
@@ -484,7 +562,8 @@ static int write_policies(void)
 			"   \"read_only\": [\"/usr\", \"/lib\", \"/lib64\", \"/bin\", \"/etc/ld.so.cache\", \"/dev/null\", \"%s\", \"%s\"]},\n"
 			" \"exec\": {\"allow\": [\"%s\"]},\n"
 			" \"actions\": {\"egress\": \"%s\", \"file\": \"%s\", \"fork\": \"kill\", \"exec\": \"deny\"}}\n",
-			tenant, port_allowed, env.scratch_root, exe_dir, ro_dir, busybox, egress[i], file[i]);
+			tenant, port_allowed, env.scratch_root, exe_dir, ro_dir, busybox, egress[i],
+			file[i]);
 		fclose(f);
 	}
 	return 0;
@@ -500,26 +579,32 @@ static int copy_file(const char *from, const char *to)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "sandguard", required_argument, NULL, 's' },
-		{ "expect-mode", required_argument, NULL, 'e' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ 0 }
-	};
+	static const struct option opts[] = { { "sandguard", required_argument, NULL, 's' },
+					      { "expect-mode", required_argument, NULL, 'e' },
+					      { "mode", required_argument, NULL, 'm' },
+					      { 0 } };
 	const char *sandguard = NULL, *mode = "auto";
 	char ro_dir[PATH_MAX];
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 's': sandguard = optarg; break;
-		case 'e': snprintf(expect_mode, sizeof(expect_mode), "%s", optarg); break;
-		case 'm': mode = optarg; break;
-		default: return 64;
+		case 's':
+			sandguard = optarg;
+			break;
+		case 'e':
+			snprintf(expect_mode, sizeof(expect_mode), "%s", optarg);
+			break;
+		case 'm':
+			mode = optarg;
+			break;
+		default:
+			return 64;
 		}
 	}
 	if (!sandguard) {
-		fprintf(stderr, "usage: agent_test --sandguard PATH [--expect-mode lsm|fallback] [--mode M]\n");
+		fprintf(stderr,
+			"usage: agent_test --sandguard PATH [--expect-mode lsm|fallback] [--mode M]\n");
 		return 64;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);

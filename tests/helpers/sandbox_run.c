@@ -28,13 +28,20 @@
 static const char *end_name(enum sandbox_end e)
 {
 	switch (e) {
-	case SB_EXITED:          return "exited";
-	case SB_SIGNALED:        return "signaled";
-	case SB_TIMEOUT:         return "timeout";
-	case SB_OOM:             return "oom";
-	case SB_KILLED_BY_AGENT: return "killed_by_agent";
-	case SB_FORK_LIMIT:      return "fork_limit";
-	case SB_OUTPUT_OVERSIZE: return "output_oversize";
+	case SB_EXITED:
+		return "exited";
+	case SB_SIGNALED:
+		return "signaled";
+	case SB_TIMEOUT:
+		return "timeout";
+	case SB_OOM:
+		return "oom";
+	case SB_KILLED_BY_AGENT:
+		return "killed_by_agent";
+	case SB_FORK_LIMIT:
+		return "fork_limit";
+	case SB_OUTPUT_OVERSIZE:
+		return "output_oversize";
 	}
 	return "none";
 }
@@ -108,7 +115,8 @@ static long peak_rss_kb(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: sandbox_run --policy FILE [--tenant T] [--timeout-ms N] [--stdin FILE]\n"
+	fprintf(stderr,
+		"usage: sandbox_run --policy FILE [--tenant T] [--timeout-ms N] [--stdin FILE]\n"
 		"                   [--file NAME=LOCALPATH]... [--fetch NAME]... [--exec-in-scratch]\n"
 		"                   [--agent] -- CMD [ARGS...]\n");
 	exit(64);
@@ -140,9 +148,15 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': policy_path = optarg; break;
-		case 't': tenant = optarg; break;
-		case 'T': spec.timeout_ms = strtoull(optarg, NULL, 10); break;
+		case 'p':
+			policy_path = optarg;
+			break;
+		case 't':
+			tenant = optarg;
+			break;
+		case 'T':
+			spec.timeout_ms = strtoull(optarg, NULL, 10);
+			break;
 		case 'i':
 			if (read_file(optarg, &in, &in_len)) {
 				fprintf(stderr, "sandbox_run: cannot read %s\n", optarg);
@@ -169,9 +183,14 @@ int main(int argc, char **argv)
 				usage();
 			fetch[n_fetch++] = optarg;
 			break;
-		case 'x': spec.allow_exec_in_scratch = true; break;
-		case 'a': spec.agent = agent_connect(NULL); break;
-		default: usage();
+		case 'x':
+			spec.allow_exec_in_scratch = true;
+			break;
+		case 'a':
+			spec.agent = agent_connect(NULL);
+			break;
+		default:
+			usage();
 		}
 	}
 	if (!policy_path || optind >= argc)
@@ -198,14 +217,16 @@ int main(int argc, char **argv)
 	json_object_set_new(o, "rc", json_integer(rc));
 	json_object_set_new(o, "detail", text(res.detail, strlen(res.detail)));
 	json_object_set_new(o, "sandbox_id", json_string(res.sandbox_id));
-	json_object_set_new(o, "scratch", json_sprintf("%s/%s/%s", policy.scratch_root,
-						       spec.tenant, res.sandbox_id));
+	json_object_set_new(o, "scratch",
+			    json_sprintf("%s/%s/%s", policy.scratch_root, spec.tenant,
+					 res.sandbox_id));
 	json_object_set_new(o, "maxrss_kb", json_integer(peak_rss_kb()));
 	if (rc == 0) {
 		json_object_set_new(o, "end", json_string(end_name(res.end)));
 		json_object_set_new(o, "exit_code", json_integer(res.exit_code));
 		json_object_set_new(o, "signal", json_integer(res.signal));
-		json_object_set_new(o, "rule", res.rule >= 0 ? json_string(rule_name(res.rule)) : json_null());
+		json_object_set_new(o, "rule",
+				    res.rule >= 0 ? json_string(rule_name(res.rule)) : json_null());
 		json_object_set_new(o, "out", text(res.out, res.out_len));
 		json_object_set_new(o, "out_len", json_integer((json_int_t)res.out_len));
 		json_object_set_new(o, "out_truncated", json_boolean(res.out_truncated));
@@ -218,9 +239,10 @@ int main(int argc, char **argv)
 		fetched = json_array();
 		for (size_t i = 0; i < res.n_fetched; i++) {
 			struct sandbox_fetched *f = &res.fetched[i];
-			json_array_append_new(fetched, json_pack("{s:s, s:o, s:I, s:b}",
-				"path", f->path, "data", text(f->data, f->len),
-				"len", (json_int_t)f->len, "truncated", f->truncated));
+			json_array_append_new(
+				fetched, json_pack("{s:s, s:o, s:I, s:b}", "path", f->path, "data",
+						   text(f->data, f->len), "len", (json_int_t)f->len,
+						   "truncated", f->truncated));
 		}
 		json_object_set_new(o, "fetched", fetched);
 	}

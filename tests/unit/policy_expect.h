@@ -27,7 +27,8 @@ static void expect_ok(const char *name, const char *text, struct sg_policy *p)
 	int r = policy_parse(text, strlen(text), name, p, &err);
 
 	if (r)
-		fail_msg("document %s:\n%s\nwant ok, got %d %d:%d: %s", name, text, r, err.line, err.col, err.msg);
+		fail_msg("document %s:\n%s\nwant ok, got %d %d:%d: %s", name, text, r, err.line,
+			 err.col, err.msg);
 }
 
 #endif

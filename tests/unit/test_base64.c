@@ -11,9 +11,16 @@
 #include <cmocka.h>
 #include "lib/base64.h"
 
-static const struct { const char *plain, *coded; } rfc4648[] = {
-	{ "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" }, { "foo", "Zm9v" },
-	{ "foob", "Zm9vYg==" }, { "fooba", "Zm9vYmE=" }, { "foobar", "Zm9vYmFy" },
+static const struct {
+	const char *plain, *coded;
+} rfc4648[] = {
+	{ "", "" },
+	{ "f", "Zg==" },
+	{ "fo", "Zm8=" },
+	{ "foo", "Zm9v" },
+	{ "foob", "Zm9vYg==" },
+	{ "fooba", "Zm9vYmE=" },
+	{ "foobar", "Zm9vYmFy" },
 };
 
 static void test_vectors(void **state)
@@ -29,7 +36,8 @@ static void test_vectors(void **state)
 		assert_int_equal(len, strlen(coded));
 		assert_int_equal(base64_encoded_len(strlen(plain)), strlen(coded));
 		free(enc);
-		assert_int_equal(base64_decode(coded, strlen(coded), &dec, &len, why, sizeof(why)), 0);
+		assert_int_equal(base64_decode(coded, strlen(coded), &dec, &len, why, sizeof(why)),
+				 0);
 		assert_int_equal(len, strlen(plain));
 		assert_memory_equal(dec, plain, len);
 		assert_int_equal(dec[len], 0);
@@ -78,14 +86,14 @@ static void test_strict(void **state)
 	expect_bad("Zm9\nYmFy", "invalid byte 0x0a at offset 3");
 	expect_bad("Zm 9v", "length 5 is not a multiple of 4");
 	expect_bad("Zm 9", "invalid byte 0x20 at offset 2");
-	expect_bad("Zm-_", "invalid character '-' at offset 2");      /* URL-safe alphabet */
+	expect_bad("Zm-_", "invalid character '-' at offset 2"); /* URL-safe alphabet */
 	expect_bad("Zm9v*mFy", "invalid character '*' at offset 4");
-	expect_bad("Zg=v", "invalid character '=' at offset 2");      /* '=' inside */
-	expect_bad("Zg==Zm9v", "invalid character '=' at offset 2");  /* padding mid-stream */
+	expect_bad("Zg=v", "invalid character '=' at offset 2");     /* '=' inside */
+	expect_bad("Zg==Zm9v", "invalid character '=' at offset 2"); /* padding mid-stream */
 	expect_bad("Z===", "invalid character '=' at offset 1");
 	expect_bad("====", "invalid character '=' at offset 0");
-	expect_bad("Zh==", "non-zero padding bits in the last group (offset 0)");  /* 'f' is Zg== */
-	expect_bad("Zm9=", "non-zero padding bits in the last group (offset 0)");  /* 'fo' is Zm8= */
+	expect_bad("Zh==", "non-zero padding bits in the last group (offset 0)"); /* 'f' is Zg== */
+	expect_bad("Zm9=", "non-zero padding bits in the last group (offset 0)"); /* 'fo' is Zm8= */
 	expect_bad("Zm8A\xc3\xa9\xc3\xa9", "invalid byte 0xc3 at offset 4");
 }
 
@@ -99,7 +107,7 @@ static void test_binary(void **state)
 	assert_string_equal(enc, "AP8QgAA=");
 	assert_int_equal(base64_decode(enc, len, &dec, &dlen, why, sizeof(why)), 0);
 	assert_int_equal(dlen, sizeof(bytes));
-	assert_memory_equal(dec, bytes, sizeof(bytes));   /* NULs survive */
+	assert_memory_equal(dec, bytes, sizeof(bytes)); /* NULs survive */
 	free(dec);
 	free(enc);
 }

@@ -26,7 +26,7 @@
 struct fake_agent {
 	int registered;
 	int status_calls;
-	size_t status_bytes;       /* size of the "blob" in a status reply */
+	size_t status_bytes; /* size of the "blob" in a status reply */
 	char last_tenant[64];
 };
 
@@ -105,7 +105,8 @@ static void pump(struct fixture *f, int ms)
 		if (poll(&p, 1, 5) > 0)
 			control_handle(f->cs);
 		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while (now.tv_sec < end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
+	} while (now.tv_sec < end.tv_sec ||
+		 (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
 }
 
 static int client(struct fixture *f)
@@ -181,8 +182,9 @@ static void test_ops_dispatched_in_order(void **state)
 	json_t *r;
 
 	/* Three pipelined requests in one write: three replies, in order. */
-	send_text(fd, "{\"op\":\"register\",\"tenant\":\"a\"}\n{\"op\":\"register\",\"tenant\":\"b\"}\n"
-		      "{\"op\":\"status\"}\n");
+	send_text(fd,
+		  "{\"op\":\"register\",\"tenant\":\"a\"}\n{\"op\":\"register\",\"tenant\":\"b\"}\n"
+		  "{\"op\":\"status\"}\n");
 	r = read_reply(f, fd, 2000);
 	assert_non_null(r);
 	assert_int_equal(json_integer_value(json_object_get(r, "n")), 1);
@@ -204,7 +206,8 @@ static void test_bad_requests_get_errors(void **state)
 	struct fixture *f = *state;
 	const char *bad[] = { "not json\n", "[1,2]\n", "{\"op\": 5}\n", "{\"op\":\"launch\"}\n",
 			      "{\"op\":\"register\"}\n" };
-	const char *expect[] = { "expected a JSON object with \"op\"", "expected a JSON object with \"op\"",
+	const char *expect[] = { "expected a JSON object with \"op\"",
+				 "expected a JSON object with \"op\"",
 				 "expected a JSON object with \"op\"", "unknown op launch",
 				 "register: expected tenant" };
 	int fd = client(f);
@@ -271,7 +274,8 @@ static void test_client_that_never_reads(void **state)
 		json_decref(r);
 		/* Generous on a shared machine; the old server took 1 s per
 		 * queued reply here. */
-		assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 500);
+		assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 <
+			    500);
 	}
 	/* Its requests are read only while its backlog is short: the server
 	 * built a reply or two for it, not 100 MiB, and it stalls only
@@ -297,7 +301,8 @@ static void test_overlong_request_dropped(void **state)
 	big[CONTROL_LINE_MAX + 9] = 0;
 	/* Written in the background of the pump: the socket buffer is small. */
 	for (size_t off = 0; off < CONTROL_LINE_MAX + 9;) {
-		ssize_t n = send(fd, big + off, CONTROL_LINE_MAX + 9 - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t n = send(fd, big + off, CONTROL_LINE_MAX + 9 - off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n > 0)
 			off += n;
 		else if (errno == EAGAIN)
@@ -373,7 +378,7 @@ static void test_full_table_evicts_idlest(void **state)
 	assert_non_null(r);
 	assert_true(json_is_true(json_object_get(r, "ok")));
 	json_decref(r);
-	assert_true(peer_closed(f, fds[0], 1000));  /* the first, idle longest */
+	assert_true(peer_closed(f, fds[0], 1000)); /* the first, idle longest */
 	assert_int_equal(control_clients(f->cs), CONTROL_MAX_CLIENTS);
 	for (int i = 0; i < CONTROL_MAX_CLIENTS; i++)
 		close(fds[i]);

@@ -16,12 +16,14 @@
 
 /* 2026-11-21T19:30:00Z is 1795289400 s after the epoch; the events say
  * 5.123456789 s after boot. */
-#define BOOT_TS_NS  5123456789ULL
-#define TS          "2026-11-21T19:30:00.123Z"
-#define HEAD        "{\"ts\":\"" TS "\",\"node\":\"node-1\",\"tenant\":\"acme\",\"sandbox\":\"sb-1\","
+#define BOOT_TS_NS 5123456789ULL
+#define TS         "2026-11-21T19:30:00.123Z"
+#define HEAD       "{\"ts\":\"" TS "\",\"node\":\"node-1\",\"tenant\":\"acme\",\"sandbox\":\"sb-1\","
 
 static const struct event_ctx ctx = {
-	.node = "node-1", .tenant = "acme", .sandbox = "sb-1",
+	.node = "node-1",
+	.tenant = "acme",
+	.sandbox = "sb-1",
 	.boot_to_real_ns = 1795289400LL * 1000000000 - 5000000000LL,
 };
 
@@ -61,9 +63,11 @@ static void test_egress_inet(void **state)
 	e.net.proto = IPPROTO_TCP;
 	e.net.hook = SG_HOOK_CONNECT4;
 	memcpy(e.net.addr, "\x01\x02\x03\x04", 4);
-	assert_json(&e, HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
-		    "\"type\":\"egress_denied\",\"rule\":\"egress\",\"detail\":{\"family\":\"inet\","
-		    "\"dst\":\"1.2.3.4:80\",\"proto\":\"tcp\",\"hook\":\"connect4\"},\"action\":\"denied\"}");
+	assert_json(
+		&e, HEAD
+		"\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
+		"\"type\":\"egress_denied\",\"rule\":\"egress\",\"detail\":{\"family\":\"inet\","
+		"\"dst\":\"1.2.3.4:80\",\"proto\":\"tcp\",\"hook\":\"connect4\"},\"action\":\"denied\"}");
 }
 
 static void test_egress_inet6(void **state)
@@ -75,32 +79,39 @@ static void test_egress_inet6(void **state)
 	e.net.proto = IPPROTO_UDP;
 	e.net.hook = SG_HOOK_SENDMSG6;
 	e.net.addr[15] = 1;
-	assert_json(&e, HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
-		    "\"type\":\"egress_denied\",\"rule\":\"egress\",\"detail\":{\"family\":\"inet6\","
-		    "\"dst\":\"[::1]:443\",\"proto\":\"udp\",\"hook\":\"sendmsg6\"},\"action\":\"denied\"}");
+	assert_json(
+		&e, HEAD
+		"\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
+		"\"type\":\"egress_denied\",\"rule\":\"egress\",\"detail\":{\"family\":\"inet6\","
+		"\"dst\":\"[::1]:443\",\"proto\":\"udp\",\"hook\":\"sendmsg6\"},\"action\":\"denied\"}");
 }
 
 static void test_egress_unix(void **state)
 {
 	struct sg_event e = base_event(SG_EV_EGRESS_DENIED, SG_ACTION_KILLED, SG_RULE_EGRESS);
-	const char *tail = "\"type\":\"egress_denied\",\"rule\":\"egress\",\"detail\":{\"family\":\"unix\",";
+	const char *tail =
+		"\"type\":\"egress_denied\",\"rule\":\"egress\",\"detail\":{\"family\":\"unix\",";
 	char expected[1024];
 
 	e.net.family = AF_UNIX;
 	e.net.hook = SG_HOOK_CONNECT_UNIX;
 	strcpy(e.net.unix_path, "/run/docker.sock");
-	snprintf(expected, sizeof(expected), HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,"
-		 "\"comm\":\"python3\",%s\"dst\":\"/run/docker.sock\",\"proto\":null,"
-		 "\"hook\":\"connect_unix\"},\"action\":\"killed\"}", tail);
+	snprintf(expected, sizeof(expected),
+		 HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,"
+		      "\"comm\":\"python3\",%s\"dst\":\"/run/docker.sock\",\"proto\":null,"
+		      "\"hook\":\"connect_unix\"},\"action\":\"killed\"}",
+		 tail);
 	assert_json(&e, expected);
 
 	/* Abstract: a leading NUL, shown as '@'. */
 	memset(e.net.unix_path, 0, sizeof(e.net.unix_path));
 	memcpy(e.net.unix_path, "\0sg-test", 8);
 	e.net.hook = SG_HOOK_SENDMSG_UNIX;
-	snprintf(expected, sizeof(expected), HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,"
-		 "\"comm\":\"python3\",%s\"dst\":\"@sg-test\",\"proto\":null,"
-		 "\"hook\":\"sendmsg_unix\"},\"action\":\"killed\"}", tail);
+	snprintf(expected, sizeof(expected),
+		 HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,"
+		      "\"comm\":\"python3\",%s\"dst\":\"@sg-test\",\"proto\":null,"
+		      "\"hook\":\"sendmsg_unix\"},\"action\":\"killed\"}",
+		 tail);
 	assert_json(&e, expected);
 
 	/* A path that fills the whole array has no NUL: it must stay bounded. */
@@ -120,9 +131,11 @@ static void test_fork_limit(void **state)
 	e.fork.tasks = 65;
 	e.fork.limit = 64;
 	e.fork.which = 1;
-	assert_json(&e, HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
-		    "\"type\":\"fork_limit\",\"rule\":\"fork\",\"detail\":{\"forks\":70,\"tasks\":65,"
-		    "\"limit\":64,\"which\":\"max_tasks\"},\"action\":\"killed\"}");
+	assert_json(
+		&e, HEAD
+		"\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
+		"\"type\":\"fork_limit\",\"rule\":\"fork\",\"detail\":{\"forks\":70,\"tasks\":65,"
+		"\"limit\":64,\"which\":\"max_tasks\"},\"action\":\"killed\"}");
 }
 
 static void set_args(struct sg_event *e, const char *args, size_t len, uint32_t args_len)
@@ -138,10 +151,12 @@ static void test_exec(void **state)
 	strcpy(e.exec.filename, "/usr/bin/python3");
 	/* An empty argument in the middle is kept; the final NUL ends the last. */
 	set_args(&e, "python3\0\0-c\0print(1)\0", 21, 21);
-	assert_json(&e, HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
-		    "\"type\":\"exec\",\"rule\":null,\"detail\":{\"filename\":\"/usr/bin/python3\","
-		    "\"argv\":[\"python3\",\"\",\"-c\",\"print(1)\"],\"truncated\":false,\"mode\":null},"
-		    "\"action\":\"allowed\"}");
+	assert_json(
+		&e, HEAD
+		"\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
+		"\"type\":\"exec\",\"rule\":null,\"detail\":{\"filename\":\"/usr/bin/python3\","
+		"\"argv\":[\"python3\",\"\",\"-c\",\"print(1)\"],\"truncated\":false,\"mode\":null},"
+		"\"action\":\"allowed\"}");
 }
 
 /* comm and filename are the tenant's bytes: quotes, backslashes, control
@@ -158,12 +173,13 @@ static void test_exec_denied_hostile(void **state)
 	set_args(&e, args, sizeof(args), 300);
 	e.exec.mode = SG_MODE_FALLBACK;
 	memset(xs, 'x', sizeof(xs));
-	snprintf(expected, sizeof(expected), HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,"
-		 "\"comm\":\"a\\\"b\\\\\\u0001\\\\xc3(\xe2\x82\xac\\\\xed\\\\xa0\\\\x80zzz\","
-		 "\"type\":\"exec_denied\",\"rule\":\"exec\",\"detail\":{\"filename\":"
-		 "\"/tmp/\\\\xff\\\\xfe\\u001B[31mevil\\n\\\\xc0\\\\xaf\xf0\x9f\x98\x80\","
-		 "\"argv\":[\"sh\",\"-c\",\"%.*s\"],"
-		 "\"truncated\":true,\"mode\":\"fallback\"},\"action\":\"killed\"}",
+	snprintf(expected, sizeof(expected),
+		 HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,"
+		      "\"comm\":\"a\\\"b\\\\\\u0001\\\\xc3(\xe2\x82\xac\\\\xed\\\\xa0\\\\x80zzz\","
+		      "\"type\":\"exec_denied\",\"rule\":\"exec\",\"detail\":{\"filename\":"
+		      "\"/tmp/\\\\xff\\\\xfe\\u001B[31mevil\\n\\\\xc0\\\\xaf\xf0\x9f\x98\x80\","
+		      "\"argv\":[\"sh\",\"-c\",\"%.*s\"],"
+		      "\"truncated\":true,\"mode\":\"fallback\"},\"action\":\"killed\"}",
 		 SG_ARGS_LEN - 6, xs);
 	assert_json(&e, expected);
 
@@ -190,9 +206,11 @@ static void test_file_denied(void **state)
 	set_comps(&e, 3, comps, 3);
 	e.file.flags = 0x8000;
 	e.file.mode = SG_MODE_LSM;
-	assert_json(&e, HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
-		    "\"type\":\"file_denied\",\"rule\":\"file\",\"detail\":{\"path\":\"/etc/hostname\","
-		    "\"write\":false,\"flags\":32768,\"mode\":\"lsm\"},\"action\":\"denied\"}");
+	assert_json(
+		&e, HEAD
+		"\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
+		"\"type\":\"file_denied\",\"rule\":\"file\",\"detail\":{\"path\":\"/etc/hostname\","
+		"\"write\":false,\"flags\":32768,\"mode\":\"lsm\"},\"action\":\"denied\"}");
 }
 
 static const char *path_of(const struct sg_event *e, char *buf, size_t len)
@@ -245,9 +263,10 @@ static void test_exit(void **state)
 	e.exit.signal = 9;
 	e.exit.oom_killed = 1;
 	/* An exit concerns no rule, whatever e.rule holds. */
-	assert_json(&e, HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
-		    "\"type\":\"exit\",\"rule\":null,\"detail\":{\"exit_code\":0,\"signal\":9,"
-		    "\"core\":false,\"oom_killed\":true},\"action\":\"logged\"}");
+	assert_json(&e,
+		    HEAD "\"pid\":4242,\"ppid\":4200,\"uid\":61000,\"comm\":\"python3\","
+			 "\"type\":\"exit\",\"rule\":null,\"detail\":{\"exit_code\":0,\"signal\":9,"
+			 "\"core\":false,\"oom_killed\":true},\"action\":\"logged\"}");
 }
 
 static void test_sandbox_killed(void **state)
@@ -255,23 +274,29 @@ static void test_sandbox_killed(void **state)
 	char buf[EVENT_JSON_MAX];
 	json_t *extra = json_pack("{s:i, s:s}", "procs", 3, "method", "ignored");
 	struct event_kill k = {
-		.rule = SG_RULE_FORK, .trigger = SG_EV_FORK_LIMIT, .trigger_pid = 4242,
-		.latency_ms = 3.2504, .method = "cgroup.kill", .extra = extra,
+		.rule = SG_RULE_FORK,
+		.trigger = SG_EV_FORK_LIMIT,
+		.trigger_pid = 4242,
+		.latency_ms = 3.2504,
+		.method = "cgroup.kill",
+		.extra = extra,
 	};
 	int n = event_kill_json(&ctx, 1795289400123456789ULL, &k, buf, sizeof(buf));
 
 	assert_true(n > 0);
-	assert_string_equal(buf, HEAD "\"pid\":null,\"ppid\":null,\"uid\":null,\"comm\":null,"
+	assert_string_equal(buf, HEAD
+			    "\"pid\":null,\"ppid\":null,\"uid\":null,\"comm\":null,"
 			    "\"type\":\"sandbox_killed\",\"rule\":\"fork\",\"detail\":{\"trigger\":"
 			    "\"fork_limit\",\"trigger_pid\":4242,\"kill_latency_ms\":3.25,"
 			    "\"method\":\"cgroup.kill\",\"procs\":3},\"action\":\"killed\"}");
-	assert_int_equal(json_object_size(extra), 2);   /* the caller's object is untouched */
+	assert_int_equal(json_object_size(extra), 2); /* the caller's object is untouched */
 	json_decref(extra);
 
 	k = (struct event_kill){ .rule = SG_RULE_MEMORY, .latency_ms = -1 };
 	assert_true(event_kill_json(&ctx, 1795289400123456789ULL, &k, buf, sizeof(buf)) > 0);
-	assert_non_null(strstr(buf, "\"rule\":\"memory\",\"detail\":{\"trigger\":null,"
-				"\"trigger_pid\":null,\"kill_latency_ms\":null,\"method\":null}"));
+	assert_non_null(strstr(buf,
+			       "\"rule\":\"memory\",\"detail\":{\"trigger\":null,"
+			       "\"trigger_pid\":null,\"kill_latency_ms\":null,\"method\":null}"));
 }
 
 static void test_health(void **state)
@@ -283,10 +308,11 @@ static void test_health(void **state)
 	tenant_only.sandbox = NULL;
 	assert_true(event_health_json(&tenant_only, 1795289400123456789ULL, "constant_batches",
 				      fields, buf, sizeof(buf)) > 0);
-	assert_string_equal(buf, "{\"ts\":\"" TS "\",\"node\":\"node-1\",\"tenant\":\"acme\","
-			    "\"sandbox\":null,\"pid\":null,\"ppid\":null,\"uid\":null,\"comm\":null,"
-			    "\"type\":\"health\",\"rule\":null,\"detail\":{\"detector\":"
-			    "\"constant_batches\",\"rate\":0.55,\"window\":20},\"action\":\"logged\"}");
+	assert_string_equal(
+		buf, "{\"ts\":\"" TS "\",\"node\":\"node-1\",\"tenant\":\"acme\","
+		     "\"sandbox\":null,\"pid\":null,\"ppid\":null,\"uid\":null,\"comm\":null,"
+		     "\"type\":\"health\",\"rule\":null,\"detail\":{\"detector\":"
+		     "\"constant_batches\",\"rate\":0.55,\"window\":20},\"action\":\"logged\"}");
 	json_decref(fields);
 	assert_int_equal(event_health_json(&ctx, 0, NULL, NULL, buf, sizeof(buf)), -EINVAL);
 }
@@ -302,15 +328,17 @@ static void test_errors(void **state)
 	assert_int_equal(event_to_json(&e, &ctx, buf, sizeof(buf)), -EINVAL);
 	e.type = SG_EV__COUNT;
 	assert_int_equal(event_to_json(&e, &ctx, buf, sizeof(buf)), -EINVAL);
-	e.type = SG_EV_SANDBOX_KILLED;   /* userspace events have their own builders */
+	e.type = SG_EV_SANDBOX_KILLED; /* userspace events have their own builders */
 	assert_int_equal(event_to_json(&e, &ctx, buf, sizeof(buf)), -EINVAL);
 	e.type = SG_EV_EXIT;
 	e.action = 9;
 	assert_int_equal(event_to_json(&e, &ctx, buf, sizeof(buf)), -EINVAL);
-	assert_int_equal(event_userspace_json(&ctx, 0, SG_EV_HEALTH, SG_ACTION_LOGGED, 7, NULL,
-					      buf, sizeof(buf)), -EINVAL);
-	assert_int_equal(event_userspace_json(&ctx, 0, SG_EV_HEALTH, SG_ACTION_LOGGED, -1, arr,
-					      buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(event_userspace_json(&ctx, 0, SG_EV_HEALTH, SG_ACTION_LOGGED, 7, NULL, buf,
+					      sizeof(buf)),
+			 -EINVAL);
+	assert_int_equal(event_userspace_json(&ctx, 0, SG_EV_HEALTH, SG_ACTION_LOGGED, -1, arr, buf,
+					      sizeof(buf)),
+			 -EINVAL);
 	json_decref(arr);
 }
 
@@ -346,10 +374,18 @@ static void test_timestamps(void **state)
 	assert_int_equal(ms, 1795289400500LL);
 	assert_int_equal(event_parse_ts("2026-11-21 14:00:00.123456789-05:30", &ms), 0);
 	assert_int_equal(ms, 1795289400123LL);
-	const char *bad[] = { "", "2026-11-21", "2026-11-21T19:30:00", "2026-13-01T00:00:00Z",
-			      "2026-02-29T00:00:00Z", "2026-11-21T24:00:00Z", "2026-11-21T19:30:00.Z",
-			      "2026-11-21T19:30:00Zjunk", "2026-11-21T19:30:00+1:00",
-			      "2026-11-21X19:30:00Z", "+026-11-21T19:30:00Z", NULL };
+	const char *bad[] = { "",
+			      "2026-11-21",
+			      "2026-11-21T19:30:00",
+			      "2026-13-01T00:00:00Z",
+			      "2026-02-29T00:00:00Z",
+			      "2026-11-21T24:00:00Z",
+			      "2026-11-21T19:30:00.Z",
+			      "2026-11-21T19:30:00Zjunk",
+			      "2026-11-21T19:30:00+1:00",
+			      "2026-11-21X19:30:00Z",
+			      "+026-11-21T19:30:00Z",
+			      NULL };
 	for (int i = 0; bad[i]; i++)
 		if (event_parse_ts(bad[i], &ms) != -EINVAL)
 			fail_msg("accepted bad timestamp '%s'", bad[i]);
@@ -438,8 +474,10 @@ static void test_decode_roundtrip(void **state)
 
 static void test_decode_userspace(void **state)
 {
-	struct event_kill k = { .rule = SG_RULE_FILE, .trigger = SG_EV_FILE_TRIPPED,
-				.latency_ms = 12.5, .method = "cgroup.kill" };
+	struct event_kill k = { .rule = SG_RULE_FILE,
+				.trigger = SG_EV_FILE_TRIPPED,
+				.latency_ms = 12.5,
+				.method = "cgroup.kill" };
 	json_t *fields = json_pack("{s:f, s:b}", "rate", 0.5, "firing", 1);
 	char buf[EVENT_JSON_MAX];
 	struct event_record r;
@@ -449,11 +487,12 @@ static void test_decode_userspace(void **state)
 	assert_int_equal(r.pid, -1);
 	assert_null(r.comm);
 	assert_string_equal(r.rule, "file");
-	assert_string_equal(r.summary, "rule file after file_tripped, empty in 12.500 ms (cgroup.kill)");
+	assert_string_equal(r.summary,
+			    "rule file after file_tripped, empty in 12.500 ms (cgroup.kill)");
 	event_record_free(&r);
 
-	assert_true(event_health_json(&ctx, 1795289400123456789ULL, "dead_stream", fields,
-				      buf, sizeof(buf)) > 0);
+	assert_true(event_health_json(&ctx, 1795289400123456789ULL, "dead_stream", fields, buf,
+				      sizeof(buf)) > 0);
 	json_decref(fields);
 	assert_int_equal(event_parse_line(buf, &r), 0);
 	assert_string_equal(r.summary, "detector=dead_stream rate=0.5 firing=true");
@@ -462,14 +501,20 @@ static void test_decode_userspace(void **state)
 
 static void test_decode_garbage(void **state)
 {
-	static const struct { const char *line, *why; } cases[] = {
+	static const struct {
+		const char *line, *why;
+	} cases[] = {
 		{ "", "not a JSON object" },
 		{ "garbage", "not a JSON object" },
 		{ "[1,2]", "not a JSON object" },
-		{ "{\"ts\":1,\"type\":\"exec\",\"action\":\"allowed\"}", "ts is missing or not an RFC 3339 time" },
-		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"action\":\"allowed\"}", "type is missing or not a string" },
-		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"\",\"action\":\"allowed\"}", "type is missing or not a string" },
-		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\",\"action\":5}", "action is missing or not a string" },
+		{ "{\"ts\":1,\"type\":\"exec\",\"action\":\"allowed\"}",
+		  "ts is missing or not an RFC 3339 time" },
+		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"action\":\"allowed\"}",
+		  "type is missing or not a string" },
+		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"\",\"action\":\"allowed\"}",
+		  "type is missing or not a string" },
+		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\",\"action\":5}",
+		  "action is missing or not a string" },
 		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\",\"action\":\"x\",\"tenant\":1}",
 		  "node, tenant, sandbox, rule or comm is not a string" },
 		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\",\"action\":\"x\",\"pid\":-4}",
@@ -480,7 +525,8 @@ static void test_decode_garbage(void **state)
 		  "detail is not an object" },
 		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\",\"action\":\"x\"}",
 		  "not a JSON object" },
-		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"a\\u0000b\",\"action\":\"x\"}", "not a JSON object" },
+		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"a\\u0000b\",\"action\":\"x\"}",
+		  "not a JSON object" },
 	};
 	struct event_record r;
 
@@ -494,13 +540,18 @@ static void test_decode_garbage(void **state)
 	/* Only ts, type and action are required; detail of the wrong shape
 	 * for its type still gets a summary. */
 	assert_int_equal(event_parse_line("{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\","
-					  "\"action\":\"allowed\",\"detail\":{\"argv\":7}}\n", &r), 0);
+					  "\"action\":\"allowed\",\"detail\":{\"argv\":7}}\n",
+					  &r),
+			 0);
 	assert_null(r.tenant);
 	assert_int_equal(r.pid, -1);
 	assert_string_equal(r.summary, "?");
 	event_record_free(&r);
-	assert_int_equal(event_parse_line("{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"new_kind\","
-					  "\"action\":\"logged\",\"detail\":{\"a\":[1],\"b\":null}}", &r), 0);
+	assert_int_equal(
+		event_parse_line("{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"new_kind\","
+				 "\"action\":\"logged\",\"detail\":{\"a\":[1],\"b\":null}}",
+				 &r),
+		0);
 	assert_string_equal(r.summary, "a=... b=null");
 	assert_string_equal(r.detail, "{\"a\":[1],\"b\":null}");
 	event_record_free(&r);
@@ -520,7 +571,8 @@ static void test_random_events_are_valid_json(void **state)
 		for (size_t j = 0; j < sizeof(e); j++)
 			p[j] = (unsigned char)(rand_r(&seed) >> 7);
 		e.ts_ns %= 1ULL << 60;
-		e.type = SG_EV_EGRESS_DENIED + (uint32_t)rand_r(&seed) % (SG_EV_EXIT - SG_EV_EGRESS_DENIED + 1);
+		e.type = SG_EV_EGRESS_DENIED +
+			 (uint32_t)rand_r(&seed) % (SG_EV_EXIT - SG_EV_EGRESS_DENIED + 1);
 		e.action = SG_ACTION_ALLOWED + (uint32_t)rand_r(&seed) % 4;
 		int n = event_to_json(&e, &ctx, buf, sizeof(buf));
 		if (n <= 0)

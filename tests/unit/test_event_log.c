@@ -222,7 +222,7 @@ static void test_stdout(void **state)
 	fflush(stdout);
 	dup2(fd, STDOUT_FILENO);
 	close(fd);
-	log = event_log_open("-", 10, 2);   /* stdout is never rotated */
+	log = event_log_open("-", 10, 2); /* stdout is never rotated */
 	assert_non_null(log);
 	assert_int_equal(event_log_write(log, "{\"first\":true}"), 0);
 	assert_int_equal(event_log_write(log, "{\"second\":true}"), 0);
@@ -328,7 +328,7 @@ static void test_rotation_failure_keeps_writing(void **state)
 	rmdir(p1);
 }
 
-#define THREADS 4
+#define THREADS    4
 #define PER_THREAD 1000
 
 static void *writer(void *arg)
@@ -393,14 +393,16 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_rotation_names_and_keep, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_existing_file_is_appended_and_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_existing_file_is_appended_and_counted, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_keep_zero_truncates, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_rotation_and_newlines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stdout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_failures_are_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failure_then_recovery, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_failure, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rotation_failure_keeps_writing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rotation_failure_keeps_writing, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_threads_and_rotation, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,9 +20,9 @@
 /* ---- the fake sandbox: a script of results, one per call ------------- */
 
 struct step {
-	int rc;                 /* < 0: platform error */
+	int rc; /* < 0: platform error */
 	enum sandbox_end end;
-	int code;               /* exit code or signal */
+	int code; /* exit code or signal */
 	int rule;
 	const char *out;
 	const char *err;
@@ -40,7 +40,8 @@ static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
 
 	assert_true(calls < n_script);
 	s = &script[calls++];
-	snprintf(last_stdin, sizeof(last_stdin), "%.*s", (int)spec->stdin_len, (const char *)spec->stdin_data);
+	snprintf(last_stdin, sizeof(last_stdin), "%.*s", (int)spec->stdin_len,
+		 (const char *)spec->stdin_data);
 	last_timeout = spec->timeout_ms;
 	snprintf(r->sandbox_id, sizeof(r->sandbox_id), "fake-%d", calls);
 	r->cgroup_id = 1000 + calls;
@@ -103,9 +104,14 @@ static int setup(void **state)
 	policy_defaults(&policy);
 	snprintf(policy.tenant, sizeof(policy.tenant), "acme");
 	policy.limits.timeout_ms = 2000;
-	ctx = (struct exec_ctx){ .policy = &policy, .tenant = "acme", .run_id = "run-1",
-				 .argv = argv_, .run = fake_run };
-	assert_int_equal(exec_batch_parse(batch_json, strlen(batch_json), "batch", &batch, err, sizeof(err)), 0);
+	ctx = (struct exec_ctx){ .policy = &policy,
+				 .tenant = "acme",
+				 .run_id = "run-1",
+				 .argv = argv_,
+				 .run = fake_run };
+	assert_int_equal(exec_batch_parse(batch_json, strlen(batch_json), "batch", &batch, err,
+					  sizeof(err)),
+			 0);
 	return 0;
 }
 
@@ -206,22 +212,26 @@ static void test_classify(void **state)
 		     "killed by signal SIGABRT (6)");
 	expect_cause(ENDED(SB_TIMEOUT), SG_CAUSE_TENANT_TIMEOUT, -1,
 		     "deadline of 1500 ms passed: the sandbox was killed");
-	expect_cause((struct step){ .end = SB_OOM, .rule = SG_RULE_MEMORY }, SG_CAUSE_TENANT_OOM, -1,
-		     "memory limit of 256 MB exceeded");
+	expect_cause((struct step){ .end = SB_OOM, .rule = SG_RULE_MEMORY }, SG_CAUSE_TENANT_OOM,
+		     -1, "memory limit of 256 MB exceeded");
 	expect_cause(ENDED(SB_OUTPUT_OVERSIZE), SG_CAUSE_TENANT_BAD_OUTPUT, -1,
 		     "oversized: stdout exceeded the cap of 1048576 bytes");
 	expect_cause(ENDED(SB_FORK_LIMIT), SG_CAUSE_TENANT_POLICY_VIOLATION, SG_RULE_FORK,
 		     "fork limit reached (max_tasks 64, max_forks 1024)");
 	expect_cause((struct step){ .end = SB_KILLED_BY_AGENT, .rule = SG_RULE_EGRESS },
-		     SG_CAUSE_TENANT_POLICY_VIOLATION, SG_RULE_EGRESS, "killed by the agent: egress rule");
-	expect_cause((struct step){ .end = SB_KILLED_BY_AGENT, .rule = SG_RULE_FILE, .detail = "open /etc/shadow" },
+		     SG_CAUSE_TENANT_POLICY_VIOLATION, SG_RULE_EGRESS,
+		     "killed by the agent: egress rule");
+	expect_cause((struct step){ .end = SB_KILLED_BY_AGENT,
+				    .rule = SG_RULE_FILE,
+				    .detail = "open /etc/shadow" },
 		     SG_CAUSE_TENANT_POLICY_VIOLATION, SG_RULE_FILE,
 		     "killed by the agent: file rule: open /etc/shadow");
 	/* An agent kill is a violation even when the agent did not say which rule. */
 	expect_cause((struct step){ .end = SB_KILLED_BY_AGENT, .rule = -1 },
-		     SG_CAUSE_TENANT_POLICY_VIOLATION, -1, "killed by the agent (rule not reported)");
-	expect_cause(PLATFORM(-ENOSPC, "scratch: No space left on device"), SG_CAUSE_PLATFORM_ERROR, -1,
-		     "platform error: scratch: No space left on device");
+		     SG_CAUSE_TENANT_POLICY_VIOLATION, -1,
+		     "killed by the agent (rule not reported)");
+	expect_cause(PLATFORM(-ENOSPC, "scratch: No space left on device"), SG_CAUSE_PLATFORM_ERROR,
+		     -1, "platform error: scratch: No space left on device");
 	expect_cause(PLATFORM(-EAGAIN, NULL), SG_CAUSE_PLATFORM_ERROR, -1,
 		     "platform error: Resource temporarily unavailable");
 }
@@ -240,7 +250,7 @@ static void test_ok(void **state)
 	assert_int_equal(res.n_scores, 2);
 	assert_true(res.scores[0] == 0.25 && res.scores[1] == 0.75);
 	assert_true(res.stats.mean == 0.5);
-	assert_string_equal(last_stdin, batch_json);       /* the document as given */
+	assert_string_equal(last_stdin, batch_json); /* the document as given */
 	assert_int_equal(last_timeout, 2000);
 	assert_int_equal(exec_exit_code(res.cause), 0);
 	expect_booked("b1", "ok");
@@ -328,7 +338,8 @@ static void test_platform_retried_in_any_mode(void **state)
 
 	truncate_log();
 	policy.failure = SG_FAILURE_SKIP;
-	play(3, PLATFORM(-EIO, "cgroup: Input/output error"), PLATFORM(-ENOSPC, "disk full"), OK_OUT("[0,1]"));
+	play(3, PLATFORM(-EIO, "cgroup: Input/output error"), PLATFORM(-ENOSPC, "disk full"),
+	     OK_OUT("[0,1]"));
 	exec_batch(&ctx, &batch, &res);
 	assert_int_equal(res.cause, SG_CAUSE_OK);
 	assert_int_equal(res.attempts, 3);
@@ -361,7 +372,7 @@ static void test_pause(void **state)
 	assert_int_equal(res.cause, SG_CAUSE_TENANT_TIMEOUT);
 	assert_true(res.paused_tenant);
 	assert_string_equal(res.detail, "deadline of 2000 ms passed: the sandbox was killed; "
-			    "tenant acme paused until 'sandguard tenant resume acme'");
+					"tenant acme paused until 'sandguard tenant resume acme'");
 	assert_int_equal(tenant_paused("acme", info, sizeof(info)), 1);
 	assert_non_null(strstr(info, "batch b1: tenant_timeout: deadline of 2000 ms"));
 	exec_result_free(&res);
@@ -409,7 +420,7 @@ static void test_disabled_and_agent(void **state)
 	exec_batch(&ctx, &batch, &res);
 	assert_int_equal(res.cause, SG_CAUSE_TENANT_PAUSED);
 	assert_string_equal(res.detail, "tenant acme is disabled by its policy "
-			    "(/etc/sandguard/policies/acme.json: \"enabled\": false)");
+					"(/etc/sandguard/policies/acme.json: \"enabled\": false)");
 	exec_result_free(&res);
 	policy.enabled = true;
 
@@ -418,7 +429,8 @@ static void test_disabled_and_agent(void **state)
 	exec_batch(&ctx, &batch, &res);
 	assert_int_equal(calls, 0);
 	assert_int_equal(res.cause, SG_CAUSE_PLATFORM_ERROR);
-	assert_string_equal(res.detail, "platform error: the policy of tenant acme requires the agent "
+	assert_string_equal(res.detail,
+			    "platform error: the policy of tenant acme requires the agent "
 			    "(require_agent), but no agent answers at /run/test/agent.sock");
 	assert_int_equal(exec_exit_code(res.cause), 2);
 	exec_result_free(&res);
@@ -439,7 +451,8 @@ static void test_concurrency(void **state)
 	exec_batch(&ctx, &batch, &res);
 	assert_int_equal(calls, 0);
 	assert_int_equal(res.cause, SG_CAUSE_PLATFORM_ERROR);
-	assert_string_equal(res.detail, "platform error: concurrency cap reached: 1 sandboxes of tenant acme "
+	assert_string_equal(res.detail,
+			    "platform error: concurrency cap reached: 1 sandboxes of tenant acme "
 			    "already running on this node (on_excess refuse); retry later");
 	exec_result_free(&res);
 
@@ -447,7 +460,8 @@ static void test_concurrency(void **state)
 	policy.limits.queue_timeout_ms = 100;
 	exec_batch(&ctx, &batch, &res);
 	assert_int_equal(res.cause, SG_CAUSE_PLATFORM_ERROR);
-	assert_string_equal(res.detail, "platform error: concurrency cap reached: 1 sandboxes of tenant acme "
+	assert_string_equal(res.detail,
+			    "platform error: concurrency cap reached: 1 sandboxes of tenant acme "
 			    "still running after waiting 100 ms (queue_timeout_ms); retry later");
 	assert_true(res.wall_ms >= 100);
 	exec_result_free(&res);
@@ -487,7 +501,9 @@ static void test_result_json(void **state)
 	struct exec_result res;
 	json_t *j;
 
-	play(1, ((struct step){ .end = SB_EXITED, .out = "[0.5, 0.25]", .err = "warn: \xff\xfe bad utf-8" }));
+	play(1,
+	     ((struct step){
+		     .end = SB_EXITED, .out = "[0.5, 0.25]", .err = "warn: \xff\xfe bad utf-8" }));
 	exec_batch(&ctx, &batch, &res);
 	j = exec_result_json("acme", &res);
 	assert_string_equal(str(j, "tenant"), "acme");

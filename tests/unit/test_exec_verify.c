@@ -42,7 +42,7 @@ static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
 		rc = -EIO;
 	}
 	pthread_mutex_unlock(&lock);
-	usleep(20000);    /* overlap with the other workers */
+	usleep(20000); /* overlap with the other workers */
 	snprintf(r->sandbox_id, sizeof(r->sandbox_id), "fake");
 	r->wall_ms = 20;
 	r->err = strdup("");
@@ -99,7 +99,9 @@ static int setup(void **state)
 	setenv("SANDGUARD_RUN_DIR", dir, 1);
 	policy_defaults(&policy);
 	policy.limits.timeout_ms = 6000;
-	ctx = (struct exec_ctx){ .policy = &policy, .tenant = "coder", .argv = argv_, .run = fake_run };
+	ctx = (struct exec_ctx){
+		.policy = &policy, .tenant = "coder", .argv = argv_, .run = fake_run
+	};
 	return 0;
 }
 
@@ -125,8 +127,9 @@ static void test_all_pass(void **state)
 	struct exec_result res;
 	json_t *j;
 
-	load(&c, "[{\"input\": \"1 2\", \"output\": \"3\"}, {\"input\": \"2 2\", \"output\": \"4\\n\"},"
-		 " {\"input\": \"5 5\", \"output\": \"10.0\"}, {\"input\": \"0 0\", \"output\": \"0\"}]");
+	load(&c,
+	     "[{\"input\": \"1 2\", \"output\": \"3\"}, {\"input\": \"2 2\", \"output\": \"4\\n\"},"
+	     " {\"input\": \"5 5\", \"output\": \"10.0\"}, {\"input\": \"0 0\", \"output\": \"0\"}]");
 	max_running = runs = 0;
 	assert_int_equal(exec_verify(&ctx, "v1", &c, &res), 0);
 	assert_int_equal(res.cause, SG_CAUSE_OK);
@@ -144,7 +147,9 @@ static void test_all_pass(void **state)
 	assert_string_equal(json_string_value(json_object_get(j, "batch_id")), "v1");
 	assert_int_equal(json_integer_value(json_object_get(j, "reward")), 1);
 	assert_int_equal(json_array_size(json_object_get(j, "tests")), 4);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(j, "tests"), 0), "status")), "pass");
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(json_object_get(j, "tests"), 0), "status")),
+			    "pass");
 	assert_true(json_real_value(json_array_get(json_object_get(j, "scores"), 0)) == 1.0);
 	json_decref(j);
 	exec_result_free(&res);
@@ -156,15 +161,16 @@ static void test_failures_are_the_verdict(void **state)
 	struct verify_cases c;
 	struct exec_result res;
 
-	load(&c, "[{\"input\": \"1 2\", \"output\": \"3\"}, {\"input\": \"1 1\", \"output\": \"3\"},"
-		 " {\"input\": \"hang\", \"output\": \"\"}, {\"input\": \"abort\", \"output\": \"\"},"
-		 " {\"input\": \"hog\", \"output\": \"\"}, {\"input\": \"connect\", \"output\": \"\"},"
-		 " {\"input\": \"huge\", \"output\": \"\"}]");
+	load(&c,
+	     "[{\"input\": \"1 2\", \"output\": \"3\"}, {\"input\": \"1 1\", \"output\": \"3\"},"
+	     " {\"input\": \"hang\", \"output\": \"\"}, {\"input\": \"abort\", \"output\": \"\"},"
+	     " {\"input\": \"hog\", \"output\": \"\"}, {\"input\": \"connect\", \"output\": \"\"},"
+	     " {\"input\": \"huge\", \"output\": \"\"}]");
 	runs = 0;
 	exec_verify(&ctx, "v2", &c, &res);
-	assert_int_equal(res.cause, SG_CAUSE_OK);           /* the verifier worked: reward 0 */
+	assert_int_equal(res.cause, SG_CAUSE_OK); /* the verifier worked: reward 0 */
 	assert_int_equal(res.reward, 0);
-	assert_int_equal(runs, 7);                          /* no retries of tenant outcomes */
+	assert_int_equal(runs, 7); /* no retries of tenant outcomes */
 	assert_int_equal(res.tests[0].status, VERIFY_PASS);
 	assert_int_equal(res.tests[1].status, VERIFY_FAIL);
 	assert_string_equal(res.tests[1].detail, "line 1 differs");
@@ -175,7 +181,7 @@ static void test_failures_are_the_verdict(void **state)
 	assert_int_equal(res.tests[5].rule, 0);
 	assert_int_equal(res.tests[6].status, VERIFY_FAIL);
 	assert_string_equal(res.detail, "test 1: fail: line 1 differs");
-	assert_string_equal(res.err, "Traceback: boom");    /* the first failing test with stderr */
+	assert_string_equal(res.err, "Traceback: boom"); /* the first failing test with stderr */
 	assert_int_equal(exec_exit_code(res.cause), 0);
 	exec_result_free(&res);
 	verify_cases_free(&c);
@@ -187,15 +193,17 @@ static void test_platform_error_fails_request(void **state)
 	struct exec_result res;
 	json_t *j;
 
-	load(&c, "[{\"input\": \"1 2\", \"output\": \"3\"}, {\"input\": \"platform\", \"output\": \"\"}]");
+	load(&c,
+	     "[{\"input\": \"1 2\", \"output\": \"3\"}, {\"input\": \"platform\", \"output\": \"\"}]");
 	runs = 0;
 	exec_verify(&ctx, NULL, &c, &res);
 	assert_int_equal(res.cause, SG_CAUSE_PLATFORM_ERROR);
 	assert_int_equal(res.reward, -1);
-	assert_int_equal(runs, 1 + 3);                     /* retried up to the budget */
+	assert_int_equal(runs, 1 + 3); /* retried up to the budget */
 	assert_int_equal(res.tests[1].status, VERIFY_ERROR);
-	assert_string_equal(res.detail, "test 1: platform error: fork: Resource temporarily unavailable");
-	assert_true(!strncmp(res.batch_id, "verify-", 7));  /* made up */
+	assert_string_equal(res.detail,
+			    "test 1: platform error: fork: Resource temporarily unavailable");
+	assert_true(!strncmp(res.batch_id, "verify-", 7)); /* made up */
 	assert_int_equal(exec_exit_code(res.cause), 2);
 	j = exec_result_json("coder", &res);
 	assert_true(json_is_null(json_object_get(j, "reward")));
@@ -228,7 +236,8 @@ static void test_verify_booking(void **state)
 
 	assert_int_equal(outcome_log_path(path, sizeof(path)), 0);
 	unlink(path);
-	load(&c, "[{\"input\": \"1 2\", \"output\": \"3\"}, {\"input\": \"hang\", \"output\": \"\"}]");
+	load(&c,
+	     "[{\"input\": \"1 2\", \"output\": \"3\"}, {\"input\": \"hang\", \"output\": \"\"}]");
 	exec_verify(&ctx, "v4", &c, &res);
 	f = fopen(path, "r");
 	assert_non_null(f);
@@ -245,7 +254,7 @@ static void test_verify_booking(void **state)
 		json_decref(j);
 	}
 	fclose(f);
-	assert_int_equal(lines, 3);     /* two runs, then the request */
+	assert_int_equal(lines, 3); /* two runs, then the request */
 	assert_int_equal(finals, 1);
 	exec_result_free(&res);
 	verify_cases_free(&c);
@@ -274,18 +283,24 @@ static void test_run_once(void **state)
 	struct sandbox_file file = { .path = "lib.py", .data = "x", .len = 1, .mode = 0644 };
 	const char *fetch[] = { "out.txt" };
 	struct exec_run_request req = {
-		.request_id = "r1", .stdin_data = "20 22", .stdin_len = 5, .memory_mb = 1024,
-		.files = &file, .n_files = 1, .fetch = fetch, .n_fetch = 1,
+		.request_id = "r1",
+		.stdin_data = "20 22",
+		.stdin_len = 5,
+		.memory_mb = 1024,
+		.files = &file,
+		.n_files = 1,
+		.fetch = fetch,
+		.n_fetch = 1,
 	};
 
 	policy.limits.memory_mb = 512;
-	ctx.timeout_ms = 60000;          /* above the policy: lowered */
+	ctx.timeout_ms = 60000; /* above the policy: lowered */
 	assert_int_equal(exec_run(&ctx, &req, &res), 0);
 	assert_int_equal(res.cause, SG_CAUSE_OK);
 	assert_true(res.has_return_code);
 	assert_int_equal(res.return_code, 0);
-	assert_string_equal(res.out, "42\r\n\n");           /* raw: no normalization */
-	assert_int_equal(res.memory_mb, 512);               /* 1024 asked, the policy caps it */
+	assert_string_equal(res.out, "42\r\n\n"); /* raw: no normalization */
+	assert_int_equal(res.memory_mb, 512);     /* 1024 asked, the policy caps it */
 	assert_int_equal(seen_memory_mb, 512);
 	assert_int_equal(res.timeout_ms, 6000);
 	assert_int_equal(seen_timeout, 6000);
@@ -293,7 +308,7 @@ static void test_run_once(void **state)
 	assert_int_equal(seen_fetch, 1);
 	exec_run_result_free(&res);
 
-	req.memory_mb = 64;              /* below the policy: honoured */
+	req.memory_mb = 64; /* below the policy: honoured */
 	ctx.timeout_ms = 1000;
 	req.stdin_data = "hang";
 	req.stdin_len = 4;

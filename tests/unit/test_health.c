@@ -11,12 +11,13 @@
 #include <cmocka.h>
 #include "telemetry/health.h"
 
-static const struct sg_health cfg = {   /* the defaults in policies/default.json */
-	.window = 20, .constant_rate = 0.5, .invalid_rate = 0.2,
+static const struct sg_health cfg = {
+	/* the defaults in policies/default.json */
+	.window = 20,      .constant_rate = 0.5, .invalid_rate = 0.2,
 	.dead_windows = 5, .dead_epsilon = 1e-6,
 };
 
-#define SCORES 32   /* scores per batch */
+#define SCORES 32 /* scores per batch */
 
 /* splitmix64: tiny, seeded, the same series on every machine. */
 static uint64_t rng_state;
@@ -37,8 +38,12 @@ static double normal(double mean, double sd)
 /* A final, ok batch of SCORES scores drawn from N(mean, sd). */
 static struct sg_outcome batch(double mean, double sd)
 {
-	struct sg_outcome o = { .tenant = "acme", .cause = SG_CAUSE_OK, .rule = -1,
-				.attempt = 1, .final = true, .n_scores = SCORES };
+	struct sg_outcome o = { .tenant = "acme",
+				.cause = SG_CAUSE_OK,
+				.rule = -1,
+				.attempt = 1,
+				.final = true,
+				.n_scores = SCORES };
 	double x[SCORES], sum = 0, ss = 0;
 
 	for (int i = 0; i < SCORES; i++)
@@ -53,13 +58,20 @@ static struct sg_outcome batch(double mean, double sd)
 
 static struct sg_outcome invalid_batch(void)
 {
-	struct sg_outcome o = { .tenant = "acme", .cause = SG_CAUSE_TENANT_BAD_OUTPUT,
-				.rule = -1, .attempt = 1, .final = true, .invalid = true };
+	struct sg_outcome o = { .tenant = "acme",
+				.cause = SG_CAUSE_TENANT_BAD_OUTPUT,
+				.rule = -1,
+				.attempt = 1,
+				.final = true,
+				.invalid = true };
 	return o;
 }
 
 /* Feed n batches; record which batch indices fired each detector. */
-struct fires { int at[HEALTH__COUNT][64]; int n[HEALTH__COUNT]; };
+struct fires {
+	int at[HEALTH__COUNT][64];
+	int n[HEALTH__COUNT];
+};
 
 static void record(struct fires *f, unsigned mask, int i)
 {
@@ -120,7 +132,10 @@ static void run_rate_case(int k, bool constant, struct fires *f)
 		memset(pos, 0, sizeof(pos));
 		while (chosen < k) {
 			int p = (int)(uniform() * 20);
-			if (!pos[p]) { pos[p] = 1; chosen++; }
+			if (!pos[p]) {
+				pos[p] = 1;
+				chosen++;
+			}
 		}
 		for (int b = 0; b < 20; b++) {
 			struct sg_outcome o = pos[b] ? (constant ? batch(0.5, 0) : invalid_batch())
@@ -135,9 +150,9 @@ static void test_constant_rate(void **state)
 	struct fires f = { 0 };
 
 	rng_state = 2;
-	run_rate_case(9, true, &f);            /* 0.45 < 0.5 */
+	run_rate_case(9, true, &f); /* 0.45 < 0.5 */
 	assert_int_equal(f.n[HEALTH_CONSTANT], 0);
-	run_rate_case(10, true, &f);           /* 0.50: the threshold itself fires */
+	run_rate_case(10, true, &f); /* 0.50: the threshold itself fires */
 	assert_int_equal(f.n[HEALTH_CONSTANT], 5);
 	memset(&f, 0, sizeof(f));
 	run_rate_case(14, true, &f);
@@ -154,7 +169,7 @@ static void test_invalid_rate(void **state)
 	struct fires f = { 0 };
 
 	rng_state = 3;
-	run_rate_case(3, false, &f);           /* 0.15 < 0.2 */
+	run_rate_case(3, false, &f); /* 0.15 < 0.2 */
 	assert_int_equal(f.n[HEALTH_INVALID], 0);
 	run_rate_case(4, false, &f);
 	assert_int_equal(f.n[HEALTH_INVALID], 5);
@@ -177,7 +192,7 @@ static void test_rate_fires_early(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(health_observe(&s, &cfg, &bad), 0);
 	assert_int_equal(health_observe(&s, &cfg, &bad), HEALTH_BIT(HEALTH_INVALID));
-	assert_int_equal(health_observe(&s, &cfg, &bad), 0);   /* once per window */
+	assert_int_equal(health_observe(&s, &cfg, &bad), 0); /* once per window */
 	health_describe(&s, &cfg, HEALTH_INVALID, why, sizeof(why));
 	assert_string_equal(why, "5 of 20 batches invalid so far (rate 0.25 >= 0.20)");
 
@@ -197,7 +212,7 @@ static void run_dead_case(double mean, double sd_after, struct fires *f)
 	for (int i = 0; i < 400; i++) {
 		struct sg_outcome o = i < 200 ? batch(mean, 0.1 * (fabs(mean) > 1 ? fabs(mean) : 1))
 					      : batch(mean, sd_after);
-		o.constant = false;   /* judge the dead detector alone */
+		o.constant = false; /* judge the dead detector alone */
 		record(f, health_observe(&s, &cfg, &o), i);
 	}
 }
@@ -243,10 +258,10 @@ static void test_dead_streak_breaks(void **state)
 	unsigned fired = 0;
 	char why[200];
 
-	flat.constant = false;   /* constant off: only dead is watched */
-	flat.score_mean = 0.7;   /* exactly, for the description below */
+	flat.constant = false; /* constant off: only dead is watched */
+	flat.score_mean = 0.7; /* exactly, for the description below */
 	flat.score_var = 0;
-	c.invalid_rate = 2;      /* invalid off: a rate above 1 never fires */
+	c.invalid_rate = 2; /* invalid off: a rate above 1 never fires */
 	health_init(&s);
 	/* 4 flat windows after the first (streak 4), then a window without a
 	 * single score, then 4 more flat ones: never 5 in a row. */
@@ -285,7 +300,7 @@ static void test_window_change(void **state)
 	health_init(&s);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(health_observe(&s, &c, &bad), 0);
-	c.window = 10;   /* 3 of 10 would be >= 0.2, but those 3 were another window */
+	c.window = 10; /* 3 of 10 would be >= 0.2, but those 3 were another window */
 	assert_int_equal(health_observe(&s, &c, &bad), 0);
 	assert_int_equal(s.invalid, 1);
 	assert_int_equal(health_observe(&s, &c, &bad), HEALTH_BIT(HEALTH_INVALID));
@@ -295,12 +310,9 @@ static void test_window_change(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_silent_on_healthy),
-		cmocka_unit_test(test_constant_rate),
-		cmocka_unit_test(test_invalid_rate),
-		cmocka_unit_test(test_rate_fires_early),
-		cmocka_unit_test(test_dead_stream),
-		cmocka_unit_test(test_dead_streak_breaks),
+		cmocka_unit_test(test_silent_on_healthy), cmocka_unit_test(test_constant_rate),
+		cmocka_unit_test(test_invalid_rate),      cmocka_unit_test(test_rate_fires_early),
+		cmocka_unit_test(test_dead_stream),       cmocka_unit_test(test_dead_streak_breaks),
 		cmocka_unit_test(test_window_change),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,11 +14,12 @@
 #include <cmocka.h>
 #include "telemetry/ledger.h"
 
-static struct sg_outcome outcome(const char *tenant, enum sg_cause cause, int rule,
-				 bool final, uint64_t wall_ms)
+static struct sg_outcome outcome(const char *tenant, enum sg_cause cause, int rule, bool final,
+				 uint64_t wall_ms)
 {
-	struct sg_outcome o = { .cause = cause, .rule = rule, .attempt = 1,
-				.final = final, .wall_ms = wall_ms };
+	struct sg_outcome o = {
+		.cause = cause, .rule = rule, .attempt = 1, .final = final, .wall_ms = wall_ms
+	};
 	snprintf(o.tenant, sizeof(o.tenant), "%s", tenant);
 	return o;
 }
@@ -73,10 +74,10 @@ static void test_booking(void **state)
 	/* Durations of final outcomes only: 0.25 s, 61 s, 0.005 s, 1 s. */
 	assert_int_equal(t.duration.count, 4);
 	assert_true(t.duration.sum_seconds > 62.254 && t.duration.sum_seconds < 62.256);
-	assert_int_equal(t.duration.buckets[0], 1);                 /* <= 0.005 */
-	assert_int_equal(t.duration.buckets[5], 1);                 /* <= 0.25 */
-	assert_int_equal(t.duration.buckets[7], 1);                 /* <= 1 */
-	assert_int_equal(t.duration.buckets[LEDGER_N_BOUNDS], 1);   /* > 60 */
+	assert_int_equal(t.duration.buckets[0], 1);               /* <= 0.005 */
+	assert_int_equal(t.duration.buckets[5], 1);               /* <= 0.25 */
+	assert_int_equal(t.duration.buckets[7], 1);               /* <= 1 */
+	assert_int_equal(t.duration.buckets[LEDGER_N_BOUNDS], 1); /* > 60 */
 	assert_true(ledger_duration_bounds[LEDGER_N_BOUNDS - 1] == 60);
 
 	assert_int_equal(ledger_book_event(l, "acme", SG_EV_EGRESS_DENIED, SG_ACTION_DENIED), 0);
@@ -100,8 +101,9 @@ static void test_class_split(void **state)
 	struct ledger_tenant t;
 
 	for (int c = 0; c < SG_CAUSE__COUNT; c++)
-		book(l, outcome("acme", c, c == SG_CAUSE_TENANT_POLICY_VIOLATION ? SG_RULE_EXEC : -1,
-				true, 1));
+		book(l,
+		     outcome("acme", c, c == SG_CAUSE_TENANT_POLICY_VIOLATION ? SG_RULE_EXEC : -1,
+			     true, 1));
 	book(l, outcome("acme", SG_CAUSE_PLATFORM_ERROR, -1, false, 1));
 	t = get(l, "acme");
 	/* Two platform errors: the platform's, never the tenant's. */
@@ -133,7 +135,7 @@ static void test_bad_input(void **state)
 	assert_int_equal(ledger_book_outcome(l, &o), -EINVAL);
 
 	o = outcome("acme", SG_CAUSE_TENANT_POLICY_VIOLATION, -1, true, 1);
-	assert_int_equal(ledger_book_outcome(l, &o), -EINVAL);    /* violation needs a rule */
+	assert_int_equal(ledger_book_outcome(l, &o), -EINVAL); /* violation needs a rule */
 	o.rule = SG_RULE__COUNT;
 	assert_int_equal(ledger_book_outcome(l, &o), -EINVAL);
 	o = outcome("acme", SG_CAUSE__COUNT, -1, true, 1);
@@ -162,7 +164,7 @@ static void test_tenant_cap(void **state)
 	assert_int_equal(ledger_overflowed(l), 0);
 	book(l, outcome("late-1", SG_CAUSE_TENANT_OOM, -1, true, 1));
 	assert_int_equal(ledger_book_kill(l, "late-2", SG_RULE_MEMORY), 0);
-	book(l, outcome("t7", SG_CAUSE_TENANT_OOM, -1, true, 1));   /* known: its own row */
+	book(l, outcome("t7", SG_CAUSE_TENANT_OOM, -1, true, 1)); /* known: its own row */
 
 	assert_int_equal(ledger_tenant_count(l), LEDGER_MAX_TENANTS + 1);
 	assert_int_equal(ledger_overflowed(l), 2);
@@ -264,14 +266,14 @@ static void test_round_trip(void **state)
 	char others[256];
 
 	assert_int_equal(ledger_save(a, path), 0);
-	assert_int_equal(ledger_save(a, path), 0);   /* over an existing file */
+	assert_int_equal(ledger_save(a, path), 0); /* over an existing file */
 	other_files(others, sizeof(others));
-	assert_string_equal(others, "");              /* no temporary left behind */
+	assert_string_equal(others, ""); /* no temporary left behind */
 
 	assert_int_equal(ledger_load(b, path), 0);
 	assert_int_equal(ledger_tenant_count(b), ledger_tenant_count(a));
 	assert_int_equal(ledger_overflowed(b), 1);
-	ledger_foreach(a, compare_tenant, b);         /* every count, every tenant */
+	ledger_foreach(a, compare_tenant, b); /* every count, every tenant */
 
 	/* And it keeps booking after the restore. */
 	assert_int_equal(ledger_book_kill(b, "acme", SG_RULE_FILE), 0);
@@ -345,7 +347,8 @@ static void test_corrupt_files(void **state)
 	struct ledger *l = ledger_new();
 	snprintf(text, sizeof(text),
 		 "{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {%s, "
-		 "\"failures\": {\"tenant_crash\": 1}}}}", ok_tenant);
+		 "\"failures\": {\"tenant_crash\": 1}}}}",
+		 ok_tenant);
 	write_file(text);
 	assert_int_equal(ledger_load(l, path), 0);
 	assert_int_equal(get(l, "acme").failures[SG_CAUSE_TENANT_CRASH], 1);

@@ -20,11 +20,23 @@
 static void test_glob_valid(void **state)
 {
 	static const char *const good[] = {
-		"/", "/usr/bin/python3", "/usr/bin/python3*", "/usr/bin/[!a-c]*", "/usr/bin/[^x]",
-		"/usr/bin/\\*", "/usr/bin/[]]x", "/usr/bin/[a-]", "/usr/bin/[-a]", "/a/*/b",
-		"/usr/lib/gcc/x86_64-linux-gnu/*/cc1", "/usr/bin/[\\]]", "/opt/.hidden/*",
+		"/",
+		"/usr/bin/python3",
+		"/usr/bin/python3*",
+		"/usr/bin/[!a-c]*",
+		"/usr/bin/[^x]",
+		"/usr/bin/\\*",
+		"/usr/bin/[]]x",
+		"/usr/bin/[a-]",
+		"/usr/bin/[-a]",
+		"/a/*/b",
+		"/usr/lib/gcc/x86_64-linux-gnu/*/cc1",
+		"/usr/bin/[\\]]",
+		"/opt/.hidden/*",
 	};
-	static const struct { const char *glob, *why; } bad[] = {
+	static const struct {
+		const char *glob, *why;
+	} bad[] = {
 		{ "", "not an absolute path (it must start with /)" },
 		{ "python3", "not an absolute path (it must start with /)" },
 		{ "~/bin/x", "not an absolute path (it must start with /)" },
@@ -37,7 +49,8 @@ static void test_glob_valid(void **state)
 		{ "/usr/bin/[]", "unbalanced '[': no ']' before the end of its path component" },
 		{ "/usr/bin/[\\", "unbalanced '[': no ']' before the end of its path component" },
 		{ "/usr/bin/[z-a]", "a range in [...] is reversed (write [a-z], not [z-a])" },
-		{ "/usr/bin/[[:digit:]]", "[:class:], [=c=] and [.c.] are not supported inside [...]" },
+		{ "/usr/bin/[[:digit:]]",
+		  "[:class:], [=c=] and [.c.] are not supported inside [...]" },
 		{ "/usr/bin/x\\", "ends in a lone backslash" },
 		{ "/usr\\/bin", "a '/' cannot be escaped" },
 	};
@@ -56,23 +69,26 @@ static void test_glob_valid(void **state)
 		assert_string_equal(why, bad[i].why);
 	}
 	assert_false(glob_valid(NULL, &why));
-	assert_false(glob_valid("relative", NULL));     /* why is optional */
+	assert_false(glob_valid("relative", NULL)); /* why is optional */
 
 	char long_glob[300];
 	memset(long_glob, 'a', sizeof(long_glob));
 	long_glob[0] = '/';
-	long_glob[SG_POLICY_PATHLEN - 1] = '\0';        /* 255 bytes: fits */
+	long_glob[SG_POLICY_PATHLEN - 1] = '\0'; /* 255 bytes: fits */
 	assert_true(glob_valid(long_glob, &why));
 	long_glob[SG_POLICY_PATHLEN - 1] = 'a';
-	long_glob[SG_POLICY_PATHLEN] = '\0';            /* 256 bytes: does not */
+	long_glob[SG_POLICY_PATHLEN] = '\0'; /* 256 bytes: does not */
 	assert_false(glob_valid(long_glob, &why));
 	assert_string_equal(why, "longer than 255 bytes");
 }
 
-static const struct { const char *glob, *path; bool match; } glob_cases[] = {
+static const struct {
+	const char *glob, *path;
+	bool match;
+} glob_cases[] = {
 	{ "/usr/bin/python3*", "/usr/bin/python3", true },
 	{ "/usr/bin/python3*", "/usr/bin/python3.11", true },
-	{ "/usr/bin/python3*", "/usr/bin/python3/evil", false },   /* '*' stops at '/' */
+	{ "/usr/bin/python3*", "/usr/bin/python3/evil", false }, /* '*' stops at '/' */
 	{ "/usr/bin/python3*", "/usr/bin/python", false },
 	{ "/usr/bin/python3*", "/usr/local/bin/python3", false },
 	{ "/usr/*/python3", "/usr/bin/python3", true },
@@ -85,13 +101,13 @@ static const struct { const char *glob, *path; bool match; } glob_cases[] = {
 	{ "/usr/bin/?", "/usr/bin/a", true },
 	{ "/usr/bin/?", "/usr/bin/ab", false },
 	{ "/usr/bin/?", "/usr/bin/", false },
-	{ "/usr/bin?ls", "/usr/bin/ls", false },                   /* '?' never matches '/' */
+	{ "/usr/bin?ls", "/usr/bin/ls", false }, /* '?' never matches '/' */
 	{ "/usr/bin/[a-c]at", "/usr/bin/cat", true },
 	{ "/usr/bin/[a-c]at", "/usr/bin/dat", false },
 	{ "/usr/bin/[!a-c]at", "/usr/bin/dat", true },
 	{ "/usr/bin/[!a-c]at", "/usr/bin/cat", false },
 	{ "/usr/bin/[^c]at", "/usr/bin/bat", true },
-	{ "/usr[!a]bin", "/usr/bin", false },                      /* nor does a negated set */
+	{ "/usr[!a]bin", "/usr/bin", false }, /* nor does a negated set */
 	{ "/usr/bin/[]]x", "/usr/bin/]x", true },
 	{ "/usr/bin/[a-]", "/usr/bin/-", true },
 	{ "/usr/bin/\\*", "/usr/bin/*", true },
@@ -101,7 +117,7 @@ static const struct { const char *glob, *path; bool match; } glob_cases[] = {
 	{ "/a*b*c", "/aXbYc", true },
 	{ "/a*b*c", "/aXcYb", false },
 	{ "/a*b*c", "/abcbc", true },
-	{ "/*.py", "/.hidden.py", true },                          /* no FNM_PERIOD */
+	{ "/*.py", "/.hidden.py", true }, /* no FNM_PERIOD */
 	{ "/usr/bin/python3", "/usr/bin/python3", true },
 	{ "/usr/bin/python3", "/usr/bin/python3x", false },
 	{ "/usr/bin/python3", "/usr/bin/python", false },
@@ -174,9 +190,10 @@ static void test_glob_match_agrees_with_fnmatch(void **state)
 		valid++;
 		bool want = fnmatch(glob, path, FNM_PATHNAME) == 0;
 		if (glob_match(glob, path) != want)
-			fail_msg("glob_match(\"%s\", \"%s\") = %d, fnmatch says %d", glob, path, !want, want);
+			fail_msg("glob_match(\"%s\", \"%s\") = %d, fnmatch says %d", glob, path,
+				 !want, want);
 	}
-	assert_true(valid > 10000);   /* the generator really exercises valid globs */
+	assert_true(valid > 10000); /* the generator really exercises valid globs */
 }
 
 /* ---- CIDRs ----------------------------------------------------------------- */
@@ -205,17 +222,38 @@ static void expect_cidr(const char *text, int family, const char *addr16, int pr
 	assert_int_equal(e.family, family);
 	assert_memory_equal(e.addr, want, 16);
 	assert_int_equal(e.prefix, prefix);
-	assert_int_equal(e.port, 8080);             /* port and proto are the caller's */
+	assert_int_equal(e.port, 8080); /* port and proto are the caller's */
 	assert_int_equal(e.proto, IPPROTO_UDP);
 }
 
 static void test_cidr_parse(void **state)
 {
 	static const char *const bad[] = {
-		"10.0.0.0/33", "300.1.1.1/8", "10.0.0.0/8x", "10.0.0.0/", "10.0.0.0/08", "10.0.0.0/-1",
-		"10.0.0.0/+8", "10.0.0/8", "10.0.0.0.0/8", "010.0.0.0/8", " 10.0.0.0/8", "10.0.0.0/8 ",
-		"10.1.2.3/8", "fd00::1/8", "fd00::/129", "fd00:::/8", "fe80::1%eth0", "/8", "", "/",
-		"10.0.0.0//8", "10.0.0.0/8/8", "::ffff:10.0.0.1/104", "localhost", "1.2.3.4/1000",
+		"10.0.0.0/33",
+		"300.1.1.1/8",
+		"10.0.0.0/8x",
+		"10.0.0.0/",
+		"10.0.0.0/08",
+		"10.0.0.0/-1",
+		"10.0.0.0/+8",
+		"10.0.0/8",
+		"10.0.0.0.0/8",
+		"010.0.0.0/8",
+		" 10.0.0.0/8",
+		"10.0.0.0/8 ",
+		"10.1.2.3/8",
+		"fd00::1/8",
+		"fd00::/129",
+		"fd00:::/8",
+		"fe80::1%eth0",
+		"/8",
+		"",
+		"/",
+		"10.0.0.0//8",
+		"10.0.0.0/8/8",
+		"::ffff:10.0.0.1/104",
+		"localhost",
+		"1.2.3.4/1000",
 	};
 
 	expect_cidr("10.0.0.0/8", AF_INET, "::ffff:10.0.0.0", 104);
@@ -272,7 +310,7 @@ static void test_egress_allowed(void **state)
 	struct sg_policy p;
 
 	policy_defaults(&p);
-	assert_int_equal(p.n_egress, 0);                      /* default: deny all */
+	assert_int_equal(p.n_egress, 0); /* default: deny all */
 	assert_false(allowed4(&p, "10.0.0.1", 80, IPPROTO_TCP));
 	assert_false(allowed6(&p, "::1", 80, IPPROTO_TCP));
 
@@ -281,14 +319,14 @@ static void test_egress_allowed(void **state)
 	add_rule(&p, "fd00::/8", 53, IPPROTO_UDP);
 	add_rule(&p, "10.128.0.0/9", 0, 0);
 
-	assert_true(allowed4(&p, "10.1.2.3", 443, IPPROTO_TCP));     /* any port, any proto */
+	assert_true(allowed4(&p, "10.1.2.3", 443, IPPROTO_TCP)); /* any port, any proto */
 	assert_true(allowed4(&p, "10.255.255.255", 1, IPPROTO_UDP));
 	assert_false(allowed4(&p, "11.0.0.1", 443, IPPROTO_TCP));
 	assert_false(allowed4(&p, "9.255.255.255", 443, IPPROTO_TCP));
 	assert_true(allowed4(&p, "127.0.0.1", 8080, IPPROTO_TCP));
-	assert_false(allowed4(&p, "127.0.0.1", 8080, IPPROTO_UDP));   /* proto */
-	assert_false(allowed4(&p, "127.0.0.1", 8081, IPPROTO_TCP));   /* port */
-	assert_false(allowed4(&p, "127.0.0.1", 8080, 0));             /* unknown proto */
+	assert_false(allowed4(&p, "127.0.0.1", 8080, IPPROTO_UDP)); /* proto */
+	assert_false(allowed4(&p, "127.0.0.1", 8081, IPPROTO_TCP)); /* port */
+	assert_false(allowed4(&p, "127.0.0.1", 8080, 0));           /* unknown proto */
 	assert_false(allowed4(&p, "127.0.0.2", 8080, IPPROTO_TCP));
 	assert_true(allowed6(&p, "fd00::1", 53, IPPROTO_UDP));
 	assert_true(allowed6(&p, "fdff:ffff::1", 53, IPPROTO_UDP));
@@ -305,15 +343,15 @@ static void test_egress_allowed_zero_prefixes(void **state)
 	struct sg_policy p;
 
 	policy_defaults(&p);
-	add_rule(&p, "0.0.0.0/0", 53, IPPROTO_UDP);           /* every IPv4, DNS only */
+	add_rule(&p, "0.0.0.0/0", 53, IPPROTO_UDP); /* every IPv4, DNS only */
 	assert_true(allowed4(&p, "8.8.8.8", 53, IPPROTO_UDP));
 	assert_true(allowed4(&p, "255.255.255.255", 53, IPPROTO_UDP));
 	assert_false(allowed4(&p, "8.8.8.8", 53, IPPROTO_TCP));
 	assert_false(allowed4(&p, "8.8.8.8", 54, IPPROTO_UDP));
-	assert_false(allowed6(&p, "2001:4860::8888", 53, IPPROTO_UDP));  /* not IPv6 */
+	assert_false(allowed6(&p, "2001:4860::8888", 53, IPPROTO_UDP)); /* not IPv6 */
 
 	policy_defaults(&p);
-	add_rule(&p, "::/0", 0, 0);                           /* every address, v4-mapped too */
+	add_rule(&p, "::/0", 0, 0); /* every address, v4-mapped too */
 	assert_true(allowed6(&p, "2001:db8::1", 1, IPPROTO_TCP));
 	assert_true(allowed6(&p, "::1", 65535, IPPROTO_UDP));
 	assert_true(allowed4(&p, "1.2.3.4", 80, IPPROTO_TCP));

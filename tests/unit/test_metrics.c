@@ -39,20 +39,22 @@ static void assert_render(struct metrics_registry *r, const char *want)
 static void test_counter_exact(void **state)
 {
 	struct metrics_registry *r = metrics_registry_new();
-	struct metrics_family *f = add(r, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "sandguard_failures_total", .help = "Failed attempts by cause.",
-		.labels = L("tenant", "cause", NULL) });
+	struct metrics_family *f =
+		add(r, METRICS_COUNTER,
+		    &(struct metrics_spec){ .name = "sandguard_failures_total",
+					    .help = "Failed attempts by cause.",
+					    .labels = L("tenant", "cause", NULL) });
 
 	assert_int_equal(metrics_counter_add(f, L("acme", "tenant_crash"), 1), 0);
 	assert_int_equal(metrics_counter_add(f, L("acme", "tenant_oom"), 2), 0);
 	assert_int_equal(metrics_counter_add(f, L("acme", "tenant_crash"), 1), 0);
 	assert_int_equal(metrics_counter_set(f, L("beta", "platform_error"), 12345678), 0);
-	assert_render(r,
-		"# HELP sandguard_failures_total Failed attempts by cause.\n"
-		"# TYPE sandguard_failures_total counter\n"
-		"sandguard_failures_total{tenant=\"acme\",cause=\"tenant_crash\"} 2\n"
-		"sandguard_failures_total{tenant=\"acme\",cause=\"tenant_oom\"} 2\n"
-		"sandguard_failures_total{tenant=\"beta\",cause=\"platform_error\"} 12345678\n");
+	assert_render(
+		r, "# HELP sandguard_failures_total Failed attempts by cause.\n"
+		   "# TYPE sandguard_failures_total counter\n"
+		   "sandguard_failures_total{tenant=\"acme\",cause=\"tenant_crash\"} 2\n"
+		   "sandguard_failures_total{tenant=\"acme\",cause=\"tenant_oom\"} 2\n"
+		   "sandguard_failures_total{tenant=\"beta\",cause=\"platform_error\"} 12345678\n");
 	assert_int_equal(metrics_family_series(f), 3);
 	metrics_registry_free(r);
 }
@@ -60,16 +62,17 @@ static void test_counter_exact(void **state)
 static void test_gauge_special_values(void **state)
 {
 	struct metrics_registry *r = metrics_registry_new();
-	struct metrics_family *bare = add(r, METRICS_GAUGE, &(struct metrics_spec){
-		.name = "sandguard_feature_mode", .help = "Mode." });
-	struct metrics_family *g = add(r, METRICS_GAUGE, &(struct metrics_spec){
-		.name = "sandguard_active_sandboxes", .help = "Live sandboxes.",
-		.labels = L("tenant", NULL) });
+	struct metrics_family *bare =
+		add(r, METRICS_GAUGE,
+		    &(struct metrics_spec){ .name = "sandguard_feature_mode", .help = "Mode." });
+	struct metrics_family *g = add(r, METRICS_GAUGE,
+				       &(struct metrics_spec){ .name = "sandguard_active_sandboxes",
+							       .help = "Live sandboxes.",
+							       .labels = L("tenant", NULL) });
 	/* A label-less family renders 0 before any update. */
-	assert_render(r,
-		"# HELP sandguard_feature_mode Mode.\n"
-		"# TYPE sandguard_feature_mode gauge\n"
-		"sandguard_feature_mode 0\n");
+	assert_render(r, "# HELP sandguard_feature_mode Mode.\n"
+			 "# TYPE sandguard_feature_mode gauge\n"
+			 "sandguard_feature_mode 0\n");
 
 	assert_int_equal(metrics_gauge_set(g, L("a"), INFINITY), 0);
 	assert_int_equal(metrics_gauge_set(g, L("b"), -INFINITY), 0);
@@ -77,16 +80,15 @@ static void test_gauge_special_values(void **state)
 	assert_int_equal(metrics_gauge_set(g, L("d"), 0.1), 0);
 	assert_int_equal(metrics_gauge_add(g, L("d"), -1.6), 0);
 	assert_int_equal(metrics_gauge_set(bare, NULL, 1e-9), 0);
-	assert_render(r,
-		"# HELP sandguard_feature_mode Mode.\n"
-		"# TYPE sandguard_feature_mode gauge\n"
-		"sandguard_feature_mode 1e-09\n"
-		"# HELP sandguard_active_sandboxes Live sandboxes.\n"
-		"# TYPE sandguard_active_sandboxes gauge\n"
-		"sandguard_active_sandboxes{tenant=\"a\"} +Inf\n"
-		"sandguard_active_sandboxes{tenant=\"b\"} -Inf\n"
-		"sandguard_active_sandboxes{tenant=\"c\"} NaN\n"
-		"sandguard_active_sandboxes{tenant=\"d\"} -1.5\n");
+	assert_render(r, "# HELP sandguard_feature_mode Mode.\n"
+			 "# TYPE sandguard_feature_mode gauge\n"
+			 "sandguard_feature_mode 1e-09\n"
+			 "# HELP sandguard_active_sandboxes Live sandboxes.\n"
+			 "# TYPE sandguard_active_sandboxes gauge\n"
+			 "sandguard_active_sandboxes{tenant=\"a\"} +Inf\n"
+			 "sandguard_active_sandboxes{tenant=\"b\"} -Inf\n"
+			 "sandguard_active_sandboxes{tenant=\"c\"} NaN\n"
+			 "sandguard_active_sandboxes{tenant=\"d\"} -1.5\n");
 	metrics_registry_free(r);
 }
 
@@ -94,31 +96,36 @@ static void test_histogram_exact(void **state)
 {
 	static const double bounds[] = { 0.005, 0.5, 1, 60 };
 	struct metrics_registry *r = metrics_registry_new();
-	struct metrics_family *h = add(r, METRICS_HISTOGRAM, &(struct metrics_spec){
-		.name = "sandguard_batch_duration_seconds", .help = "Batch wall time.",
-		.labels = L("tenant", NULL), .bounds = bounds, .n_bounds = 4 });
+	struct metrics_family *h =
+		add(r, METRICS_HISTOGRAM,
+		    &(struct metrics_spec){ .name = "sandguard_batch_duration_seconds",
+					    .help = "Batch wall time.",
+					    .labels = L("tenant", NULL),
+					    .bounds = bounds,
+					    .n_bounds = 4 });
 
 	/* A value equal to a bound falls in that bound's bucket (le = <=). */
 	assert_int_equal(metrics_histogram_observe(h, L("acme"), 0.005), 0);
 	assert_int_equal(metrics_histogram_observe(h, L("acme"), 0.25), 0);
 	assert_int_equal(metrics_histogram_observe(h, L("acme"), 0.75), 0);
 	assert_int_equal(metrics_histogram_observe(h, L("acme"), 120), 0);
-	assert_render(r,
-		"# HELP sandguard_batch_duration_seconds Batch wall time.\n"
-		"# TYPE sandguard_batch_duration_seconds histogram\n"
-		"sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"0.005\"} 1\n"
-		"sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"0.5\"} 2\n"
-		"sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"1\"} 3\n"
-		"sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"60\"} 3\n"
-		"sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"+Inf\"} 4\n"
-		"sandguard_batch_duration_seconds_sum{tenant=\"acme\"} 121.005\n"
-		"sandguard_batch_duration_seconds_count{tenant=\"acme\"} 4\n");
+	assert_render(r, "# HELP sandguard_batch_duration_seconds Batch wall time.\n"
+			 "# TYPE sandguard_batch_duration_seconds histogram\n"
+			 "sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"0.005\"} 1\n"
+			 "sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"0.5\"} 2\n"
+			 "sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"1\"} 3\n"
+			 "sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"60\"} 3\n"
+			 "sandguard_batch_duration_seconds_bucket{tenant=\"acme\",le=\"+Inf\"} 4\n"
+			 "sandguard_batch_duration_seconds_sum{tenant=\"acme\"} 121.005\n"
+			 "sandguard_batch_duration_seconds_count{tenant=\"acme\"} 4\n");
 
 	/* Set from counts kept elsewhere: per-bucket in, cumulative out. */
-	assert_int_equal(metrics_histogram_set(h, L("acme"),
-			 (const uint64_t[]){ 0, 2, 0, 1, 3 }, 5, 9.5), 0);
-	assert_int_equal(metrics_histogram_set(h, L("acme"),
-			 (const uint64_t[]){ 0, 2, 0, 1 }, 4, 9.5), -EINVAL);
+	assert_int_equal(metrics_histogram_set(h, L("acme"), (const uint64_t[]){ 0, 2, 0, 1, 3 }, 5,
+					       9.5),
+			 0);
+	assert_int_equal(metrics_histogram_set(h, L("acme"), (const uint64_t[]){ 0, 2, 0, 1 }, 4,
+					       9.5),
+			 -EINVAL);
 	char *out = metrics_render_string(r, NULL);
 	assert_non_null(strstr(out, "{tenant=\"acme\",le=\"0.5\"} 2\n"));
 	assert_non_null(strstr(out, "{tenant=\"acme\",le=\"60\"} 3\n"));
@@ -128,8 +135,11 @@ static void test_histogram_exact(void **state)
 	free(out);
 
 	/* A label-less histogram: le is the only label. */
-	struct metrics_family *bare = add(r, METRICS_HISTOGRAM, &(struct metrics_spec){
-		.name = "sandguard_kill_seconds", .help = "h", .bounds = bounds, .n_bounds = 1 });
+	struct metrics_family *bare = add(r, METRICS_HISTOGRAM,
+					  &(struct metrics_spec){ .name = "sandguard_kill_seconds",
+								  .help = "h",
+								  .bounds = bounds,
+								  .n_bounds = 1 });
 	assert_int_equal(metrics_histogram_observe(bare, NULL, 0.001), 0);
 	out = metrics_render_string(r, NULL);
 	assert_non_null(strstr(out, "\nsandguard_kill_seconds_bucket{le=\"0.005\"} 1\n"
@@ -143,18 +153,18 @@ static void test_histogram_exact(void **state)
 static void test_escaping(void **state)
 {
 	struct metrics_registry *r = metrics_registry_new();
-	struct metrics_family *f = add(r, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "sandguard_x_total",
-		.help = "Back\\slash, \"quotes\" stay,\nnewline.",
-		.labels = L("v", NULL) });
+	struct metrics_family *f =
+		add(r, METRICS_COUNTER,
+		    &(struct metrics_spec){ .name = "sandguard_x_total",
+					    .help = "Back\\slash, \"quotes\" stay,\nnewline.",
+					    .labels = L("v", NULL) });
 
 	assert_int_equal(metrics_counter_add(f, L("a\\b\"c\nd"), 1), 0);
 	assert_int_equal(metrics_counter_add(f, L("caf\xc3\xa9 {x=1}, #"), 1), 0);
-	assert_render(r,
-		"# HELP sandguard_x_total Back\\\\slash, \"quotes\" stay,\\nnewline.\n"
-		"# TYPE sandguard_x_total counter\n"
-		"sandguard_x_total{v=\"a\\\\b\\\"c\\nd\"} 1\n"
-		"sandguard_x_total{v=\"caf\xc3\xa9 {x=1}, #\"} 1\n");
+	assert_render(r, "# HELP sandguard_x_total Back\\\\slash, \"quotes\" stay,\\nnewline.\n"
+			 "# TYPE sandguard_x_total counter\n"
+			 "sandguard_x_total{v=\"a\\\\b\\\"c\\nd\"} 1\n"
+			 "sandguard_x_total{v=\"caf\xc3\xa9 {x=1}, #\"} 1\n");
 	metrics_registry_free(r);
 }
 
@@ -163,7 +173,10 @@ static void test_bad_specs(void **state)
 	static const double up[] = { 1, 2 }, flat[] = { 1, 1 };
 	struct metrics_registry *r = metrics_registry_new();
 	struct metrics_family *f = NULL;
-	const struct { enum metrics_type t; struct metrics_spec s; } bad[] = {
+	const struct {
+		enum metrics_type t;
+		struct metrics_spec s;
+	} bad[] = {
 		{ METRICS_COUNTER, { .name = "sandguard_failures", .help = "no _total" } },
 		{ METRICS_GAUGE, { .name = "1abc", .help = "h" } },
 		{ METRICS_GAUGE, { .name = "a-b", .help = "h" } },
@@ -172,8 +185,12 @@ static void test_bad_specs(void **state)
 		{ METRICS_GAUGE, { .name = "ok", .help = "h", .labels = L("__x", NULL) } },
 		{ METRICS_GAUGE, { .name = "ok", .help = "h", .labels = L("a", "a", NULL) } },
 		{ METRICS_GAUGE, { .name = "ok", .help = "h", .labels = L("a.b", NULL) } },
-		{ METRICS_HISTOGRAM, { .name = "h", .help = "h", .labels = L("le", NULL),
-				       .bounds = up, .n_bounds = 2 } },
+		{ METRICS_HISTOGRAM,
+		  { .name = "h",
+		    .help = "h",
+		    .labels = L("le", NULL),
+		    .bounds = up,
+		    .n_bounds = 2 } },
 		{ METRICS_HISTOGRAM, { .name = "h", .help = "h", .bounds = flat, .n_bounds = 2 } },
 		{ METRICS_HISTOGRAM, { .name = "h", .help = "h" } },
 		{ 42, { .name = "ok", .help = "h" } },
@@ -183,9 +200,13 @@ static void test_bad_specs(void **state)
 	assert_null(f);
 
 	assert_int_equal(metrics_family_add(r, METRICS_GAUGE,
-		&(struct metrics_spec){ .name = "dup", .help = "h" }, &f), 0);
-	assert_int_equal(metrics_family_add(r, METRICS_GAUGE,
-		&(struct metrics_spec){ .name = "dup", .help = "other" }, &f), -EINVAL);
+					    &(struct metrics_spec){ .name = "dup", .help = "h" },
+					    &f),
+			 0);
+	assert_int_equal(
+		metrics_family_add(r, METRICS_GAUGE,
+				   &(struct metrics_spec){ .name = "dup", .help = "other" }, &f),
+		-EINVAL);
 	metrics_registry_free(r);
 }
 
@@ -193,11 +214,16 @@ static void test_bad_updates(void **state)
 {
 	static const double b[] = { 1 };
 	struct metrics_registry *r = metrics_registry_new();
-	struct metrics_family *c = add(r, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "c_total", .help = "h", .labels = L("tenant", NULL) });
-	struct metrics_family *h = add(r, METRICS_HISTOGRAM, &(struct metrics_spec){
-		.name = "h_seconds", .help = "h", .labels = L("tenant", NULL),
-		.bounds = b, .n_bounds = 1 });
+	struct metrics_family *c = add(r, METRICS_COUNTER,
+				       &(struct metrics_spec){ .name = "c_total",
+							       .help = "h",
+							       .labels = L("tenant", NULL) });
+	struct metrics_family *h = add(r, METRICS_HISTOGRAM,
+				       &(struct metrics_spec){ .name = "h_seconds",
+							       .help = "h",
+							       .labels = L("tenant", NULL),
+							       .bounds = b,
+							       .n_bounds = 1 });
 	char longv[METRICS_LABEL_VALUE_MAX + 2];
 
 	memset(longv, 'x', sizeof(longv) - 1);
@@ -207,7 +233,7 @@ static void test_bad_updates(void **state)
 	assert_int_equal(metrics_counter_add(c, L("a"), -1), -EINVAL);
 	assert_int_equal(metrics_counter_add(c, L("a"), NAN), -EINVAL);
 	assert_int_equal(metrics_counter_set(c, L("a"), INFINITY), -EINVAL);
-	assert_int_equal(metrics_gauge_set(c, L("a"), 1), -EINVAL);      /* wrong kind */
+	assert_int_equal(metrics_gauge_set(c, L("a"), 1), -EINVAL); /* wrong kind */
 	assert_int_equal(metrics_histogram_observe(c, L("a"), 1), -EINVAL);
 	assert_int_equal(metrics_histogram_observe(h, L("a"), NAN), -EINVAL);
 	/* Not UTF-8: a stray continuation byte, an overlong '/', a surrogate,
@@ -228,24 +254,26 @@ static void test_bad_updates(void **state)
 static void test_cardinality_cap(void **state)
 {
 	struct metrics_registry *r = metrics_registry_new();
-	struct metrics_family *f = add(r, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "c_total", .help = "h", .labels = L("tenant", NULL), .max_series = 2 });
+	struct metrics_family *f = add(r, METRICS_COUNTER,
+				       &(struct metrics_spec){ .name = "c_total",
+							       .help = "h",
+							       .labels = L("tenant", NULL),
+							       .max_series = 2 });
 
 	assert_int_equal(metrics_counter_add(f, L("a"), 1), 0);
 	assert_int_equal(metrics_counter_add(f, L("b"), 1), 0);
 	assert_int_equal(metrics_counter_add(f, L("c"), 1), -ENOSPC);
 	assert_int_equal(metrics_counter_add(f, L("d"), 1), -ENOSPC);
 	assert_int_equal(metrics_family_refused(f), 2);
-	assert_int_equal(metrics_counter_add(f, L("a"), 1), 0);   /* existing still counts */
+	assert_int_equal(metrics_counter_add(f, L("a"), 1), 0); /* existing still counts */
 	assert_int_equal(metrics_family_series(f), 2);
 
 	assert_int_equal(metrics_series_remove(f, L("c")), -ENOENT);
 	assert_int_equal(metrics_series_remove(f, L("a")), 0);
 	assert_int_equal(metrics_counter_add(f, L("c"), 5), 0);
-	assert_render(r,
-		"# HELP c_total h\n# TYPE c_total counter\n"
-		"c_total{tenant=\"b\"} 1\n"
-		"c_total{tenant=\"c\"} 5\n");
+	assert_render(r, "# HELP c_total h\n# TYPE c_total counter\n"
+			 "c_total{tenant=\"b\"} 1\n"
+			 "c_total{tenant=\"c\"} 5\n");
 	metrics_registry_free(r);
 }
 
@@ -260,8 +288,7 @@ static void test_format_double(void **state)
 	assert_string_equal(metrics_format_double(1e20, b, sizeof(b)), "1e+20");
 	assert_string_equal(metrics_format_double(9007199254740993.0, b, sizeof(b)),
 			    "9007199254740992");
-	assert_string_equal(metrics_format_double(0.1 + 0.2, b, sizeof(b)),
-			    "0.30000000000000004");
+	assert_string_equal(metrics_format_double(0.1 + 0.2, b, sizeof(b)), "0.30000000000000004");
 	assert_string_equal(metrics_format_double(INFINITY, b, sizeof(b)), "+Inf");
 	assert_string_equal(metrics_format_double(-INFINITY, b, sizeof(b)), "-Inf");
 	assert_string_equal(metrics_format_double(NAN, b, sizeof(b)), "NaN");
@@ -277,8 +304,10 @@ static void collect(struct metrics_registry *r, void *ctx)
 static void test_collect_hook(void **state)
 {
 	struct metrics_registry *r = metrics_registry_new();
-	struct metrics_family *f = add(r, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "sandguard_ringbuf_drops_total", .help = "Drops." });
+	struct metrics_family *f =
+		add(r, METRICS_COUNTER,
+		    &(struct metrics_spec){ .name = "sandguard_ringbuf_drops_total",
+					    .help = "Drops." });
 
 	metrics_registry_on_collect(r, collect, f);
 	assert_render(r, "# HELP sandguard_ringbuf_drops_total Drops.\n"
@@ -300,8 +329,9 @@ static void *writer(void *arg)
 static void test_concurrent(void **state)
 {
 	struct metrics_registry *r = metrics_registry_new();
-	struct metrics_family *f = add(r, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "c_total", .help = "h", .labels = L("t", NULL) });
+	struct metrics_family *f = add(
+		r, METRICS_COUNTER,
+		&(struct metrics_spec){ .name = "c_total", .help = "h", .labels = L("t", NULL) });
 	pthread_t t1, t2;
 	void *rc1, *rc2;
 
@@ -323,7 +353,7 @@ static void test_concurrent(void **state)
 static void test_promtool(void **state)
 {
 	static const double bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-					 1, 2.5, 5, 10, 30, 60 };
+					 1,     2.5,  5,     10,   30,  60 };
 	const char *promtool = "/usr/bin/promtool";
 	char path[] = "/tmp/sg-metrics-XXXXXX", cmd[256], out[4096];
 	struct metrics_registry *r = metrics_registry_new();
@@ -338,24 +368,31 @@ static void test_promtool(void **state)
 		metrics_registry_free(r);
 		skip();
 	}
-	c = add(r, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "sandguard_failures_total",
-		.help = "Failed attempts, by \\cause\\ and\nclass.",
-		.labels = L("tenant", "cause", "class", NULL) });
-	g = add(r, METRICS_GAUGE, &(struct metrics_spec){
-		.name = "sandguard_active_sandboxes", .help = "Live sandboxes.",
-		.labels = L("tenant", NULL) });
-	h = add(r, METRICS_HISTOGRAM, &(struct metrics_spec){
-		.name = "sandguard_batch_duration_seconds", .help = "Batch wall time.",
-		.labels = L("tenant", NULL), .bounds = bounds, .n_bounds = 13 });
-	add(r, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "sandguard_ringbuf_drops_total", .help = "Ring-buffer drops." });
+	c = add(r, METRICS_COUNTER,
+		&(struct metrics_spec){ .name = "sandguard_failures_total",
+					.help = "Failed attempts, by \\cause\\ and\nclass.",
+					.labels = L("tenant", "cause", "class", NULL) });
+	g = add(r, METRICS_GAUGE,
+		&(struct metrics_spec){ .name = "sandguard_active_sandboxes",
+					.help = "Live sandboxes.",
+					.labels = L("tenant", NULL) });
+	h = add(r, METRICS_HISTOGRAM,
+		&(struct metrics_spec){ .name = "sandguard_batch_duration_seconds",
+					.help = "Batch wall time.",
+					.labels = L("tenant", NULL),
+					.bounds = bounds,
+					.n_bounds = 13 });
+	add(r, METRICS_COUNTER,
+	    &(struct metrics_spec){ .name = "sandguard_ringbuf_drops_total",
+				    .help = "Ring-buffer drops." });
 	assert_int_equal(metrics_counter_add(c, L("acme", "tenant_crash", "tenant_code"), 3), 0);
-	assert_int_equal(metrics_counter_add(c, L("we\"ird\\\nname", "platform_error", "platform"), 1), 0);
+	assert_int_equal(
+		metrics_counter_add(c, L("we\"ird\\\nname", "platform_error", "platform"), 1), 0);
 	assert_int_equal(metrics_gauge_set(g, L("acme"), NAN), 0);
 	assert_int_equal(metrics_gauge_set(g, L("beta"), -INFINITY), 0);
 	for (int i = 0; i < 50; i++)
-		assert_int_equal(metrics_histogram_observe(h, L(i % 3 ? "acme" : "beta"), i * 0.37), 0);
+		assert_int_equal(metrics_histogram_observe(h, L(i % 3 ? "acme" : "beta"), i * 0.37),
+				 0);
 
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
@@ -379,16 +416,11 @@ static void test_promtool(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_counter_exact),
-		cmocka_unit_test(test_gauge_special_values),
-		cmocka_unit_test(test_histogram_exact),
-		cmocka_unit_test(test_escaping),
-		cmocka_unit_test(test_bad_specs),
-		cmocka_unit_test(test_bad_updates),
-		cmocka_unit_test(test_cardinality_cap),
-		cmocka_unit_test(test_format_double),
-		cmocka_unit_test(test_collect_hook),
-		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_counter_exact),   cmocka_unit_test(test_gauge_special_values),
+		cmocka_unit_test(test_histogram_exact), cmocka_unit_test(test_escaping),
+		cmocka_unit_test(test_bad_specs),       cmocka_unit_test(test_bad_updates),
+		cmocka_unit_test(test_cardinality_cap), cmocka_unit_test(test_format_double),
+		cmocka_unit_test(test_collect_hook),    cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_promtool),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

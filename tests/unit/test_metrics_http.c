@@ -18,17 +18,16 @@
 #include "telemetry/metrics_http.h"
 
 struct reply {
-	int  status;
+	int status;
 	char head[16384];
 	char body[16384];
 };
 
 /* One request over a fresh connection; returns 0 or -errno of connect. */
-static int http(int family, uint16_t port, const char *method, const char *path,
-		struct reply *r)
+static int http(int family, uint16_t port, const char *method, const char *path, struct reply *r)
 {
 	struct sockaddr_storage ss = { 0 };
-	struct timeval tv = { .tv_sec = 10 };   /* generous: the machine is shared */
+	struct timeval tv = { .tv_sec = 10 }; /* generous: the machine is shared */
 	char req[256], buf[16384];
 	size_t got = 0;
 	socklen_t len;
@@ -61,7 +60,7 @@ static int http(int family, uint16_t port, const char *method, const char *path,
 	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	while ((n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
 		got += n;
-	assert_true(n == 0);   /* EOF, not a timeout */
+	assert_true(n == 0); /* EOF, not a timeout */
 	close(fd);
 	buf[got] = '\0';
 
@@ -96,10 +95,21 @@ static void test_parse_addr(void **state)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	const char *bad[] = { "", ":9464", "9464", "localhost:9464", "127.0.0.1",
-			      "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
-			      "127.0.0.1:94x", "::1:9464", "[::1]", "[::1:9464",
-			      "[127.0.0.1]:9464", "1.2.3:9464", "[]:1" };
+	const char *bad[] = { "",
+			      ":9464",
+			      "9464",
+			      "localhost:9464",
+			      "127.0.0.1",
+			      "127.0.0.1:",
+			      "127.0.0.1:65536",
+			      "127.0.0.1:-1",
+			      "127.0.0.1:94x",
+			      "::1:9464",
+			      "[::1]",
+			      "[::1:9464",
+			      "[127.0.0.1]:9464",
+			      "1.2.3:9464",
+			      "[]:1" };
 
 	assert_int_equal(http_parse_addr("127.0.0.1:9464", &ss, &len), 0);
 	assert_int_equal(ss.ss_family, AF_INET);
@@ -123,24 +133,29 @@ static void test_serve(void **state)
 	char addr[64];
 	uint16_t port;
 
-	assert_int_equal(metrics_family_add(reg, METRICS_COUNTER, &(struct metrics_spec){
-		.name = "sandguard_kills_total", .help = "Kills.",
-		.labels = (const char *[]){ "tenant", "rule", NULL } }, &f), 0);
+	assert_int_equal(
+		metrics_family_add(reg, METRICS_COUNTER,
+				   &(struct metrics_spec){
+					   .name = "sandguard_kills_total",
+					   .help = "Kills.",
+					   .labels = (const char *[]){ "tenant", "rule", NULL } },
+				   &f),
+		0);
 	assert_int_equal(metrics_counter_add(f, (const char *[]){ "acme", "fork" }, 3), 0);
 
 	ready_flag = false;
 	assert_int_equal(metrics_http_start("127.0.0.1:0", reg, ready,
-					    "egress programs not attached", &h), 0);
+					    "egress programs not attached", &h),
+			 0);
 	port = metrics_http_port(h);
 	assert_true(port != 0);
 
 	assert_int_equal(http(AF_INET, port, "GET", "/metrics", &r), 0);
 	assert_int_equal(r.status, 200);
 	assert_true(has_header(&r, "Content-Type: text/plain; version=0.0.4; charset=utf-8"));
-	assert_string_equal(r.body,
-		"# HELP sandguard_kills_total Kills.\n"
-		"# TYPE sandguard_kills_total counter\n"
-		"sandguard_kills_total{tenant=\"acme\",rule=\"fork\"} 3\n");
+	assert_string_equal(r.body, "# HELP sandguard_kills_total Kills.\n"
+				    "# TYPE sandguard_kills_total counter\n"
+				    "sandguard_kills_total{tenant=\"acme\",rule=\"fork\"} 3\n");
 
 	/* An update shows in the next scrape; a query string is ignored. */
 	assert_int_equal(metrics_counter_add(f, (const char *[]){ "acme", "fork" }, 1), 0);
@@ -205,9 +220,9 @@ static void test_ipv6_no_readiness(void **state)
 	assert_non_null(h);
 	assert_int_equal(http(AF_INET6, metrics_http_port(h), "GET", "/metrics", &r), 0);
 	assert_int_equal(r.status, 200);
-	assert_string_equal(r.body, "");   /* an empty registry is an empty page */
+	assert_string_equal(r.body, ""); /* an empty registry is an empty page */
 	assert_int_equal(http(AF_INET6, metrics_http_port(h), "GET", "/readyz", &r), 0);
-	assert_int_equal(r.status, 404);   /* no readiness callback given */
+	assert_int_equal(r.status, 404); /* no readiness callback given */
 	metrics_http_stop(h);
 	metrics_registry_free(reg);
 }

@@ -91,7 +91,7 @@ static void test_embedded_default_is_policy_defaults(void **state)
 
 	assert_non_null(text);
 	assert_true(len > 100);
-	assert_int_equal(text[len], '\0');                /* NUL-terminated */
+	assert_int_equal(text[len], '\0'); /* NUL-terminated */
 	expect_ok("<embedded>", text, &parsed);
 	policy_defaults(&want);
 	/* Field by field first, for a readable failure ... */
@@ -163,16 +163,18 @@ static void test_fields_override_defaults_and_lists_replace(void **state)
 {
 	struct sg_policy p;
 
-	expect_ok("t",
-		  "{\"limits\": {\"max_tasks\": 7, \"cpu\": 2},"
-		  " \"files\": {\"read_only\": [\"/opt/model\"]},"
-		  " \"exec\": {\"allow\": []},"
-		  " \"actions\": {\"fork\": \"log\", \"egress\": \"kill\", \"file\": \"deny\"},"
-		  " \"failure\": {\"mode\": \"pause\"}, \"enabled\": false, \"require_agent\": true}", &p);
+	expect_ok(
+		"t",
+		"{\"limits\": {\"max_tasks\": 7, \"cpu\": 2},"
+		" \"files\": {\"read_only\": [\"/opt/model\"]},"
+		" \"exec\": {\"allow\": []},"
+		" \"actions\": {\"fork\": \"log\", \"egress\": \"kill\", \"file\": \"deny\"},"
+		" \"failure\": {\"mode\": \"pause\"}, \"enabled\": false, \"require_agent\": true}",
+		&p);
 	assert_int_equal(p.limits.max_tasks, 7);
 	assert_true(p.limits.cpu == 2.0);
-	assert_int_equal(p.limits.timeout_ms, 10000);       /* untouched: default */
-	assert_int_equal(p.n_read_only, 1);                 /* replaced, not appended */
+	assert_int_equal(p.limits.timeout_ms, 10000); /* untouched: default */
+	assert_int_equal(p.n_read_only, 1);           /* replaced, not appended */
 	assert_string_equal(p.read_only[0], "/opt/model");
 	assert_string_equal(p.read_only[1], "");
 	assert_int_equal(p.n_exec_allow, 0);
@@ -190,7 +192,8 @@ static void test_fields_override_defaults_and_lists_replace(void **state)
 
 static void test_example_policies_are_valid(void **state)
 {
-	static const char *const tiers[] = { "function", "verifier", "reward-model", "environment" };
+	static const char *const tiers[] = { "function", "verifier", "reward-model",
+					     "environment" };
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++) {
@@ -261,7 +264,8 @@ static void test_file_name_must_match_tenant(void **state)
 	expect_error("acme.json",
 		     "{\n"
 		     "  \"tenant\": \"other\"\n"
-		     "}\n", 2, 13, "tenant: expected \"acme\" (the file is acme.json), got \"other\"");
+		     "}\n",
+		     2, 13, "tenant: expected \"acme\" (the file is acme.json), got \"other\"");
 	expect_error("policies/default.json", "{\"tenant\": \"acme\"}", 1, 12,
 		     "tenant: expected \"default\" (the file is default.json), got \"acme\"");
 	expect_error("Bad Name.json", "{}", 1, 1,
@@ -272,12 +276,12 @@ static void test_file_name_must_match_tenant(void **state)
 		     "[a-z0-9][a-z0-9_-]{0,62}");
 
 	expect_ok("/etc/sandguard/acme.json", "{}", &p);
-	assert_string_equal(p.tenant, "acme");                 /* from the file name */
+	assert_string_equal(p.tenant, "acme"); /* from the file name */
 	expect_ok("/etc/sandguard/acme.json", "{\"tenant\": \"acme\"}", &p);
 	assert_string_equal(p.tenant, "acme");
 	expect_ok("default.json", "{}", &p);
 	assert_string_equal(p.tenant, "default");
-	expect_ok("acme.policy", "{\"tenant\": \"other\"}", &p);   /* not a .json file name */
+	expect_ok("acme.policy", "{\"tenant\": \"other\"}", &p); /* not a .json file name */
 	assert_string_equal(p.tenant, "other");
 }
 
@@ -345,14 +349,17 @@ static void test_load_file_errors(void **state)
 	assert_int_equal(policy_load_file(path, &p, &err), -EINVAL);
 	policy_error_format(&err, line, sizeof(line));
 	char want[PATH_MAX + 100];
-	snprintf(want, sizeof(want), "%s:2:27: limits.max_tasks: expected an integer in 1..65536, got 0", path);
+	snprintf(want, sizeof(want),
+		 "%s:2:27: limits.max_tasks: expected an integer in 1..65536, got 0", path);
 	assert_string_equal(line, want);
 	tmpdir_remove(&t);
 }
 
 static void test_error_format(void **state)
 {
-	struct sg_policy_error e = { .file = "acme.json", .line = 7, .col = 18, .msg = "limits.max_tasks: x" };
+	struct sg_policy_error e = {
+		.file = "acme.json", .line = 7, .col = 18, .msg = "limits.max_tasks: x"
+	};
 	char buf[600];
 
 	policy_error_format(&e, buf, sizeof(buf));
@@ -384,7 +391,8 @@ static void test_policy_for_tenant(void **state)
 	assert_memory_equal(&p, &want, sizeof(want));
 
 	/* default.json applies to tenants without their own file. */
-	tmpdir_file(&t, "default.json", "{\"tenant\": \"default\", \"limits\": {\"max_tasks\": 9}}");
+	tmpdir_file(&t, "default.json",
+		    "{\"tenant\": \"default\", \"limits\": {\"max_tasks\": 9}}");
 	assert_int_equal(policy_for_tenant(t.path, "acme", &p, &err), 0);
 	assert_string_equal(p.tenant, "acme");
 	assert_int_equal(p.limits.max_tasks, 9);
@@ -420,7 +428,8 @@ static void test_policy_for_tenant(void **state)
 	/* And an invalid default.json, for a tenant that falls back to it. */
 	tmpdir_file(&t, "default.json", "{\"tenant\": \"acme\"}");
 	assert_int_equal(policy_for_tenant(t.path, "dave", &p, &err), -EINVAL);
-	assert_string_equal(err.msg, "tenant: expected \"default\" (the file is default.json), got \"acme\"");
+	assert_string_equal(
+		err.msg, "tenant: expected \"default\" (the file is default.json), got \"acme\"");
 
 	/* A "directory" that is a file is not a missing directory. */
 	snprintf(path, sizeof(path), "%s/acme.json", t.path);

@@ -26,11 +26,13 @@ static void test_json_syntax_errors(void **state)
 		     "{\n"
 		     "  \"tenant\": \"acme\",\n"
 		     "  \"enabled\": tru\n"
-		     "}\n", 3, 16, "invalid JSON: invalid token near 'tru'");
+		     "}\n",
+		     3, 16, "invalid JSON: invalid token near 'tru'");
 	expect_error("acme.json",
 		     "{\n"
 		     "  \"tenant\": \"acme\",\n"
-		     "}\n", 3, 1, "invalid JSON: string or '}' expected near '}'");
+		     "}\n",
+		     3, 1, "invalid JSON: string or '}' expected near '}'");
 	expect_error("acme.json", "", 1, 1, "invalid JSON: '[' or '{' expected near end of file");
 	expect_error("acme.json", "{} x", 1, 4, "invalid JSON: end of file expected near 'x'");
 	expect_error("acme.json", "{\"limits\": {\"max_forks\": 1e999}}", 1, 30,
@@ -43,34 +45,40 @@ static void test_duplicate_keys_point_at_the_second_key(void **state)
 		     "{\n"
 		     "  \"tenant\": \"acme\",\n"
 		     "  \"tenant\": \"acme\"\n"
-		     "}\n", 3, 3, "duplicate key \"tenant\": each key may appear once per object");
+		     "}\n",
+		     3, 3, "duplicate key \"tenant\": each key may appear once per object");
 	expect_error("t",
 		     "{\n"
 		     "  \"limits\": {\n"
 		     "    \"cpu\": 1,\n"
 		     "    \"cpu\": 2\n"
 		     "  }\n"
-		     "}\n", 4, 5, "duplicate key \"cpu\": each key may appear once per object");
+		     "}\n",
+		     4, 5, "duplicate key \"cpu\": each key may appear once per object");
 }
 
 static void test_unknown_keys_point_at_the_key(void **state)
 {
-	expect_error("acme.json",
-		     "{\n"
-		     "  \"tenant\": \"acme\",\n"
-		     "  \"limitz\": {}\n"
-		     "}\n", 3, 3,
-		     "limitz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		     "egress, files, exec, actions, failure, health)");
-	expect_error("t",
-		     "{\n"
-		     "  \"limits\": {\n"
-		     "    \"timeout_ms\": 5,\n"
-		     "    \"max_task\": 3\n"
-		     "  }\n"
-		     "}\n", 4, 5,
-		     "limits.max_task: unknown key (expected one of: timeout_ms, memory_mb, max_tasks, "
-		     "max_forks, cpu, concurrency, on_excess, queue_timeout_ms, output_bytes)");
+	expect_error(
+		"acme.json",
+		"{\n"
+		"  \"tenant\": \"acme\",\n"
+		"  \"limitz\": {}\n"
+		"}\n",
+		3, 3,
+		"limitz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
+		"egress, files, exec, actions, failure, health)");
+	expect_error(
+		"t",
+		"{\n"
+		"  \"limits\": {\n"
+		"    \"timeout_ms\": 5,\n"
+		"    \"max_task\": 3\n"
+		"  }\n"
+		"}\n",
+		4, 5,
+		"limits.max_task: unknown key (expected one of: timeout_ms, memory_mb, max_tasks, "
+		"max_forks, cpu, concurrency, on_excess, queue_timeout_ms, output_bytes)");
 	expect_error("t",
 		     "{\n"
 		     "  \"egress\": {\n"
@@ -78,12 +86,16 @@ static void test_unknown_keys_point_at_the_key(void **state)
 		     "      { \"cidr\": \"10.0.0.0/8\", \"ports\": 80 }\n"
 		     "    ]\n"
 		     "  }\n"
-		     "}\n", 4, 31, "egress.allow[0].ports: unknown key (expected one of: cidr, port, proto)");
-	expect_error("t", "{\"actions\": {\"network\": \"deny\"}}", 1, 14,
-		     "actions.network: unknown key (expected one of: egress, file, fork, exec, memory)");
-	expect_error("t", "{\"health\": {\"window\": 5, \"windows\": 5}}", 1, 26,
-		     "health.windows: unknown key (expected one of: window, constant_rate, invalid_rate, "
-		     "dead_windows, dead_epsilon)");
+		     "}\n",
+		     4, 31,
+		     "egress.allow[0].ports: unknown key (expected one of: cidr, port, proto)");
+	expect_error(
+		"t", "{\"actions\": {\"network\": \"deny\"}}", 1, 14,
+		"actions.network: unknown key (expected one of: egress, file, fork, exec, memory)");
+	expect_error(
+		"t", "{\"health\": {\"window\": 5, \"windows\": 5}}", 1, 26,
+		"health.windows: unknown key (expected one of: window, constant_rate, invalid_rate, "
+		"dead_windows, dead_epsilon)");
 	expect_error("t", "{\"failure\": {\"retries\": 5}}", 1, 14,
 		     "failure.retries: unknown key (expected one of: mode, max_retries)");
 	expect_error("t", "{\"files\": {\"scratch\": \"/tmp\"}}", 1, 12,
@@ -94,7 +106,8 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	expect_error("t", "{\"zzz\": 1, \"enabled\": 1}", 1, 2,
 		     "zzz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
 		     "egress, files, exec, actions, failure, health)");
-	expect_error("t", "{\"enabled\": 1, \"zzz\": 1}", 1, 13, "enabled: expected true or false, got 1");
+	expect_error("t", "{\"enabled\": 1, \"zzz\": 1}", 1, 13,
+		     "enabled: expected true or false, got 1");
 	/* Keys are matched after decoding escapes: "\u0074enant" is "tenant". */
 	expect_error("t", "{\"\\u0074enant\": 7}", 1, 17,
 		     "tenant: expected a tenant name ([a-z0-9][a-z0-9_-]{0,62}), got 7");
@@ -107,13 +120,17 @@ static void test_columns_count_characters(void **state)
 		     "files.read_only[1]: expected an absolute normalized path, got \"rel\": "
 		     "not an absolute path (it must start with /)");
 	/* Echoed strings are clipped on a character boundary, controls as '?'. */
-	expect_error("t", "{\"files\": {\"scratch_root\": \"x\\n23456789012345678901234567890123456789"
-		     "0123456789012345678éé\"}}", 1, 28,           /* byte 60 is inside the first é */
+	expect_error("t",
+		     "{\"files\": {\"scratch_root\": \"x\\n23456789012345678901234567890123456789"
+		     "0123456789012345678éé\"}}",
+		     1, 28, /* byte 60 is inside the first é */
 		     "files.scratch_root: expected an absolute normalized path, got "
 		     "\"x?234567890123456789012345678901234567890123456789012345678...\": "
 		     "not an absolute path (it must start with /)");
-	expect_error("t", "{\"files\": {\"scratch_root\": \"x\\n23456789012345678901234567890123456789"
-		     "012345678901234567éé\"}}", 1, 28,            /* the first é ends at byte 60 */
+	expect_error("t",
+		     "{\"files\": {\"scratch_root\": \"x\\n23456789012345678901234567890123456789"
+		     "012345678901234567éé\"}}",
+		     1, 28, /* the first é ends at byte 60 */
 		     "files.scratch_root: expected an absolute normalized path, got "
 		     "\"x?23456789012345678901234567890123456789012345678901234567é...\": "
 		     "not an absolute path (it must start with /)");
@@ -157,8 +174,9 @@ static void test_wrong_types(void **state)
 		     "files.read_only: expected an array, got an object");
 	expect_error("t", "{\"egress\": {\"allow_unix\": \"no\"}}", 1, 27,
 		     "egress.allow_unix: expected true or false, got \"no\"");
-	expect_error("t", "{\"egress\": {\"allow\": [{\"cidr\": 10}]}}", 1, 32,
-		     "egress.allow[0].cidr: expected a CIDR such as \"10.0.0.0/8\" or \"fd00::/8\", got 10");
+	expect_error(
+		"t", "{\"egress\": {\"allow\": [{\"cidr\": 10}]}}", 1, 32,
+		"egress.allow[0].cidr: expected a CIDR such as \"10.0.0.0/8\" or \"fd00::/8\", got 10");
 }
 
 /* ---- CIDRs and ports ------------------------------------------------------ */
@@ -174,9 +192,12 @@ static void expect_bad_cidr(const char *cidr_json, const char *got, const char *
 		 "      { \"cidr\": %s }\n"
 		 "    ]\n"
 		 "  }\n"
-		 "}\n", cidr_json);
-	snprintf(msg, sizeof(msg), "egress.allow[0].cidr: expected a CIDR such as \"10.0.0.0/8\" or "
-		 "\"fd00::/8\", got %s: %s", got, why);
+		 "}\n",
+		 cidr_json);
+	snprintf(msg, sizeof(msg),
+		 "egress.allow[0].cidr: expected a CIDR such as \"10.0.0.0/8\" or "
+		 "\"fd00::/8\", got %s: %s",
+		 got, why);
 	expect_error("t", doc, 4, 17, msg);
 }
 
@@ -218,8 +239,10 @@ static void expect_bad_port(const char *port, const char *got)
 		 "      { \"cidr\": \"10.0.0.0/8\", \"port\": %s }\n"
 		 "    ]\n"
 		 "  }\n"
-		 "}\n", port);
-	snprintf(msg, sizeof(msg), "egress.allow[0].port: expected an integer in 0..65535, got %s", got);
+		 "}\n",
+		 port);
+	snprintf(msg, sizeof(msg), "egress.allow[0].port: expected an integer in 0..65535, got %s",
+		 got);
 	expect_error("t", doc, 4, 39, msg);
 }
 
@@ -233,10 +256,12 @@ static void test_ports(void **state)
 	expect_bad_port("\"80\"", "\"80\"");
 	expect_bad_port("true", "true");
 	/* 0 is "any port"; 1..65535 are ports. */
-	expect_ok("t", "{\"egress\": {\"allow\": [{\"cidr\": \"10.0.0.0/8\", \"port\": 0},"
+	expect_ok("t",
+		  "{\"egress\": {\"allow\": [{\"cidr\": \"10.0.0.0/8\", \"port\": 0},"
 		  " {\"cidr\": \"10.0.0.0/8\", \"port\": 1, \"proto\": \"udp\"},"
 		  " {\"cidr\": \"::/0\", \"port\": 65535, \"proto\": \"any\"},"
-		  " {\"proto\": \"tcp\", \"cidr\": \"192.168.1.7\"}]}}", &p);
+		  " {\"proto\": \"tcp\", \"cidr\": \"192.168.1.7\"}]}}",
+		  &p);
 	assert_int_equal(p.n_egress, 4);
 	assert_int_equal(p.egress[0].port, 0);
 	assert_int_equal(p.egress[0].proto, 0);
@@ -246,8 +271,8 @@ static void test_ports(void **state)
 	assert_int_equal(p.egress[2].port, 65535);
 	assert_int_equal(p.egress[2].family, AF_INET6);
 	assert_int_equal(p.egress[2].prefix, 0);
-	assert_int_equal(p.egress[3].proto, IPPROTO_TCP);   /* key order does not matter */
-	assert_int_equal(p.egress[3].prefix, 128);          /* a bare address is one host */
+	assert_int_equal(p.egress[3].proto, IPPROTO_TCP); /* key order does not matter */
+	assert_int_equal(p.egress[3].prefix, 128);        /* a bare address is one host */
 }
 
 static void test_egress_entry_needs_a_cidr(void **state)
@@ -269,9 +294,11 @@ static void expect_bad_glob(const char *glob_json, const char *glob, const char 
 		 "  \"exec\": {\n"
 		 "    \"allow\": [\"/usr/bin/python3\", %s]\n"
 		 "  }\n"
-		 "}\n", glob_json);
-	snprintf(msg, sizeof(msg), "exec.allow[1]: expected an absolute path glob, got \"%.60s%s\": %s",
-		 glob, strlen(glob) > 60 ? "..." : "", why);
+		 "}\n",
+		 glob_json);
+	snprintf(msg, sizeof(msg),
+		 "exec.allow[1]: expected an absolute path glob, got \"%.60s%s\": %s", glob,
+		 strlen(glob) > 60 ? "..." : "", why);
 	expect_error("t", doc, 3, 35, msg);
 }
 
@@ -282,7 +309,8 @@ static void test_bad_globs(void **state)
 
 	expect_bad_glob("\"python3\"", "python3", "not an absolute path (it must start with /)");
 	expect_bad_glob("\"\"", "", "not an absolute path (it must start with /)");
-	expect_bad_glob("\"*/python3\"", "*/python3", "not an absolute path (it must start with /)");
+	expect_bad_glob("\"*/python3\"", "*/python3",
+			"not an absolute path (it must start with /)");
 	expect_bad_glob("\"/usr/bin/[abc\"", "/usr/bin/[abc", unbalanced);
 	expect_bad_glob("\"/usr/bin/[a/b]\"", "/usr/bin/[a/b]", unbalanced);
 	expect_bad_glob("\"/usr/bin/[]\"", "/usr/bin/[]", unbalanced);
@@ -293,7 +321,8 @@ static void test_bad_globs(void **state)
 			"[:class:], [=c=] and [.c.] are not supported inside [...]");
 	expect_bad_glob("\"/usr/bin/python\\\\\"", "/usr/bin/python\\", "ends in a lone backslash");
 	expect_bad_glob("\"/usr\\\\/bin\"", "/usr\\/bin", "a '/' cannot be escaped");
-	expect_bad_glob("\"/usr//bin/python3\"", "/usr//bin/python3", "contains an empty component (//)");
+	expect_bad_glob("\"/usr//bin/python3\"", "/usr//bin/python3",
+			"contains an empty component (//)");
 	expect_bad_glob("\"/usr/bin/../bin/sh\"", "/usr/bin/../bin/sh",
 			"contains a . or .. component (write the normalized path)");
 	expect_bad_glob("\"/usr/./bin/sh\"", "/usr/./bin/sh",
@@ -315,30 +344,37 @@ static void expect_bad_read_only(const char *path_json, const char *msg_tail)
 		 "  \"files\": {\n"
 		 "    \"read_only\": [\"/usr\", %s]\n"
 		 "  }\n"
-		 "}\n", path_json);
+		 "}\n",
+		 path_json);
 	snprintf(msg, sizeof(msg), "files.read_only[1]: %s", msg_tail);
 	expect_error("t", doc, 3, 27, msg);
 }
 
 static void test_bad_paths(void **state)
 {
-	expect_bad_read_only("\"usr/lib\"", "expected an absolute normalized path, got \"usr/lib\": "
+	expect_bad_read_only("\"usr/lib\"",
+			     "expected an absolute normalized path, got \"usr/lib\": "
 			     "not an absolute path (it must start with /)");
 	expect_bad_read_only("\"./lib\"", "expected an absolute normalized path, got \"./lib\": "
-			     "not an absolute path (it must start with /)");
-	expect_bad_read_only("\"/usr/../etc\"", "expected an absolute normalized path, got \"/usr/../etc\": "
+					  "not an absolute path (it must start with /)");
+	expect_bad_read_only("\"/usr/../etc\"",
+			     "expected an absolute normalized path, got \"/usr/../etc\": "
 			     "contains a . or .. component (write the normalized path)");
-	expect_bad_read_only("\"/usr/lib/\"", "expected an absolute normalized path, got \"/usr/lib/\": "
+	expect_bad_read_only("\"/usr/lib/\"",
+			     "expected an absolute normalized path, got \"/usr/lib/\": "
 			     "ends in / (write the path without it)");
 	expect_bad_read_only("\"/\"", "\"/\" would allow every file; name the directories instead");
-	expect_bad_read_only("\"/usr/lib/python3*\"", "expected a plain path, got \"/usr/lib/python3*\": "
+	expect_bad_read_only("\"/usr/lib/python3*\"",
+			     "expected a plain path, got \"/usr/lib/python3*\": "
 			     "read_only entries are not globs");
 	expect_bad_read_only("7", "expected an absolute path, got 7");
-	expect_error("t", "{\"files\": {\"scratch_root\": \"tmp/scratch\"}}", 1, 28,
-		     "files.scratch_root: expected an absolute normalized path, got \"tmp/scratch\": "
-		     "not an absolute path (it must start with /)");
-	expect_error("t", "{\"files\": {\"scratch_root\": \"/\"}}", 1, 28,
-		     "files.scratch_root: \"/\" would allow every file; name the directories instead");
+	expect_error(
+		"t", "{\"files\": {\"scratch_root\": \"tmp/scratch\"}}", 1, 28,
+		"files.scratch_root: expected an absolute normalized path, got \"tmp/scratch\": "
+		"not an absolute path (it must start with /)");
+	expect_error(
+		"t", "{\"files\": {\"scratch_root\": \"/\"}}", 1, 28,
+		"files.scratch_root: \"/\" would allow every file; name the directories instead");
 }
 
 /* ---- ranges --------------------------------------------------------------- */
@@ -347,15 +383,17 @@ enum ftype { U32, U64, DBL };
 
 struct range_case {
 	const char *section, *key;
-	const char *min, *max, *below, *above;  /* as written in JSON */
-	const char *range;                      /* as the message prints it */
+	const char *min, *max, *below, *above; /* as written in JSON */
+	const char *range;                     /* as the message prints it */
 	enum ftype type;
 	size_t off;
-	double vmin, vmax;                      /* what min and max store */
+	double vmin, vmax; /* what min and max store */
 };
 
-#define RC(sec, k, m, lo, hi, b, a, rng, t, vlo, vhi) \
-	{ sec, k, lo, hi, b, a, rng, t, offsetof(struct sg_policy, m), vlo, vhi }
+#define RC(sec, k, m, lo, hi, b, a, rng, t, vlo, vhi)                                 \
+	{                                                                             \
+		sec, k, lo, hi, b, a, rng, t, offsetof(struct sg_policy, m), vlo, vhi \
+	}
 
 static const struct range_case ranges[] = {
 	RC("limits", "timeout_ms", limits.timeout_ms, "1", "3600000", "0", "3600001",
@@ -366,16 +404,16 @@ static const struct range_case ranges[] = {
 	   "an integer in 1..65536", U32, 1, 65536),
 	RC("limits", "max_forks", limits.max_forks, "1", "10000000", "0", "10000001",
 	   "an integer in 1..10000000", U32, 1, 10000000),
-	RC("limits", "cpu", limits.cpu, "0.01", "1024", "0.009", "1024.5",
-	   "a number in 0.01..1024", DBL, 0.01, 1024),
+	RC("limits", "cpu", limits.cpu, "0.01", "1024", "0.009", "1024.5", "a number in 0.01..1024",
+	   DBL, 0.01, 1024),
 	RC("limits", "concurrency", limits.concurrency, "1", "4096", "0", "4097",
 	   "an integer in 1..4096", U32, 1, 4096),
 	RC("limits", "queue_timeout_ms", limits.queue_timeout_ms, "0", "3600000", "-1", "3600001",
 	   "an integer in 0..3600000", U64, 0, 3600000),
 	RC("limits", "output_bytes", limits.output_bytes, "1", "1073741824", "0", "1073741825",
 	   "an integer in 1..1073741824", U64, 1, 1073741824),
-	RC("failure", "max_retries", max_retries, "0", "100", "-1", "101",
-	   "an integer in 0..100", U32, 0, 100),
+	RC("failure", "max_retries", max_retries, "0", "100", "-1", "101", "an integer in 0..100",
+	   U32, 0, 100),
 	RC("health", "window", health.window, "1", "100000", "0", "100001",
 	   "an integer in 1..100000", U32, 1, 100000),
 	RC("health", "constant_rate", health.constant_rate, "0", "1.0", "-0.1", "1.5",
@@ -393,9 +431,12 @@ static double stored(const struct sg_policy *p, const struct range_case *rc)
 	const char *base = (const char *)p + rc->off;
 
 	switch (rc->type) {
-	case U32: return *(const uint32_t *)base;
-	case U64: return (double)*(const uint64_t *)base;
-	case DBL: return *(const double *)base;
+	case U32:
+		return *(const uint32_t *)base;
+	case U64:
+		return (double)*(const uint64_t *)base;
+	case DBL:
+		return *(const double *)base;
 	}
 	return -1;
 }
@@ -416,10 +457,12 @@ static void test_value_ranges(void **state)
 		assert_true(stored(&p, rc) == rc->vmax);
 		for (int b = 0; b < 2; b++) {
 			/* The value starts right after "{"<section>": {"<key>": ". */
-			int col = snprintf(prefix, sizeof(prefix), "{\"%s\": {\"%s\": ", rc->section, rc->key) + 1;
+			int col = snprintf(prefix, sizeof(prefix),
+					   "{\"%s\": {\"%s\": ", rc->section, rc->key) +
+				  1;
 			snprintf(doc, sizeof(doc), "%s%s}}", prefix, bad[b]);
-			snprintf(msg, sizeof(msg), "%s.%s: expected %s, got %s", rc->section, rc->key,
-				 rc->range, bad[b]);
+			snprintf(msg, sizeof(msg), "%s.%s: expected %s, got %s", rc->section,
+				 rc->key, rc->range, bad[b]);
 			expect_error("t", doc, 1, col, msg);
 		}
 	}
@@ -435,8 +478,9 @@ static void test_choices(void **state)
 		     "limits.on_excess: expected one of \"wait\", \"refuse\", got \"block\"");
 	expect_error("t", "{\"failure\": {\"mode\": \"abort\"}}", 1, 22,
 		     "failure.mode: expected one of \"retry\", \"skip\", \"pause\", got \"abort\"");
-	expect_error("t", "{\"egress\": {\"allow\": [{\"cidr\": \"::1\", \"proto\": \"icmp\"}]}}", 1, 48,
-		     "egress.allow[0].proto: expected one of \"tcp\", \"udp\", \"any\", got \"icmp\"");
+	expect_error(
+		"t", "{\"egress\": {\"allow\": [{\"cidr\": \"::1\", \"proto\": \"icmp\"}]}}", 1, 48,
+		"egress.allow[0].proto: expected one of \"tcp\", \"udp\", \"any\", got \"icmp\"");
 	/* Each rule takes only the actions that mean something for it. */
 	expect_error("t", "{\"actions\": {\"fork\": \"deny\"}}", 1, 22,
 		     "actions.fork: expected one of \"kill\", \"log\", got \"deny\"");
@@ -447,9 +491,12 @@ static void test_choices(void **state)
 	expect_error("t", "{\"actions\": {\"exec\": \"allow\"}}", 1, 22,
 		     "actions.exec: expected one of \"deny\", \"kill\", \"log\", got \"allow\"");
 
-	expect_ok("t", "{\"limits\": {\"on_excess\": \"refuse\"}, \"failure\": {\"mode\": \"skip\"},"
-		  " \"actions\": {\"egress\": \"log\", \"file\": \"log\", \"fork\": \"log\", \"exec\": \"deny\","
-		  " \"memory\": \"kill\"}}", &p);
+	expect_ok(
+		"t",
+		"{\"limits\": {\"on_excess\": \"refuse\"}, \"failure\": {\"mode\": \"skip\"},"
+		" \"actions\": {\"egress\": \"log\", \"file\": \"log\", \"fork\": \"log\", \"exec\": \"deny\","
+		" \"memory\": \"kill\"}}",
+		&p);
 	assert_int_equal(p.limits.on_excess, SG_EXCESS_REFUSE);
 	assert_int_equal(p.failure, SG_FAILURE_SKIP);
 	assert_int_equal(p.action[SG_RULE_EGRESS], SG_POLICY_LOG);
@@ -462,7 +509,8 @@ static void test_choices(void **state)
 /* ---- array caps ------------------------------------------------------------- */
 
 /* {"<section>": {"<key>": [<item>, <item>, ...]}} with n items. */
-static char *list_doc(const char *section, const char *key, const char *item, int n, int *col_of_last)
+static char *list_doc(const char *section, const char *key, const char *item, int n,
+		      int *col_of_last)
 {
 	size_t cap = 64 + (strlen(item) + 2) * (size_t)n;
 	char *doc = malloc(cap);
@@ -494,12 +542,15 @@ static void test_too_many_entries(void **state)
 		struct sg_policy p;
 		char msg[128];
 		int col;
-		char *doc = list_doc(lists[i].section, lists[i].key, lists[i].item, lists[i].cap, &col);
+		char *doc =
+			list_doc(lists[i].section, lists[i].key, lists[i].item, lists[i].cap, &col);
 		expect_ok("t", doc, &p);
 		free(doc);
-		doc = list_doc(lists[i].section, lists[i].key, lists[i].item, lists[i].cap + 1, &col);
+		doc = list_doc(lists[i].section, lists[i].key, lists[i].item, lists[i].cap + 1,
+			       &col);
 		snprintf(msg, sizeof(msg), "%s.%s[%d]: too many entries: at most %d, got %d",
-			 lists[i].section, lists[i].key, lists[i].cap, lists[i].cap, lists[i].cap + 1);
+			 lists[i].section, lists[i].key, lists[i].cap, lists[i].cap,
+			 lists[i].cap + 1);
 		expect_error("t", doc, 1, col, msg);
 		free(doc);
 	}
@@ -515,7 +566,8 @@ static void test_full_lists_are_stored(void **state)
 	assert_int_equal(p.n_exec_allow, SG_POLICY_GLOBS);
 	assert_string_equal(p.exec_allow[SG_POLICY_GLOBS - 1], "/usr/bin/a");
 	free(doc);
-	doc = list_doc("egress", "allow", "{\"cidr\": \"10.0.0.0/8\", \"port\": 53}", SG_POLICY_EGRESS, &col);
+	doc = list_doc("egress", "allow", "{\"cidr\": \"10.0.0.0/8\", \"port\": 53}",
+		       SG_POLICY_EGRESS, &col);
 	expect_ok("t", doc, &p);
 	assert_int_equal(p.n_egress, SG_POLICY_EGRESS);
 	assert_int_equal(p.egress[SG_POLICY_EGRESS - 1].port, 53);

@@ -65,8 +65,8 @@ static uint32_t run_filter(const struct sb_seccomp *f, const struct seccomp_data
 	return 0;
 }
 
-static uint32_t verdict3(const struct sb_seccomp *f, uint32_t arch, int nr,
-			 uint64_t arg0, uint64_t arg1, uint64_t arg2)
+static uint32_t verdict3(const struct sb_seccomp *f, uint32_t arch, int nr, uint64_t arg0,
+			 uint64_t arg1, uint64_t arg2)
 {
 	struct seccomp_data d = { .nr = nr, .arch = arch, .args = { arg0, arg1, arg2 } };
 
@@ -79,10 +79,10 @@ static uint32_t verdict(const struct sb_seccomp *f, uint32_t arch, int nr, uint6
 }
 
 #if defined(__x86_64__)
-#define NATIVE AUDIT_ARCH_X86_64
+#define NATIVE  AUDIT_ARCH_X86_64
 #define FOREIGN AUDIT_ARCH_I386
 #elif defined(__aarch64__)
-#define NATIVE AUDIT_ARCH_AARCH64
+#define NATIVE  AUDIT_ARCH_AARCH64
 #define FOREIGN AUDIT_ARCH_ARM
 #endif
 
@@ -92,15 +92,29 @@ static void test_seccomp_filter(void **state)
 	skip();
 #else
 	static const int denied[] = {
-		__NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register, __NR_ptrace,
-		__NR_bpf, __NR_perf_event_open, __NR_mount, __NR_umount2, __NR_unshare, __NR_setns,
-		__NR_keyctl, __NR_add_key, __NR_request_key, __NR_kexec_load, __NR_kexec_file_load,
-		__NR_process_vm_readv, __NR_process_vm_writev, __NR_open_by_handle_at,
+		__NR_io_uring_setup,
+		__NR_io_uring_enter,
+		__NR_io_uring_register,
+		__NR_ptrace,
+		__NR_bpf,
+		__NR_perf_event_open,
+		__NR_mount,
+		__NR_umount2,
+		__NR_unshare,
+		__NR_setns,
+		__NR_keyctl,
+		__NR_add_key,
+		__NR_request_key,
+		__NR_kexec_load,
+		__NR_kexec_file_load,
+		__NR_process_vm_readv,
+		__NR_process_vm_writev,
+		__NR_open_by_handle_at,
 		__NR_userfaultfd,
 	};
 	static const int allowed[] = {
-		__NR_read, __NR_write, __NR_openat, __NR_execve, __NR_exit_group, __NR_mmap,
-		__NR_getrandom, __NR_wait4, __NR_socketpair,
+		__NR_read, __NR_write,     __NR_openat, __NR_execve,     __NR_exit_group,
+		__NR_mmap, __NR_getrandom, __NR_wait4,  __NR_socketpair,
 	};
 	const uint32_t eperm = SECCOMP_RET_ERRNO | EPERM;
 	const struct sb_seccomp_rules rules = { 0 };
@@ -121,8 +135,9 @@ static void test_seccomp_filter(void **state)
 	assert_int_equal(verdict(&f, NATIVE, __NR_clone, CLONE_NEWNS), eperm);
 	/* A process sharing the fd table would outlive a kill of its twin. */
 	assert_int_equal(verdict(&f, NATIVE, __NR_clone, CLONE_FILES | SIGCHLD), eperm);
-	assert_int_equal(verdict(&f, NATIVE, __NR_clone, CLONE_VM | CLONE_FILES | CLONE_THREAD |
-				 CLONE_SIGHAND), SECCOMP_RET_ALLOW);
+	assert_int_equal(verdict(&f, NATIVE, __NR_clone,
+				 CLONE_VM | CLONE_FILES | CLONE_THREAD | CLONE_SIGHAND),
+			 SECCOMP_RET_ALLOW);
 	assert_int_equal(verdict(&f, NATIVE, __NR_clone, CLONE_VM | CLONE_VFORK | SIGCHLD),
 			 SECCOMP_RET_ALLOW);
 	/* clone3 hides its flags behind a pointer: ENOSYS sends libc to clone. */
@@ -145,7 +160,8 @@ static void test_seccomp_sockets(void **state)
 	skip();
 #else
 	const uint32_t eperm = SECCOMP_RET_ERRNO | EPERM;
-	const struct sb_seccomp_rules closed = { 0 }, open = { .allow_unix = true, .allow_udp = true };
+	const struct sb_seccomp_rules closed = { 0 },
+				      open = { .allow_unix = true, .allow_udp = true };
 	struct sb_seccomp f, g;
 
 	assert_int_equal(seccomp_filter_build(&f, &closed), 0);
@@ -154,34 +170,43 @@ static void test_seccomp_sockets(void **state)
 		const struct sb_seccomp *x = i ? &g : &f;
 
 		/* TCP, with or without flags or an explicit protocol. */
-		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_STREAM, 0), SECCOMP_RET_ALLOW);
+		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_STREAM, 0),
+				 SECCOMP_RET_ALLOW);
 		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET6,
 					  SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP),
 				 SECCOMP_RET_ALLOW);
 		/* MPTCP, SCTP, raw, netlink, packet: never. */
-		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_STREAM, 262), eperm);
-		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_STREAM, IPPROTO_SCTP), eperm);
-		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_RAW, IPPROTO_ICMP), eperm);
-		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_SEQPACKET, 0), eperm);
+		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_STREAM, 262),
+				 eperm);
+		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_STREAM,
+					  IPPROTO_SCTP),
+				 eperm);
+		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_RAW, IPPROTO_ICMP),
+				 eperm);
+		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_SEQPACKET, 0),
+				 eperm);
 		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_NETLINK, SOCK_RAW, 0), eperm);
 		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_PACKET, SOCK_RAW, 0), eperm);
 		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_VSOCK, SOCK_STREAM, 0), eperm);
-		assert_int_equal(verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_DGRAM, IPPROTO_ICMP), eperm);
+		assert_int_equal(
+			verdict3(x, NATIVE, __NR_socket, AF_INET, SOCK_DGRAM, IPPROTO_ICMP), eperm);
 		assert_int_equal(verdict3(x, NATIVE, __NR_socketpair, AF_UNIX, SOCK_STREAM, 0),
 				 SECCOMP_RET_ALLOW);
 	}
 	/* UDP and unix sockets only when the policy opens them. */
 	assert_int_equal(verdict3(&f, NATIVE, __NR_socket, AF_INET, SOCK_DGRAM, 0), eperm);
-	assert_int_equal(verdict3(&f, NATIVE, __NR_socket, AF_INET6, SOCK_DGRAM, IPPROTO_UDP), eperm);
+	assert_int_equal(verdict3(&f, NATIVE, __NR_socket, AF_INET6, SOCK_DGRAM, IPPROTO_UDP),
+			 eperm);
 	assert_int_equal(verdict3(&f, NATIVE, __NR_socket, AF_UNIX, SOCK_STREAM, 0), eperm);
 	assert_int_equal(verdict3(&g, NATIVE, __NR_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0),
 			 SECCOMP_RET_ALLOW);
 	assert_int_equal(verdict3(&g, NATIVE, __NR_socket, AF_INET6, SOCK_DGRAM, IPPROTO_UDP),
 			 SECCOMP_RET_ALLOW);
-	assert_int_equal(verdict3(&g, NATIVE, __NR_socket, AF_UNIX, SOCK_STREAM, 0), SECCOMP_RET_ALLOW);
+	assert_int_equal(verdict3(&g, NATIVE, __NR_socket, AF_UNIX, SOCK_STREAM, 0),
+			 SECCOMP_RET_ALLOW);
 	/* The upper words of an int argument are not a way around. */
-	assert_int_equal(verdict3(&f, NATIVE, __NR_socket, AF_INET | (1ULL << 32), SOCK_STREAM, 262),
-			 eperm);
+	assert_int_equal(
+		verdict3(&f, NATIVE, __NR_socket, AF_INET | (1ULL << 32), SOCK_STREAM, 262), eperm);
 #endif
 }
 
@@ -189,9 +214,10 @@ static void test_seccomp_sockets(void **state)
 
 static void test_scratch_path_valid(void **state)
 {
-	static const char *const good[] = { "a", "out.txt", "sub/inner.txt", "a/b/c", ".hidden", "a..b", "..x" };
-	static const char *const bad[] = { "", "/etc/passwd", "..", "../x", "a/../b", "a/..", ".",
-					   "./a", "a//b", "a/", "a/./b" };
+	static const char *const good[] = { "a",    "out.txt", "sub/inner.txt", "a/b/c", ".hidden",
+					    "a..b", "..x" };
+	static const char *const bad[] = { "",  "/etc/passwd", "..",   "../x", "a/../b", "a/..",
+					   ".", "./a",         "a//b", "a/",   "a/./b" };
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		assert_true(sb_scratch_path_valid(good[i]));
@@ -227,9 +253,9 @@ static void test_scratch_paths_conflict(void **state)
 /* ---- fetch and remove ------------------------------------------------------ */
 
 struct tree {
-	char root[64];          /* <tmp>: scratch root */
-	char scratch[128];      /* <tmp>/t/id */
-	char outside[128];      /* <tmp>/outside.txt: must survive */
+	char root[64];     /* <tmp>: scratch root */
+	char scratch[128]; /* <tmp>/t/id */
+	char outside[128]; /* <tmp>/outside.txt: must survive */
 };
 
 static void write_text(const char *path, const char *text)
@@ -300,7 +326,8 @@ static void test_fetch(void **state)
 
 	/* Refused: a symlink (file or directory on the way), a FIFO that would
 	 * block, a file of another owner, a path leaving the scratch. */
-	static const char *const refused[] = { "link", "dirlink/outside.txt", "fifo", "../../outside.txt", "missing" };
+	static const char *const refused[] = { "link", "dirlink/outside.txt", "fifo",
+					       "../../outside.txt", "missing" };
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		assert_int_equal(sb_scratch_fetch(t->scratch, refused[i], getuid(), 100, &f), 0);
 		if (f.data)
@@ -337,13 +364,13 @@ static void test_remove(void **state)
 	}
 	close(fd);
 	if (geteuid() == 0)
-		chmod(t->scratch, 0);   /* a tenant's chmod 000 does not stop root's cleanup */
+		chmod(t->scratch, 0); /* a tenant's chmod 000 does not stop root's cleanup */
 
 	assert_int_equal(sb_scratch_remove(t->root, "t", "id"), 0);
 	assert_int_equal(access(t->scratch, F_OK), -1);
-	assert_int_equal(access(t->outside, F_OK), 0);   /* the symlink was not followed */
+	assert_int_equal(access(t->outside, F_OK), 0); /* the symlink was not followed */
 	snprintf(path, sizeof(path), "%s/t", t->root);
-	assert_int_equal(access(path, F_OK), 0);          /* the tenant dir stays */
+	assert_int_equal(access(path, F_OK), 0); /* the tenant dir stays */
 	/* Removing a scratch that is already gone is not an error. */
 	assert_int_equal(sb_scratch_remove(t->root, "t", "id"), 0);
 }
@@ -392,7 +419,7 @@ static void test_landlock_reads_kept_unless_agent_prevents(void **state)
 {
 	struct tree *t = *state;
 	const struct landlock_delegation none = { 0 }, fallback = { .tcp_connect = true },
-		lsm = { .reads = true, .tcp_connect = true };
+					 lsm = { .reads = true, .tcp_connect = true };
 	int ret = read_outside_under(&none, t->scratch, t->outside);
 
 	if (ret == -1)

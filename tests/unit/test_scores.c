@@ -35,17 +35,18 @@ static void test_good(void **state)
 {
 	double *s = expect_ok("[0.5, 1, -2.25e1, 0, -0.0, 1E-3]", 6);
 
-	assert_true(s[0] == 0.5 && s[1] == 1 && s[2] == -22.5 && s[3] == 0 && s[4] == 0 && s[5] == 0.001);
+	assert_true(s[0] == 0.5 && s[1] == 1 && s[2] == -22.5 && s[3] == 0 && s[4] == 0 &&
+		    s[5] == 0.001);
 	free(s);
-	s = expect_ok(" \n\t[1,2,3]\r\n ", 3);          /* surrounding JSON whitespace */
+	s = expect_ok(" \n\t[1,2,3]\r\n ", 3); /* surrounding JSON whitespace */
 	assert_true(s[2] == 3);
 	free(s);
 	s = expect_ok("[ 1 , 2 ]", 2);
 	free(s);
-	s = expect_ok("[1e-400]", 1);                    /* underflow rounds to 0: finite */
+	s = expect_ok("[1e-400]", 1); /* underflow rounds to 0: finite */
 	assert_true(s[0] == 0);
 	free(s);
-	s = expect_ok("[1.7976931348623157e308]", 1);    /* DBL_MAX is finite */
+	s = expect_ok("[1.7976931348623157e308]", 1); /* DBL_MAX is finite */
 	assert_true(isfinite(s[0]));
 	free(s);
 	s = expect_ok("[]", 0);
@@ -60,17 +61,21 @@ static void test_non_finite(void **state)
 	expect_bad("[Infinity]", 1, "score at index 0 is Infinity, not a finite number");
 	expect_bad("[1, -Infinity]", 2, "score at index 1 is -Infinity, not a finite number");
 	expect_bad("[inf]", 1, "score at index 0 is inf, not a finite number");
-	expect_bad("[1e309]", 1, "score at index 0 (1e309) overflows a double: not a finite number");
-	expect_bad("[-1e309]", 1, "score at index 0 (-1e309) overflows a double: not a finite number");
-	expect_bad("[1, 2, 99999999999999999999999999999999999999e999]", 3,
-		   "score at index 2 (99999999999999999999999999999999...) overflows a double: not a finite number");
+	expect_bad("[1e309]", 1,
+		   "score at index 0 (1e309) overflows a double: not a finite number");
+	expect_bad("[-1e309]", 1,
+		   "score at index 0 (-1e309) overflows a double: not a finite number");
+	expect_bad(
+		"[1, 2, 99999999999999999999999999999999999999e999]", 3,
+		"score at index 2 (99999999999999999999999999999999...) overflows a double: not a finite number");
 }
 
 static void test_wrong_types(void **state)
 {
 	expect_bad("[\"0.5\"]", 1, "score at index 0 is a string, not a number");
 	expect_bad("[[0.5]]", 1, "score at index 0 is an array: nested values are not allowed");
-	expect_bad("[1, {\"s\": 1}]", 2, "score at index 1 is an object: nested values are not allowed");
+	expect_bad("[1, {\"s\": 1}]", 2,
+		   "score at index 1 is an object: nested values are not allowed");
 	expect_bad("[null]", 1, "score at index 0 is null, not a number");
 	expect_bad("[true]", 1, "score at index 0 is a boolean (true), not a number");
 	expect_bad("[0, false]", 2, "score at index 1 is a boolean (false), not a number");
@@ -86,7 +91,8 @@ static void test_wrong_length(void **state)
 
 static void test_garbage(void **state)
 {
-	expect_bad("[0.1, 0.2, 0.3] extra", 3, "trailing garbage after the array at byte 16: 'extra'");
+	expect_bad("[0.1, 0.2, 0.3] extra", 3,
+		   "trailing garbage after the array at byte 16: 'extra'");
 	expect_bad("[1][2]", 1, "trailing garbage after the array at byte 3: '[2]'");
 	expect_bad("[1]\n[1]\n", 1, "trailing garbage after the array at byte 4: '[1]?'");
 }
@@ -107,7 +113,8 @@ static void test_empty_and_top_level(void **state)
 {
 	expect_bad("", 1, "empty output");
 	expect_bad(" \n\n", 1, "empty output");
-	expect_bad("{\"scores\": [1]}", 1, "expected a JSON array of 1 numbers, got an object at byte 0");
+	expect_bad("{\"scores\": [1]}", 1,
+		   "expected a JSON array of 1 numbers, got an object at byte 0");
 	expect_bad("0.5", 1, "expected a JSON array of 1 numbers, got a number at byte 0");
 	expect_bad("\"[1]\"", 1, "expected a JSON array of 1 numbers, got a string at byte 0");
 	expect_bad("Traceback (most recent call last):", 1,
@@ -160,7 +167,8 @@ static void test_long_number(void **state)
 static void test_stats(void **state)
 {
 	struct score_stats st;
-	double a[] = { 1, 2, 3, 4 }, c[] = { 0.5, 0.5, 0.5 }, one[] = { 7 }, big[] = { -1e308, 1e308 };
+	double a[] = { 1, 2, 3, 4 }, c[] = { 0.5, 0.5, 0.5 }, one[] = { 7 },
+	       big[] = { -1e308, 1e308 };
 
 	scores_stats(a, 4, &st);
 	assert_int_equal(st.n, 4);
@@ -171,11 +179,11 @@ static void test_stats(void **state)
 	assert_true(st.constant);
 	assert_true(st.mean == 0.5 && st.variance == 0);
 	scores_stats(one, 1, &st);
-	assert_false(st.constant);          /* one score carries no spread to judge */
+	assert_false(st.constant); /* one score carries no spread to judge */
 	assert_true(st.mean == 7);
 	scores_stats(big, 2, &st);
 	assert_true(st.mean == 0);
-	assert_true(isinf(st.variance));    /* 1e616 does not fit: reported as overflow */
+	assert_true(isinf(st.variance)); /* 1e616 does not fit: reported as overflow */
 }
 
 int main(void)

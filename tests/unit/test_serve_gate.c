@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include "serve/serve_internal.h"
 
-#define LONG_WAIT_MS 60000    /* "forever" for a test: someone else ends the wait */
+#define LONG_WAIT_MS 60000 /* "forever" for a test: someone else ends the wait */
 
 struct waiter {
 	pthread_t thread;
@@ -23,7 +23,7 @@ struct waiter {
 	uint32_t cap;
 	uint64_t wait_ms;
 	enum gate_verdict v;
-	int order;                 /* when it got in, among all waiters */
+	int order; /* when it got in, among all waiters */
 };
 
 static pthread_mutex_t order_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,7 +40,8 @@ static void *wait_main(void *arg)
 	return NULL;
 }
 
-static void start(struct waiter *w, struct serve_gate *g, const char *tenant, uint32_t cap, uint64_t wait_ms)
+static void start(struct waiter *w, struct serve_gate *g, const char *tenant, uint32_t cap,
+		  uint64_t wait_ms)
 {
 	*w = (struct waiter){ .g = g, .tenant = tenant, .cap = cap, .wait_ms = wait_ms };
 	assert_int_equal(pthread_create(&w->thread, NULL, wait_main, w), 0);
@@ -67,9 +68,9 @@ static void test_caps_without_waiting(void **state)
 
 	assert_int_equal(gate_enter(g, "a", 2, 0), GATE_OK);
 	assert_int_equal(gate_enter(g, "a", 2, 0), GATE_OK);
-	assert_int_equal(gate_enter(g, "a", 2, 0), GATE_TENANT_FULL);   /* its own cap */
+	assert_int_equal(gate_enter(g, "a", 2, 0), GATE_TENANT_FULL); /* its own cap */
 	assert_int_equal(gate_enter(g, "b", 2, 0), GATE_OK);
-	assert_int_equal(gate_enter(g, "c", 2, 0), GATE_SERVER_FULL);   /* the server's cap */
+	assert_int_equal(gate_enter(g, "c", 2, 0), GATE_SERVER_FULL); /* the server's cap */
 	gate_leave(g, "a");
 	assert_int_equal(gate_enter(g, "c", 2, 0), GATE_OK);
 	gate_counts(g, &r, &w);
@@ -78,7 +79,7 @@ static void test_caps_without_waiting(void **state)
 	gate_leave(g, "a");
 	gate_leave(g, "b");
 	gate_leave(g, "c");
-	gate_leave(g, "nobody");   /* a stray leave changes nothing */
+	gate_leave(g, "nobody"); /* a stray leave changes nothing */
 	gate_counts(g, &r, &w);
 	assert_int_equal(r, 0);
 	gate_free(g);
@@ -96,7 +97,7 @@ static void test_wait_times_out(void **state)
 	assert_int_equal(gate_enter(g, "a", 1, 50), GATE_TENANT_FULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-	assert_true(ms >= 100);   /* both waited their bound */
+	assert_true(ms >= 100); /* both waited their bound */
 	gate_leave(g, "a");
 	gate_free(g);
 }
@@ -108,7 +109,7 @@ static void test_queue_bounds(void **state)
 
 	assert_int_equal(gate_enter(g, "a", 5, 0), GATE_OK);
 	start(&w[0], g, "b", 5, LONG_WAIT_MS);
-	await_counts(g, 1, 1);                 /* queued in this order */
+	await_counts(g, 1, 1); /* queued in this order */
 	start(&w[1], g, "b", 5, LONG_WAIT_MS);
 	await_counts(g, 1, 2);
 	/* b's share of the queue (2) is full; the queue (3) is not. */
@@ -137,8 +138,8 @@ static void test_tenant_at_cap_does_not_block_others(void **state)
 
 	assert_int_equal(gate_enter(g, "a", 1, 0), GATE_OK);
 	assert_int_equal(gate_enter(g, "x", 5, 0), GATE_OK);
-	assert_int_equal(gate_enter(g, "y", 5, 0), GATE_OK);   /* the server is full */
-	start(&blocked, g, "a", 1, LONG_WAIT_MS);               /* first in line, a is at its cap */
+	assert_int_equal(gate_enter(g, "y", 5, 0), GATE_OK); /* the server is full */
+	start(&blocked, g, "a", 1, LONG_WAIT_MS);            /* first in line, a is at its cap */
 	await_counts(g, 3, 1);
 	start(&other, g, "b", 5, LONG_WAIT_MS);
 	await_counts(g, 3, 2);
@@ -189,7 +190,7 @@ static void test_close_wakes_waiters(void **state)
 		assert_int_equal(w[i].v, GATE_CLOSED);
 	}
 	assert_int_equal(gate_enter(g, "d", 5, 0), GATE_CLOSED);
-	gate_leave(g, "a");   /* the running one still ends normally */
+	gate_leave(g, "a"); /* the running one still ends normally */
 	await_counts(g, 0, 0);
 	gate_free(g);
 }

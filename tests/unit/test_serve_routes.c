@@ -37,7 +37,8 @@ static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
 	*r = next;
 	snprintf(r->sandbox_id, sizeof(r->sandbox_id), "fake-%d", runs);
 	if (next_rc < 0) {
-		snprintf(r->detail, sizeof(r->detail), "cannot create cgroup: Read-only file system");
+		snprintf(r->detail, sizeof(r->detail),
+			 "cannot create cgroup: Read-only file system");
 		return next_rc;
 	}
 	r->out = strdup(next.out ? next.out : "");
@@ -48,9 +49,12 @@ static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
 
 static void script(int rc, enum sandbox_end end, int code, const char *out)
 {
-	next = (struct sandbox_result){ .end = end, .exit_code = end == SB_EXITED ? code : 0,
-					.signal = end == SB_SIGNALED ? code : 0, .rule = -1,
-					.out = (char *)out, .wall_ms = 12 };
+	next = (struct sandbox_result){ .end = end,
+					.exit_code = end == SB_EXITED ? code : 0,
+					.signal = end == SB_SIGNALED ? code : 0,
+					.rule = -1,
+					.out = (char *)out,
+					.wall_ms = 12 };
 	next_rc = rc;
 }
 
@@ -74,8 +78,8 @@ static int setup(void **state)
 
 	snprintf(tmp, sizeof(tmp), "/tmp/sg-test-serve-XXXXXX");
 	assert_non_null(mkdtemp(tmp));
-	const char *subs[] = { "state", "log", "run" }, *vars[] = { "SANDGUARD_STATE_DIR", "SANDGUARD_LOG_DIR",
-								      "SANDGUARD_RUN_DIR" };
+	const char *subs[] = { "state", "log", "run" },
+		   *vars[] = { "SANDGUARD_STATE_DIR", "SANDGUARD_LOG_DIR", "SANDGUARD_RUN_DIR" };
 	for (int i = 0; i < 3; i++) {
 		snprintf(dir, sizeof(dir), "%s/%s", tmp, subs[i]);
 		setenv(vars[i], dir, 1);
@@ -84,18 +88,24 @@ static int setup(void **state)
 	setenv("SANDGUARD_AGENT_SOCK", dir, 1);
 	snprintf(dir, sizeof(dir), "%s/policies", tmp);
 	assert_int_equal(mkdir(dir, 0755), 0);
-	write_file("acme.json", "{\"limits\": {\"timeout_ms\": 4000, \"concurrency\": 1, \"on_excess\": \"refuse\"},"
-				" \"failure\": {\"mode\": \"skip\", \"max_retries\": 0}}");
+	write_file(
+		"acme.json",
+		"{\"limits\": {\"timeout_ms\": 4000, \"concurrency\": 1, \"on_excess\": \"refuse\"},"
+		" \"failure\": {\"mode\": \"skip\", \"max_retries\": 0}}");
 	write_file("broken.json", "{\"limits\": {\"timeout_ms\": -1}}");
 
 	memset(&srv, 0, sizeof(srv));
 	snprintf(srv.policy_dir, sizeof(srv.policy_dir), "%s", dir);
-	srv.cfg = (struct serve_config){ .policy_dir = srv.policy_dir, .max_body = 1 << 20,
-					 .max_concurrency = 4, .queue = 4, .tenant_queue = 4, .run = fake_run };
+	srv.cfg = (struct serve_config){ .policy_dir = srv.policy_dir,
+					 .max_body = 1 << 20,
+					 .max_concurrency = 4,
+					 .queue = 4,
+					 .tenant_queue = 4,
+					 .run = fake_run };
 	assert_int_equal(serve_langs_init(&srv.langs, "python", err, sizeof(err)), 0);
 	snprintf(srv.host, sizeof(srv.host), "node-1");
 	srv.gate = gate_new(4, 4, 4);
-	sg_log_set_level(SG_LOG_WARN);   /* no access log lines between the test lines */
+	sg_log_set_level(SG_LOG_WARN); /* no access log lines between the test lines */
 	return 0;
 }
 
@@ -114,8 +124,11 @@ static int teardown(void **state)
 static json_t *call(const char *method, const char *url, const char *tenant, const char *body,
 		    unsigned want_status, unsigned *retry_after)
 {
-	struct serve_request rq = { .method = method, .url = url, .tenant_header = tenant,
-				    .body = body ? body : "", .body_len = body ? strlen(body) : 0 };
+	struct serve_request rq = { .method = method,
+				    .url = url,
+				    .tenant_header = tenant,
+				    .body = body ? body : "",
+				    .body_len = body ? strlen(body) : 0 };
 	struct serve_reply rp;
 	json_t *j;
 
@@ -157,9 +170,10 @@ static size_t bookings(void)
 	return n;
 }
 
-#define VERL_BODY(code) "{\"compile_timeout\": 10, \"run_timeout\": 10, \"code\": \"" code "\", " \
-			"\"stdin\": \"1\", \"memory_limit_MB\": 1024, \"language\": \"python\", " \
-			"\"files\": {}, \"fetch_files\": []}"
+#define VERL_BODY(code)                                                           \
+	"{\"compile_timeout\": 10, \"run_timeout\": 10, \"code\": \"" code "\", " \
+	"\"stdin\": \"1\", \"memory_limit_MB\": 1024, \"language\": \"python\", " \
+	"\"files\": {}, \"fetch_files\": []}"
 
 /* ---- tests ------------------------------------------------------------ */
 
@@ -187,25 +201,34 @@ static void test_bad_input_is_never_booked(void **state)
 
 	runs = 0;
 	j = call("POST", "/run_code", NULL, "{\"code\": ", 400, NULL);
-	assert_string_equal(str(j, "error"), "invalid JSON body: line 1, column 9: unexpected token near end of file");
+	assert_string_equal(
+		str(j, "error"),
+		"invalid JSON body: line 1, column 9: unexpected token near end of file");
 	json_decref(j);
 	j = call("POST", "/run_code", NULL, "[1]", 400, NULL);
 	assert_string_equal(str(j, "error"), "the body must be a JSON object");
 	json_decref(j);
-	json_decref(call("POST", "/run_code", NULL, "{\"code\": \"x\", \"language\": \"perl\"}", 400, NULL));
-	json_decref(call("POST", "/run_code", NULL, "{\"code\": \"x\", \"language\": \"python\", "
-			 "\"files\": {\"a\": \"!!!!\"}}", 400, NULL));
+	json_decref(call("POST", "/run_code", NULL, "{\"code\": \"x\", \"language\": \"perl\"}",
+			 400, NULL));
+	json_decref(call("POST", "/run_code", NULL,
+			 "{\"code\": \"x\", \"language\": \"python\", "
+			 "\"files\": {\"a\": \"!!!!\"}}",
+			 400, NULL));
 	j = call("POST", "/run_code", "Acme", VERL_BODY("print(1)"), 400, NULL);
-	assert_string_equal(str(j, "error"), "invalid tenant name \"Acme\" in the X-Sandguard-Tenant header: "
+	assert_string_equal(str(j, "error"),
+			    "invalid tenant name \"Acme\" in the X-Sandguard-Tenant header: "
 			    "expected [a-z0-9][a-z0-9_-]{0,62}");
 	json_decref(j);
 	j = call("POST", "/tenants/acme/run_code", "bob", VERL_BODY("print(1)"), 400, NULL);
-	assert_string_equal(str(j, "error"), "the X-Sandguard-Tenant header names tenant \"bob\" but the path "
+	assert_string_equal(str(j, "error"),
+			    "the X-Sandguard-Tenant header names tenant \"bob\" but the path "
 			    "names \"acme\"");
 	json_decref(j);
 	/* /run_code takes no tenant in the body: it is an unknown key there. */
-	json_decref(call("POST", "/run_code", NULL, "{\"tenant\": \"acme\", \"code\": \"x\", "
-			 "\"language\": \"python\"}", 400, NULL));
+	json_decref(call("POST", "/run_code", NULL,
+			 "{\"tenant\": \"acme\", \"code\": \"x\", "
+			 "\"language\": \"python\"}",
+			 400, NULL));
 	assert_int_equal(runs, 0);
 	assert_int_equal(bookings(), before);
 }
@@ -222,7 +245,8 @@ static void test_run_code_endings(void **state)
 	assert_string_equal(str(j, "run_result.stdout"), "2\n");
 	assert_true(json_is_null(json_object_get(j, "compile_result")));
 	assert_string_equal(str(j, "executor_pod_name"), "node-1");
-	assert_string_equal(str(j, "sandguard.tenant"), "default");   /* no header: the default policy */
+	assert_string_equal(str(j, "sandguard.tenant"),
+			    "default"); /* no header: the default policy */
 	assert_string_equal(last_argv0, "/usr/bin/python3");
 	assert_string_equal(last_file, "main.py");
 	json_decref(j);
@@ -234,24 +258,29 @@ static void test_run_code_endings(void **state)
 	assert_true(json_is_null(json_object_get(json_object_get(j, "run_result"), "return_code")));
 	assert_string_equal(str(j, "sandguard.cause"), "tenant_timeout");
 	/* run_timeout 10 s, lowered to acme's 4 s. */
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "sandguard"), "timeout_ms")), 4000);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(j, "sandguard"), "timeout_ms")),
+		4000);
 	json_decref(j);
 
 	script(0, SB_SIGNALED, 6, "");
 	j = call("POST", "/run_code", "acme", VERL_BODY("import os; os.abort()"), 200, NULL);
 	assert_string_equal(str(j, "status"), "Failed");
 	assert_string_equal(str(j, "run_result.status"), "Finished");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "run_result"), "return_code")), -6);
+	assert_int_equal(json_integer_value(
+				 json_object_get(json_object_get(j, "run_result"), "return_code")),
+			 -6);
 	json_decref(j);
 
 	script(-EROFS, 0, 0, NULL);
 	j = call("POST", "/run_code", "acme", VERL_BODY("print(1)"), 200, NULL);
 	assert_string_equal(str(j, "status"), "SandboxError");
 	assert_true(json_is_null(json_object_get(j, "run_result")));
-	assert_string_equal(str(j, "message"), "platform error: cannot create cgroup: Read-only file system");
+	assert_string_equal(str(j, "message"),
+			    "platform error: cannot create cgroup: Read-only file system");
 	assert_string_equal(str(j, "sandguard.cause"), "platform_error");
 	json_decref(j);
-	assert_int_equal(bookings(), before + 4);   /* every run booked, once (skip: no retries) */
+	assert_int_equal(bookings(), before + 4); /* every run booked, once (skip: no retries) */
 }
 
 static void test_policy_failure_is_a_platform_error(void **state)
@@ -275,9 +304,10 @@ static void test_policy_failure_is_a_platform_error(void **state)
 
 static void test_score_and_verify(void **state)
 {
-	const char *score = "{\"tenant\": \"acme\", \"run_id\": \"run-7\", \"command\": [\"/usr/bin/python3\", \"-c\", "
-			    "\"print(1)\"], \"batch\": {\"batch_id\": \"b-1\",   \"items\": "
-			    "[{\"prompt\": \"p\", \"completion\": \"c\"}, {\"prompt\": \"q\", \"completion\": \"d\"}]}}";
+	const char *score =
+		"{\"tenant\": \"acme\", \"run_id\": \"run-7\", \"command\": [\"/usr/bin/python3\", \"-c\", "
+		"\"print(1)\"], \"batch\": {\"batch_id\": \"b-1\",   \"items\": "
+		"[{\"prompt\": \"p\", \"completion\": \"c\"}, {\"prompt\": \"q\", \"completion\": \"d\"}]}}";
 	json_t *j;
 
 	script(0, SB_EXITED, 0, "[0.5, 1]");
@@ -288,49 +318,66 @@ static void test_score_and_verify(void **state)
 	assert_true(json_real_value(json_array_get(json_object_get(j, "scores"), 0)) == 0.5);
 	json_decref(j);
 
-	script(0, SB_EXITED, 0, "[0.5]");   /* one score for two items */
+	script(0, SB_EXITED, 0, "[0.5]"); /* one score for two items */
 	j = call("POST", "/v1/score", NULL, score, 200, NULL);
 	assert_string_equal(str(j, "cause"), "tenant_bad_output");
 	json_decref(j);
 
 	j = call("POST", "/v1/score", "bob", score, 400, NULL);
-	assert_string_equal(str(j, "error"), "the X-Sandguard-Tenant header names tenant \"bob\" but the "
+	assert_string_equal(str(j, "error"),
+			    "the X-Sandguard-Tenant header names tenant \"bob\" but the "
 			    "body's \"tenant\" names \"acme\"");
 	json_decref(j);
-	j = call("POST", "/v1/score", NULL, "{\"command\": [\"/bin/sh\"], \"batch\": {}}", 400, NULL);
-	assert_string_equal(str(j, "error"), "command[0] \"/bin/sh\" is not allowed by tenant default's "
+	j = call("POST", "/v1/score", NULL, "{\"command\": [\"/bin/sh\"], \"batch\": {}}", 400,
+		 NULL);
+	assert_string_equal(str(j, "error"),
+			    "command[0] \"/bin/sh\" is not allowed by tenant default's "
 			    "exec.allow (<embedded>)");
 	json_decref(j);
-	j = call("POST", "/v1/score", NULL, "{\"command\": [\"/usr/bin/python3\", \"/nonexistent/r.py\"], "
-		 "\"batch\": {}}", 400, NULL);
-	assert_string_equal(str(j, "error"), "command[1] \"/nonexistent/r.py\" does not exist on this node");
-	json_decref(j);
-	j = call("POST", "/v1/score", NULL, "{\"command\": [\"/usr/bin/python3\"], \"batch\": {\"items\": []}}",
+	j = call("POST", "/v1/score", NULL,
+		 "{\"command\": [\"/usr/bin/python3\", \"/nonexistent/r.py\"], "
+		 "\"batch\": {}}",
 		 400, NULL);
+	assert_string_equal(str(j, "error"),
+			    "command[1] \"/nonexistent/r.py\" does not exist on this node");
+	json_decref(j);
+	j = call("POST", "/v1/score", NULL,
+		 "{\"command\": [\"/usr/bin/python3\"], \"batch\": {\"items\": []}}", 400, NULL);
 	assert_string_equal(str(j, "error"), "batch: missing \"batch_id\"");
 	json_decref(j);
-	j = call("POST", "/v1/score", "acme", "{\"command\": [\"/usr/bin/python3\"], \"timeout_ms\": 9000, "
-		 "\"batch\": {}}", 400, NULL);
-	assert_non_null(strstr(str(j, "error"), "\"timeout_ms\" 9000 exceeds the policy's timeout_ms 4000"));
+	j = call("POST", "/v1/score", "acme",
+		 "{\"command\": [\"/usr/bin/python3\"], \"timeout_ms\": 9000, "
+		 "\"batch\": {}}",
+		 400, NULL);
+	assert_non_null(strstr(str(j, "error"),
+			       "\"timeout_ms\" 9000 exceeds the policy's timeout_ms 4000"));
 	json_decref(j);
 
 	script(0, SB_EXITED, 0, "3\n");
-	j = call("POST", "/v1/verify", NULL, "{\"code\": \"print(sum(map(int, input().split())))\", "
+	j = call("POST", "/v1/verify", NULL,
+		 "{\"code\": \"print(sum(map(int, input().split())))\", "
 		 "\"language\": \"python\", \"tests\": [{\"input\": \"1 2\", \"output\": \"3\"}, "
-		 "{\"input\": \"2 2\", \"output\": \"4\"}]}", 200, NULL);
+		 "{\"input\": \"2 2\", \"output\": \"4\"}]}",
+		 200, NULL);
 	assert_string_equal(str(j, "cause"), "ok");
-	assert_int_equal(json_integer_value(json_object_get(j, "reward")), 0);   /* "3" is wrong for 2 2 */
+	assert_int_equal(json_integer_value(json_object_get(j, "reward")),
+			 0); /* "3" is wrong for 2 2 */
 	assert_string_equal(last_argv0, "/usr/bin/python3");
 	json_decref(j);
-	j = call("POST", "/v1/verify", NULL, "{\"code\": \"x\", \"command\": [\"/usr/bin/python3\"], "
-		 "\"tests\": []}", 400, NULL);
-	assert_string_equal(str(j, "error"), "give exactly one of \"command\" (a program on this node) and "
+	j = call("POST", "/v1/verify", NULL,
+		 "{\"code\": \"x\", \"command\": [\"/usr/bin/python3\"], "
+		 "\"tests\": []}",
+		 400, NULL);
+	assert_string_equal(str(j, "error"),
+			    "give exactly one of \"command\" (a program on this node) and "
 			    "\"code\" (python code)");
 	json_decref(j);
 
 	script(-EIO, 0, 0, NULL);
-	j = call("POST", "/v1/verify", NULL, "{\"command\": [\"/usr/bin/python3\", \"-c\", \"1\"], "
-		 "\"tests\": [{\"input\": \"\", \"output\": \"\"}]}", 500, NULL);
+	j = call("POST", "/v1/verify", NULL,
+		 "{\"command\": [\"/usr/bin/python3\", \"-c\", \"1\"], "
+		 "\"tests\": [{\"input\": \"\", \"output\": \"\"}]}",
+		 500, NULL);
 	assert_string_equal(str(j, "cause"), "platform_error");
 	json_decref(j);
 }
@@ -344,7 +391,7 @@ static void test_admission_refusals(void **state)
 	assert_int_equal(gate_enter(srv.gate, "acme", 1, 0), GATE_OK);
 	runs = 0;
 	j = call("POST", "/run_code", "acme", VERL_BODY("print(1)"), 429, &after);
-	assert_int_equal(after, 4);   /* acme's deadline, in seconds */
+	assert_int_equal(after, 4); /* acme's deadline, in seconds */
 	assert_non_null(strstr(str(j, "error"), "tenant acme is at its concurrency cap of 1"));
 	json_decref(j);
 	gate_leave(srv.gate, "acme");
@@ -374,7 +421,8 @@ static void test_admission_refusals(void **state)
 	assert_int_equal(flock(fd, LOCK_EX), 0);
 	j = call("POST", "/run_code", "acme", VERL_BODY("print(1)"), 429, &after);
 	assert_int_equal(after, 4);
-	assert_non_null(strstr(str(j, "error"), "concurrency cap reached: 1 sandboxes of tenant acme"));
+	assert_non_null(
+		strstr(str(j, "error"), "concurrency cap reached: 1 sandboxes of tenant acme"));
 	json_decref(j);
 	close(fd);
 	assert_int_equal(runs, 0);

@@ -53,18 +53,19 @@ static void test_verl_request(void **state)
 {
 	struct runcode_plan plan;
 	struct serve_reply rp = { 0 };
-	json_t *body = load("{\"compile_timeout\": 10, \"run_timeout\": 3, \"code\": \"print(input())\", "
-			    "\"stdin\": \"7\\n\", \"memory_limit_MB\": 1024, \"language\": \"python\", "
-			    "\"files\": {}, \"fetch_files\": []}");
+	json_t *body =
+		load("{\"compile_timeout\": 10, \"run_timeout\": 3, \"code\": \"print(input())\", "
+		     "\"stdin\": \"7\\n\", \"memory_limit_MB\": 1024, \"language\": \"python\", "
+		     "\"files\": {}, \"fetch_files\": []}");
 
 	assert_int_equal(runcode_parse(&langs, &policy, "acme", body, &plan, &rp), 0);
 	assert_int_equal(plan.lang, LANG_PYTHON);
 	assert_int_equal(plan.run_timeout_ms, 3000);
-	assert_int_equal(plan.compile_timeout_ms, 5000);   /* 10 s lowered to the policy's 5 s */
-	assert_int_equal(plan.memory_mb, 1024);            /* exec_run lowers it to the policy's */
+	assert_int_equal(plan.compile_timeout_ms, 5000); /* 10 s lowered to the policy's 5 s */
+	assert_int_equal(plan.memory_mb, 1024);          /* exec_run lowers it to the policy's */
 	assert_int_equal(plan.stdin_len, 2);
 	assert_memory_equal(plan.stdin_data, "7\n", 2);
-	assert_int_equal(plan.n_files, 1);                 /* just the code */
+	assert_int_equal(plan.n_files, 1); /* just the code */
 	assert_string_equal(plan.files[0].path, "main.py");
 	assert_int_equal(plan.files[0].len, strlen("print(input())"));
 	assert_int_equal(plan.n_fetch, 0);
@@ -72,8 +73,9 @@ static void test_verl_request(void **state)
 	json_decref(body);
 
 	/* Older verl: stdin null, no memory_limit_MB; SandboxFusion's -1. */
-	body = load("{\"code\": \"1\", \"stdin\": null, \"language\": \"python\", \"run_timeout\": 0.25, "
-		    "\"memory_limit_MB\": -1}");
+	body = load(
+		"{\"code\": \"1\", \"stdin\": null, \"language\": \"python\", \"run_timeout\": 0.25, "
+		"\"memory_limit_MB\": -1}");
 	assert_int_equal(runcode_parse(&langs, &policy, "acme", body, &plan, &rp), 0);
 	assert_null(plan.stdin_data);
 	assert_int_equal(plan.run_timeout_ms, 250);
@@ -106,22 +108,28 @@ static void test_bad_requests(void **state)
 {
 	expect_400("{\"language\": \"python\"}", "\"code\" is required: a string");
 	expect_400("{\"code\": 1, \"language\": \"python\"}", "\"code\" is required: a string");
-	expect_400("{\"code\": \"x\"}", "\"language\" is required: a string (this server runs python)");
-	expect_400("{\"code\": \"x\", \"language\": \"rust\"}", "unknown language \"rust\": this server runs python");
-	expect_400("{\"code\": \"x\", \"language\": \"cpp\"}",
-		   "language cpp is not enabled on this server (it runs python; see sandguard serve --languages)");
-	expect_400("{\"code\": \"x\", \"language\": \"python\", \"stdin\": 5}", "\"stdin\" must be a string or null");
+	expect_400("{\"code\": \"x\"}",
+		   "\"language\" is required: a string (this server runs python)");
+	expect_400("{\"code\": \"x\", \"language\": \"rust\"}",
+		   "unknown language \"rust\": this server runs python");
+	expect_400(
+		"{\"code\": \"x\", \"language\": \"cpp\"}",
+		"language cpp is not enabled on this server (it runs python; see sandguard serve --languages)");
+	expect_400("{\"code\": \"x\", \"language\": \"python\", \"stdin\": 5}",
+		   "\"stdin\" must be a string or null");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"run_timeout\": 0}",
 		   "\"run_timeout\" must be a positive number of seconds");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"compile_timeout\": \"10\"}",
 		   "\"compile_timeout\" must be a positive number of seconds");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"memory_limit_MB\": 1.5}",
 		   "\"memory_limit_MB\" must be an integer (megabytes; -1: the policy's)");
-	expect_400("{\"code\": \"x\", \"language\": \"python\", \"args\": [\"-k\"]}",
-		   "\"args\" is not supported (SandboxFusion passes it to pytest): send [] or leave it out");
-	expect_400("{\"code\": \"x\", \"language\": \"python\", \"timeout\": 3, \"lang\": 1}",
-		   "unknown keys \"timeout\", \"lang\" (expected: code, language, stdin, compile_timeout, "
-		   "run_timeout, memory_limit_MB, files, fetch_files, args)");
+	expect_400(
+		"{\"code\": \"x\", \"language\": \"python\", \"args\": [\"-k\"]}",
+		"\"args\" is not supported (SandboxFusion passes it to pytest): send [] or leave it out");
+	expect_400(
+		"{\"code\": \"x\", \"language\": \"python\", \"timeout\": 3, \"lang\": 1}",
+		"unknown keys \"timeout\", \"lang\" (expected: code, language, stdin, compile_timeout, "
+		"run_timeout, memory_limit_MB, files, fetch_files, args)");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"files\": []}",
 		   "\"files\" must be an object {path: base64 content}");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"files\": {\"a\": \"aGVsbG8\"}}",
@@ -130,10 +138,12 @@ static void test_bad_requests(void **state)
 		   "files[\"a\"]: invalid base64: invalid character '*' at offset 3");
 	/* Paths that cannot all be files in one scratch: the caller's error,
 	 * never a platform error booked and retried. */
-	expect_400("{\"code\": \"x\", \"language\": \"python\", \"files\": {\"x\": \"YQ==\", \"x/y\": \"Yg==\"}}",
-		   "files: \"x/y\" and \"x\" cannot both be files (one would be the other's directory)");
-	expect_400("{\"code\": \"x\", \"language\": \"python\", \"files\": {\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\": \"YQ==\"}}",
-		   "files: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\" has a component over 255 bytes");  /* quoted, cut at 200 */
+	expect_400(
+		"{\"code\": \"x\", \"language\": \"python\", \"files\": {\"x\": \"YQ==\", \"x/y\": \"Yg==\"}}",
+		"files: \"x/y\" and \"x\" cannot both be files (one would be the other's directory)");
+	expect_400(
+		"{\"code\": \"x\", \"language\": \"python\", \"files\": {\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\": \"YQ==\"}}",
+		"files: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\" has a component over 255 bytes"); /* quoted, cut at 200 */
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"files\": {\"a\": null}}",
 		   "files[\"a\"] must be a base64 string");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"files\": {\"../etc/x\": \"\"}}",
@@ -146,8 +156,9 @@ static void test_bad_requests(void **state)
 		   "files: \"main.py\" is where this request's code goes");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"fetch_files\": \"out\"}",
 		   "\"fetch_files\" must be an array of paths");
-	expect_400("{\"code\": \"x\", \"language\": \"python\", \"fetch_files\": [\"ok\", \"a/../b\"]}",
-		   "fetch_files[1] must be a relative path inside the scratch");
+	expect_400(
+		"{\"code\": \"x\", \"language\": \"python\", \"fetch_files\": [\"ok\", \"a/../b\"]}",
+		"fetch_files[1] must be a relative path inside the scratch");
 }
 
 static void test_policy_exec_allow(void **state)
@@ -167,8 +178,9 @@ static void test_policy_exec_allow(void **state)
 
 static struct exec_run_result ran(enum sg_cause cause)
 {
-	return (struct exec_run_result){ .cause = cause, .rule = -1, .out = "out\n", .out_len = 4,
-					 .err = "", .wall_ms = 1500 };
+	return (struct exec_run_result){
+		.cause = cause, .rule = -1, .out = "out\n", .out_len = 4, .err = "", .wall_ms = 1500
+	};
 }
 
 static void expect_run(const struct exec_run_result *r, const char *status, json_t *want_rc)
@@ -193,13 +205,13 @@ static void test_result_mapping(void **state)
 	expect_run(&r, "Finished", json_integer(0));
 	assert_string_equal(runcode_status(r.cause), "Success");
 
-	r = ran(SG_CAUSE_TENANT_CRASH);            /* a wrong exit */
+	r = ran(SG_CAUSE_TENANT_CRASH); /* a wrong exit */
 	r.has_return_code = true;
 	r.return_code = 3;
 	expect_run(&r, "Finished", json_integer(3));
 	assert_string_equal(runcode_status(r.cause), "Failed");
 
-	r = ran(SG_CAUSE_TENANT_CRASH);            /* SIGSEGV, as Python's subprocess says it */
+	r = ran(SG_CAUSE_TENANT_CRASH); /* SIGSEGV, as Python's subprocess says it */
 	r.signal = 11;
 	expect_run(&r, "Finished", json_integer(-11));
 
@@ -208,7 +220,7 @@ static void test_result_mapping(void **state)
 	expect_run(&r, "TimeLimitExceeded", json_null());
 	assert_string_equal(runcode_status(r.cause), "Failed");
 
-	r = ran(SG_CAUSE_TENANT_OOM);              /* stopped by a limit: no return code */
+	r = ran(SG_CAUSE_TENANT_OOM); /* stopped by a limit: no return code */
 	expect_run(&r, "Error", json_null());
 	assert_string_equal(runcode_status(r.cause), "Failed");
 
@@ -233,11 +245,13 @@ static void test_output_whole_and_flagged(void **state)
 	r.err = bad;
 	r.err_len = 4;
 	j = runcode_result_json(&r);
-	assert_int_equal(json_string_length(json_object_get(j, "stdout")), sizeof(big));   /* whole, no excerpt */
+	assert_int_equal(json_string_length(json_object_get(j, "stdout")),
+			 sizeof(big)); /* whole, no excerpt */
 	assert_true(json_is_true(json_object_get(j, "stdout_truncated")));
 	assert_true(json_is_false(json_object_get(j, "stderr_truncated")));
 	/* Bytes that are not UTF-8 become U+FFFD rather than losing the reply. */
-	assert_string_equal(json_string_value(json_object_get(j, "stderr")), "ok\xef\xbf\xbd\xef\xbf\xbd");
+	assert_string_equal(json_string_value(json_object_get(j, "stderr")),
+			    "ok\xef\xbf\xbd\xef\xbf\xbd");
 	json_decref(j);
 }
 

@@ -51,7 +51,7 @@ static void test_pause_resume_list(void **state)
 
 	assert_int_equal(tenant_pause("zeta", "manual"), 0);
 	assert_int_equal(tenant_pause("alpha", "first"), 0);
-	assert_int_equal(tenant_pause("alpha", "second"), 0);      /* keeps the first reason */
+	assert_int_equal(tenant_pause("alpha", "second"), 0); /* keeps the first reason */
 	assert_int_equal(tenant_paused("alpha", info, sizeof(info)), 1);
 	assert_non_null(strstr(info, "\"reason\":\"first\""));
 	assert_int_equal(tenant_list_paused(collect, names), 0);

@@ -12,9 +12,9 @@
 #include "abi/events.h"
 #include "abi/maps.h"
 
-#define SG_SIGKILL 9
-#define SG_EPERM   1
-#define SG_EACCES  13
+#define SG_SIGKILL     9
+#define SG_EPERM       1
+#define SG_EACCES      13
 #define SG_FMODE_WRITE 0x2
 #define SG_FMODE_EXEC  0x20
 #define SG_FMODE_PATH  0x4000
@@ -40,7 +40,8 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SG_MAX_TENANTS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);  /* a replaced element is freed after RCU, never reused under a reader */
+	__uint(map_flags,
+	       BPF_F_NO_PREALLOC); /* a replaced element is freed after RCU, never reused under a reader */
 	__type(key, __u32);
 	__type(value, struct sg_policy_k);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -140,7 +141,7 @@ static __always_inline void sg_count_drop(void)
 	__u64 *n = bpf_map_lookup_elem(&sg_drops, &zero);
 
 	if (n)
-		*n += 1;  /* per-CPU slot: no atomics needed */
+		*n += 1; /* per-CPU slot: no atomics needed */
 }
 
 /* Reserve an event and fill in what every program may know. Who did it is
@@ -148,7 +149,7 @@ static __always_inline void sg_count_drop(void)
  * sg_event_current() (cgroup sock_addr programs, which have fewer
  * helpers); cgroup_skb programs run in no task's context. */
 static __always_inline struct sg_event *sg_event_reserve(__u64 cgid, const struct sg_sandbox *sb,
-							  __u32 type, __u32 action, __u32 rule)
+							 __u32 type, __u32 action, __u32 rule)
 {
 	struct sg_sandbox_state *st = bpf_map_lookup_elem(&sg_state, &cgid);
 	struct sg_event *e;
@@ -213,7 +214,7 @@ static __always_inline bool sg_violation(__u64 cgid, enum sg_rule rule, bool kil
 		return true;
 	if (__sync_val_compare_and_swap(&st->tripped, 0, 1) != 0)
 		return false;
-	st->trip_rule = rule + 1;  /* what the kill is for, whatever came first */
+	st->trip_rule = rule + 1; /* what the kill is for, whatever came first */
 	return true;
 }
 
@@ -227,8 +228,8 @@ static __always_inline bool sg_tripped(__u64 cgid)
 }
 
 /* Whether the file being executed is one the tenant may run, by identity. */
-static __always_inline bool sg_exec_allowed(const struct sg_sandbox *sb, const struct sg_policy_k *pol,
-					    struct file *file)
+static __always_inline bool sg_exec_allowed(const struct sg_sandbox *sb,
+					    const struct sg_policy_k *pol, struct file *file)
 {
 	struct sg_exec_key key = {};
 	struct inode *inode = BPF_CORE_READ(file, f_inode);

@@ -6,9 +6,9 @@
  * sandguard root cgroup, so processes outside it never run these. */
 #include "common.bpf.h"
 
-#define SG_AF_UNIX  1
-#define SG_AF_INET  2
-#define SG_AF_INET6 10
+#define SG_AF_UNIX    1
+#define SG_AF_INET    2
+#define SG_AF_INET6   10
 #define SG_ETH_P_IP   0x0800
 #define SG_ETH_P_IPV6 0x86DD
 
@@ -83,7 +83,8 @@ static __always_inline int judge_inet(__u64 cgid, const struct sg_sandbox *sb, c
 	action = sg_action(pol, SG_RULE_EGRESS);
 	sg_violation(cgid, SG_RULE_EGRESS, action == SG_POLICY_KILL);
 	e = sg_event_reserve(cgid, sb, SG_EV_EGRESS_DENIED,
-			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED, SG_RULE_EGRESS);
+			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
+			     SG_RULE_EGRESS);
 	if (e) {
 		sg_event_current(e);
 		e->net.family = family;
@@ -110,7 +111,8 @@ static __always_inline int inet4(struct bpf_sock_addr *ctx, __u8 hook)
 	addr[1] = 0;
 	addr[2] = bpf_htonl(0x0000ffff);
 	addr[3] = ctx->user_ip4;
-	return judge_inet(cgid, sb, addr, SG_AF_INET, bpf_ntohs(ctx->user_port), ctx->protocol, hook);
+	return judge_inet(cgid, sb, addr, SG_AF_INET, bpf_ntohs(ctx->user_port), ctx->protocol,
+			  hook);
 }
 
 static __always_inline int inet6(struct bpf_sock_addr *ctx, __u8 hook)
@@ -126,20 +128,33 @@ static __always_inline int inet6(struct bpf_sock_addr *ctx, __u8 hook)
 	addr[1] = ctx->user_ip6[1];
 	addr[2] = ctx->user_ip6[2];
 	addr[3] = ctx->user_ip6[3];
-	return judge_inet(cgid, sb, addr, SG_AF_INET6, bpf_ntohs(ctx->user_port), ctx->protocol, hook);
+	return judge_inet(cgid, sb, addr, SG_AF_INET6, bpf_ntohs(ctx->user_port), ctx->protocol,
+			  hook);
 }
 
 SEC("cgroup/connect4")
-int sg_connect4(struct bpf_sock_addr *ctx) { return inet4(ctx, SG_HOOK_CONNECT4); }
+int sg_connect4(struct bpf_sock_addr *ctx)
+{
+	return inet4(ctx, SG_HOOK_CONNECT4);
+}
 
 SEC("cgroup/connect6")
-int sg_connect6(struct bpf_sock_addr *ctx) { return inet6(ctx, SG_HOOK_CONNECT6); }
+int sg_connect6(struct bpf_sock_addr *ctx)
+{
+	return inet6(ctx, SG_HOOK_CONNECT6);
+}
 
 SEC("cgroup/sendmsg4")
-int sg_sendmsg4(struct bpf_sock_addr *ctx) { return inet4(ctx, SG_HOOK_SENDMSG4); }
+int sg_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return inet4(ctx, SG_HOOK_SENDMSG4);
+}
 
 SEC("cgroup/sendmsg6")
-int sg_sendmsg6(struct bpf_sock_addr *ctx) { return inet6(ctx, SG_HOOK_SENDMSG6); }
+int sg_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return inet6(ctx, SG_HOOK_SENDMSG6);
+}
 
 /* Unix sockets: named and abstract. libbpf 1.1 has no section name for
  * these hooks, so they sit under cgroup/connect4 and the loader sets the
@@ -162,7 +177,8 @@ static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 	action = sg_action(pol, SG_RULE_EGRESS);
 	sg_violation(cgid, SG_RULE_EGRESS, action == SG_POLICY_KILL);
 	e = sg_event_reserve(cgid, sb, SG_EV_EGRESS_DENIED,
-			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED, SG_RULE_EGRESS);
+			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
+			     SG_RULE_EGRESS);
 	if (e) {
 		sg_event_current(e);
 		__builtin_memset(&e->net, 0, sizeof(e->net));
@@ -190,10 +206,16 @@ static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 }
 
 SEC("cgroup/connect4")
-int sg_connect_unix(struct bpf_sock_addr *ctx) { return judge_unix(ctx, SG_HOOK_CONNECT_UNIX); }
+int sg_connect_unix(struct bpf_sock_addr *ctx)
+{
+	return judge_unix(ctx, SG_HOOK_CONNECT_UNIX);
+}
 
 SEC("cgroup/connect4")
-int sg_sendmsg_unix(struct bpf_sock_addr *ctx) { return judge_unix(ctx, SG_HOOK_SENDMSG_UNIX); }
+int sg_sendmsg_unix(struct bpf_sock_addr *ctx)
+{
+	return judge_unix(ctx, SG_HOOK_SENDMSG_UNIX);
+}
 
 /* The catch-all: a packet leaving a sandbox socket to a destination the
  * allowlist does not name is dropped. Events are only sent for the first
@@ -246,7 +268,7 @@ int sg_skb_egress(struct __sk_buff *skb)
 				port = bpf_ntohs(ports[1]);
 		}
 	} else {
-		return 0;  /* not IP: a sandbox has no business sending it */
+		return 0; /* not IP: a sandbox has no business sending it */
 	}
 
 	pol = sg_policy(sb->tenant);

@@ -22,8 +22,8 @@ enum verdict { ALLOW = 0, DENY = 1 };
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 8192);
-	__type(key, __u64);      /* pid_tgid */
-	__type(value, __u64);    /* user pointer to the path */
+	__type(key, __u64);   /* pid_tgid */
+	__type(value, __u64); /* user pointer to the path */
 } sg_open_paths SEC(".maps");
 
 /* Scratch space for the walk's path names: too big for the stack next to
@@ -35,8 +35,10 @@ struct {
 	__type(value, struct sg_file_detail);
 } sg_walk_buf SEC(".maps");
 
-static __always_inline enum verdict judge_path(const struct sg_sandbox *sb, const struct sg_policy_k *pol,
-					       const struct path *path, bool write, struct sg_file_detail *d)
+static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
+					       const struct sg_policy_k *pol,
+					       const struct path *path, bool write,
+					       struct sg_file_detail *d)
 {
 	struct dentry *dentry = BPF_CORE_READ(path, dentry);
 	struct vfsmount *vfsmnt = BPF_CORE_READ(path, mnt);
@@ -64,14 +66,14 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb, cons
 		if (dentry == mnt_root) {
 			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
 			if (up == mnt)
-				break;  /* the root of the mount tree */
+				break; /* the root of the mount tree */
 			dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
 			mnt = up;
 			continue;
 		}
 		if (names < SG_PATH_COMPS) {
-			bpf_probe_read_kernel_str(d->comps[names & (SG_PATH_COMPS - 1)], SG_COMP_LEN,
-						  BPF_CORE_READ(dentry, d_name.name));
+			bpf_probe_read_kernel_str(d->comps[names & (SG_PATH_COMPS - 1)],
+						  SG_COMP_LEN, BPF_CORE_READ(dentry, d_name.name));
 			names++;
 		}
 		d->depth++;
@@ -80,7 +82,7 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb, cons
 			break;
 		dentry = parent;
 	}
-	return DENY;  /* no allowed ancestor within SG_WALK_DEPTH: fail closed */
+	return DENY; /* no allowed ancestor within SG_WALK_DEPTH: fail closed */
 }
 
 static __always_inline struct sg_file_detail *walk_buf(void)
@@ -89,8 +91,8 @@ static __always_inline struct sg_file_detail *walk_buf(void)
 	return bpf_map_lookup_elem(&sg_walk_buf, &zero);
 }
 
-static __always_inline void emit_file(__u64 cgid, const struct sg_sandbox *sb, __u32 type, __u32 action,
-				      const struct sg_file_detail *d)
+static __always_inline void emit_file(__u64 cgid, const struct sg_sandbox *sb, __u32 type,
+				      __u32 action, const struct sg_file_detail *d)
 {
 	struct sg_event *e = sg_event_reserve(cgid, sb, type, action, SG_RULE_FILE);
 
@@ -124,7 +126,8 @@ static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb, 
 	action = sg_action(pol, SG_RULE_FILE);
 	if (action == SG_POLICY_LOG) {
 		sg_violation(cgid, SG_RULE_FILE, false);
-		emit_file(cgid, sb, lsm ? SG_EV_FILE_DENIED : SG_EV_FILE_TRIPPED, SG_ACTION_LOGGED, d);
+		emit_file(cgid, sb, lsm ? SG_EV_FILE_DENIED : SG_EV_FILE_TRIPPED, SG_ACTION_LOGGED,
+			  d);
 		return action;
 	}
 	/* Every denial is evented; a kill only once (the sandbox is going). */
@@ -151,7 +154,7 @@ int BPF_PROG(sg_file_open, struct file *file, int ret)
 	/* The open of a file being executed is the exec rule's to judge
 	 * (bprm_check_security), so the violation is booked as an exec. */
 	if ((fmode & SG_FMODE_EXEC) || (BPF_CORE_READ(file, f_flags) & SG_FMODE_EXEC))
-		return 0;  /* __FMODE_EXEC: f_flags on older kernels, f_mode on newer */
+		return 0; /* __FMODE_EXEC: f_flags on older kernels, f_mode on newer */
 	action = judge_file(cgid, sb, file, fmode, SG_MODE_LSM);
 	return action && action != SG_POLICY_LOG ? -SG_EACCES : 0;
 }
@@ -178,7 +181,8 @@ int BPF_PROG(sg_bprm_check, struct linux_binprm *bprm, int ret)
 	action = sg_action(pol, SG_RULE_EXEC);
 	sg_violation(cgid, SG_RULE_EXEC, action == SG_POLICY_KILL);
 	e = sg_event_reserve(cgid, sb, SG_EV_EXEC_DENIED,
-			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED, SG_RULE_EXEC);
+			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
+			     SG_RULE_EXEC);
 	if (e) {
 		sg_event_task(e);
 		bpf_probe_read_kernel_str(e->exec.filename, sizeof(e->exec.filename),
@@ -274,7 +278,7 @@ static __always_inline int judge_new_fd(long fd)
 		return 0;
 	fmode = BPF_CORE_READ(file, f_mode);
 	if (fmode & SG_FMODE_PATH)
-		return 0;  /* O_PATH: no access to the contents */
+		return 0; /* O_PATH: no access to the contents */
 	action = judge_file(cgid, sb, file, fmode, SG_MODE_FALLBACK);
 	/* deny cannot undo an open that happened: it is enforced as a kill
 	 * of the task (docs/policy.md); kill also empties the sandbox. */
@@ -284,28 +288,55 @@ static __always_inline int judge_new_fd(long fd)
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat")
-int sg_exit_openat(struct trace_event_raw_sys_exit *ctx) { return judge_new_fd(ctx->ret); }
+int sg_exit_openat(struct trace_event_raw_sys_exit *ctx)
+{
+	return judge_new_fd(ctx->ret);
+}
 
 SEC("tracepoint/syscalls/sys_exit_open")
-int sg_exit_open(struct trace_event_raw_sys_exit *ctx) { return judge_new_fd(ctx->ret); }
+int sg_exit_open(struct trace_event_raw_sys_exit *ctx)
+{
+	return judge_new_fd(ctx->ret);
+}
 
 SEC("tracepoint/syscalls/sys_exit_openat2")
-int sg_exit_openat2(struct trace_event_raw_sys_exit *ctx) { return judge_new_fd(ctx->ret); }
+int sg_exit_openat2(struct trace_event_raw_sys_exit *ctx)
+{
+	return judge_new_fd(ctx->ret);
+}
 
 SEC("tracepoint/syscalls/sys_exit_creat")
-int sg_exit_creat(struct trace_event_raw_sys_exit *ctx) { return judge_new_fd(ctx->ret); }
+int sg_exit_creat(struct trace_event_raw_sys_exit *ctx)
+{
+	return judge_new_fd(ctx->ret);
+}
 
 SEC("tracepoint/syscalls/sys_exit_open_by_handle_at")
-int sg_exit_open_by_handle(struct trace_event_raw_sys_exit *ctx) { return judge_new_fd(ctx->ret); }
+int sg_exit_open_by_handle(struct trace_event_raw_sys_exit *ctx)
+{
+	return judge_new_fd(ctx->ret);
+}
 
 SEC("tracepoint/syscalls/sys_enter_openat")
-int sg_enter_openat(struct trace_event_raw_sys_enter *ctx) { return remember_path(ctx->args[1]); }
+int sg_enter_openat(struct trace_event_raw_sys_enter *ctx)
+{
+	return remember_path(ctx->args[1]);
+}
 
 SEC("tracepoint/syscalls/sys_enter_open")
-int sg_enter_open(struct trace_event_raw_sys_enter *ctx) { return remember_path(ctx->args[0]); }
+int sg_enter_open(struct trace_event_raw_sys_enter *ctx)
+{
+	return remember_path(ctx->args[0]);
+}
 
 SEC("tracepoint/syscalls/sys_enter_openat2")
-int sg_enter_openat2(struct trace_event_raw_sys_enter *ctx) { return remember_path(ctx->args[1]); }
+int sg_enter_openat2(struct trace_event_raw_sys_enter *ctx)
+{
+	return remember_path(ctx->args[1]);
+}
 
 SEC("tracepoint/syscalls/sys_enter_creat")
-int sg_enter_creat(struct trace_event_raw_sys_enter *ctx) { return remember_path(ctx->args[0]); }
+int sg_enter_creat(struct trace_event_raw_sys_enter *ctx)
+{
+	return remember_path(ctx->args[0]);
+}

@@ -14,7 +14,10 @@ struct {
 } probe_rb SEC(".maps");
 
 SEC("lsm/file_open")
-int BPF_PROG(probe_lsm, struct file *file, int ret) { return ret; }
+int BPF_PROG(probe_lsm, struct file *file, int ret)
+{
+	return ret;
+}
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(probe_tp_btf, struct task_struct *parent, struct task_struct *child)
@@ -26,29 +29,53 @@ int BPF_PROG(probe_tp_btf, struct task_struct *parent, struct task_struct *child
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat")
-int probe_syscall_tp(void *ctx) { return 0; }
+int probe_syscall_tp(void *ctx)
+{
+	return 0;
+}
 
 SEC("cgroup/connect4")
-int probe_connect4(struct bpf_sock_addr *ctx) { return 1; }
+int probe_connect4(struct bpf_sock_addr *ctx)
+{
+	return 1;
+}
 
 SEC("cgroup/connect6")
-int probe_connect6(struct bpf_sock_addr *ctx) { return 1; }
+int probe_connect6(struct bpf_sock_addr *ctx)
+{
+	return 1;
+}
 
 SEC("cgroup/sendmsg4")
-int probe_sendmsg4(struct bpf_sock_addr *ctx) { return 1; }
+int probe_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return 1;
+}
 
 SEC("cgroup/sendmsg6")
-int probe_sendmsg6(struct bpf_sock_addr *ctx) { return 1; }
+int probe_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return 1;
+}
 
 /* Attach type set by number in userspace (BPF_CGROUP_UNIX_CONNECT). */
 SEC("cgroup/connect4")
-int probe_connect_unix(struct bpf_sock_addr *ctx) { return 1; }
+int probe_connect_unix(struct bpf_sock_addr *ctx)
+{
+	return 1;
+}
 
 SEC("cgroup/connect4")
-int probe_sendmsg_unix(struct bpf_sock_addr *ctx) { return 1; }
+int probe_sendmsg_unix(struct bpf_sock_addr *ctx)
+{
+	return 1;
+}
 
 SEC("cgroup_skb/egress")
-int probe_skb_egress(struct __sk_buff *skb) { return 1; }
+int probe_skb_egress(struct __sk_buff *skb)
+{
+	return 1;
+}
 
 SEC("tracepoint/syscalls/sys_exit_openat")
 int probe_ringbuf(void *ctx)

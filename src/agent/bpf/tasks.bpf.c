@@ -76,11 +76,12 @@ int BPF_PROG(sg_fork, struct task_struct *parent, struct task_struct *child)
 
 	action = sg_action(pol, SG_RULE_FORK);
 	if (action != SG_POLICY_LOG)
-		bpf_send_signal(SG_SIGKILL);  /* the forker; the agent empties the rest */
+		bpf_send_signal(SG_SIGKILL); /* the forker; the agent empties the rest */
 	if (!sg_violation(cgid, SG_RULE_FORK, action != SG_POLICY_LOG))
-		return 0;  /* already tripped: one event per bomb, not one per fork */
+		return 0; /* already tripped: one event per bomb, not one per fork */
 	e = sg_event_reserve(cgid, sb, SG_EV_FORK_LIMIT,
-			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_KILLED, SG_RULE_FORK);
+			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_KILLED,
+			     SG_RULE_FORK);
 	if (e) {
 		sg_event_task(e);
 		e->fork.forks = forks;
@@ -134,7 +135,8 @@ int BPF_PROG(sg_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	pol = sg_policy(sb->tenant);
 	/* In LSM mode bprm_check_security already refused what is not
 	 * allowed; here the check is the fallback's. */
-	if (cfg && cfg->exec_mode == SG_MODE_FALLBACK && !sg_exec_allowed(sb, pol, BPF_CORE_READ(bprm, file))) {
+	if (cfg && cfg->exec_mode == SG_MODE_FALLBACK &&
+	    !sg_exec_allowed(sb, pol, BPF_CORE_READ(bprm, file))) {
 		__u8 act = sg_action(pol, SG_RULE_EXEC);
 
 		if (act == SG_POLICY_LOG) {

@@ -158,13 +158,15 @@ int child_fork_bomb(void *p)
  * must happen although the flood could fill the ring buffer. */
 int child_flood_then_trip(void *p)
 {
-	struct net_arg udp = { .family = AF_INET, .type = SOCK_DGRAM, .port = *(int *)p, .sendto = true };
+	struct net_arg udp = {
+		.family = AF_INET, .type = SOCK_DGRAM, .port = *(int *)p, .sendto = true
+	};
 	int fd;
 
 	for (int i = 0; i < 50000; i++)
 		child_net(&udp);
 	fd = open("/etc/hostname", O_RDONLY);
-	sleep(20);  /* LSM mode refused the open: wait for the agent's kill */
+	sleep(20); /* LSM mode refused the open: wait for the agent's kill */
 	return fd >= 0 ? 0 : errno;
 }
 
@@ -194,8 +196,8 @@ int child_uring_open(void *p)
 
 	if (ring < 0)
 		return 200 + (errno & 31);
-	sq = mmap(NULL, prm.sq_off.array + prm.sq_entries * sizeof(unsigned), PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQ_RING);
+	sq = mmap(NULL, prm.sq_off.array + prm.sq_entries * sizeof(unsigned),
+		  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQ_RING);
 	cq = mmap(NULL, prm.cq_off.cqes + prm.cq_entries * sizeof(struct io_uring_cqe),
 		  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_CQ_RING);
 	sqes = mmap(NULL, prm.sq_entries * sizeof(*sqes), PROT_READ | PROT_WRITE,
@@ -219,4 +221,3 @@ int child_uring_open(void *p)
 	cqes = (struct io_uring_cqe *)((char *)cq + prm.cq_off.cqes);
 	return cqes[0].res >= 0 ? 0 : -cqes[0].res;
 }
-

@@ -5,21 +5,33 @@
 #define SG_AGENT_CHILDREN_H
 #include <stdbool.h>
 
-struct net_arg { int family, type, port; const char *unix_name; bool abstract; bool sendto; };
-struct open_arg { const char *cwd; const char *path; int flags; };
-struct exec_arg { const char *exe; const char *marker; };
+struct net_arg {
+	int family, type, port;
+	const char *unix_name;
+	bool abstract;
+	bool sendto;
+};
+struct open_arg {
+	const char *cwd;
+	const char *path;
+	int flags;
+};
+struct exec_arg {
+	const char *exe;
+	const char *marker;
+};
 
-int  listen_on(int family, int type, int *port);
-int  listen_unix(const char *path, bool abstract);
+int listen_on(int family, int type, int *port);
+int listen_unix(const char *path, bool abstract);
 /* A listener "saw nothing": no connection or datagram is pending. */
 bool saw_nothing(int fd, bool stream);
 
-int child_net(void *p);              /* struct net_arg: connect or sendto */
-int child_open(void *p);             /* struct open_arg */
-int child_exec(void *p);             /* struct exec_arg: busybox touch marker */
-int child_fork_bomb(void *p);        /* int *: a v1 pids procs fd or -1 */
-int child_flood_then_trip(void *p);  /* int *: a UDP port */
+int child_net(void *p);             /* struct net_arg: connect or sendto */
+int child_open(void *p);            /* struct open_arg */
+int child_exec(void *p);            /* struct exec_arg: busybox touch marker */
+int child_fork_bomb(void *p);       /* int *: a v1 pids procs fd or -1 */
+int child_flood_then_trip(void *p); /* int *: a UDP port */
 int child_fork_some(void *p);
-int child_uring_open(void *p);       /* const char *: io_uring openat */
+int child_uring_open(void *p); /* const char *: io_uring openat */
 
 #endif

@@ -79,7 +79,8 @@ int at_env_init(struct at_env *env, const char *sandguard, const char *mode)
 		return -ENOENT;
 	/* A root of our own, so a test run never touches real sandboxes. */
 	snprintf(env->cg_root, sizeof(env->cg_root), "%s/sandguard-test-%d", mnt, getpid());
-	snprintf(env->outside_cg, sizeof(env->outside_cg), "%s/sandguard-test-outside-%d", mnt, getpid());
+	snprintf(env->outside_cg, sizeof(env->outside_cg), "%s/sandguard-test-outside-%d", mnt,
+		 getpid());
 	if (mkdir(env->cg_root, 0755) || mkdir(env->outside_cg, 0755))
 		return -errno;
 	setenv("SANDGUARD_CGROUP_ROOT", env->cg_root, 1);
@@ -108,7 +109,8 @@ void at_env_fini(struct at_env *env)
 	if (env->pin_root[0]) {
 		snprintf(cmd, sizeof(cmd), "'%s' agent --cleanup >/dev/null 2>&1", env->sandguard);
 		if (system(cmd) != 0)
-			fprintf(stderr, "agent_test: could not remove the pins under %s\n", env->pin_root);
+			fprintf(stderr, "agent_test: could not remove the pins under %s\n",
+				env->pin_root);
 	}
 	rm_cgroup_tree(env->cg_root);
 	rm_cgroup_tree(env->outside_cg);
@@ -146,7 +148,8 @@ int at_agent_start(struct at_env *env)
 			return 0;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
 			env->agent = 0;
-			fprintf(stderr, "agent_test: the agent exited during start (see %s)\n", log);
+			fprintf(stderr, "agent_test: the agent exited during start (see %s)\n",
+				log);
 			return -ECHILD;
 		}
 	}
@@ -180,7 +183,8 @@ int at_agent_mode(struct at_env *env, char *files, size_t len)
 	st = json_loads(text, 0, NULL);
 	free(text);
 	if (st && json_is_string(json_object_get(json_object_get(st, "modes"), "files"))) {
-		snprintf(files, len, "%s", json_string_value(json_object_get(json_object_get(st, "modes"), "files")));
+		snprintf(files, len, "%s",
+			 json_string_value(json_object_get(json_object_get(st, "modes"), "files")));
 		rc = 0;
 	}
 	json_decref(st);
@@ -215,7 +219,8 @@ int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb
 	c = agent_connect(env->sock);
 	if (!c)
 		return -ENOTCONN;
-	err = agent_register(c, tenant, sb->name, "test-run", "test-batch", cgid, sb->scratch, 2000);
+	err = agent_register(c, tenant, sb->name, "test-run", "test-batch", cgid, sb->scratch,
+			     2000);
 	agent_close(c);
 	return err;
 }
@@ -260,7 +265,7 @@ int at_run_in(const char *cg, int (*fn)(void *), void *arg, int timeout_ms)
 			return st;
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
-	return -2;  /* hung */
+	return -2; /* hung */
 }
 
 bool at_event_seen(struct at_env *env, int timeout_ms, ...)

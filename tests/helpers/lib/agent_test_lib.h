@@ -7,8 +7,8 @@
 #include <sys/types.h>
 
 struct at_env {
-	const char *sandguard;     /* path of the sandguard binary */
-	char dir[PATH_MAX];        /* temp dir: policies, scratch, events, socket */
+	const char *sandguard; /* path of the sandguard binary */
+	char dir[PATH_MAX];    /* temp dir: policies, scratch, events, socket */
 	char policy_dir[PATH_MAX];
 	char scratch_root[PATH_MAX];
 	char events[PATH_MAX];
@@ -18,7 +18,7 @@ struct at_env {
 	char outside_cg[PATH_MAX]; /* a cgroup outside the root */
 	char pin_root[PATH_MAX];   /* bpffs pins of this run */
 	pid_t agent;
-	const char *mode;          /* --mode given to the agent */
+	const char *mode; /* --mode given to the agent */
 };
 
 struct at_sandbox {
@@ -33,21 +33,21 @@ void at_result(bool ok, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void at_skipped(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-int  at_env_init(struct at_env *env, const char *sandguard, const char *mode);
+int at_env_init(struct at_env *env, const char *sandguard, const char *mode);
 void at_env_fini(struct at_env *env);
-int  at_agent_start(struct at_env *env);
-int  at_agent_stop(struct at_env *env);
+int at_agent_start(struct at_env *env);
+int at_agent_stop(struct at_env *env);
 /* "files" mode the running agent chose, from its status. */
-int  at_agent_mode(struct at_env *env, char *files, size_t len);
+int at_agent_mode(struct at_env *env, char *files, size_t len);
 
-int  at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb);
+int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb);
 void at_sandbox_free(struct at_sandbox *sb);
 
 /* Run fn(arg) in a child placed in `cg` (a sandbox's, or the outside
  * cgroup); fn's return value is the child's exit code. Returns the wait
  * status, or -1. The child does nothing between joining the cgroup and
  * fn() that the agent could judge. */
-int  at_run_in(const char *cg, int (*fn)(void *), void *arg, int timeout_ms);
+int at_run_in(const char *cg, int (*fn)(void *), void *arg, int timeout_ms);
 
 /* Wait up to timeout_ms for an event line containing every one of the
  * NULL-terminated substrings. */
