@@ -53,7 +53,7 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
               -Iinclude -I$(BUILD) -I/usr/include/$(shell uname -m)-linux-gnu
 
 # Components, lowest layer first: a component includes only those before it
-# (tests/unit/test_layers.sh checks this).
+# (tests/stages/tree_layers.py checks this).
 COMPONENTS := lib policy telemetry control sandbox exec serve agent cli
 
 BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
@@ -229,6 +229,6 @@ format-check:
 	  if [ -n "$$bad" ]; then echo "format-check: not formatted (run make format):" $$bad >&2; exit 1; fi
 
 clean:
-	rm -rf build build-asan build-static build-fuzz
+	rm -rf build build-asan build-static build-fuzz build-werror
 
 -include $(ALL_OBJS:.o=.d)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Stage for tests/run-all.sh: the tree reads as the architecture. Component
+# layering (no include crosses a component upwards, so no include or call
+# cycle crosses one), folder sizes, the format (.clang-format) and a
+# warning-free build at -Wall -Wextra -Werror. Ends with
+# "tree: N passed, N failed, N skipped". The BUILD argument is not used.
+set -u
+cd "$(dirname "$0")/../.."
+pass=0; fail=0; skip=0
+result() {  # PASS|FAIL|SKIP name [why]
+    echo "$1: $2${3:+: $3}"
+    case $1 in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) skip=$((skip + 1)) ;; esac
+}
+
+out=$(python3 tests/stages/tree_layers.py 2>&1); rc=$?
+if [ $rc -eq 0 ]; then result PASS "layers: components include only the ones below them" "$out"
+else result FAIL "layers" "$out"; fi
+
+if command -v clang-format >/dev/null; then
+    out=$(make --no-print-directory format-check 2>&1) && result PASS "format: make format-check" ||
+        result FAIL "format" "$out"
+else
+    result SKIP "format" "no clang-format (apt-get install clang-format)"
+fi
+
+log=$(mktemp)
+if make --no-print-directory -j"$(nproc)" BUILD=build-werror EXTRA_CFLAGS=-Werror all >"$log" 2>&1; then
+    result PASS "build: warning-free at -Wall -Wextra (-Werror)"
+else
+    result FAIL "build with -Werror" "$(grep -m3 -E 'warning|error' "$log" | tr '\n' ' ')"
+fi
+rm -f "$log"
+
+echo "tree: $pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
