@@ -17,7 +17,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, cgroup_v1_mounts, exit_code, report  # noqa: E402
+from sgtest import cgroup2_mount, cgroup_v1_mounts, exit_code, report, uid_base  # noqa: E402
 
 BUILD = os.environ.get("SANDGUARD_BUILD") or os.path.abspath("build")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -26,7 +26,7 @@ PROGRAMS = os.path.join(SRC, "tests", "programs")
 PYTHON = "/usr/bin/python3"
 # A slot range of our own, so that "no process left with a slot uid" is not
 # confused by sandboxes other tests run at the same time.
-UID_BASE = 61000
+UID_BASE = uid_base(61000)
 SLOTS = 256
 # Far below the 100 MB / 1 GiB the programs write; ASan builds carry shadow memory.
 RSS_BOUND_KB = (128 if os.environ.get("SANDGUARD_ASAN") else 32) * 1024

@@ -16,13 +16,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import exit_code, report  # noqa: E402
+from sgtest import exit_code, report, uid_base  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROGRAMS = os.path.join(SRC, "tests", "programs")
 PYTHON = "/usr/bin/python3"
-UID_BASE = 62000            # our own slot uid range (20-sandbox uses 61000)
+UID_BASE = uid_base(62000)           # our own slot uid range (20-sandbox uses 61000)
 SLOTS = 256
 TIMEOUT_MS = 2000
 SLACK_MS = 1000             # the bound: deadline + 1 s

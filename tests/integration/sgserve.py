@@ -9,14 +9,16 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
-from sgtest import cgroup2_mount, remove_cgroup_tree  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from sgtest import cgroup2_mount, remove_cgroup_tree, uid_base  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-UID_BASE = 63000            # our own slot uids (20-sandbox 61000, 30-exec 62000)
+UID_BASE = uid_base(63000)           # our own slot uids (20-sandbox 61000, 30-exec 62000)
 TIMEOUT_MS = 3000           # the tenants' deadline
 MEMORY_MB = 256             # the tenants' memory cap (verl asks for 1024)
 OUTPUT_CAP = 1 << 20

@@ -34,6 +34,13 @@ def exit_code():
     return 1 if failures else 0
 
 
+def uid_base(default):
+    """A suite's slot uid range: its default, moved by
+    $SANDGUARD_TEST_UID_SHIFT so that two checkouts can run the same suite
+    at once on one machine without seeing each other's slot processes."""
+    return default + int(os.environ.get("SANDGUARD_TEST_UID_SHIFT", "0"))
+
+
 def _mounts():
     with open("/proc/self/mountinfo") as f:
         for line in f:
