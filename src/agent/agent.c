@@ -50,6 +50,15 @@ static void event_context(struct agent *a, const struct sg_sandbox_entry *s, uin
 	ctx->boot_to_real_ns = a->boot_to_real_ns;
 }
 
+/* cgroup.kill where the kernel has it (5.14+); else freeze the cgroup and
+ * SIGKILL each task. */
+static int empty_sandbox(struct agent *a, const char *path, int timeout_ms)
+{
+	if (a->features->f[SG_FEAT_CGROUP_KILL].ok)
+		return cgroup_kill(path, timeout_ms);
+	return cgroup_kill_by_freezing(path, timeout_ms);
+}
+
 int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, uint32_t trigger_type,
 		       uint32_t trigger_pid, uint64_t violation_ns)
 {
@@ -63,10 +72,12 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 	if (s->killed)
 		return 0;
 	registry_cgroup_path(&a->reg, s, path, sizeof(path));
-	k.method = cgroup_kill_supported(path) ? "cgroup.kill" : "cgroup.procs";
+	k.method = a->features->f[SG_FEAT_CGROUP_KILL].ok     ? "cgroup.kill"
+		   : a->features->f[SG_FEAT_CGROUP_FREEZE].ok ? "cgroup.freeze+sigkill"
+							      : "cgroup.procs";
 	/* Bounded: the loop must not stall on a slow-dying sandbox (events
 	 * would pile up). One not empty yet is killed again on every tick. */
-	err = cgroup_kill(path, KILL_WAIT_MS);
+	err = empty_sandbox(a, path, KILL_WAIT_MS);
 	s->kill_latency_ns = clock_ns(CLOCK_BOOTTIME) - violation_ns;
 	latency_s = (double)s->kill_latency_ns / 1e9;
 	s->killed = true;
@@ -201,7 +212,7 @@ static void sweep_sandboxes(struct agent *a)
 		}
 		if (s->killed) {
 			if (!cgroup_is_empty(path))
-				cgroup_kill(path, 0);
+				empty_sandbox(a, path, 0);
 			continue;
 		}
 		if (bpf_map_lookup_elem(a->bpf.state_fd, &s->cgid, &st) == 0 &&
@@ -375,6 +386,12 @@ static int start(struct agent *a)
 	sg_info("files: %s (%s); execs: %s (%s)", enforce_mode_name(a->modes.files),
 		a->modes.files_why, enforce_mode_name(a->modes.execs), a->modes.execs_why);
 	print_probe_table(stderr, a->features, &a->modes); /* once, for the log */
+	/* Half an enforcement would be worse than none that says so. */
+	if (enforcement_degraded(a->features, &a->modes, err, sizeof(err))) {
+		sg_error("this kernel cannot enforce every sandguard rule, refusing to start: %s",
+			 err);
+		return -ENOTSUP;
+	}
 	rc = sg_bpf_load(&a->bpf, a->features, &a->modes, root);
 	if (rc)
 		return rc;

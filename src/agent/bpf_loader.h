@@ -16,6 +16,7 @@ struct sg_bpf {
 	struct files_bpf *files;
 	uint32_t gen;      /* this agent's generation */
 	uint32_t prev_gen; /* the adopted one, 0 if none */
+	bool compat;       /* the objects built without fetching atomics */
 	int n_links;       /* attached and pinned */
 	/* map fds, shared by all objects */
 	int sandboxes_fd, state_fd, policies_fd, paths_fd, exec_files_fd;

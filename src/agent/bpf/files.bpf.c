@@ -269,7 +269,7 @@ static __always_inline int judge_new_fd(long fd)
 	cfg = sg_cfg();
 	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK)
 		return 0;
-	task = (struct task_struct *)bpf_get_current_task_btf();
+	task = (struct task_struct *)bpf_get_current_task();
 	max_fds = BPF_CORE_READ(task, files, fdt, max_fds);
 	if ((__u64)fd >= max_fds)
 		return 0;

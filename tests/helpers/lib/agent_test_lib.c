@@ -119,6 +119,22 @@ void at_env_fini(struct at_env *env)
 		fprintf(stderr, "agent_test: could not remove %s\n", env->dir);
 }
 
+/* The agent's log on our stderr: in the VM matrix, the console log is
+ * all there is to read afterwards. */
+static void dump_log(const char *log)
+{
+	char line[1024];
+	FILE *f = fopen(log, "r");
+
+	if (!f)
+		return;
+	fprintf(stderr, "---- %s ----\n", log);
+	while (fgets(line, sizeof(line), f))
+		fputs(line, stderr);
+	fprintf(stderr, "---- end of %s ----\n", log);
+	fclose(f);
+}
+
 int at_agent_start(struct at_env *env)
 {
 	char log[PATH_MAX + 16];
@@ -150,9 +166,11 @@ int at_agent_start(struct at_env *env)
 			env->agent = 0;
 			fprintf(stderr, "agent_test: the agent exited during start (see %s)\n",
 				log);
+			dump_log(log);
 			return -ECHILD;
 		}
 	}
+	dump_log(log);
 	return -ETIMEDOUT;
 }
 
