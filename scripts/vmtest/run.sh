@@ -11,9 +11,11 @@
 #   VMTEST_PAYLOAD=selftest  tests/vmtest/selftest.c, built here:
 #                            proves the guest plumbing and that BPF LSM denies.
 #   VMTEST_PAYLOAD=agent     (default) $BUILD/sandguard and $BUILD/tests/agent_test
-#                            (built with make), run as
-#                            "sandguard probe" (the table must say lsm), then
-#                            "agent_test --mode auto --expect-mode lsm".
+#                            (built with make), run by tests/vmtest/agent-payload.sh:
+#                            a row per kernel feature from "sandguard probe"
+#                            (the table must say lsm), "agent_test --mode auto
+#                            --expect-mode lsm", and on kernels with the newer
+#                            features the same suite with them turned off.
 # or override any part of it (these win over the preset):
 #   VMTEST_BINS    host binaries, space-separated; each becomes /bin/<name>
 #                  in the guest, with its shared libraries (static ones work too).
@@ -25,8 +27,8 @@
 #   VMTEST_MODE    mode column for results until the payload prints a line
 #                  "MODE: <mode>" (selftest: "selftest"; agent: "lsm").
 # The matrix and the machine:
-#   VMTEST_KERNELS  Debian suites to boot (default "bookworm trixie":
-#                   Debian 12 = 6.1, Debian 13 = 6.12)
+#   VMTEST_KERNELS  Debian suites to boot (default "bullseye bookworm trixie":
+#                   Debian 11 = 5.10, Debian 12 = 6.1, Debian 13 = 6.12)
 #   VMTEST_TIMEOUT  hard limit per boot in seconds (300); a hung guest is a FAIL
 #   VMTEST_MEM (1024 MiB), VMTEST_SMP (2), VMTEST_CPU (max,-cx16: see boot.sh),
 #   VMTEST_APPEND (extra kernel args)
@@ -51,15 +53,18 @@ case $payload in
         mode=${VMTEST_MODE:-selftest} ;;
     agent)
         bins=${VMTEST_BINS:-$build/sandguard $build/tests/agent_test}
-        # auto must pick LSM on these kernels, and the probe table say so
-        cmd=${VMTEST_CMD:-sandguard probe > /tmp/probe.txt 2>&1; if grep -q '^files  *lsm' /tmp/probe.txt; then echo 'PASS: probe: the probe table says files are enforced in lsm mode'; else echo \"FAIL: probe: the probe table says: \$(grep '^files' /tmp/probe.txt)\"; fi; agent_test --sandguard /bin/sandguard --mode auto --expect-mode lsm}
+        # The probe table as one row per kernel feature, then the agent
+        # suite (auto must pick LSM on these kernels), and on kernels with
+        # the newer features the suite again without them.
+        cmd=${VMTEST_CMD:-sh /vmtest/agent-payload.sh}
+        [ -n "${VMTEST_CMD:-}" ] || VMTEST_FILES="tests/vmtest/agent-payload.sh:/vmtest/agent-payload.sh ${VMTEST_FILES:-}"
         mode=${VMTEST_MODE:-lsm} ;;
     *)
         echo "vmtest: unknown VMTEST_PAYLOAD '$payload' (selftest or agent)" >&2
         echo "vmtest: 0 passed, 1 failed, 0 skipped"
         exit 1 ;;
 esac
-kernels=${VMTEST_KERNELS:-bookworm trixie}
+kernels=${VMTEST_KERNELS:-bullseye bookworm trixie}
 
 mkdir -p "$out"
 results=$out/results.tsv

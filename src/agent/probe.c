@@ -40,8 +40,24 @@ static const char *const names[SG_FEAT__COUNT] = {
 	[SG_FEAT_CGROUP_FREEZE] = "cgroup_freeze",
 };
 
+/* What a feature needs, named when the kernel refuses it. */
+static const char *const needs[SG_FEAT__COUNT] = {
+	[SG_FEAT_RINGBUF] = "Linux 5.8+",
+	[SG_FEAT_TP_BTF] = "Linux 5.5+ with BTF",
+	[SG_FEAT_SYSCALL_TP] = "BPF links for tracepoints, Linux 5.15+",
+	[SG_FEAT_LSM] = "CONFIG_BPF_LSM and bpf in lsm=",
+	[SG_FEAT_CONNECT_UNIX] = "Linux 6.7+",
+	[SG_FEAT_SENDMSG_UNIX] = "Linux 6.7+",
+	[SG_FEAT_ATOMIC_FETCH] = "Linux 5.12+",
+	[SG_FEAT_TRACING_ANCESTOR] = "a kernel newer than 5.10",
+	[SG_FEAT_LSM_UNIX] = "BPF LSM",
+};
+
 /* What each feature's absence costs, in the probe table. */
 static const char *const fallbacks[SG_FEAT__COUNT] = {
+	[SG_FEAT_SYSCALL_TP] = "files judged by lsm/file_open (LSM mode only)",
+	[SG_FEAT_LSM] = "files and execs judged by tracepoints (fallback mode)",
+	[SG_FEAT_LSM_UNIX] = "unix egress: the cgroup unix hooks (6.7+), else the executor's namespaces",
 	[SG_FEAT_CONNECT_UNIX] = "unix egress judged by lsm/unix_* (LSM mode)",
 	[SG_FEAT_SENDMSG_UNIX] = "unix egress judged by lsm/unix_* (LSM mode)",
 	[SG_FEAT_CGROUP_KILL] = "kill = freeze the cgroup, SIGKILL each task",
@@ -102,9 +118,10 @@ static bool is_bpf_link(struct bpf_link *link)
  * attach it unless `load_only` (to the cgroup when cgroup_fd >= 0, with
  * attach_type when >= 0), and say what happened. Every program the agent
  * attaches is pinned, so the link must be a BPF link. */
-static void probe_one(struct sg_probe_result *r, const char *prog_name, int attach_type,
-		      int cgroup_fd, bool load_only)
+static void probe_one(struct sg_features *f, enum sg_feature feature, const char *prog_name,
+		      int attach_type, int cgroup_fd, bool load_only)
 {
+	struct sg_probe_result *r = &f->f[feature];
 	struct probe_bpf *skel = probe_bpf__open();
 	struct bpf_program *prog, *target = NULL;
 	struct bpf_link *link = NULL;
@@ -152,6 +169,10 @@ static void probe_one(struct sg_probe_result *r, const char *prog_name, int atta
 	r->ok = true;
 	snprintf(r->why, sizeof(r->why), "loaded and attached");
 out:
+	if (!r->ok && needs[feature]) {
+		size_t n = strlen(r->why);
+		snprintf(r->why + n, sizeof(r->why) - n, " (needs %s)", needs[feature]);
+	}
 	libbpf_set_print(old);
 	bpf_link__destroy(link);
 	probe_bpf__destroy(skel);
@@ -242,13 +263,13 @@ const struct sg_features *probe_features(const char *cgroup_root)
 	if (mkdir(probe_cg, 0700) == 0 || errno == EEXIST)
 		cg_fd = open(probe_cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	probe_one(&f.f[SG_FEAT_RINGBUF], "probe_ringbuf", -1, -1, true);
-	probe_one(&f.f[SG_FEAT_TP_BTF], "probe_tp_btf", -1, -1, false);
-	probe_one(&f.f[SG_FEAT_SYSCALL_TP], "probe_syscall_tp", -1, -1, false);
-	probe_one(&f.f[SG_FEAT_LSM], "probe_lsm", -1, -1, false);
-	probe_one(&f.f[SG_FEAT_ATOMIC_FETCH], "probe_atomic_fetch", -1, -1, true);
-	probe_one(&f.f[SG_FEAT_TRACING_ANCESTOR], "probe_tracing_ancestor", -1, -1, true);
-	probe_one(&f.f[SG_FEAT_LSM_UNIX], "probe_lsm_unix", -1, -1, false);
+	probe_one(&f, SG_FEAT_RINGBUF, "probe_ringbuf", -1, -1, true);
+	probe_one(&f, SG_FEAT_TP_BTF, "probe_tp_btf", -1, -1, false);
+	probe_one(&f, SG_FEAT_SYSCALL_TP, "probe_syscall_tp", -1, -1, false);
+	probe_one(&f, SG_FEAT_LSM, "probe_lsm", -1, -1, false);
+	probe_one(&f, SG_FEAT_ATOMIC_FETCH, "probe_atomic_fetch", -1, -1, true);
+	probe_one(&f, SG_FEAT_TRACING_ANCESTOR, "probe_tracing_ancestor", -1, -1, true);
+	probe_one(&f, SG_FEAT_LSM_UNIX, "probe_lsm_unix", -1, -1, false);
 	f.lsm_listed = lsm_listed();
 	if (!f.f[SG_FEAT_LSM].ok) {
 		snprintf(
@@ -258,15 +279,15 @@ const struct sg_features *probe_features(const char *cgroup_root)
 				: "'bpf' is not in /sys/kernel/security/lsm: boot with lsm=...,bpf");
 	}
 	if (cg_fd >= 0) {
-		probe_one(&f.f[SG_FEAT_CONNECT4], "probe_connect4", -1, cg_fd, false);
-		probe_one(&f.f[SG_FEAT_CONNECT6], "probe_connect6", -1, cg_fd, false);
-		probe_one(&f.f[SG_FEAT_SENDMSG4], "probe_sendmsg4", -1, cg_fd, false);
-		probe_one(&f.f[SG_FEAT_SENDMSG6], "probe_sendmsg6", -1, cg_fd, false);
-		probe_one(&f.f[SG_FEAT_CONNECT_UNIX], "probe_connect_unix", ATTACH_UNIX_CONNECT,
+		probe_one(&f, SG_FEAT_CONNECT4, "probe_connect4", -1, cg_fd, false);
+		probe_one(&f, SG_FEAT_CONNECT6, "probe_connect6", -1, cg_fd, false);
+		probe_one(&f, SG_FEAT_SENDMSG4, "probe_sendmsg4", -1, cg_fd, false);
+		probe_one(&f, SG_FEAT_SENDMSG6, "probe_sendmsg6", -1, cg_fd, false);
+		probe_one(&f, SG_FEAT_CONNECT_UNIX, "probe_connect_unix", ATTACH_UNIX_CONNECT,
 			  cg_fd, false);
-		probe_one(&f.f[SG_FEAT_SENDMSG_UNIX], "probe_sendmsg_unix", ATTACH_UNIX_SENDMSG,
+		probe_one(&f, SG_FEAT_SENDMSG_UNIX, "probe_sendmsg_unix", ATTACH_UNIX_SENDMSG,
 			  cg_fd, false);
-		probe_one(&f.f[SG_FEAT_SKB_EGRESS], "probe_skb_egress", -1, cg_fd, false);
+		probe_one(&f, SG_FEAT_SKB_EGRESS, "probe_skb_egress", -1, cg_fd, false);
 		probe_cgroup_file(&f.f[SG_FEAT_CGROUP_KILL], probe_cg, "cgroup.kill",
 				  "no cgroup.kill (kernel < 5.14)");
 		probe_cgroup_file(&f.f[SG_FEAT_CGROUP_FREEZE], probe_cg, "cgroup.freeze",

@@ -4,6 +4,7 @@
  * mode here) and inside the VM kernels (LSM mode): --expect-mode says which.
  *
  *   agent_test --sandguard PATH [--expect-mode lsm|fallback] [--mode auto]
+ *              [--prefix TEXT]   (put before every result's name)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -301,6 +302,7 @@ static void test_kill_action(void)
 {
 	struct at_sandbox sb;
 	struct agent_conn *c;
+	const char *method;
 	uint64_t cgid = 0;
 	int st, rule = -1, killed;
 
@@ -314,6 +316,13 @@ static void test_kill_action(void)
 				NULL) &&
 			  at_cgroup_empty(sb.cg, 3000),
 		  "kill: the whole sandbox is emptied and evented", "no sandbox_killed");
+	/* cgroup.kill where the kernel has it (5.14+), else freeze and kill
+	 * each task: the event says which emptied it. */
+	method = at_agent_feature(&env, "cgroup_kill") == 1 ? "\"method\":\"cgroup.kill\""
+							     : "\"method\":\"cgroup.freeze+sigkill\"";
+	at_result(at_event_seen(&env, 3000, sb.name, "\"sandbox_killed\"", method, NULL),
+		  "kill: emptied by the method the kernel offers", "no sandbox_killed with %s",
+		  method);
 	c = agent_connect(env.sock);
 	killed = agent_kill_verdict(c, cgid, &rule, 2000);
 	agent_close(c);
@@ -535,6 +544,45 @@ static void test_restart(void)
 	at_sandbox_free(&after);
 }
 
+/* An older kernel: a feature an area needs is missing. The agent must
+ * refuse to start, naming it, rather than enforce half the rules. */
+static void test_refusal(void)
+{
+	char log[PATH_MAX + 16], sock[PATH_MAX + 16], text[8192] = "";
+	pid_t pid;
+	int st = -1, fd;
+	ssize_t n;
+
+	snprintf(log, sizeof(log), "%s/refusal.log", env.dir);
+	snprintf(sock, sizeof(sock), "%s/refusal.sock", env.dir);
+	pid = fork();
+	if (pid == 0) {
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		setenv("SANDGUARD_DISABLE_FEATURES", "tp_btf", 1);
+		execl(env.sandguard, env.sandguard, "agent", "--policy-dir", env.policy_dir,
+		      "--events", "/dev/null", "--socket", sock, "--state-dir", env.dir, "--mode",
+		      env.mode, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	fd = open(log, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, text, sizeof(text) - 1);
+		text[n > 0 ? n : 0] = 0;
+		close(fd);
+	}
+	at_result(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0 &&
+			  strstr(text, "refusing to start") && strstr(text, "tp_btf:"),
+		  "refusal: without a feature a rule needs (tp_btf), the agent refuses to start "
+		  "and names it",
+		  "%s; log: %.300s", describe(st), text);
+}
+
 /* ---- setup ---- */
 
 static int write_policies(void)
@@ -582,6 +630,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = { { "sandguard", required_argument, NULL, 's' },
 					      { "expect-mode", required_argument, NULL, 'e' },
 					      { "mode", required_argument, NULL, 'm' },
+					      { "prefix", required_argument, NULL, 'p' },
 					      { 0 } };
 	const char *sandguard = NULL, *mode = "auto";
 	char ro_dir[PATH_MAX];
@@ -598,13 +647,17 @@ int main(int argc, char **argv)
 		case 'm':
 			mode = optarg;
 			break;
+		case 'p':
+			at_prefix = optarg;
+			break;
 		default:
 			return 64;
 		}
 	}
 	if (!sandguard) {
 		fprintf(stderr,
-			"usage: agent_test --sandguard PATH [--expect-mode lsm|fallback] [--mode M]\n");
+			"usage: agent_test --sandguard PATH [--expect-mode lsm|fallback] [--mode M] "
+			"[--prefix TEXT]\n");
 		return 64;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -648,6 +701,8 @@ int main(int argc, char **argv)
 	if (l_tcp6 < 0)
 		printf("SKIP: egress: tcp6: no IPv6 loopback here\n");
 
+	if (!write_policies())
+		test_refusal();
 	if (write_policies() || at_agent_start(&env)) {
 		at_result(false, "agent: starts and attaches", "see %s/agent.log", env.dir);
 		setenv("SANDGUARD_KEEP_TEST_DIR", "1", 1);

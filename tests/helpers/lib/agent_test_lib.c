@@ -16,12 +16,13 @@
 #include "lib/cgroup.h"
 
 int at_pass, at_fail, at_skip;
+const char *at_prefix = "";
 
 void at_result(bool ok, const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("%s: %s", ok ? "PASS" : "FAIL", name);
+	printf("%s: %s%s", ok ? "PASS" : "FAIL", at_prefix, name);
 	if (!ok) {
 		printf(": ");
 		va_start(ap, fmt);
@@ -40,7 +41,7 @@ void at_skipped(const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("SKIP: %s: ", name);
+	printf("SKIP: %s%s: ", at_prefix, name);
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
 	va_end(ap);
@@ -205,6 +206,27 @@ int at_agent_mode(struct at_env *env, char *files, size_t len)
 			 json_string_value(json_object_get(json_object_get(st, "modes"), "files")));
 		rc = 0;
 	}
+	json_decref(st);
+	return rc;
+}
+
+int at_agent_feature(struct at_env *env, const char *feature)
+{
+	struct agent_conn *c = agent_connect(env->sock);
+	char *text = NULL;
+	json_t *st, *ok;
+	int rc = -1;
+
+	if (!c || agent_status(c, &text)) {
+		agent_close(c);
+		return -1;
+	}
+	agent_close(c);
+	st = json_loads(text, 0, NULL);
+	free(text);
+	ok = json_object_get(json_object_get(json_object_get(st, "features"), feature), "ok");
+	if (json_is_boolean(ok))
+		rc = json_is_true(ok);
 	json_decref(st);
 	return rc;
 }

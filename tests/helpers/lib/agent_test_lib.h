@@ -29,6 +29,7 @@ struct at_sandbox {
 };
 
 extern int at_pass, at_fail, at_skip;
+extern const char *at_prefix; /* put before every result's name */
 void at_result(bool ok, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void at_skipped(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -39,6 +40,9 @@ int at_agent_start(struct at_env *env);
 int at_agent_stop(struct at_env *env);
 /* "files" mode the running agent chose, from its status. */
 int at_agent_mode(struct at_env *env, char *files, size_t len);
+
+/* Whether the agent's probe found `feature` (1, 0), -1 if unknown. */
+int at_agent_feature(struct at_env *env, const char *feature);
 
 int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb);
 void at_sandbox_free(struct at_sandbox *sb);

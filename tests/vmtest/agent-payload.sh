@@ -1,0 +1,32 @@
+#!/bin/sh
+# The VM matrix's agent payload (busybox sh, in the guest; see
+# scripts/vmtest/run.sh). Prints one result line per kernel feature from
+# the probe table (PASS, or SKIP naming what is missing and the fallback
+# that covers it), then runs the agent suite in LSM mode. On kernels that
+# have the newer features, the suite runs a second time with them turned
+# off (SANDGUARD_DISABLE_FEATURES), so every fallback an older kernel uses
+# is proven here too.
+newer='atomic_fetch,tracing_ancestor_cgroup,cgroup_kill,cgroup_connect_unix,cgroup_sendmsg_unix'
+
+sandguard probe > /tmp/probe.txt 2>&1
+awk '
+/^FEATURE/ { table = 1; next }
+/^$/ { table = 0 }
+table && $2 == "yes" { print "PASS: feature " $1; next }
+table && $2 == "no" {
+    name = $1; $1 = ""; $2 = ""; sub(/^ +/, "")
+    print ((index($0, "; fallback: ") ? "SKIP" : "FAIL") ": feature " name ": " $0)
+}' /tmp/probe.txt
+if grep -q '^files  *lsm' /tmp/probe.txt; then
+    echo 'PASS: probe: the probe table says files are enforced in lsm mode'
+else
+    echo "FAIL: probe: the probe table says: $(grep '^files' /tmp/probe.txt)"
+fi
+
+agent_test --sandguard /bin/sandguard --mode auto --expect-mode lsm
+rc=$?
+if grep -q '^cgroup_connect_unix  *yes' /tmp/probe.txt; then
+    echo 'MODE: lsm-fallbacks'
+    SANDGUARD_DISABLE_FEATURES=$newer agent_test --sandguard /bin/sandguard --mode auto --expect-mode lsm || rc=1
+fi
+exit $rc
