@@ -95,10 +95,12 @@ struct sg_exec_detail {
 struct sg_file_detail {
 	char comps[SG_PATH_COMPS][SG_COMP_LEN]; /* comps[0] is the file itself */
 	__u32 depth;                            /* components walked (may exceed SG_PATH_COMPS) */
-	__u32 flags;                            /* open flags (fallback) or f_mode (LSM) */
-	__u32 write;                            /* 1 if opened for writing */
-	__u32 mode;                             /* enum sg_enforce_mode */
-	__u32 requested;                        /* 1: comps holds the path as the program passed
+	__u32 flags;                            /* f_mode of the file judged; for a refused request
+	              * (requested = 1), the open flags as passed */
+	__u32 write;     /* 1: opened for writing, or (requested) asked to write,
+	              * create or truncate */
+	__u32 mode;      /* enum sg_enforce_mode */
+	__u32 requested; /* 1: comps holds the path as the program passed
 	                            * it (one string), for an open another layer
 	                            * refused before the kernel resolved a file */
 };

@@ -57,7 +57,8 @@ static const char *const needs[SG_FEAT__COUNT] = {
 static const char *const fallbacks[SG_FEAT__COUNT] = {
 	[SG_FEAT_SYSCALL_TP] = "files judged by lsm/file_open (LSM mode only)",
 	[SG_FEAT_LSM] = "files and execs judged by tracepoints (fallback mode)",
-	[SG_FEAT_LSM_UNIX] = "unix egress: the cgroup unix hooks (6.7+), else the executor's namespaces",
+	[SG_FEAT_LSM_UNIX] =
+		"unix egress: the cgroup unix hooks (6.7+), else the executor's namespaces",
 	[SG_FEAT_CONNECT_UNIX] = "unix egress judged by lsm/unix_* (LSM mode)",
 	[SG_FEAT_SENDMSG_UNIX] = "unix egress judged by lsm/unix_* (LSM mode)",
 	[SG_FEAT_CGROUP_KILL] = "kill = freeze the cgroup, SIGKILL each task",

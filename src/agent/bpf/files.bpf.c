@@ -16,15 +16,32 @@ char LICENSE[] SEC("license") = "GPL";
 
 enum verdict { ALLOW = 0, DENY = 1 };
 
-/* Fallback mode: the path each sandboxed task last passed to an open, so
- * that an open refused by an earlier layer (the executor's Landlock rules,
- * which carry the same allowlist) can still be evented and attributed. */
+/* Fallback mode: the path and flags each sandboxed task last passed to an
+ * open, so that an open refused by an earlier layer (the executor's
+ * Landlock rules, which carry the same allowlist) can still be evented
+ * and attributed as what it asked for. */
+struct open_request {
+	__u64 path;  /* user pointer to the path */
+	__u32 flags; /* open flags as passed */
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 8192);
-	__type(key, __u64);   /* pid_tgid */
-	__type(value, __u64); /* user pointer to the path */
+	__type(key, __u64); /* pid_tgid */
+	__type(value, struct open_request);
 } sg_open_paths SEC(".maps");
+
+#define SG_O_ACCMODE 03
+#define SG_O_CREAT   0100
+#define SG_O_TRUNC   01000
+
+/* An open that asks to write: for writing, or to create or truncate. */
+static __always_inline bool flags_write(__u32 flags)
+{
+	return (flags & SG_O_ACCMODE) != 0 || (flags & (SG_O_CREAT | SG_O_TRUNC));
+}
 
 /* Scratch space for the walk's path names: too big for the stack next to
  * the event. */
@@ -197,10 +214,11 @@ int BPF_PROG(sg_bprm_check, struct linux_binprm *bprm, int ret)
 
 /* Fallback: the fd an open syscall just returned, judged like file_open
  * would have. The open happened; the task dies before it can use it. */
-static __always_inline int remember_path(unsigned long user_path)
+static __always_inline int remember_path(unsigned long user_path, __u32 flags)
 {
+	struct open_request req = { .path = user_path, .flags = flags };
 	struct sg_config *cfg;
-	__u64 cgid, key, ptr = user_path;
+	__u64 cgid, key;
 
 	if (!sg_current_sandbox(&cgid))
 		return 0;
@@ -208,7 +226,7 @@ static __always_inline int remember_path(unsigned long user_path)
 	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK)
 		return 0;
 	key = bpf_get_current_pid_tgid();
-	bpf_map_update_elem(&sg_open_paths, &key, &ptr, BPF_ANY);
+	bpf_map_update_elem(&sg_open_paths, &key, &req, BPF_ANY);
 	return 0;
 }
 
@@ -220,8 +238,9 @@ static __always_inline int refused_open(void)
 	struct sg_file_detail *d;
 	struct sg_policy_k *pol;
 	struct sg_sandbox *sb;
+	struct open_request *req;
 	struct sg_config *cfg;
-	__u64 cgid, key, *ptr;
+	__u64 cgid, key;
 	__u8 action;
 
 	sb = sg_current_sandbox(&cgid);
@@ -232,10 +251,13 @@ static __always_inline int refused_open(void)
 	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK || !d)
 		return 0;
 	key = bpf_get_current_pid_tgid();
-	ptr = bpf_map_lookup_elem(&sg_open_paths, &key);
+	req = bpf_map_lookup_elem(&sg_open_paths, &key);
 	__builtin_memset(d, 0, sizeof(*d));
-	if (ptr)
-		bpf_probe_read_user_str(d->comps, sizeof(d->comps), (const void *)*ptr);
+	if (req) {
+		bpf_probe_read_user_str(d->comps, sizeof(d->comps), (const void *)req->path);
+		d->flags = req->flags;
+		d->write = flags_write(req->flags);
+	}
 	d->requested = 1;
 	d->mode = SG_MODE_FALLBACK;
 	pol = sg_policy(sb->tenant);
@@ -320,23 +342,26 @@ int sg_exit_open_by_handle(struct trace_event_raw_sys_exit *ctx)
 SEC("tracepoint/syscalls/sys_enter_openat")
 int sg_enter_openat(struct trace_event_raw_sys_enter *ctx)
 {
-	return remember_path(ctx->args[1]);
+	return remember_path(ctx->args[1], ctx->args[2]);
 }
 
 SEC("tracepoint/syscalls/sys_enter_open")
 int sg_enter_open(struct trace_event_raw_sys_enter *ctx)
 {
-	return remember_path(ctx->args[0]);
+	return remember_path(ctx->args[0], ctx->args[1]);
 }
 
 SEC("tracepoint/syscalls/sys_enter_openat2")
 int sg_enter_openat2(struct trace_event_raw_sys_enter *ctx)
 {
-	return remember_path(ctx->args[1]);
+	__u64 flags = 0; /* struct open_how begins with its flags */
+
+	bpf_probe_read_user(&flags, sizeof(flags), (const void *)ctx->args[2]);
+	return remember_path(ctx->args[1], (__u32)flags);
 }
 
 SEC("tracepoint/syscalls/sys_enter_creat")
 int sg_enter_creat(struct trace_event_raw_sys_enter *ctx)
 {
-	return remember_path(ctx->args[0]);
+	return remember_path(ctx->args[0], SG_O_CREAT | SG_O_TRUNC | 1 /* O_WRONLY */);
 }

@@ -10,11 +10,16 @@ struct net_arg {
 	const char *unix_name;
 	bool abstract;
 	bool sendto;
+	bool from_pair;    /* unix: from one end of a socketpair */
+	bool unspec_first; /* ... after connect(AF_UNSPEC) on it */
+	bool to_pair_peer; /* unix: send to the socketpair's other end (no address) */
+	bool bind_only;    /* unix: bind the address, nothing else */
 };
 struct open_arg {
 	const char *cwd;
 	const char *path;
 	int flags;
+	unsigned uid; /* 0: stay root; else open as this uid (and gid) */
 };
 struct exec_arg {
 	const char *exe;
@@ -23,6 +28,7 @@ struct exec_arg {
 
 int listen_on(int family, int type, int *port);
 int listen_unix(const char *path, bool abstract);
+int bind_unix_dgram(const char *path, bool abstract);
 /* A listener "saw nothing": no connection or datagram is pending. */
 bool saw_nothing(int fd, bool stream);
 
