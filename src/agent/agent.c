@@ -39,13 +39,20 @@ void agent_emit_line(struct agent *a, const char *line)
 	event_log_write(a->events, line);
 }
 
-static void event_context(struct agent *a, const struct sg_sandbox_entry *s, uint32_t tenant_idx,
+/* Whose a sandbox is: its own record, else (not adopted yet) the name of
+ * the policy slot the kernel reported. */
+static const char *tenant_of(struct agent *a, const struct sg_sandbox_entry *s, uint32_t slot)
+{
+	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, slot);
+
+	return s ? s->tenant : t ? t->name : NULL;
+}
+
+static void event_context(struct agent *a, const struct sg_sandbox_entry *s, uint32_t slot,
 			  struct event_ctx *ctx)
 {
-	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, s ? s->tenant : tenant_idx);
-
 	ctx->node = a->opts.node;
-	ctx->tenant = t ? t->name : NULL;
+	ctx->tenant = tenant_of(a, s, slot);
 	ctx->sandbox = s ? s->name : NULL;
 	ctx->boot_to_real_ns = a->boot_to_real_ns;
 }
@@ -63,7 +70,7 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 		       uint32_t trigger_pid, uint64_t violation_ns)
 {
 	struct event_kill k = { .rule = rule, .trigger = trigger_type, .trigger_pid = trigger_pid };
-	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, s->tenant);
+	uint32_t killed_rule = rule + 1;
 	char path[PATH_MAX], line[EVENT_JSON_MAX];
 	struct event_ctx ctx;
 	double latency_s;
@@ -78,18 +85,21 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 	/* Bounded: the loop must not stall on a slow-dying sandbox (events
 	 * would pile up). One not empty yet is killed again on every tick. */
 	err = empty_sandbox(a, path, KILL_WAIT_MS);
+	/* The record a verdict read from the pins trusts (pinned.h). */
+	if (bpf_map_update_elem(a->bpf.killed_fd, &s->cgid, &killed_rule, BPF_ANY))
+		sg_warn("sandbox %s/%s: cannot record its kill: %s", s->tenant, s->name,
+			strerror(errno));
 	s->kill_latency_ns = clock_ns(CLOCK_BOOTTIME) - violation_ns;
 	latency_s = (double)s->kill_latency_ns / 1e9;
 	s->killed = true;
 	s->kill_rule = rule;
 	if (err)
 		sg_warn("sandbox %s/%s: not empty %d ms after the kill for %s (%s); killing again every second",
-			t ? t->name : "?", s->name, KILL_WAIT_MS, rule_name(rule), strerror(-err));
+			s->tenant, s->name, KILL_WAIT_MS, rule_name(rule), strerror(-err));
 	k.latency_ms = err ? -1 : latency_s * 1000.0;
 
 	pthread_mutex_lock(&a->lock);
-	if (t)
-		ledger_book_kill(a->ledger, t->name, rule);
+	ledger_book_kill(a->ledger, s->tenant, rule);
 	a->kills++;
 	if (!err) {
 		a->kill_latency_count++;
@@ -110,7 +120,7 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 /* The policy action for a rule of the sandbox's tenant. */
 static int tenant_action(struct agent *a, const struct sg_sandbox_entry *s, int rule)
 {
-	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, s->tenant);
+	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, s->slot);
 
 	if (!t || !t->policy || rule < 0 || rule >= SG_RULE__COUNT)
 		return SG_POLICY_KILL; /* fail closed, as the kernel side does */
@@ -136,7 +146,7 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 	struct agent *a = ctx_;
 	const struct sg_event *e = data;
 	struct sg_sandbox_entry *s;
-	struct sg_tenant *t;
+	const char *tenant;
 	struct event_ctx ctx;
 	char line[EVENT_JSON_MAX];
 
@@ -154,10 +164,10 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 		sg_warn("event of type %u action %u could not be encoded", e->type, e->action);
 	}
 
-	t = registry_tenant_by_idx(&a->reg, s ? s->tenant : e->tenant);
-	if (t) {
+	tenant = tenant_of(a, s, e->tenant);
+	if (tenant) {
 		pthread_mutex_lock(&a->lock);
-		ledger_book_event(a->ledger, t->name, e->type, e->action);
+		ledger_book_event(a->ledger, tenant, e->type, e->action);
 		pthread_mutex_unlock(&a->lock);
 	}
 	/* Kill decisions: the whole sandbox goes when the tenant's policy
@@ -197,9 +207,11 @@ static void save_ledger(struct agent *a)
 /* The kernel's record is the truth: a sandbox it marked tripped is killed
  * even when its event was lost (ring buffer full, or an agent that died
  * between the violation and the kill). Killed ones not yet empty are
- * killed again. Sandboxes whose cgroup is gone are forgotten. */
+ * killed again. Sandboxes whose cgroup is gone are forgotten; entries
+ * executors wrote are adopted. */
 static void sweep_sandboxes(struct agent *a)
 {
+	registry_sweep_maps(&a->reg);
 	for (struct sg_sandbox_entry *s = NULL; (s = registry_next(&a->reg, s));) {
 		struct sg_sandbox_state st;
 		char path[PATH_MAX];
@@ -243,7 +255,7 @@ static void on_signal(struct agent *a)
 	while (read(a->signal_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			sg_info("SIGHUP: reloading policies from %s", a->opts.policy_dir);
-			registry_reload_policies(&a->reg);
+			registry_reload_policies(&a->reg, false);
 		} else {
 			sg_info("%s: stopping; programs stay pinned and enforcing",
 				strsignal(si.ssi_signo));

@@ -19,6 +19,7 @@
 #include "lib/log.h"
 #include "abi/maps.h"
 #include "policy/policy.h"
+#include "lib/array_len.h"
 #include "control/pinned.h"
 #include "egress.skel.h"
 #include "files.skel.h"
@@ -54,22 +55,23 @@ static int ensure_pin_root(void)
 	return 0;
 }
 
-/* Tenant names live in a pinned map too, so a restarted agent maps the
- * tenant indexes the pinned sandboxes refer to back to names. */
-static int open_tenant_names(void)
+/* The maps no program reads (include/abi/maps.h): pinned too, so that a
+ * restarted agent and the executors find them. */
+static int open_user_map(const char *name, enum bpf_map_type type, uint32_t key_size,
+			 uint32_t value_size, uint32_t max_entries)
 {
+	LIBBPF_OPTS(bpf_map_create_opts, opts,
+		    .map_flags = type == BPF_MAP_TYPE_HASH ? BPF_F_NO_PREALLOC : 0);
 	char path[PATH_MAX];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/sg_tenant_names", sg_pin_root());
+	snprintf(path, sizeof(path), "%s/%s", sg_pin_root(), name);
 	fd = bpf_obj_get(path);
-
 	if (fd >= 0)
 		return fd;
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sg_tenant_names", sizeof(uint32_t), SG_TENANT_MAX,
-			    SG_MAX_TENANTS, NULL);
+	fd = bpf_map_create(type, name, key_size, value_size, max_entries, &opts);
 	if (fd < 0) {
-		sg_error("cannot create the tenant name map: %s", strerror(errno));
+		sg_error("cannot create the map %s: %s", name, strerror(errno));
 		return -errno;
 	}
 	if (bpf_obj_pin(fd, path)) {
@@ -271,8 +273,17 @@ static int load_objects(struct sg_bpf *b)
 	b->config_fd = bpf_map__fd(b->tasks->maps.sg_config);
 	b->events_fd = bpf_map__fd(b->tasks->maps.sg_events);
 	b->drops_fd = bpf_map__fd(b->tasks->maps.sg_drops);
-	b->tenant_names_fd = open_tenant_names();
-	return b->tenant_names_fd < 0 ? b->tenant_names_fd : 0;
+	b->tenant_names_fd = open_user_map("sg_tenant_names", BPF_MAP_TYPE_ARRAY, sizeof(uint32_t),
+					   SG_TENANT_MAX, SG_MAX_TENANTS);
+	if (b->tenant_names_fd < 0)
+		return b->tenant_names_fd;
+	b->tenant_index_fd = open_user_map("sg_tenant_index", BPF_MAP_TYPE_HASH, SG_TENANT_MAX,
+					   sizeof(uint32_t), SG_MAX_TENANTS);
+	if (b->tenant_index_fd < 0)
+		return b->tenant_index_fd;
+	b->killed_fd = open_user_map("sg_killed", BPF_MAP_TYPE_HASH, sizeof(uint64_t),
+				     sizeof(uint32_t), SG_MAX_SANDBOXES);
+	return b->killed_fd < 0 ? b->killed_fd : 0;
 }
 
 static int attach_objects(struct sg_bpf *b, const char *cgroup_root, const char *dir)
@@ -342,7 +353,7 @@ int sg_bpf_load(struct sg_bpf *b, const struct sg_features *f, const struct sg_m
 	int err;
 
 	memset(b, 0, sizeof(*b));
-	b->tenant_names_fd = -1;
+	b->tenant_names_fd = b->tenant_index_fd = b->killed_fd = -1;
 	err = ensure_pin_root();
 	if (err)
 		return err;
@@ -393,15 +404,19 @@ fail:
 
 void sg_bpf_close(struct sg_bpf *b)
 {
+	int *user_fds[] = { &b->tenant_names_fd, &b->tenant_index_fd, &b->killed_fd };
+
 	egress_bpf__destroy(b->egress);
 	tasks_bpf__destroy(b->tasks);
 	files_bpf__destroy(b->files);
-	if (b->tenant_names_fd >= 0)
-		close(b->tenant_names_fd);
+	for (size_t i = 0; i < ARRAY_LEN(user_fds); i++) {
+		if (*user_fds[i] >= 0)
+			close(*user_fds[i]);
+		*user_fds[i] = -1;
+	}
 	b->egress = NULL;
 	b->tasks = NULL;
 	b->files = NULL;
-	b->tenant_names_fd = -1;
 }
 
 int sg_bpf_cleanup(void)
