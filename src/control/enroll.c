@@ -112,8 +112,8 @@ static void take_back(const struct pins *p, uint64_t cgid)
 
 /* Write the entries for `slot`: state first, so that a program that finds
  * the sandbox finds its counters. */
-static int write_entries(const struct pins *p, const struct sg_enroll_request *req,
-			 uint32_t slot, struct sg_enroll_result *res)
+static int write_entries(const struct pins *p, const struct sg_enroll_request *req, uint32_t slot,
+			 struct sg_enroll_result *res)
 {
 	struct sg_sandbox_state st = { 0 };
 	struct sg_sandbox sb = { .tenant = slot };

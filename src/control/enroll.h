@@ -27,9 +27,9 @@ struct sg_enroll_request {
 };
 
 struct sg_enroll_result {
-	bool enforced;   /* the kernel enforces the policy on the sandbox */
-	bool notified;   /* and the agent knows it (run and batch ids) */
-	uint32_t slot;   /* the policy slot used */
+	bool enforced;    /* the kernel enforces the policy on the sandbox */
+	bool notified;    /* and the agent knows it (run and batch ids) */
+	uint32_t slot;    /* the policy slot used */
 	char detail[256]; /* why it was refused, or why it is not enforced */
 };
 
