@@ -76,9 +76,20 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 	double latency_s;
 	int err;
 
-	if (s->killed)
+	if (s->kill_handled)
 		return 0;
 	registry_cgroup_path(&a->reg, s, path, sizeof(path));
+	/* Found tripped after its last task ended (the agent was down, or
+	 * the verdict came first): nobody killed it, and nobody will say so.
+	 * A kill in answer to the violation's own event is the kill the
+	 * policy asked for, even when the last task wins the race. */
+	if (!trigger_type && cgroup_is_empty(path)) {
+		s->kill_handled = true;
+		s->kill_rule = rule;
+		sg_info("sandbox %s/%s: tripped on %s, but its last task had ended: not killed",
+			s->tenant, s->name, rule_name(rule));
+		return 0;
+	}
 	k.method = a->features->f[SG_FEAT_CGROUP_KILL].ok     ? "cgroup.kill"
 		   : a->features->f[SG_FEAT_CGROUP_FREEZE].ok ? "cgroup.freeze+sigkill"
 							      : "cgroup.procs";
@@ -91,7 +102,7 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 			strerror(errno));
 	s->kill_latency_ns = clock_ns(CLOCK_BOOTTIME) - violation_ns;
 	latency_s = (double)s->kill_latency_ns / 1e9;
-	s->killed = true;
+	s->killed = s->kill_handled = true;
 	s->kill_rule = rule;
 	if (err)
 		sg_warn("sandbox %s/%s: not empty %d ms after the kill for %s (%s); killing again every second",
@@ -172,7 +183,7 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 	}
 	/* Kill decisions: the whole sandbox goes when the tenant's policy
 	 * says kill for this rule (fork limits always kill unless logged). */
-	if (s && !s->killed && is_violation(e) &&
+	if (s && !s->kill_handled && is_violation(e) &&
 	    (e->type == SG_EV_FORK_LIMIT || tenant_action(a, s, e->rule) == SG_POLICY_KILL))
 		agent_kill_sandbox(a, s, e->rule, e->type, e->pid, e->ts_ns);
 	return 0;
@@ -222,8 +233,8 @@ static void sweep_sandboxes(struct agent *a)
 			registry_remove(&a->reg, s->cgid);
 			continue;
 		}
-		if (s->killed) {
-			if (!cgroup_is_empty(path))
+		if (s->kill_handled) {
+			if (s->killed && !cgroup_is_empty(path))
 				empty_sandbox(a, path, 0);
 			continue;
 		}

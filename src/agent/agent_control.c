@@ -212,7 +212,7 @@ static json_t *do_verdict(void *ctx, json_t *req)
 		s = registry_find(&a->reg, id);
 	}
 	kill_rule = sg_state_kill_rule(&st);
-	if (s && !s->killed && kill_rule >= 0)
+	if (s && !s->kill_handled && kill_rule >= 0)
 		agent_kill_sandbox(a, s, kill_rule, 0, 0, st.first_ts_ns);
 	if (s && s->killed)
 		return json_pack("{s:b, s:b, s:s}", "ok", 1, "killed", 1, "rule",

@@ -46,8 +46,9 @@ struct sg_sandbox_entry {
 	char name[SG_ID_BUF];
 	char run_id[SG_ID_BUF];
 	char batch_id[SG_ID_BUF];
-	uint64_t added_ns; /* CLOCK_BOOTTIME */
-	bool killed;
+	uint64_t added_ns;        /* CLOCK_BOOTTIME */
+	bool killed;              /* the agent emptied its cgroup */
+	bool kill_handled;        /* killed, or found tripped after its last task ended */
 	int kill_rule;            /* enum sg_rule of the kill */
 	uint64_t kill_latency_ns; /* violation to empty cgroup */
 };

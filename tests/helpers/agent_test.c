@@ -142,6 +142,8 @@ int main(int argc, char **argv)
 		test_egress();
 		test_unix();
 		test_files();
+		test_scratch();
+		test_bind_mounts();
 		test_exec();
 		test_fork_bomb();
 		test_kill_action();

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Files and execs. An open is judged on the file the kernel resolved, not
- * on the string the program passed: the file and its dentry ancestors
- * (crossing mounts) are looked up by (dev, ino) against the sandbox's
- * scratch and the tenant's read-only allowlist. Symlinks, "..", relative
+ * on the string the program passed: a file on the sandbox's own scratch
+ * filesystem is its; otherwise the file and its dentry ancestors (crossing
+ * mounts, so bind mounts keep their identity) are looked up by (dev, ino)
+ * against the tenant's read-only allowlist (and a directory scratch). Symlinks, "..", relative
  * paths, openat2 and files created after the policy loaded are therefore
  * all judged the same way.
  *
@@ -60,8 +61,19 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 	struct dentry *dentry = BPF_CORE_READ(path, dentry);
 	struct vfsmount *vfsmnt = BPF_CORE_READ(path, mnt);
 	struct mount *mnt = container_of(vfsmnt, struct mount, mnt);
-	__u32 names = 0;
+	/* A directory scratch's inode, looked for among the ancestors on its
+	 * own mount only (0: no longer looked for): something mounted inside
+	 * it is not the sandbox's. */
+	__u64 scratch_ino = sb->scratch_ino;
+	__u32 depth;
 
+	/* A scratch of its own (a tmpfs mounted for the sandbox): every file
+	 * on its filesystem is inside it, at any depth, with no walk. */
+	if (sb->flags & SG_SB_SCRATCH_FS) {
+		if (BPF_CORE_READ(dentry, d_sb, s_dev) == (__u32)sb->scratch_dev)
+			return ALLOW;
+		scratch_ino = 0;
+	}
 	d->depth = 0;
 	for (int i = 0; i < SG_WALK_DEPTH; i++) {
 		struct sg_path_key key = {};
@@ -70,7 +82,7 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 
 		key.dev = BPF_CORE_READ(dentry, d_sb, s_dev);
 		key.ino = BPF_CORE_READ(dentry, d_inode, i_ino);
-		if (key.dev == sb->scratch_dev && key.ino == sb->scratch_ino)
+		if (scratch_ino && key.ino == scratch_ino && key.dev == sb->scratch_dev)
 			return ALLOW;
 		if (pol) {
 			key.tenant = SG_SET_KEY(sb->tenant, pol->set_gen);
@@ -86,14 +98,16 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 				break; /* the root of the mount tree */
 			dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
 			mnt = up;
+			scratch_ino = 0;
 			continue;
 		}
-		if (names < SG_PATH_COMPS) {
-			bpf_probe_read_kernel_str(d->comps[names & (SG_PATH_COMPS - 1)],
+		/* (The count lives in map memory: a local would multiply the
+		 * states the verifier walks by the names kept.) */
+		depth = d->depth;
+		if (depth < SG_PATH_COMPS)
+			bpf_probe_read_kernel_str(d->comps[depth & (SG_PATH_COMPS - 1)],
 						  SG_COMP_LEN, BPF_CORE_READ(dentry, d_name.name));
-			names++;
-		}
-		d->depth++;
+		d->depth = depth + 1;
 		parent = BPF_CORE_READ(dentry, d_parent);
 		if (parent == dentry)
 			break;

@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -171,6 +174,21 @@ int child_open(void *p)
 	return fd >= 0 ? 0 : errno;
 }
 
+
+int child_open_bound(void *p)
+{
+	struct bind_arg *b = p;
+	char path[4096];
+	int fd;
+
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return 103;
+	if ((mkdir(b->dst, 0755) && errno != EEXIST) || mount(b->src, b->dst, NULL, MS_BIND, NULL))
+		return 104;
+	snprintf(path, sizeof(path), "%s/%s", b->dst, b->file);
+	fd = open(path, b->flags, 0600);
+	return fd >= 0 ? 0 : errno;
+}
 
 int child_exec(void *p)
 {

@@ -26,6 +26,13 @@ struct exec_arg {
 	const char *marker;
 };
 
+/* In a mount namespace of its own: bind-mount src onto dst (made), then
+ * open dst/file. */
+struct bind_arg {
+	const char *src, *dst, *file;
+	int flags;
+};
+
 int listen_on(int family, int type, int *port);
 int listen_unix(const char *path, bool abstract);
 int bind_unix_dgram(const char *path, bool abstract);
@@ -34,6 +41,7 @@ bool saw_nothing(int fd, bool stream);
 
 int child_net(void *p);             /* struct net_arg: connect or sendto */
 int child_open(void *p);            /* struct open_arg */
+int child_open_bound(void *p);      /* struct bind_arg */
 int child_exec(void *p);            /* struct exec_arg: busybox touch marker */
 int child_fork_bomb(void *p);       /* int *: a v1 pids procs fd or -1 */
 int child_flood_then_trip(void *p); /* int *: a UDP port */

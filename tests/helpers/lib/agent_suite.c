@@ -27,7 +27,7 @@ char busybox[PATH_MAX], self_exe[PATH_MAX], forbidden_exe[PATH_MAX], ro_file[PAT
 bool lsm; /* the agent runs in LSM mode */
 int port_tcp4, port_tcp6, port_udp, port_allowed;
 int l_tcp4 = -1, l_tcp6 = -1, l_udp = -1, l_allowed = -1, l_unix = -1, l_abstract = -1,
-	   l_unix_dgram = -1, l_abstract_dgram = -1;
+    l_unix_dgram = -1, l_abstract_dgram = -1;
 
 /* ---- helpers for expectations ---- */
 
@@ -101,4 +101,3 @@ int write_policies(void)
 	}
 	return 0;
 }
-

@@ -33,6 +33,8 @@ int write_policies(void);
 void test_egress(void);
 void test_unix(void);
 void test_files(void);
+void test_scratch(void);
+void test_bind_mounts(void);
 void test_exec(void);
 void test_fork_bomb(void);
 void test_kill_action(void);

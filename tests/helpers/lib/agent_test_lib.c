@@ -6,12 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <jansson.h>
 #include "control/agent_client.h"
+#include "control/enroll.h"
+#include "policy/policy.h"
 #include "agent_test_lib.h"
 #include "lib/cgroup.h"
 
@@ -231,23 +234,33 @@ int at_agent_feature(struct at_env *env, const char *feature)
 	return rc;
 }
 
-int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb)
+int at_sandbox_enroll(struct at_env *env, const char *tenant, struct at_sandbox *sb,
+		      bool tmpfs_scratch, struct sg_enroll_result *res)
 {
 	static int seq;
+	struct sg_enroll_request req = { 0 };
+	struct sg_policy_error perr;
+	struct sg_policy policy;
 	char tdir[PATH_MAX];
-	struct agent_conn *c;
 	uint64_t cgid;
 	int err;
 
 	memset(sb, 0, sizeof(*sb));
+	memset(res, 0, sizeof(*res));
 	snprintf(sb->tenant, sizeof(sb->tenant), "%s", tenant);
 	snprintf(sb->name, sizeof(sb->name), "t%d-%d", getpid(), ++seq);
-	/* The executor's order: scratch, cgroup, registration. */
+	/* The executor's order: scratch, cgroup, enrollment. */
 	snprintf(tdir, sizeof(tdir), "%s/%s", env->scratch_root, tenant);
 	mkdir(tdir, 0711);
 	snprintf(sb->scratch, sizeof(sb->scratch), "%s/%s", tdir, sb->name);
 	if (mkdir(sb->scratch, 0777))
 		return -errno;
+	if (tmpfs_scratch) {
+		if (mount("tmpfs", sb->scratch, "tmpfs", MS_NOSUID | MS_NODEV,
+			  "size=16m,mode=0777"))
+			return -errno;
+		sb->tmpfs = true;
+	}
 	chmod(sb->scratch, 0777);
 	snprintf(tdir, sizeof(tdir), "%s/%s", env->cg_root, tenant);
 	mkdir(tdir, 0755);
@@ -256,13 +269,32 @@ int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb
 		return -errno;
 	if (cgroup_id_of(sb->cg, &cgid))
 		return -errno;
-	c = agent_connect(env->sock);
-	if (!c)
-		return -ENOTCONN;
-	err = agent_register(c, tenant, sb->name, "test-run", "test-batch", cgid, sb->scratch,
-			     2000);
-	agent_close(c);
+	err = policy_for_tenant(env->policy_dir, tenant, &policy, &perr);
+	if (err)
+		return err;
+	req.tenant = tenant;
+	req.sandbox = sb->name;
+	req.run_id = "test-run";
+	req.batch_id = "test-batch";
+	req.cgroup_id = cgid;
+	req.scratch = sb->scratch;
+	req.policy = &policy;
+	req.agent = agent_connect(env->sock);
+	req.compile_timeout_ms = 5000;
+	req.notify_timeout_ms = 5000;
+	err = sg_enroll_sandbox(&req, res);
+	agent_close(req.agent);
+	if (err)
+		fprintf(stderr, "agent_test: enrolling %s/%s: %s\n", tenant, sb->name, res->detail);
 	return err;
+}
+
+int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb)
+{
+	struct sg_enroll_result res;
+	int err = at_sandbox_enroll(env, tenant, sb, false, &res);
+
+	return err ? err : res.enforced ? 0 : -ENOLINK;
 }
 
 void at_sandbox_free(struct at_sandbox *sb)
@@ -271,6 +303,8 @@ void at_sandbox_free(struct at_sandbox *sb)
 
 	cgroup_kill(sb->cg, 2000);
 	rmdir(sb->cg);
+	if (sb->tmpfs)
+		umount2(sb->scratch, MNT_DETACH);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sb->scratch);
 	if (system(cmd) != 0)
 		fprintf(stderr, "agent_test: could not remove %s\n", sb->scratch);

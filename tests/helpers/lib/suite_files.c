@@ -17,6 +17,8 @@
 #include "control/agent_client.h"
 #include "control/pinned.h"
 #include "lib/cgroup.h"
+#include "abi/maps.h"
+#include "control/enroll.h"
 
 void test_files(void)
 {
@@ -119,6 +121,78 @@ void test_files(void)
 	at_sandbox_free(&sb);
 }
 
+/* A path `depth` directories deep below dir, made. */
+static void make_deep(const char *dir, int depth, char *path, size_t len)
+{
+	size_t n = (size_t)snprintf(path, len, "%s", dir);
+
+	for (int i = 0; i < depth && n + 3 < len; i++) {
+		n += (size_t)snprintf(path + n, len - n, "/d");
+		mkdir(path, 0777);
+	}
+}
+
+/* A scratch of its own (a tmpfs, as the executor mounts it) is judged by
+ * its filesystem, at any depth; a directory scratch by its ancestors,
+ * which the walk stops looking for after SG_WALK_DEPTH (fail closed). */
+void test_scratch(void)
+{
+	struct sg_enroll_result res;
+	char deep[PATH_MAX], file[PATH_MAX + 8];
+	struct at_sandbox sb;
+	int st;
+
+	if (at_sandbox_enroll(&env, "acme", &sb, true, &res) || !res.enforced)
+		return at_result(false, "scratch: tmpfs sandbox", "not enrolled: %s", res.detail);
+	make_deep(sb.scratch, 40, deep, sizeof(deep));
+	snprintf(file, sizeof(file), "%s/f", deep);
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .path = file, .flags = O_WRONLY | O_CREAT });
+	at_result(returned(st, 0),
+		  "scratch: a file 40 directories deep in a tmpfs scratch is written (no walk)",
+		  "%s", describe(st));
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .path = "/etc/hostname", .flags = O_RDONLY });
+	at_result(refused(st), "scratch: outside a tmpfs scratch is still refused", "%s",
+		  describe(st));
+	at_sandbox_free(&sb);
+
+	at_sandbox_new(&env, "acme", &sb);
+	make_deep(sb.scratch, SG_WALK_DEPTH + 4, deep, sizeof(deep));
+	snprintf(file, sizeof(file), "%s/f", deep);
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .path = file, .flags = O_WRONLY | O_CREAT });
+	at_result(refused(st),
+		  "scratch: in a directory scratch, past the ancestor walk, refused (fail closed)",
+		  "%s", describe(st));
+	at_sandbox_free(&sb);
+}
+
+/* Read-only paths are identities: the same file seen through a bind
+ * mount (a sandbox's minimal root is made of them) is the same file. */
+void test_bind_mounts(void)
+{
+	char ro_dir[PATH_MAX + 8], view[PATH_MAX + 16];
+	struct at_sandbox sb;
+	int st;
+
+	snprintf(ro_dir, sizeof(ro_dir), "%s/ro", env.dir);
+	at_sandbox_new(&env, "acme", &sb);
+	snprintf(view, sizeof(view), "%s/view", sb.scratch);
+	st = run_in(&sb, child_open_bound, &(struct bind_arg){ ro_dir, view, "data", O_RDONLY });
+	at_result(returned(st, 0), "bind: a read-only path seen through a bind mount is readable",
+		  "%s", describe(st));
+	at_sandbox_free(&sb);
+
+	at_sandbox_new(&env, "acme", &sb);
+	snprintf(view, sizeof(view), "%s/etc", sb.scratch);
+	st = run_in(&sb, child_open_bound,
+		    &(struct bind_arg){ "/etc", view, "hostname", O_RDONLY });
+	at_result(refused(st), "bind: /etc bind-mounted into the scratch is still refused", "%s",
+		  describe(st));
+	at_sandbox_free(&sb);
+}
+
 void test_exec(void)
 {
 	struct at_sandbox sb;
@@ -148,4 +222,3 @@ void test_exec(void)
 		  "exec: the refusal is evented with the mode that refused it", "no event");
 	at_sandbox_free(&sb);
 }
-

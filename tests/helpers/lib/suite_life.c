@@ -194,4 +194,3 @@ void test_refusal(void)
 		  "and names it",
 		  "%s; log: %.300s", describe(st), text);
 }
-

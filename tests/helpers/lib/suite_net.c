@@ -180,4 +180,3 @@ void test_unix(void)
 	}
 	at_sandbox_free(&sb);
 }
-
