@@ -10,12 +10,13 @@
 # The payload: pick a preset with ONE variable,
 #   VMTEST_PAYLOAD=selftest  tests/vmtest/selftest.c, built here:
 #                            proves the guest plumbing and that BPF LSM denies.
-#   VMTEST_PAYLOAD=agent     (default) $BUILD/sandguard and $BUILD/tests/agent_test
+#   VMTEST_PAYLOAD=agent     (default) $BUILD/sandguard, $BUILD/tests/agent_test, enroll_test
 #                            (built with make), run by tests/vmtest/agent-payload.sh:
 #                            a row per kernel feature from "sandguard probe"
 #                            (the table must say lsm), "agent_test --mode auto
-#                            --expect-mode lsm", and on kernels with the newer
-#                            features the same suite with them turned off.
+#                            --expect-mode lsm", "enroll_test", and with
+#                            VMTEST_FALLBACKS=1, on kernels with the newer
+#                            features, agent_test with them turned off.
 # or override any part of it (these win over the preset):
 #   VMTEST_BINS    host binaries, space-separated; each becomes /bin/<name>
 #                  in the guest, with its shared libraries (static ones work too).
@@ -52,11 +53,12 @@ case $payload in
         cmd=${VMTEST_CMD:-selftest}
         mode=${VMTEST_MODE:-selftest} ;;
     agent)
-        bins=${VMTEST_BINS:-$build/sandguard $build/tests/agent_test}
+        bins=${VMTEST_BINS:-$build/sandguard $build/tests/agent_test $build/tests/enroll_test}
         # The probe table as one row per kernel feature, then the agent
-        # suite (auto must pick LSM on these kernels), and on kernels with
-        # the newer features the suite again without them.
-        cmd=${VMTEST_CMD:-sh /vmtest/agent-payload.sh}
+        # and enrollment suites (auto must pick LSM on these kernels);
+        # VMTEST_FALLBACKS=1: on kernels with the newer features, the agent
+        # suite again without them.
+        cmd=${VMTEST_CMD:-VMTEST_FALLBACKS=${VMTEST_FALLBACKS:-0} sh /vmtest/agent-payload.sh}
         [ -n "${VMTEST_CMD:-}" ] || VMTEST_FILES="tests/vmtest/agent-payload.sh:/vmtest/agent-payload.sh ${VMTEST_FILES:-}"
         mode=${VMTEST_MODE:-lsm} ;;
     *)

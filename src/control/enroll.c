@@ -176,6 +176,14 @@ static int enroll(const struct pins *p, const struct sg_enroll_request *req,
 			}
 			err = agent_compile(req->agent, req->tenant, req->compile_timeout_ms, why,
 					    sizeof(why));
+			if (err == -ENOTCONN) {
+				snprintf(
+					res->detail, sizeof(res->detail),
+					"tenant %s's policy is not compiled into the kernel, and no "
+					"agent is connected to compile it",
+					req->tenant);
+				return err;
+			}
 			if (err) {
 				snprintf(res->detail, sizeof(res->detail),
 					 "tenant %s's policy is not compiled into the kernel, and "

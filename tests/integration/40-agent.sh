@@ -19,4 +19,6 @@ rc=0
 SANDGUARD_DISABLE_FEATURES=atomic_fetch,tracing_ancestor_cgroup,cgroup_kill,cgroup_connect_unix,cgroup_sendmsg_unix \
     "$SANDGUARD_BUILD/tests/agent_test" --sandguard "$SANDGUARD_BIN" --expect-mode "$expect" \
     --prefix "5.10 fallbacks: " || rc=1
+# Enrollment by the executor, tenants, verdicts, stuck control clients.
+"$SANDGUARD_BUILD/tests/enroll_test" --sandguard "$SANDGUARD_BIN" || rc=1
 exit $rc

@@ -158,6 +158,8 @@ int child_net(void *p)
 	close(fd);
 	if (peer >= 0)
 		close(peer);
+	if (n->then_sleep)
+		sleep(30);
 	return rc;
 }
 

@@ -14,6 +14,7 @@ struct net_arg {
 	bool unspec_first; /* ... after connect(AF_UNSPEC) on it */
 	bool to_pair_peer; /* unix: send to the socketpair's other end (no address) */
 	bool bind_only;    /* unix: bind the address, nothing else */
+	bool then_sleep;   /* then sleep 30 s (to be killed) */
 };
 struct open_arg {
 	const char *cwd;

@@ -70,34 +70,40 @@ int run_in(struct at_sandbox *sb, int (*fn)(void *), void *arg)
 }
 
 
-int write_policies(void)
+int write_policy(const char *tenant, const char *egress, const char *file, bool require_agent)
 {
-	char path[PATH_MAX + 32], exe_dir[PATH_MAX], ro_dir[PATH_MAX];
+	char path[PATH_MAX + 32], tmp[PATH_MAX + 40], exe_dir[PATH_MAX], ro_dir[PATH_MAX];
 	FILE *f;
 
 	snprintf(exe_dir, sizeof(exe_dir), "%s", self_exe);
 	*strrchr(exe_dir, '/') = 0;
 	snprintf(ro_dir, sizeof(ro_dir), "%s/ro", env.dir);
-	for (int i = 0; i < 3; i++) {
-		static const char *const tenants[] = { "acme", "strict", "flood" };
-		static const char *const egress[] = { "deny", "kill", "deny" };
-		static const char *const file[] = { "deny", "deny", "kill" };
-		const char *tenant = tenants[i];
-		snprintf(path, sizeof(path), "%s/%s.json", env.policy_dir, tenant);
-		f = fopen(path, "w");
-		if (!f)
-			return -errno;
-		fprintf(f,
-			"{\"tenant\": \"%s\",\n"
-			" \"limits\": {\"max_tasks\": 16, \"max_forks\": 100000},\n"
-			" \"egress\": {\"allow\": [{\"cidr\": \"127.0.0.1/32\", \"port\": %d, \"proto\": \"tcp\"}]},\n"
-			" \"files\": {\"scratch_root\": \"%s\",\n"
-			"   \"read_only\": [\"/usr\", \"/lib\", \"/lib64\", \"/bin\", \"/etc/ld.so.cache\", \"/dev/null\", \"%s\", \"%s\"]},\n"
-			" \"exec\": {\"allow\": [\"%s\"]},\n"
-			" \"actions\": {\"egress\": \"%s\", \"file\": \"%s\", \"fork\": \"kill\", \"exec\": \"deny\"}}\n",
-			tenant, port_allowed, env.scratch_root, exe_dir, ro_dir, busybox, egress[i],
-			file[i]);
-		fclose(f);
-	}
-	return 0;
+	snprintf(path, sizeof(path), "%s/%s.json", env.policy_dir, tenant);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.json.new", env.policy_dir, tenant);
+	f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"{\"tenant\": \"%s\", \"require_agent\": %s,\n"
+		" \"limits\": {\"max_tasks\": 16, \"max_forks\": 100000},\n"
+		" \"egress\": {\"allow\": [{\"cidr\": \"127.0.0.1/32\", \"port\": %d, \"proto\": \"tcp\"}]},\n"
+		" \"files\": {\"scratch_root\": \"%s\",\n"
+		"   \"read_only\": [\"/usr\", \"/lib\", \"/lib64\", \"/bin\", \"/etc/ld.so.cache\", \"/dev/null\", \"%s\", \"%s\"]},\n"
+		" \"exec\": {\"allow\": [\"%s\"]},\n"
+		" \"actions\": {\"egress\": \"%s\", \"file\": \"%s\", \"fork\": \"kill\", \"exec\": \"deny\"}}\n",
+		tenant, require_agent ? "true" : "false", port_allowed, env.scratch_root, exe_dir,
+		ro_dir, busybox, egress, file);
+	fclose(f);
+	return rename(tmp, path) ? -errno : 0; /* whole, as config management writes it */
+}
+
+int write_policies(void)
+{
+	int err = write_policy("acme", "deny", "deny", false);
+
+	if (!err)
+		err = write_policy("strict", "kill", "deny", false);
+	if (!err)
+		err = write_policy("flood", "deny", "kill", false);
+	return err;
 }

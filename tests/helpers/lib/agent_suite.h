@@ -26,6 +26,10 @@ bool sigkilled(int st);
 bool refused(int st);
 int run_in(struct at_sandbox *sb, int (*fn)(void *), void *arg);
 
+/* A tenant's policy file in the suite's policy directory: loopback
+ * port_allowed allowed, the suite's read-only paths, busybox runnable,
+ * the given actions for egress and files. */
+int write_policy(const char *tenant, const char *egress, const char *file, bool require_agent);
 /* The policies of the suite's tenants (acme, strict, flood). */
 int write_policies(void);
 
