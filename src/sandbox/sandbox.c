@@ -149,7 +149,7 @@ static int make_scratch(struct run *r)
  * sandbox's entries into the agent's pinned maps itself and tells the
  * agent after (src/control/enroll.h). No pins at all (no agent on this
  * node): the executor's own layers, unless the policy requires the agent. */
-static int enroll(struct run *r)
+static int register_with_agent(struct run *r)
 {
 	const struct sandbox_spec *s = r->spec;
 	struct sg_enroll_request req = {
@@ -197,7 +197,7 @@ static int make_cgroup(struct run *r)
 		return fail(r, err, "%s", detail);
 	r->cgroup_made = true;
 	r->res->cgroup_id = r->cg.id;
-	return enroll(r);
+	return register_with_agent(r);
 }
 
 /* Whether the egress allowlist lets any UDP out (a UDP or any-protocol
