@@ -403,7 +403,7 @@ static int start(struct agent *a)
 	a->features = probe_features(root);
 	rc = choose_modes(a->features, a->opts.mode, &a->modes, err, sizeof(err));
 	if (rc) {
-		sg_error("%s", err);
+		sg_error("refusing to start: %s", err);
 		return rc;
 	}
 	sg_info("files: %s (%s); execs: %s (%s)", enforce_mode_name(a->modes.files),
@@ -411,8 +411,7 @@ static int start(struct agent *a)
 	print_probe_table(stderr, a->features, &a->modes); /* once, for the log */
 	/* Half an enforcement would be worse than none that says so. */
 	if (enforcement_degraded(a->features, &a->modes, err, sizeof(err))) {
-		sg_error("this kernel cannot enforce every sandguard rule, refusing to start: %s",
-			 err);
+		sg_error("refusing to start: this kernel cannot enforce every rule: %s", err);
 		return -ENOTSUP;
 	}
 	rc = sg_bpf_load(&a->bpf, a->features, &a->modes, root);

@@ -318,14 +318,14 @@ int choose_modes(const struct sg_features *f, enum sg_mode_request req, struct s
 
 	memset(m, 0, sizeof(*m));
 	if (req == SG_REQ_LSM && !lsm) {
-		snprintf(err, errlen, "--mode lsm: BPF LSM is unavailable: %s",
+		snprintf(err, errlen, "--mode lsm needs %s: %s", feature_name(SG_FEAT_LSM),
 			 f->f[SG_FEAT_LSM].why);
 		return -ENOTSUP;
 	}
 	if (req == SG_REQ_FALLBACK && (!fallback_files || !fallback_execs)) {
-		snprintf(err, errlen,
-			 "--mode fallback: needs tp_btf (%s) and syscall tracepoints (%s)",
-			 f->f[SG_FEAT_TP_BTF].why, f->f[SG_FEAT_SYSCALL_TP].why);
+		snprintf(err, errlen, "--mode fallback needs %s (%s) and %s (%s)",
+			 feature_name(SG_FEAT_TP_BTF), f->f[SG_FEAT_TP_BTF].why,
+			 feature_name(SG_FEAT_SYSCALL_TP), f->f[SG_FEAT_SYSCALL_TP].why);
 		return -ENOTSUP;
 	}
 	if (f->f[SG_FEAT_CONNECT_UNIX].ok && f->f[SG_FEAT_SENDMSG_UNIX].ok)
@@ -363,9 +363,12 @@ bool enforcement_degraded(const struct sg_features *f, const struct sg_modes *m,
 
 	why[0] = 0;
 	if (m->files == SG_MODE_NONE)
-		n += snprintf(why + n, n < len ? len - n : 0, "files unenforced; ");
+		n += snprintf(why + n, n < len ? len - n : 0, "files unenforced (%s: %s; %s: %s); ",
+			      feature_name(SG_FEAT_LSM), f->f[SG_FEAT_LSM].why,
+			      feature_name(SG_FEAT_SYSCALL_TP), f->f[SG_FEAT_SYSCALL_TP].why);
 	if (m->execs == SG_MODE_NONE)
-		n += snprintf(why + n, n < len ? len - n : 0, "execs unenforced; ");
+		n += snprintf(why + n, n < len ? len - n : 0, "execs unenforced (%s: %s); ",
+			      feature_name(SG_FEAT_LSM), f->f[SG_FEAT_LSM].why);
 	/* LSM mode promises unix egress on every kernel. */
 	if (m->files == SG_MODE_LSM && m->unix_egress == SG_UNIX_NONE)
 		n += snprintf(why + n, n < len ? len - n : 0, "unix egress unenforced (%s: %s); ",

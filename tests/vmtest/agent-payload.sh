@@ -24,6 +24,21 @@ else
     echo "FAIL: probe: the probe table says: $(grep '^files' /tmp/probe.txt)"
 fi
 
+# Where the files fallback cannot work (tracepoints that cannot be pinned,
+# before 5.15), --mode fallback must be refused, naming what is missing.
+if grep -q '^syscall_tracepoints  *no' /tmp/probe.txt; then
+    mkdir -p /tmp/refusal
+    SANDGUARD_CGROUP_ROOT=/sys/fs/cgroup/sg-refusal SANDGUARD_PIN_ROOT=/sys/fs/bpf/sg-refusal \
+        sandguard agent --mode fallback --policy-dir /tmp/refusal --events /tmp/refusal/ev \
+        --socket /tmp/refusal/s --state-dir /tmp/refusal > /tmp/refusal/log 2>&1
+    if [ $? -ne 0 ] && grep -q 'refusing to start.*syscall_tracepoints' /tmp/refusal/log; then
+        echo 'PASS: refusal: --mode fallback is refused, naming the tracepoints it lacks'
+    else
+        echo "FAIL: refusal: --mode fallback was not refused as expected: $(tail -n 1 /tmp/refusal/log)"
+    fi
+    rmdir /sys/fs/cgroup/sg-refusal 2>/dev/null
+fi
+
 agent_test --sandguard /bin/sandguard --mode auto --expect-mode lsm
 rc=$?
 # (The slot table is userspace logic, the same on every kernel: 1,100
