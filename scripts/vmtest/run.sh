@@ -28,8 +28,10 @@
 #   VMTEST_MODE    mode column for results until the payload prints a line
 #                  "MODE: <mode>" (selftest: "selftest"; agent: "lsm").
 # The matrix and the machine:
-#   VMTEST_KERNELS  Debian suites to boot (default "bullseye bookworm trixie":
-#                   Debian 11 = 5.10, Debian 12 = 6.1, Debian 13 = 6.12)
+#   VMTEST_KERNELS  Debian suites to boot (default "bullseye bookworm trixie
+#                   bullseye-nolsm": Debian 11 = 5.10, Debian 12 = 6.1,
+#                   Debian 13 = 6.12; SUITE-nolsm boots that kernel without
+#                   bpf in lsm=, where the agent must refuse to start)
 #   VMTEST_TIMEOUT  hard limit per boot in seconds (300); a hung guest is a FAIL
 #   VMTEST_MEM (1024 MiB), VMTEST_SMP (2), VMTEST_CPU (max,-cx16: see boot.sh),
 #   VMTEST_APPEND (extra kernel args)
@@ -66,7 +68,7 @@ case $payload in
         echo "vmtest: 0 passed, 1 failed, 0 skipped"
         exit 1 ;;
 esac
-kernels=${VMTEST_KERNELS:-bullseye bookworm trixie}
+kernels=${VMTEST_KERNELS:-bullseye bookworm trixie bullseye-nolsm}
 
 mkdir -p "$out"
 results=$out/results.tsv
@@ -121,16 +123,22 @@ else
 fi
 
 if [ $ready = 1 ]; then
-    for suite in $kernels; do
+    for entry in $kernels; do
+        # SUITE-nolsm: the same kernel booted without bpf in lsm= (Debian
+        # 11's default), where the agent must refuse to start.
+        suite=${entry%-nolsm}
+        append=${VMTEST_APPEND:-}
+        [ "$suite" != "$entry" ] && append="$append lsm=lockdown,yama"
         if ! fetched=$("$here/fetch-kernel.sh" "$suite" 2>>"$setup_log"); then
-            fail_row "$suite" "$suite" fetch-kernel "$(last_error) (see $setup_log)"
-            printf '%s\t%s\t-\t-\t-\n' "$suite" "$suite" >> "$kernel_rows"
+            fail_row "$entry" "$suite" fetch-kernel "$(last_error) (see $setup_log)"
+            printf '%s\t%s\t-\t-\t-\n' "$entry" "$suite" >> "$kernel_rows"
             continue
         fi
         read -r vmlinuz version package <<< "$fetched"
-        dir=$out/$suite
-        echo "vmtest: booting $package ($version, $suite)"
-        "$here/boot.sh" "$vmlinuz" "$out/initrd.gz" "$dir" 2>>"$setup_log"
+        [ "$suite" != "$entry" ] && version="$version-nolsm"
+        dir=$out/$entry
+        echo "vmtest: booting $package ($version, $entry)"
+        VMTEST_APPEND="$append" "$here/boot.sh" "$vmlinuz" "$out/initrd.gz" "$dir" 2>>"$setup_log"
         "$here/parse.sh" "$version" "$suite" "$dir" "$mode" > "$dir/rows.tsv"
         cat "$dir/rows.tsv" >> "$results"
 
@@ -141,7 +149,7 @@ if [ $ready = 1 ]; then
              "(init reached at ${init_s:-?} s guest time; ${wall_s:-?} s wall for boot, run and poweroff)"
         # A broken boot: show the end of the console right here, for CI logs.
         if awk -F '\t' '($3 == "boot" || $3 == "payload") && $5 == "FAIL" { bad = 1 } END { exit !bad }' "$dir/rows.tsv"; then
-            echo "vmtest: last console lines of $suite ($dir/console.log):"
+            echo "vmtest: last console lines of $entry ($dir/console.log):"
             # (without the terminal escapes SeaBIOS prints)
             tail -n 25 "$dir/console.log" 2>/dev/null | sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\r$//' -e 's/^/    /'
         fi

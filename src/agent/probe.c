@@ -115,6 +115,17 @@ static bool is_bpf_link(struct bpf_link *link)
 	return bpf_obj_get_info_by_fd(bpf_link__fd(link), &info, &len) == 0;
 }
 
+/* Whether the attached lsm/file_open probe really runs: an open of ours
+ * must have been counted. */
+static bool lsm_runs(struct probe_bpf *skel)
+{
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0)
+		close(fd);
+	return skel->bss->lsm_hits > 0;
+}
+
 /* Load `prog` alone (all other programs of the probe object disabled),
  * attach it unless `load_only` (to the cgroup when cgroup_fd >= 0, with
  * attach_type when >= 0), and say what happened. Every program the agent
@@ -142,6 +153,7 @@ static void probe_one(struct sg_features *f, enum sg_feature feature, const char
 	}
 	if (attach_type >= 0)
 		bpf_program__set_expected_attach_type(target, attach_type);
+	skel->rodata->probe_tgid = getpid();
 	old = libbpf_set_print(quiet_print);
 	err = probe_bpf__load(skel);
 	if (err) {
@@ -165,6 +177,12 @@ static void probe_one(struct sg_features *f, enum sg_feature feature, const char
 		snprintf(r->why, sizeof(r->why),
 			 "attached through a perf event, not a BPF link (kernel < 5.15): "
 			 "cannot be pinned to outlive the agent");
+		goto out;
+	}
+	if (feature == SG_FEAT_LSM && !lsm_runs(skel)) {
+		snprintf(r->why, sizeof(r->why),
+			 "lsm/file_open loads and attaches but never runs: the bpf LSM is not "
+			 "active");
 		goto out;
 	}
 	r->ok = true;
@@ -272,12 +290,18 @@ const struct sg_features *probe_features(const char *cgroup_root)
 	probe_one(&f, SG_FEAT_TRACING_ANCESTOR, "probe_tracing_ancestor", -1, -1, true);
 	probe_one(&f, SG_FEAT_LSM_UNIX, "probe_lsm_unix", -1, -1, false);
 	f.lsm_listed = lsm_listed();
-	if (!f.f[SG_FEAT_LSM].ok) {
-		snprintf(
-			f.f[SG_FEAT_LSM].why, sizeof(f.f[0].why), "%s",
-			f.lsm_listed
-				? "lsm/file_open refused to load: 'bpf' is in /sys/kernel/security/lsm but this kernel refuses BPF LSM programs (trampolines)"
-				: "'bpf' is not in /sys/kernel/security/lsm: boot with lsm=...,bpf");
+	if (!f.f[SG_FEAT_LSM].ok && !f.lsm_listed)
+		snprintf(f.f[SG_FEAT_LSM].why, sizeof(f.f[0].why),
+			 "'bpf' is not in /sys/kernel/security/lsm: boot with lsm=...,bpf");
+	else if (!f.f[SG_FEAT_LSM].ok && strstr(f.f[SG_FEAT_LSM].why, "refused"))
+		snprintf(f.f[SG_FEAT_LSM].why, sizeof(f.f[0].why),
+			 "lsm/file_open refused to load: 'bpf' is in /sys/kernel/security/lsm but "
+			 "this kernel refuses BPF LSM programs (trampolines)");
+	/* The unix hooks are BPF LSM programs too: they run only where it does. */
+	if (!f.f[SG_FEAT_LSM].ok && f.f[SG_FEAT_LSM_UNIX].ok) {
+		f.f[SG_FEAT_LSM_UNIX].ok = false;
+		snprintf(f.f[SG_FEAT_LSM_UNIX].why, sizeof(f.f[0].why),
+			 "loads, but BPF LSM programs do not run here (see bpf_lsm)");
 	}
 	if (cg_fd >= 0) {
 		probe_one(&f, SG_FEAT_CONNECT4, "probe_connect4", -1, cg_fd, false);
@@ -381,6 +405,8 @@ bool enforcement_degraded(const struct sg_features *f, const struct sg_modes *m,
 		if (!f->f[required[i]].ok)
 			n += snprintf(why + n, n < len ? len - n : 0, "%s: %s; ",
 				      feature_name(required[i]), f->f[required[i]].why);
+	if (n >= 2 && n < len && !strcmp(why + n - 2, "; "))
+		why[n - 2] = 0; /* no separator after the last */
 	return n > 0;
 }
 

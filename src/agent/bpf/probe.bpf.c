@@ -13,9 +13,17 @@ struct {
 	__uint(max_entries, 4096);
 } probe_rb SEC(".maps");
 
+/* A BPF LSM program can load and attach on a kernel where the bpf LSM is
+ * not active (5.10 booted without bpf in lsm=): it then never runs. The
+ * probe opens a file after attaching and counts its own opens here. */
+const volatile __u32 probe_tgid = 0;
+__u64 lsm_hits = 0;
+
 SEC("lsm/file_open")
 int BPF_PROG(probe_lsm, struct file *file, int ret)
 {
+	if ((bpf_get_current_pid_tgid() >> 32) == probe_tgid)
+		__sync_fetch_and_add(&lsm_hits, 1);
 	return ret;
 }
 
