@@ -178,6 +178,11 @@ static json_t *dispatch(struct control_server *cs, const char *line)
 		reply = i < cs->n_ops ? cs->ops[i].fn(cs->ctx, req)
 				      : control_error("unknown op %.64s", op);
 	}
+	if (!reply)
+		reply = control_error("out of memory");
+	/* The client matches replies to requests by the id it chose. */
+	if (reply && json_is_object(reply) && json_is_integer(json_object_get(req, "id")))
+		json_object_set(reply, "id", json_object_get(req, "id"));
 	json_decref(req);
 	return reply;
 }
