@@ -328,5 +328,5 @@ int agent_query(struct agent_conn *c, const char *op, int timeout_ms, char **jso
 
 int agent_status(struct agent_conn *c, char **json_text)
 {
-	return agent_query(c, "status", 10000, json_text);
+	return agent_query(c, "status", 5000, json_text);
 }
