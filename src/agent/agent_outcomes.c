@@ -88,7 +88,8 @@ static void observe_health(void *ctx, const struct sg_outcome *o)
 
 /* The checkpoint: where the counts start from, and what the log and the
  * status say about it. Returns the position to fold from. */
-static int load_checkpoint(struct agent *a, struct journal_pos *from, struct ledger_load_report *rep)
+static int load_checkpoint(struct agent *a, struct journal_pos *from,
+			   struct ledger_load_report *rep)
 {
 	struct agent_outcomes *ao = &a->outcomes;
 	struct ledger_checkpoint cp = { 0 };
@@ -259,7 +260,8 @@ bool agent_outcomes_ready(struct agent *a, char *why, size_t len)
 	if (err == -ENOSPC) {
 		char d[PATH_MAX + 96];
 		journal_space_describe(&a->outcomes.journal, free_bytes, d, sizeof(d));
-		snprintf(why, len, "the outcome journal's disk is full: %s; new runs are refused", d);
+		snprintf(why, len, "the outcome journal's disk is full: %s; new runs are refused",
+			 d);
 		return false;
 	}
 	if (err) {
@@ -340,10 +342,10 @@ void agent_outcomes_status(struct agent *a, json_t *st)
 			  "checkpoint_error",
 			  s.checkpoint_error[0] ? json_string(s.checkpoint_error) : json_null(),
 			  "rebuilds", rebuilds_json(&s), "last_rebuild",
-			  s.last_rebuild[0] ? json_pack("{s:I, s:s}", "at",
-							(json_int_t)s.last_rebuild_at, "why",
-							s.last_rebuild)
-					    : json_null()));
+			  s.last_rebuild[0]
+				  ? json_pack("{s:I, s:s}", "at", (json_int_t)s.last_rebuild_at,
+					      "why", s.last_rebuild)
+				  : json_null()));
 	json_object_set_new(st, "journal",
 			    json_pack("{s:s, s:I, s:I, s:b, s:o}", "dir", ao->journal.dir,
 				      "free_bytes", (json_int_t)free_bytes, "reserve_bytes",

@@ -27,7 +27,8 @@ static double mib(json_t *o, const char *key)
 static void print_ledger(json_t *st)
 {
 	json_t *l = json_object_get(st, "ledger"), *j = json_object_get(st, "journal");
-	json_t *last = json_object_get(l, "last_rebuild"), *rebuilds = json_object_get(l, "rebuilds");
+	json_t *last = json_object_get(l, "last_rebuild"),
+	       *rebuilds = json_object_get(l, "rebuilds");
 	json_t *saved = json_object_get(l, "checkpoint_saved"), *v;
 	const char *key, *err = json_string_value(json_object_get(l, "checkpoint_error"));
 	char when[64] = "not yet";
@@ -42,9 +43,8 @@ static void print_ledger(json_t *st)
 	printf("ledger       %lld outcomes folded from the journal (%lld duplicate ids ignored, "
 	       "%lld bad records, %lld segments missing)%s\n",
 	       num(l, "folded"), num(l, "duplicates"), num(l, "bad_records"),
-	       num(l, "gap_segments"), json_is_true(json_object_get(l, "catching_up"))
-					       ? ", catching up"
-					       : "");
+	       num(l, "gap_segments"),
+	       json_is_true(json_object_get(l, "catching_up")) ? ", catching up" : "");
 	printf("checkpoint   %s, saved %s\n", json_string_value(json_object_get(l, "checkpoint")),
 	       when);
 	if (err)
@@ -164,7 +164,8 @@ int cmd_status(int argc, char **argv)
 	links = json_integer_value(json_object_get(st, "links"));
 	degraded = json_string_value(json_object_get(st, "degraded"));
 	disk = json_object_get(json_object_get(st, "journal"), "disk_ok");
-	disk_error = json_string_value(json_object_get(json_object_get(st, "journal"), "disk_error"));
+	disk_error =
+		json_string_value(json_object_get(json_object_get(st, "journal"), "disk_error"));
 	red = links <= 0 || degraded || json_is_false(disk);
 	if (check) {
 		if (links <= 0)
@@ -173,7 +174,8 @@ int cmd_status(int argc, char **argv)
 		else if (degraded)
 			fprintf(stderr, "sandguard status: enforcement degraded: %s\n", degraded);
 		else if (json_is_false(disk))
-			fprintf(stderr, "sandguard status: %s\n", disk_error ?: "journal disk full");
+			fprintf(stderr, "sandguard status: %s\n",
+				disk_error ?: "journal disk full");
 		else
 			printf("ok: %d programs attached\n", links);
 	} else if (as_json) {

@@ -58,9 +58,8 @@ int journal_init(struct journal *j, const char *state_dir)
 		err = journal_state_dir(state, sizeof(state));
 		state_dir = state;
 	}
-	if (err ||
-	    (size_t)snprintf(j->dir, sizeof(j->dir), "%s/%s", state_dir, JOURNAL_SUBDIR) >=
-		    sizeof(j->dir))
+	if (err || (size_t)snprintf(j->dir, sizeof(j->dir), "%s/%s", state_dir, JOURNAL_SUBDIR) >=
+			   sizeof(j->dir))
 		return -ENAMETOOLONG;
 	j->segment_bytes =
 		env_u64("SANDGUARD_JOURNAL_SEGMENT_BYTES", JOURNAL_SEGMENT_BYTES_DEFAULT, 4096);
@@ -172,7 +171,8 @@ static int open_segment(const struct journal *j, uint64_t seq, bool create)
 
 	if ((err = journal_segment_path(j->dir, seq, path, sizeof(path))))
 		return err;
-	fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0),
+	fd = open(path,
+		  O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0),
 		  0640);
 	if (fd < 0)
 		return -errno;
@@ -221,7 +221,8 @@ static int current_segment(const struct journal *j, size_t need, uint64_t *seq, 
 }
 
 /* Lock held: the line goes in one writev, after a newline if the segment
- * ends in a torn line; a failed write is cut off again. */
+ * ends in a torn line; a failed write is cut off again. Returns the
+ * segment's fd (the line written, not yet synced) or -errno. */
 static int append_locked(const struct journal *j, const char *line, size_t len,
 			 struct journal_pos *at)
 {
@@ -249,22 +250,22 @@ static int append_locked(const struct journal *j, const char *line, size_t len,
 	if (w != want) {
 		err = w < 0 ? -errno : -ENOSPC;
 		if (ftruncate(fd, size))
-			sg_error("journal: a failed append left %zd bytes at the end of segment %" PRIu64
-				 " that cannot be cut off: %s",
-				 w, seq, strerror(errno));
-	} else if (fdatasync(fd)) {
-		err = -errno;
+			sg_error(
+				"journal: a failed append left %zd bytes at the end of segment %" PRIu64
+				" that cannot be cut off: %s",
+				w, seq, strerror(errno));
+		close(fd);
+		return err;
 	}
-	close(fd);
-	if (!err && at)
+	if (at)
 		*at = (struct journal_pos){ seq, (uint64_t)size + (last != '\n') };
-	return err;
+	return fd;
 }
 
 int journal_append(const struct journal *j, const char *line, size_t len, struct journal_pos *at)
 {
 	char lock[PATH_MAX];
-	int fd, err;
+	int fd, seg, err;
 
 	if (memchr(line, '\n', len))
 		return -EINVAL; /* one record, one line */
@@ -280,8 +281,15 @@ int journal_append(const struct journal *j, const char *line, size_t len, struct
 		return -errno;
 	while (flock(fd, LOCK_EX) && errno == EINTR)
 		;
-	err = append_locked(j, line, len, at);
+	seg = append_locked(j, line, len, at);
 	close(fd); /* and the lock with it */
+	if (seg < 0)
+		return seg;
+	/* Synced outside the lock: concurrent executors' syncs overlap (the
+	 * filesystem commits them together) instead of queueing one by one.
+	 * Ours covers our line, written before it began. */
+	err = fdatasync(seg) ? -errno : 0;
+	close(seg);
 	return err;
 }
 

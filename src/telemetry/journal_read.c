@@ -132,7 +132,8 @@ static ssize_t fill(struct journal_cursor *c)
 		c->cap = cap;
 	}
 	do
-		n = pread(c->fd, c->buf + c->len, c->cap - 1 - c->len, (off_t)(c->pos.offset + c->len));
+		n = pread(c->fd, c->buf + c->len, c->cap - 1 - c->len,
+			  (off_t)(c->pos.offset + c->len));
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;

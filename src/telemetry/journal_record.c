@@ -62,7 +62,9 @@ int journal_record_encode(const struct sg_outcome *o, const char *detail, char *
 	json_object_set_new(j, "mode", json_string(mode_name(o->mode)));
 	json_object_set_new(j, "tenant", text_or_null(o->tenant, sizeof(o->tenant)));
 	json_object_set_new(j, "run_id", text_or_null(o->run_id, sizeof(o->run_id)));
-	json_object_set_new(j, "batch_id", json_string_lossy(o->batch_id, strnlen(o->batch_id, sizeof(o->batch_id))));
+	json_object_set_new(j, "batch_id",
+			    json_string_lossy(o->batch_id,
+					      strnlen(o->batch_id, sizeof(o->batch_id))));
 	json_object_set_new(j, "sandbox", text_or_null(o->sandbox, sizeof(o->sandbox)));
 	json_object_set_new(j, "cgroup_id", json_integer((json_int_t)o->cgroup_id));
 	json_object_set_new(j, "attempt", json_integer(o->attempt));
@@ -74,12 +76,14 @@ int journal_record_encode(const struct sg_outcome *o, const char *detail, char *
 			    rule_name(o->rule) ? json_string(rule_name(o->rule)) : json_null());
 	json_object_set_new(j, "wall_ms", json_integer((json_int_t)o->wall_ms));
 	json_object_set_new(j, "n_scores", json_integer(o->n_scores));
-	json_object_set_new(j, "score_mean", scored ? json_real_or_null(o->score_mean) : json_null());
+	json_object_set_new(j, "score_mean",
+			    scored ? json_real_or_null(o->score_mean) : json_null());
 	json_object_set_new(j, "score_var", scored ? json_real_or_null(o->score_var) : json_null());
 	json_object_set_new(j, "constant", json_boolean(o->constant));
 	json_object_set_new(j, "invalid", json_boolean(o->invalid));
 	json_object_set_new(j, "detail",
-			    detail && *detail ? json_string_lossy(detail, strlen(detail)) : json_null());
+			    detail && *detail ? json_string_lossy(detail, strlen(detail))
+					      : json_null());
 	*line = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (!*line)
@@ -97,7 +101,8 @@ int journal_record_id(const char *line, size_t len, char *id, size_t id_len)
 		return -EBADMSG;
 	end = memchr(start, '"', len - pl);
 	/* A backslash would be an escape: leave that id to the parser. */
-	if (!end || end == start || (size_t)(end - start) >= id_len || memchr(start, '\\', end - start))
+	if (!end || end == start || (size_t)(end - start) >= id_len ||
+	    memchr(start, '\\', end - start))
 		return -EBADMSG;
 	memcpy(id, start, end - start);
 	id[end - start] = '\0';
@@ -166,7 +171,8 @@ static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 		return bad(why, why_len, "pid, cgroup_id, n_scores, constant, invalid: wrong type");
 	if (rule && !json_is_null(rule) && rule_from_name(json_string_value(rule)) < 0)
 		return bad(why, why_len, "rule: expected a rule name or null");
-	if (cause == SG_CAUSE_TENANT_POLICY_VIOLATION && rule_from_name(json_string_value(rule)) < 0)
+	if (cause == SG_CAUSE_TENANT_POLICY_VIOLATION &&
+	    rule_from_name(json_string_value(rule)) < 0)
 		return bad(why, why_len, "rule: a tenant_policy_violation names its rule");
 	mean = json_number_value(json_object_get(root, "score_mean"));
 	var = json_number_value(json_object_get(root, "score_var"));

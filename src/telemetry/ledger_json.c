@@ -67,16 +67,16 @@ static json_t *tenant_to_json(const struct ledger_tenant *t)
 	}
 	for (int b = 0; buckets && b <= LEDGER_N_BOUNDS; b++)
 		json_array_append_new(buckets, json_integer((json_int_t)t->duration.buckets[b]));
-	return json_pack(
-		"{s:I, s:{s:I, s:I}, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:f}}", "attempts",
-		(json_int_t)t->attempts, "batches", "ok", (json_int_t)t->batches_ok, "failed",
-		(json_int_t)t->batches_failed, "degenerate", (json_int_t)t->degenerate, "invalid",
-		(json_int_t)t->invalid, "failures",
-		named_counts(t->failures, SG_CAUSE__COUNT, cause_key), "verdicts",
-		named_counts(t->verdicts, SG_CAUSE__COUNT, cause_key), "violations",
-		named_counts(t->violations, SG_RULE__COUNT, rule_key), "kills",
-		named_counts(t->kills, SG_RULE__COUNT, rule_key), "events", events, "duration",
-		"buckets", buckets, "sum_seconds", t->duration.sum_seconds);
+	return json_pack("{s:I, s:{s:I, s:I}, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:f}}",
+			 "attempts", (json_int_t)t->attempts, "batches", "ok",
+			 (json_int_t)t->batches_ok, "failed", (json_int_t)t->batches_failed,
+			 "degenerate", (json_int_t)t->degenerate, "invalid", (json_int_t)t->invalid,
+			 "failures", named_counts(t->failures, SG_CAUSE__COUNT, cause_key),
+			 "verdicts", named_counts(t->verdicts, SG_CAUSE__COUNT, cause_key),
+			 "violations", named_counts(t->violations, SG_RULE__COUNT, rule_key),
+			 "kills", named_counts(t->kills, SG_RULE__COUNT, rule_key), "events",
+			 events, "duration", "buckets", buckets, "sum_seconds",
+			 t->duration.sum_seconds);
 }
 
 struct encode {
@@ -241,10 +241,9 @@ static int derive_and_check(struct ledger_tenant *t, struct why *w, const char *
 static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t, int version,
 		       struct why *w)
 {
-	static const char *const fields[] = { "attempts", "batches",    "degenerate",
-					      "invalid",  "failures",   "verdicts",
-					      "violations", "kills",    "events",
-					      "duration" };
+	static const char *const fields[] = { "attempts", "batches",  "degenerate", "invalid",
+					      "failures", "verdicts", "violations", "kills",
+					      "events",   "duration" };
 	const char *key;
 	json_t *v;
 	int err = 0;
@@ -252,7 +251,8 @@ static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t, i
 	if (!json_is_object(obj))
 		return bad(w, "tenants.%s: expected an object", name);
 	for (size_t i = 0; i < ARRAY_LEN(fields); i++)
-		if (!json_object_get(obj, fields[i]) && (version > 1 || strcmp(fields[i], "verdicts")))
+		if (!json_object_get(obj, fields[i]) &&
+		    (version > 1 || strcmp(fields[i], "verdicts")))
 			return bad(w, "tenants.%s.%s: missing", name, fields[i]);
 	json_object_foreach(obj, key, v)
 	{

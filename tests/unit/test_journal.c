@@ -93,7 +93,8 @@ static int read_ids(const struct journal_pos *from, char *ids, size_t cap, uint6
 
 static void test_record_codec(void **s)
 {
-	struct sg_outcome o = outcome("3f2a9c01-4242", "acme", SG_CAUSE_TENANT_POLICY_VIOLATION), back;
+	struct sg_outcome o = outcome("3f2a9c01-4242", "acme", SG_CAUSE_TENANT_POLICY_VIOLATION),
+			  back;
 	char *line, why[160], id[SG_ID_BUF];
 	size_t len;
 
@@ -106,7 +107,8 @@ static void test_record_codec(void **s)
 	o.pid = 4242;
 	o.cgroup_id = 99;
 	snprintf(o.sandbox, sizeof(o.sandbox), "3f2a9c01-4242");
-	assert_int_equal(journal_record_encode(&o, "killed by the agent: egress rule", &line, &len), 0);
+	assert_int_equal(journal_record_encode(&o, "killed by the agent: egress rule", &line, &len),
+			 0);
 	assert_null(memchr(line, '\n', len));
 	assert_int_equal(strncmp(line, "{\"v\":1,\"id\":\"3f2a9c01-4242\",\"ts\":\"2026-", 39), 0);
 	/* The class a reader sees: a run-once violation is a verdict. */
@@ -150,13 +152,15 @@ static void test_record_codec(void **s)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		why[0] = '\0';
-		assert_int_equal(journal_record_decode(bad[i], strlen(bad[i]), &back, why, sizeof(why)),
+		assert_int_equal(journal_record_decode(bad[i], strlen(bad[i]), &back, why,
+						       sizeof(why)),
 				 -EBADMSG);
 		assert_true(why[0]);
 	}
 	/* The smallest valid one. */
-	const char *ok = "{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\","
-			 "\"attempt\":0,\"final\":true,\"wall_ms\":0}";
+	const char *ok =
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\","
+		"\"attempt\":0,\"final\":true,\"wall_ms\":0}";
 	assert_int_equal(journal_record_decode(ok, strlen(ok), &back, why, sizeof(why)), 0);
 
 	assert_int_equal(journal_new_id(id, sizeof(id)), 0);
