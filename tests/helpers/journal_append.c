@@ -32,7 +32,9 @@ static int cmp_u64(const void *a, const void *b)
 static int run(const struct journal *j, int n, int proc, uint64_t *lat)
 {
 	for (int i = 0; i < n; i++) {
-		struct sg_outcome o = { .cause = SG_CAUSE_OK, .rule = -1, .attempt = 1, .final = true };
+		struct sg_outcome o = {
+			.cause = SG_CAUSE_OK, .rule = -1, .attempt = 1, .final = true
+		};
 		char *line;
 		size_t len;
 		uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
