@@ -265,6 +265,12 @@ struct exec_booking {
 };
 int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b);
 
+/* Book an admission refusal (attempt 0, final, no run) and return its
+ * cause: `cause`, or platform_error when it could not be booked (then
+ * `detail` says why, exec_book_failed()). */
+enum sg_cause exec_book_refusal(const struct exec_ctx *ctx, const char *mode, const char *batch_id,
+				enum sg_cause cause, uint64_t wall_ms, char *detail, size_t len);
+
 /* A result whose booking failed with `err` becomes a platform error:
  * returns SG_CAUSE_PLATFORM_ERROR and rewrites `detail` ("platform error:
  * the outcome could not be written to the journal <dir>: ...; the result

@@ -110,17 +110,8 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
 		res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
-		int err = exec_book(ctx, &(struct exec_booking){ .mode = "batch",
-								 .batch_id = batch->batch_id,
-								 .attempt = 0,
-								 .final = true,
-								 .cause = res->cause,
-								 .rule = -1,
-								 .wall_ms = res->wall_ms,
-								 .detail = res->detail });
-		if (err)
-			res->cause =
-				exec_book_failed(err, res->cause, res->detail, sizeof(res->detail));
+		res->cause = exec_book_refusal(ctx, "batch", batch->batch_id, res->cause,
+					       res->wall_ms, res->detail, sizeof(res->detail));
 		return 0;
 	}
 

@@ -303,6 +303,21 @@ enum sg_cause exec_book_failed(int err, enum sg_cause cause, char *detail, size_
 	return SG_CAUSE_PLATFORM_ERROR;
 }
 
+enum sg_cause exec_book_refusal(const struct exec_ctx *ctx, const char *mode, const char *batch_id,
+				enum sg_cause cause, uint64_t wall_ms, char *detail, size_t len)
+{
+	int err = exec_book(ctx, &(struct exec_booking){ .mode = mode,
+							 .batch_id = batch_id,
+							 .attempt = 0,
+							 .final = true,
+							 .cause = cause,
+							 .rule = -1,
+							 .wall_ms = wall_ms,
+							 .detail = detail });
+
+	return err ? exec_book_failed(err, cause, detail, len) : cause;
+}
+
 bool exec_journal_full(char *detail, size_t len)
 {
 	struct journal j;

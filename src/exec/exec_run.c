@@ -42,16 +42,8 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 				 : base->limits.memory_mb;
 	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
-		int err = exec_book(ctx, &(struct exec_booking){ .mode = "run",
-								 .batch_id = id,
-								 .attempt = 0,
-								 .final = true,
-								 .cause = res->cause,
-								 .rule = -1,
-								 .detail = res->detail });
-		if (err)
-			res->cause =
-				exec_book_failed(err, res->cause, res->detail, sizeof(res->detail));
+		res->cause = exec_book_refusal(ctx, "run", id, res->cause, 0, res->detail,
+					       sizeof(res->detail));
 		return 0;
 	}
 	/* A private copy carries the request's memory limit to the sandbox. */

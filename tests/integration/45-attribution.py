@@ -42,28 +42,8 @@ print("[" + ",".join(["NaN"] * len(b["items"])) + "]")
 """
 
 
-def top(agent):
-    r = agent.run(["top", "--json"])
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        return {}
-
-
 def ledger(agent):
-    return {t["tenant"]: t for t in top(agent).get("tenants", [])}
-
-
-def settled(agent, want_records):
-    """The agent's ledger once it folded `want_records` journal records (it
-    folds as the journal grows; no sleep stands in for that)."""
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        t = top(agent)
-        if sum(r.get("attempts", 0) for r in t.get("tenants", [])) >= want_records:
-            return t
-        time.sleep(0.1)
-    return top(agent)
+    return {t["tenant"]: t for t in sgjournal.top(agent).get("tenants", [])}
 
 
 def verify_case(a, prog):
@@ -107,7 +87,7 @@ def main():
             a.exec_batch("alpha", progs["nan"])
         a.exec_batch("alpha", progs["good"])
         state = a.env["SANDGUARD_STATE_DIR"]
-        t = settled(a, len(sgjournal.fold(sgjournal.read(state))))
+        t = sgjournal.settled(a)
         before = {row["tenant"]: row for row in t.get("tenants", [])}
         alpha, bravo = before.get("alpha", {}), before.get("bravo", {})
         fa, fb = alpha.get("failures", {}), bravo.get("failures", {})
@@ -132,7 +112,7 @@ def main():
         runs = [x for x in sgjournal.read(state) if x["mode"] == "verify" and not x["final"]]
         check(len(runs) == 1 and runs[0]["class"] in ("verdict", "none"),
               "verifier mode: the run's journal record is class verdict, not tenant_code", str(runs))
-        t = settled(a, len(sgjournal.fold(sgjournal.read(state))))
+        t = sgjournal.settled(a)
         alpha2 = {row["tenant"]: row for row in t.get("tenants", [])}.get("alpha", {})
         check(alpha2.get("tenant_faults") == alpha.get("tenant_faults")
               and alpha2.get("failures") == fa,
@@ -146,7 +126,7 @@ def main():
         if not a.start():
             check(False, "agent restarts", "")
             return
-        t = settled(a, len(sgjournal.fold(sgjournal.read(state))))
+        t = sgjournal.settled(a)
         after = {row["tenant"]: row for row in t.get("tenants", [])}
         check(after.get("alpha", {}).get("failures") == fa and after.get("bravo", {}).get("failures") == fb,
               "counts survive an agent restart", "before %s after %s" % (before, after))

@@ -43,36 +43,6 @@ POLICY = {"limits": {"timeout_ms": 60000, "memory_mb": 256, "max_tasks": 32, "co
                      "on_excess": "wait", "queue_timeout_ms": 3600000}}
 
 
-def top(a):
-    r = a.run(["top", "--json"])
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        return {}
-
-
-def settled(a, state):
-    """The agent's ledger once it has folded the whole journal."""
-    want = len(sgjournal.fold(sgjournal.read(state)))
-    deadline = time.time() + 60
-    t = {}
-    while time.time() < deadline:
-        t = top(a)
-        if t.get("source") == "agent" and \
-                sum(r.get("attempts", 0) for r in t.get("tenants", [])) >= want:
-            break
-        time.sleep(0.2)
-    return t
-
-
-def status(a):
-    r = a.run(["status", "--json"])
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        return {}
-
-
 class Batches:
     """Batch files and `sandguard exec` processes, started at once."""
 
@@ -116,7 +86,7 @@ def concurrent_300(a, state, progs):
         causes[r["cause"] if r else "no result"] = causes.get(r["cause"] if r else "no result", 0) + 1
     print("300 concurrent runs: causes %s" % causes)
     check(causes == {"ok": 300}, "300 concurrent exec runs: all ok, 0 platform_error", str(causes))
-    rep = sgjournal.exactly_once(state, settled(a, state), b.ids)
+    rep = sgjournal.exactly_once(state, sgjournal.settled(a), b.ids)
     print("300 concurrent runs: " + sgjournal.summary(rep))
     check(not rep["problems"] and rep["lost"] == 0,
           "300 concurrent exec runs: 0 lost, 0 counted twice, one final record per batch",
@@ -160,7 +130,7 @@ def kill_during_batches(a, state, progs):
     if not a.start():
         check(False, "the agent restarts after kill -9", "")
         return
-    rep = sgjournal.exactly_once(state, settled(a, state), b.ids)
+    rep = sgjournal.exactly_once(state, sgjournal.settled(a), b.ids)
     print("kill -9 x2, restart: " + sgjournal.summary(rep))
     check(not rep["problems"], "kill -9 of the agent during batches, restart: every batch booked "
           "exactly once (journal and ledger)", "; ".join(rep["problems"]))
@@ -169,7 +139,7 @@ def kill_during_batches(a, state, progs):
 def duplicate_ids(a, state):
     """The orphan reaper's record of an attempt its executor had booked:
     the same outcome id, booked again as platform_error. Ignored."""
-    before = settled(a, state)
+    before = sgjournal.settled(a)
     recs = sgjournal.read(state)
     victim = next(r for r in recs if r["final"] and r["cause"] == "ok")
     dup = dict(victim, cause="platform_error", **{"class": "platform"}, detail="executor died")
@@ -181,11 +151,11 @@ def duplicate_ids(a, state):
     dups = 0
     deadline = time.time() + 30
     while time.time() < deadline and dups < 1:
-        dups = status(a).get("ledger", {}).get("duplicates", 0)
+        dups = sgjournal.status(a).get("ledger", {}).get("duplicates", 0)
         time.sleep(0.1)
-    after = top(a)
+    after = sgjournal.top(a)
     check(dups == 1, "a second record of an outcome id is seen and ignored (status: 1 duplicate)",
-          str(status(a).get("ledger")))
+          str(sgjournal.status(a).get("ledger")))
     check(before.get("tenants") == after.get("tenants"),
           "a second record of an outcome id changes no count", "")
     rep = sgjournal.exactly_once(state, after)

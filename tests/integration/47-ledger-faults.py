@@ -21,7 +21,6 @@ import glob
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import Agent, PY, SANDGUARD, check, finish, skip  # noqa: E402,F401
 import sgjournal  # noqa: E402
-from sgtest import uid_base  # noqa: E402
+from sgtest import free_port, uid_base  # noqa: E402
 
 GOOD = """import json, sys
 b = json.load(sys.stdin)
@@ -47,14 +46,6 @@ sys.stdin.read()
 sys.exit(3)
 """
 ROTATE = {"SANDGUARD_JOURNAL_SEGMENT_BYTES": "4096", "SANDGUARD_JOURNAL_KEEP": "1000"}
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def http(url):
@@ -84,26 +75,7 @@ def js(r):
         return {}
 
 
-def top(a, *args):
-    return js(a.run(["top", "--json"] + list(args)))
-
-
-def status(a):
-    return js(a.run(["status", "--json"]))
-
-
-def settled(a):
-    """The agent's ledger once it folded the whole journal."""
-    want = len(sgjournal.fold(sgjournal.read(a.env["SANDGUARD_STATE_DIR"])))
-    deadline = time.time() + 60
-    t = {}
-    while time.time() < deadline:
-        t = top(a)
-        if t.get("source") == "agent" and \
-                sum(r.get("attempts", 0) for r in t.get("tenants", [])) >= want:
-            break
-        time.sleep(0.2)
-    return t
+top, status, settled = sgjournal.top, sgjournal.status, sgjournal.settled
 
 
 def rows(t):

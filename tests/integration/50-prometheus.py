@@ -6,7 +6,6 @@ Also `promtool check metrics` on the agent's live exposition."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import Agent, check, finish, skip  # noqa: E402
+from sgtest import free_port  # noqa: E402
 
 NAN = """import json, sys
 b = json.load(sys.stdin)
@@ -33,14 +33,6 @@ GOOD = """import json, sys
 b = json.load(sys.stdin)
 print(json.dumps([0.25 * (i % 4) for i in range(len(b["items"]))]))
 """
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get(url, timeout=5):

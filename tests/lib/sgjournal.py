@@ -16,6 +16,7 @@ import collections
 import json
 import os
 import re
+import time
 
 SEGMENT = re.compile(r"^outcomes-(\d{10})\.jsonl$")
 
@@ -126,3 +127,36 @@ def summary(report):
     return ("%(records)d records, %(outcomes)d outcomes (%(duplicates_ignored)d duplicate ids "
             "ignored): %(lost)d lost, %(counted_twice)d counted twice, %(batches_without_final)d "
             "batches without a final record, %(batches_with_two_finals)d with two" % report)
+
+
+def _json_of(r):
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return {}
+
+
+def top(agent, *args):
+    """`sandguard top --json` through agent.run() (tests/integration/sgagent.py)."""
+    return _json_of(agent.run(["top", "--json"] + list(args)))
+
+
+def status(agent):
+    return _json_of(agent.run(["status", "--json"]))
+
+
+def settled(agent, timeout=60):
+    """The agent's ledger (top --json) once it has folded every outcome of
+    the journal: it folds as the journal grows, and no sleep stands in for
+    that."""
+    state = agent.env["SANDGUARD_STATE_DIR"]
+    want = len(fold(read(state)))
+    deadline = time.time() + timeout
+    t = {}
+    while time.time() < deadline:
+        t = top(agent)
+        if t.get("source") == "agent" and \
+                sum(r.get("attempts", 0) for r in t.get("tenants", [])) >= want:
+            break
+        time.sleep(0.1)
+    return t
