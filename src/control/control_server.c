@@ -141,7 +141,8 @@ static int queue_reply(struct control_server *cs, int slot, json_t *reply)
 		char *grown;
 
 		/* Compact first: the sent prefix is dead weight. */
-		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		if (c->out)
+			memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
 		c->out_len -= c->out_off;
 		c->out_off = 0;
 		while (cap < c->out_len + len + 1)

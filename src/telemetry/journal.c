@@ -128,7 +128,8 @@ int journal_segments(const char *dir, uint64_t **seqs, size_t *n)
 		v[(*n)++] = seq;
 	}
 	closedir(d);
-	qsort(v, *n, sizeof(*v), cmp_u64);
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_u64);
 	*seqs = v;
 	return 0;
 }

@@ -77,19 +77,22 @@ class Batches:
 
 
 def concurrent_300(a, state, progs):
+    # Under the sanitizers (check-asan) each executor is several times
+    # heavier: a third of them says the same thing without starving the box.
+    n = 100 if os.environ.get("SANDGUARD_ASAN") else 300
     b = Batches(a, progs["good"], "conc")
-    for i in range(300):
+    for i in range(n):
         b.start(TENANTS[i % len(TENANTS)], 1)
     results = b.wait()
     causes = {}
     for r, _ in results:
         causes[r["cause"] if r else "no result"] = causes.get(r["cause"] if r else "no result", 0) + 1
-    print("300 concurrent runs: causes %s" % causes)
-    check(causes == {"ok": 300}, "300 concurrent exec runs: all ok, 0 platform_error", str(causes))
+    print("%d concurrent runs: causes %s" % (n, causes))
+    check(causes == {"ok": n}, "%d concurrent exec runs: all ok, 0 platform_error" % n, str(causes))
     rep = sgjournal.exactly_once(state, sgjournal.settled(a), b.ids)
-    print("300 concurrent runs: " + sgjournal.summary(rep))
+    print("%d concurrent runs: %s" % (n, sgjournal.summary(rep)))
     check(not rep["problems"] and rep["lost"] == 0,
-          "300 concurrent exec runs: 0 lost, 0 counted twice, one final record per batch",
+          "%d concurrent exec runs: 0 lost, 0 counted twice, one final record per batch" % n,
           "; ".join(rep["problems"]))
 
 
