@@ -85,6 +85,8 @@ test_event_json_LINK    := telemetry lib
 test_event_log_LINK     := telemetry lib
 test_health_LINK        := telemetry policy lib
 test_ledger_LINK        := telemetry policy lib
+test_journal_LINK       := telemetry policy lib
+test_fold_LINK          := telemetry policy lib
 test_metrics_LINK       := telemetry lib
 test_metrics_http_LINK  := telemetry lib
 test_match_LINK         := policy lib
@@ -101,6 +103,7 @@ test_serve_gate_LINK    := serve exec sandbox control telemetry policy lib
 test_serve_routes_LINK  := serve exec sandbox control telemetry policy lib
 test_serve_runcode_LINK := serve exec sandbox control telemetry policy lib
 test_control_LINK       := control lib
+test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.
 HELPER_LINK := agent control sandbox telemetry policy lib
 

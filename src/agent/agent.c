@@ -1,6 +1,7 @@
 /* The agent's loop: ring-buffer events become event lines, ledger counts
  * and kill decisions; inotify and SIGHUP reload policies and track
- * sandboxes; a 1 s tick reports drops and persists the ledger. */
+ * sandboxes; the outcome journal is folded into the ledger as it grows; a
+ * 1 s tick reports drops and saves the ledger's checkpoint. */
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
@@ -29,7 +30,7 @@
 #include "probe.h"
 #include "lib/rule_names.h"
 
-enum { TAG_RINGBUF = 1, TAG_INOTIFY, TAG_SIGNAL, TAG_TIMER, TAG_CONTROL };
+enum { TAG_RINGBUF = 1, TAG_INOTIFY, TAG_SIGNAL, TAG_TIMER, TAG_CONTROL, TAG_JOURNAL };
 
 #define KILL_WAIT_MS 100
 
@@ -180,6 +181,7 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 		pthread_mutex_lock(&a->lock);
 		ledger_book_event(a->ledger, tenant, e->type, e->action);
 		pthread_mutex_unlock(&a->lock);
+		a->ledger_dirty = true;
 	}
 	/* Kill decisions: the whole sandbox goes when the tenant's policy
 	 * says kill for this rule (fork limits always kill unless logged). */
@@ -198,21 +200,6 @@ static void report_drops(struct agent *a)
 			(unsigned long long)(drops - a->drops_reported), (unsigned long long)drops);
 		a->drops_reported = drops;
 	}
-}
-
-static void save_ledger(struct agent *a)
-{
-	int err;
-
-	if (!a->ledger_dirty)
-		return;
-	pthread_mutex_lock(&a->lock);
-	err = ledger_save(a->ledger, a->ledger_path);
-	pthread_mutex_unlock(&a->lock);
-	if (err)
-		sg_error("cannot persist the ledger to %s: %s", a->ledger_path, strerror(-err));
-	else
-		a->ledger_dirty = false;
 }
 
 /* The kernel's record is the truth: a sandbox it marked tripped is killed
@@ -254,7 +241,7 @@ static void on_tick(struct agent *a)
 	if (read(a->timer_fd, &expirations, sizeof(expirations)) < 0)
 		return;
 	report_drops(a);
-	save_ledger(a);
+	agent_outcomes_tick(a);
 	agent_metrics_tick(a);
 	sweep_sandboxes(a);
 }
@@ -318,6 +305,8 @@ static int setup_loop(struct agent *a)
 		err = epoll_add(a->epoll_fd, a->timer_fd, TAG_TIMER);
 	if (!err)
 		err = epoll_add(a->epoll_fd, control_fd(a->control), TAG_CONTROL);
+	if (!err && agent_outcomes_fd(a) >= 0)
+		err = epoll_add(a->epoll_fd, agent_outcomes_fd(a), TAG_JOURNAL);
 	return err;
 }
 
@@ -326,7 +315,8 @@ static void loop(struct agent *a)
 	struct epoll_event evs[16];
 
 	while (!a->stop) {
-		int n = epoll_wait(a->epoll_fd, evs, 16, 1000);
+		/* A journal still being caught up is folded a chunk per turn. */
+		int n = epoll_wait(a->epoll_fd, evs, 16, agent_outcomes_pending(a) ? 0 : 1000);
 		if (n < 0 && errno != EINTR) {
 			sg_error("epoll_wait: %s", strerror(errno));
 			break;
@@ -348,8 +338,13 @@ static void loop(struct agent *a)
 			case TAG_CONTROL:
 				control_handle(a->control);
 				break;
+			case TAG_JOURNAL:
+				agent_outcomes_fold(a, true);
+				break;
 			}
 		}
+		if (n == 0 && agent_outcomes_pending(a))
+			agent_outcomes_fold(a, false);
 	}
 }
 
@@ -432,14 +427,12 @@ static int start(struct agent *a)
 		return -errno;
 	}
 	event_clock_offset(&a->boot_to_real_ns);
-	snprintf(a->ledger_path, sizeof(a->ledger_path), "%s/ledger.json", a->opts.state_dir);
 	a->ledger = ledger_new();
 	if (!a->ledger)
 		return -ENOMEM;
-	rc = ledger_load(a->ledger, a->ledger_path);
+	rc = agent_outcomes_start(a);
 	if (rc)
-		sg_error("ledger %s could not be read (%s): it was set aside, counting starts over",
-			 a->ledger_path, strerror(-rc));
+		return rc;
 	rc = agent_metrics_start(a);
 	if (rc)
 		return rc;
@@ -476,9 +469,8 @@ int agent_run(struct agent_opts *opts)
 		loop(a);
 		/* Events still queued belong in the stream before we go. */
 		ring_buffer__consume(a->rb);
-		a->ledger_dirty = true;
-		save_ledger(a);
 	}
+	agent_outcomes_stop(a); /* fold the rest, save the checkpoint */
 	if (opts->ready_file[0])
 		unlink(opts->ready_file);
 	control_close(a->control);

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <jansson.h>
+#include "abi/events.h"
 #include "abi/maps.h"
 #include "agent_suite.h"
 #include "control/agent_client.h"

@@ -15,6 +15,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import cgroup2_mount, remove_cgroup_tree, uid_base  # noqa: E402
+import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -70,11 +71,7 @@ class Env:
             json.dump(p, f)
 
     def outcomes(self):
-        try:
-            with open(os.path.join(self.log, "outcomes.jsonl")) as f:
-                return [json.loads(line) for line in f]
-        except FileNotFoundError:
-            return []
+        return sgjournal.read(self.env["SANDGUARD_STATE_DIR"])
 
     def scratch_left(self):
         left = []

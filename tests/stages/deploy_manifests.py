@@ -236,7 +236,7 @@ def t_rule_metrics():
     rules = only("PrometheusRule")
     exprs = " ".join(r["expr"] for g in rules["spec"]["groups"] for r in g["rules"])
     used = set(re.findall(r"\bsandguard_[a-z_]+", exprs))
-    src = open(os.path.join(SRC, "user", "agent_metrics.c")).read()
+    src = open(os.path.join(SRC, "src", "agent", "agent_metrics.c")).read()
     known = set(re.findall(r'"(sandguard_[a-z_]+)"', src))
     known |= {k + s for k in known for s in ("_bucket", "_sum", "_count")}
     assert used and used <= known, "rules name metrics the agent does not export: %s" % sorted(used - known)
