@@ -95,6 +95,27 @@ static json_t *do_ledger(void *ctx, json_t *req)
 	return json_pack("{s:b, s:o}", "ok", 1, "ledger", doc);
 }
 
+/* An executor found a tenant's own policy missing from the pins: compile
+ * it now (it then waits for the answer, bounded). */
+static json_t *do_compile(void *ctx, json_t *req)
+{
+	struct agent *a = ctx;
+	const char *tenant = NULL;
+	char why[300];
+	int err;
+
+	if (json_unpack(req, "{s:s}", "tenant", &tenant))
+		return control_error("compile: expected tenant");
+	err = registry_compile_tenant(&a->reg, tenant, why, sizeof(why));
+	if (err)
+		return control_error("compile: tenant %s: %s", tenant, why);
+	return json_pack("{s:b, s:i}", "ok", 1, "slot",
+			 (int)registry_tenant(&a->reg, tenant, false)->idx);
+}
+
+/* An executor enrolled a sandbox (its entries are in the maps already,
+ * src/control/enroll.c) and tells us for attribution; an older executor
+ * asks us to enroll it. */
 static json_t *do_register(void *ctx, json_t *req)
 {
 	struct agent *a = ctx;
@@ -129,7 +150,10 @@ static json_t *do_register(void *ctx, json_t *req)
 }
 
 /* Did the agent kill the sandbox, and for what? Pending kernel events are
- * drained first so a kill decided a moment ago is seen. */
+ * drained first so a kill decided a moment ago is seen; a kill-class trip
+ * whose kill is still to come (its event lost, the sweep not yet run) is
+ * carried out now, so that the answer never claims a kill that did not
+ * happen. */
 static json_t *do_verdict(void *ctx, json_t *req)
 {
 	struct agent *a = ctx;
@@ -144,17 +168,25 @@ static json_t *do_verdict(void *ctx, json_t *req)
 	id = cgid;
 	ring_buffer__consume(a->rb);
 	s = registry_find(&a->reg, id);
+	if (bpf_map_lookup_elem(a->bpf.state_fd, &id, &st))
+		memset(&st, 0, sizeof(st));
+	else if (!s) {
+		/* Enrolled by its executor, not adopted yet. */
+		registry_sweep_maps(&a->reg);
+		s = registry_find(&a->reg, id);
+	}
+	kill_rule = sg_state_kill_rule(&st);
+	if (s && !s->kill_handled && kill_rule >= 0)
+		agent_kill_sandbox(a, s, kill_rule, 0, 0, st.first_ts_ns);
 	if (s && s->killed)
 		return json_pack("{s:b, s:b, s:s}", "ok", 1, "killed", 1, "rule",
 				 rule_name(s->kill_rule));
-	if (bpf_map_lookup_elem(a->bpf.state_fd, &id, &st) || sg_state_first_rule(&st) < 0)
+	if (sg_state_first_rule(&st) < 0)
 		return json_pack("{s:b, s:b}", "ok", 1, "killed", 0);
-	/* A kill-class trip is a kill (the sweep carries it out if its event
-	 * was lost); other violations are reported, not killed. */
-	kill_rule = sg_state_kill_rule(&st);
-	return json_pack("{s:b, s:b, s:s, s:I}", "ok", 1, "killed", kill_rule >= 0, "rule",
-			 rule_name(kill_rule >= 0 ? kill_rule : sg_state_first_rule(&st)),
-			 "violations", (json_int_t)st.violations);
+	/* Violations of rules whose action is not kill: reported, not killed. */
+	return json_pack("{s:b, s:b, s:s, s:I}", "ok", 1, "killed", 0, "rule",
+			 rule_name(sg_state_first_rule(&st)), "violations",
+			 (json_int_t)st.violations);
 }
 
 static json_t *do_unregister(void *ctx, json_t *req)
@@ -171,6 +203,6 @@ static json_t *do_unregister(void *ctx, json_t *req)
 /* No "report": outcomes reach the ledger through the journal alone. */
 const struct control_op agent_control_ops[] = {
 	{ "register", do_register }, { "verdict", do_verdict }, { "unregister", do_unregister },
-	{ "status", do_status },     { "ledger", do_ledger },
+	{ "status", do_status },     { "ledger", do_ledger },   { "compile", do_compile },
 };
 const size_t agent_control_n_ops = ARRAY_LEN(agent_control_ops);

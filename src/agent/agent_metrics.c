@@ -262,9 +262,10 @@ static void set_feature_modes(struct agent *a)
 							      : "none" },
 			  1);
 	metrics_gauge_set(fam.feature,
-			  (const char *[]){ "egress_unix", a->features->f[SG_FEAT_CONNECT_UNIX].ok
-								   ? "cgroup"
-								   : "none" },
+			  (const char *[]){ "egress_unix",
+					    a->modes.unix_egress == SG_UNIX_CGROUP ? "cgroup"
+					    : a->modes.unix_egress == SG_UNIX_LSM  ? "lsm"
+										   : "none" },
 			  1);
 	metrics_gauge_set(fam.feature,
 			  (const char *[]){ "forks",
@@ -273,6 +274,8 @@ static void set_feature_modes(struct agent *a)
 	metrics_gauge_set(fam.feature,
 			  (const char *[]){ "kill", a->features->f[SG_FEAT_CGROUP_KILL].ok
 							    ? "cgroup_kill"
+						    : a->features->f[SG_FEAT_CGROUP_FREEZE].ok
+							    ? "cgroup_freeze"
 							    : "cgroup_procs" },
 			  1);
 	metrics_gauge_set(fam.build, (const char *[]){ SG_VERSION }, 1);

@@ -266,6 +266,25 @@ int agent_register(struct agent_conn *c, const char *tenant, const char *sandbox
 	return reply_status(reply, "registration");
 }
 
+int agent_compile(struct agent_conn *c, const char *tenant, int timeout_ms, char *why, size_t len)
+{
+	json_t *reply;
+	const char *error;
+	int ok;
+
+	snprintf(why, len, "no agent answered");
+	if (!c)
+		return -ENOTCONN;
+	reply = call(c, json_pack("{s:s, s:s}", "op", "compile", "tenant", tenant), timeout_ms);
+	if (!reply)
+		return -ETIMEDOUT;
+	ok = json_is_true(json_object_get(reply, "ok"));
+	error = json_string_value(json_object_get(reply, "error"));
+	snprintf(why, len, "%s", ok ? "" : error ? error : "no reason given");
+	json_decref(reply);
+	return ok ? 0 : -EPROTO;
+}
+
 int agent_kill_verdict(struct agent_conn *c, uint64_t cgroup_id, int *rule, int timeout_ms)
 {
 	json_t *reply;
@@ -281,8 +300,7 @@ int agent_kill_verdict(struct agent_conn *c, uint64_t cgroup_id, int *rule, int 
 		json_decref(reply);
 		sg_warn("no verdict from the agent for cgroup %llu: reading the kernel's record",
 			(unsigned long long)cgroup_id);
-		/* The kernel's own record: a kill-class violation marks the
-		 * sandbox tripped, and the agent kills tripped sandboxes. */
+		/* The agent's pinned record of the kills it carried out. */
 		return sg_pinned_kill_rule(cgroup_id, rule);
 	}
 	killed = json_is_true(json_object_get(reply, "killed"));

@@ -13,6 +13,7 @@
 #ifndef SG_AGENT_CLIENT_H
 #define SG_AGENT_CLIENT_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define SG_AGENT_SOCK      "/run/sandguard/agent.sock"
@@ -33,6 +34,11 @@ void agent_close(struct agent_conn *c);
 int agent_register(struct agent_conn *c, const char *tenant, const char *sandbox,
 		   const char *run_id, const char *batch_id, uint64_t cgroup_id,
 		   const char *scratch, int timeout_ms);
+
+/* Ask the agent to compile a tenant's own policy file into a policy slot
+ * now (an executor found it missing from the pins). 0, or -errno with
+ * `why` saying what the agent answered. */
+int agent_compile(struct agent_conn *c, const char *tenant, int timeout_ms, char *why, size_t len);
 
 /* After a successful agent_register(): whether the agent refuses
  * disallowed opens itself, before they happen (BPF LSM mode). In fallback
