@@ -121,6 +121,7 @@ static int make_scratch(struct run *r)
 	err = sb_slot_acquire(&r->slot, detail, sizeof(detail));
 	if (err)
 		return fail(r, err, "%s", detail);
+	r->res->uid = (uint32_t)r->slot.uid;
 	for (int attempt = 0; attempt < 8; attempt++) {
 		uint32_t rnd;
 

@@ -67,6 +67,7 @@ struct sandbox_result {
 	uint64_t wall_ms;
 	char sandbox_id[SG_ID_BUF];
 	uint64_t cgroup_id;
+	uint32_t uid;        /* the slot uid it ran as; 0 before a slot was taken */
 	bool agent_enforced; /* the agent acknowledged the registration */
 	struct sandbox_fetched *fetched;
 	size_t n_fetched;

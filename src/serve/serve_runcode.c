@@ -345,21 +345,39 @@ static json_t *response_new(struct serve_call *c, const char *status, const char
 			 "run_result", "executor_pod_name", c->srv->host, "files");
 }
 
-/* What sandguard adds: whose run, why it ended, the limits that applied. */
-static void add_sandguard(struct serve_call *c, json_t *resp, const struct exec_run_result *r,
-			  uint32_t attempts)
+/* Each sandbox a step ran in; a compile step's are marked "step". */
+static json_t *step_sandboxes(const struct exec_run_result *r, const char *step)
 {
+	json_t *a = exec_attempts_json(&r->runs), *x;
+	size_t i;
+
+	json_array_foreach(a, i, x) if (step) json_object_set_new(x, "step", json_string(step));
+	return a;
+}
+
+/* What sandguard adds: whose run, why it ended, the limits that applied,
+ * and each sandbox it ran in (a compile step's first). */
+static void add_sandguard(struct serve_call *c, json_t *resp, const struct exec_run_result *r,
+			  uint32_t attempts, const char *step)
+{
+	json_t *before = json_object_get(json_object_get(resp, "sandguard"), "sandboxes");
+	json_t *sandboxes = json_is_array(before) ? json_copy(before) : json_array();
+	json_t *these = step_sandboxes(r, step);
+
+	json_array_extend(sandboxes, these);
+	json_decref(these);
 	json_object_set_new(
 		resp, "sandguard",
-		json_pack("{s:s, s:s, s:s, s:o, s:o, s:i, s:I, s:I}", "tenant", c->tenant,
-			  "request_id", c->request_id, "cause", cause_name(r->cause), "rule",
+		json_pack("{s:s, s:o, s:s, s:s, s:o, s:o, s:i, s:o, s:I, s:I}", "tenant", c->tenant,
+			  "run_id", c->run_id ? json_string(c->run_id) : json_null(), "request_id",
+			  c->request_id, "cause", cause_name(r->cause), "rule",
 			  r->rule >= 0 && r->rule < SG_RULE__COUNT ? json_string(rule_name(r->rule))
 								   : json_null(),
 			  "detail",
 			  r->detail[0] ? json_string_lossy(r->detail, strlen(r->detail))
 				       : json_null(),
-			  "attempts", (int)attempts, "timeout_ms", (json_int_t)r->timeout_ms,
-			  "memory_mb", (json_int_t)r->memory_mb));
+			  "attempts", (int)attempts, "sandboxes", sandboxes, "timeout_ms",
+			  (json_int_t)r->timeout_ms, "memory_mb", (json_int_t)r->memory_mb));
 }
 
 /* Fetched files: whole ones go to "files"; the others are named in
@@ -474,7 +492,11 @@ static int compile(struct serve_call *c, struct runcode_plan *plan, json_t *resp
 	if (r.cause != SG_CAUSE_OK) {
 		json_object_set_new(resp, "status", json_string(runcode_status(r.cause)));
 		json_object_set_new(resp, "message", json_string_lossy(r.detail, strlen(r.detail)));
-		add_sandguard(c, resp, &r, *attempts);
+		add_sandguard(c, resp, &r, *attempts, "compile");
+	} else {
+		/* The run's block lists these first. */
+		json_object_set_new(resp, "sandguard",
+				    json_pack("{s:o}", "sandboxes", step_sandboxes(&r, "compile")));
 	}
 	exec_run_result_free(&r);
 	return *prog ? 0 : 1;
@@ -529,7 +551,7 @@ static void runcode_execute(struct serve_call *c, void *p, struct serve_reply *r
 			json_object_set_new(resp, "run_result", runcode_result_json(&r));
 		json_object_set_new(resp, "status", json_string(runcode_status(r.cause)));
 		json_object_set_new(resp, "message", json_string_lossy(r.detail, strlen(r.detail)));
-		add_sandguard(c, resp, &r, attempts);
+		add_sandguard(c, resp, &r, attempts, NULL);
 		add_files(resp, &r, c->policy);
 		rp->status = 200;
 		rp->body = json_incref(resp);
@@ -573,11 +595,13 @@ static void runcode_policy_error(struct serve_call *c, const char *detail, struc
 {
 	rp->status = 200; /* as SandboxFusion: the body says SandboxError */
 	rp->body = response_new(c, "SandboxError", detail);
-	json_object_set_new(rp->body, "sandguard",
-			    json_pack("{s:s, s:s, s:s, s:n, s:o, s:i}", "tenant", c->tenant,
-				      "request_id", c->request_id, "cause",
-				      cause_name(SG_CAUSE_PLATFORM_ERROR), "rule", "detail",
-				      json_string_lossy(detail, strlen(detail)), "attempts", 0));
+	json_object_set_new(
+		rp->body, "sandguard",
+		json_pack("{s:s, s:o, s:s, s:s, s:n, s:o, s:i, s:[]}", "tenant", c->tenant,
+			  "run_id", c->run_id ? json_string(c->run_id) : json_null(), "request_id",
+			  c->request_id, "cause", cause_name(SG_CAUSE_PLATFORM_ERROR), "rule",
+			  "detail", json_string_lossy(detail, strlen(detail)), "attempts", 0,
+			  "sandboxes"));
 }
 
 static void runcode_free(void *p)
