@@ -38,8 +38,7 @@ static void usage(FILE *f)
 		"  --tenant T       only tenant T's batches\n"
 		"  --state-dir DIR  the outcome journal is DIR/journal (default\n"
 		"                   $SANDGUARD_STATE_DIR, else /var/lib/sandguard)\n"
-		"  --events PATH    the agent's event stream (default " DEFAULT_EVENTS_FILE
-		"),\n"
+		"  --events PATH    the agent's event stream (default " DEFAULT_EVENTS_FILE "),\n"
 		"                   its rotated files PATH.1, PATH.2, ... too\n"
 		"  --policy-dir DIR where to find the policy of a record that names none\n"
 		"  --json           the same as one JSON document\n");
@@ -130,7 +129,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if (o->q.tenant && !tenant_name_valid(o->q.tenant))
 		return usage_error("--tenant '%s': not a tenant name", o->q.tenant);
 	if (o->q.batch_id && !id_ok(o->q.batch_id))
-		return usage_error("'%s': a batch id is 1..127 printable characters", o->q.batch_id);
+		return usage_error("'%s': a batch id is 1..127 printable characters",
+				   o->q.batch_id);
 	if (o->q.sandbox && !id_ok(o->q.sandbox))
 		return usage_error("--sandbox '%s': not a sandbox id", o->q.sandbox);
 	if (o->q.run_id && !id_ok(o->q.run_id))
@@ -229,7 +229,8 @@ static void print_event(json_t *e)
 	if (enforcement)
 		printf("  [%s]", action);
 	putchar('\n');
-	if (enforcement || json_is_true(json_object_get(json_object_get(e, "detail"), "oom_killed")))
+	if (enforcement ||
+	    json_is_true(json_object_get(json_object_get(e, "detail"), "oom_killed")))
 		print_finding(json_object_get(e, "policy"));
 }
 
@@ -237,20 +238,20 @@ static void print_limits(json_t *l)
 {
 	const char *k;
 	json_t *v;
-	bool first = true;
+	const char *sep = "";
 
 	if (!json_is_object(l)) {
 		printf("  limits  not recorded (a record from before sandguard kept them)\n");
 		return;
 	}
 	printf("  limits  ");
-	json_object_foreach(l, k, v) {
-		printf("%s %s ", first ? "" : ",", k);
+	json_object_foreach(l, k, v)
+	{
 		if (json_is_real(v))
-			printf("%g", json_real_value(v));
+			printf("%s%s %g", sep, k, json_real_value(v));
 		else
-			printf("%lld", (long long)json_integer_value(v));
-		first = false;
+			printf("%s%s %lld", sep, k, (long long)json_integer_value(v));
+		sep = ", ";
 	}
 	putchar('\n');
 }
@@ -273,7 +274,8 @@ static void print_attempt(json_t *a)
 		printf("  started %s UTC\n", clock_of(str(a, "started"), clk));
 		print_limits(json_object_get(a, "limits"));
 	}
-	json_array_foreach(json_object_get(a, "events"), i, e) {
+	json_array_foreach(json_object_get(a, "events"), i, e)
+	{
 		print_event(e);
 		shown |= json_is_object(json_object_get(e, "policy")) && str(e, "action") &&
 			 strcmp(str(e, "action"), "allowed");
@@ -297,7 +299,8 @@ static void print_attempt(json_t *a)
 
 static void print_batch(json_t *b, json_t *sources)
 {
-	json_t *pol = json_object_get(b, "policy"), *a, *files = json_object_get(sources, "events_files");
+	json_t *pol = json_object_get(b, "policy"), *a,
+	       *files = json_object_get(sources, "events_files");
 	size_t i;
 
 	printf("batch %s of tenant %s", str(b, "batch_id"), str(b, "tenant"));
@@ -320,14 +323,14 @@ static void print_batch(json_t *b, json_t *sources)
 		printf("events   %s (%zu file%s read)\n",
 		       json_string_value(json_array_get(files, json_array_size(files) - 1)) ?: "",
 		       json_array_size(files), json_array_size(files) == 1 ? "" : "s");
-	json_array_foreach(json_object_get(b, "attempts"), i, a) {
+	json_array_foreach(json_object_get(b, "attempts"), i, a)
+	{
 		putchar('\n');
 		print_attempt(a);
 	}
 	if (json_array_size(json_object_get(b, "other_events"))) {
 		printf("\nevents of this batch in no attempt's sandbox\n");
-		json_array_foreach(json_object_get(b, "other_events"), i, a)
-			print_event(a);
+		json_array_foreach(json_object_get(b, "other_events"), i, a) print_event(a);
 	}
 	if (json_is_object(json_object_get(b, "summary"))) {
 		json_t *s = json_object_get(b, "summary");
@@ -347,7 +350,8 @@ static void print_run(json_t *doc)
 
 	printf("%-23s  %-20s %-16s %8s  %-24s %s\n", "STARTED (UTC)", "BATCH", "TENANT", "ATTEMPTS",
 	       "CAUSE", "VERDICT");
-	json_array_foreach(json_object_get(doc, "batches"), i, b) {
+	json_array_foreach(json_object_get(doc, "batches"), i, b)
+	{
 		json_t *first = json_array_get(json_object_get(b, "attempts"), 0);
 		const char *st = str(first, "started") ?: str(first, "ended") ?: "?";
 		char when[32];
@@ -356,6 +360,31 @@ static void print_run(json_t *doc)
 		       str(b, "tenant"), json_array_size(json_object_get(b, "attempts")),
 		       str(b, "cause") ?: "(not booked)", str(b, "verdict") ?: "-");
 	}
+}
+
+/* A source that could not be read: the timeline shows the rest, and the
+ * exit status says it is incomplete. */
+static bool incomplete(json_t *doc)
+{
+	json_t *b;
+	const char *why = str(json_object_get(doc, "sources"), "events_error");
+	size_t i;
+	bool bad = why != NULL;
+
+	if (why)
+		fprintf(stderr,
+			"sandguard explain: %s: the timeline shows the journal's side only\n", why);
+	json_array_foreach(json_object_get(doc, "batches"), i, b)
+	{
+		why = str(json_object_get(b, "policy"), "error");
+		if (why)
+			fprintf(stderr,
+				"sandguard explain: batch %s: the policy cannot be read (%s): no "
+				"policy lines are shown\n",
+				str(b, "batch_id"), why);
+		bad |= why != NULL;
+	}
+	return bad;
 }
 
 int cmd_explain(int argc, char **argv)
@@ -381,7 +410,7 @@ int cmd_explain(int argc, char **argv)
 	ret = timeline_build(&o.q, &src, &doc, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "sandguard explain: %s\n", ret == -ENOMEM ? "out of memory" : err);
-		return ret == -ENOENT ? SG_EXIT_TENANT : SG_EXIT_PLATFORM;
+		return ret == -ESRCH ? SG_EXIT_TENANT : SG_EXIT_PLATFORM;
 	}
 	if (o.json) {
 		json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
@@ -389,12 +418,16 @@ int cmd_explain(int argc, char **argv)
 	} else if (o.q.run_id && !o.q.batch_id) {
 		print_run(doc);
 	} else {
-		json_array_foreach(json_object_get(doc, "batches"), i, b) {
+		json_array_foreach(json_object_get(doc, "batches"), i, b)
+		{
 			if (i)
 				printf("\n----\n\n");
 			print_batch(b, json_object_get(doc, "sources"));
 		}
 	}
+	ret = incomplete(doc);
 	json_decref(doc);
-	return fflush(stdout) ? SG_EXIT_PLATFORM : SG_EXIT_OK;
+	if (fflush(stdout))
+		return SG_EXIT_PLATFORM;
+	return ret ? SG_EXIT_TENANT : SG_EXIT_OK;
 }

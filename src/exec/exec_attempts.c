@@ -39,11 +39,11 @@ json_t *exec_attempts_json(const struct exec_attempts *a)
 
 	for (size_t i = 0; arr && i < a->n; i++) {
 		const struct exec_attempt *x = &a->v[i];
-		json_t *o = json_pack("{s:I, s:o, s:s}", "attempt", (json_int_t)x->attempt,
-				      "sandbox",
-				      x->sandbox[0] ? json_string_lossy(x->sandbox, strlen(x->sandbox))
-						    : json_null(),
-				      "cause", cause_name(x->cause));
+		json_t *o =
+			json_pack("{s:I, s:o, s:s}", "attempt", (json_int_t)x->attempt, "sandbox",
+				  x->sandbox[0] ? json_string_lossy(x->sandbox, strlen(x->sandbox))
+						: json_null(),
+				  "cause", cause_name(x->cause));
 		if (o && x->test >= 0)
 			json_object_set_new(o, "test", json_integer(x->test));
 		json_array_append_new(arr, o);

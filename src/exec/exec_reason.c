@@ -63,14 +63,16 @@ static void run_reason(const struct exec_booking *b, const struct sg_limits *lim
 				 "the program exited 0, but its stdout failed the schema gate (a "
 				 "JSON array of one finite number per item, at most output_bytes)");
 		else
-			snprintf(buf, len, "the program exited 0; its output could not be judged "
-					   "on our side");
+			snprintf(buf, len,
+				 "the program exited 0; its output could not be judged "
+				 "on our side");
 		return;
 	case SB_SIGNALED:
-		snprintf(buf, len,
-			 "the program died of signal %s, which sandguard did not send: no deadline, "
-			 "memory limit or agent kill was recorded",
-			 exec_signal_name(r->signal, sig, sizeof(sig)));
+		snprintf(
+			buf, len,
+			"the program died of signal %s, which sandguard did not send: no deadline, "
+			"memory limit or agent kill was recorded",
+			exec_signal_name(r->signal, sig, sizeof(sig)));
 		return;
 	case SB_TIMEOUT:
 		if (b->cause == SG_CAUSE_TENANT_TIMEOUT)
@@ -152,13 +154,15 @@ void exec_decision(const struct exec_booking *b, const struct sg_policy *p, char
 		snprintf(buf, len, "final: model-written code is judged on its first run");
 	} else if (batch ? exec_retryable(p->failure, b->cause)
 			 : b->cause == SG_CAUSE_PLATFORM_ERROR) {
-		snprintf(buf, len, "final: the attempt budget is spent (%u attempts: 1 + "
-				   "failure.max_retries)",
+		snprintf(buf, len,
+			 "final: the attempt budget is spent (%u attempts: 1 + "
+			 "failure.max_retries)",
 			 budget);
 	} else if (b->cause == SG_CAUSE_TENANT_POLICY_VIOLATION) {
 		snprintf(buf, len, "final: a policy violation is never retried");
 	} else {
-		snprintf(buf, len, "final: failure mode %s ends the batch at its first tenant fault%s",
+		snprintf(buf, len,
+			 "final: failure mode %s ends the batch at its first tenant fault%s",
 			 failure_mode_name(p->failure),
 			 p->failure == SG_FAILURE_PAUSE ? " and pauses the tenant" : "");
 	}

@@ -143,7 +143,8 @@ void policy_find_action(const struct policy_text *pt, int rule, struct policy_fi
 		return;
 	snprintf(key, sizeof(key), "actions.%s", name);
 	f->has_action = true;
-	locate(pt, (struct json_step[]){ { "actions", 0 }, { name, 0 } }, 2, false, key, &f->action);
+	locate(pt, (struct json_step[]){ { "actions", 0 }, { name, 0 } }, 2, false, key,
+	       &f->action);
 	snprintf(f->action.value, sizeof(f->action.value), "%s",
 		 policy_action_name(pt->policy.action[rule]) ?: "?");
 }
@@ -280,8 +281,7 @@ void policy_find_file(const struct policy_text *pt, const char *path, bool write
 		snprintf(f->says, sizeof(f->says), "no entry of files.read_only covers %s", path);
 }
 
-void policy_find_exec(const struct policy_text *pt, const char *filename,
-		      struct policy_finding *f)
+void policy_find_exec(const struct policy_text *pt, const char *filename, struct policy_finding *f)
 {
 	const struct sg_policy *p = &pt->policy;
 	int i;
@@ -325,8 +325,8 @@ void policy_find_limit(const struct policy_text *pt, const char *limit, struct p
 {
 	char key[64];
 	int rule = !strcmp(limit, "max_tasks") || !strcmp(limit, "max_forks") ? SG_RULE_FORK
-		   : !strcmp(limit, "memory_mb")				? SG_RULE_MEMORY
-										: -1;
+		   : !strcmp(limit, "memory_mb")                              ? SG_RULE_MEMORY
+									      : -1;
 
 	memset(f, 0, sizeof(*f));
 	if (rule >= 0)

@@ -40,7 +40,7 @@ struct policy_finding {
 	struct policy_line entry;  /* ... none of whose entries matched */
 	bool has_action;           /* `action` is set */
 	struct policy_line action; /* the action (actions.<rule>) or the limit */
-	char says[256];            /* one sentence: "no entry of egress.allow matched udp 10.0.0.1:53" */
+	char says[256]; /* one sentence: "no entry of egress.allow matched udp 10.0.0.1:53" */
 };
 
 /* An egress attempt: proto "tcp"/"udp"/... (NULL: any), family "inet",
@@ -52,8 +52,7 @@ void policy_find_egress(const struct policy_text *pt, const char *proto, const c
 void policy_find_file(const struct policy_text *pt, const char *path, bool write,
 		      struct policy_finding *f);
 /* An exec of `filename`: matched against exec.allow. */
-void policy_find_exec(const struct policy_text *pt, const char *filename,
-		      struct policy_finding *f);
+void policy_find_exec(const struct policy_text *pt, const char *filename, struct policy_finding *f);
 /* A limit ("timeout_ms", "memory_mb", "max_tasks", "max_forks", ...). */
 void policy_find_limit(const struct policy_text *pt, const char *limit, struct policy_finding *f);
 /* The action for a rule (enum sg_rule): actions.<rule>. */

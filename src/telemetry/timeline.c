@@ -47,9 +47,11 @@ static json_t *executions(json_t *records)
 	json_t *groups = json_array(), *open = json_array(), *rec;
 	size_t i, j;
 
-	json_array_foreach(records, i, rec) {
+	json_array_foreach(records, i, rec)
+	{
 		json_t *g = NULL, *o;
-		json_array_foreach(open, j, o) {
+		json_array_foreach(open, j, o)
+		{
 			if (same_execution(json_array_get(o, 0), rec)) {
 				g = o;
 				break;
@@ -72,10 +74,9 @@ static json_t *executions(json_t *records)
 static json_t *attempt_of(json_t *rec)
 {
 	json_t *a = json_object();
-	static const char *const keys[] = { "attempt", "sandbox", "cgroup_id", "uid",
-					    "limits",  "started", "wall_ms",   "cause",
-					    "class",   "rule",    "detail",    "reason",
-					    "decision" };
+	static const char *const keys[] = { "attempt", "sandbox", "cgroup_id", "uid",   "limits",
+					    "started", "wall_ms", "cause",     "class", "rule",
+					    "detail",  "reason",  "decision" };
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		json_t *v = json_object_get(rec, keys[i]);
@@ -94,7 +95,8 @@ static json_t *batch_of(json_t *group)
 	json_t *b = json_object(), *attempts = json_array(), *rec, *end = NULL;
 	size_t i;
 
-	json_array_foreach(group, i, rec) {
+	json_array_foreach(group, i, rec)
+	{
 		/* A record with no sandbox after admission is the request's
 		 * own (a verifier request's summary). */
 		if (!str(rec, "sandbox") && json_integer_value(json_object_get(rec, "attempt")) > 0)
@@ -137,8 +139,10 @@ static const char **sandboxes_of(json_t *batches, size_t *n, int64_t *from, int6
 	*n = 0;
 	*from = INT64_MAX;
 	*to = 0;
-	json_array_foreach(batches, i, b) {
-		json_array_foreach(json_object_get(b, "attempts"), j, a) {
+	json_array_foreach(batches, i, b)
+	{
+		json_array_foreach(json_object_get(b, "attempts"), j, a)
+		{
 			int64_t s = ts_of(a, "started"), e = ts_of(a, "ended");
 			if (s && s < *from)
 				*from = s;
@@ -147,7 +151,8 @@ static const char **sandboxes_of(json_t *batches, size_t *n, int64_t *from, int6
 			if (!str(a, "sandbox"))
 				continue;
 			if (*n == cap) {
-				const char **g = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*v));
+				const char **g =
+					realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*v));
 				if (!g) {
 					free(v);
 					return NULL;
@@ -205,10 +210,13 @@ static void attach_events(json_t *batches, json_t *events)
 	json_t *e, *b, *a;
 	size_t i, j, k;
 
-	json_array_foreach(events, i, e) {
+	json_array_foreach(events, i, e)
+	{
 		bool placed = false;
-		json_array_foreach(batches, j, b) {
-			json_array_foreach(json_object_get(b, "attempts"), k, a) {
+		json_array_foreach(batches, j, b)
+		{
+			json_array_foreach(json_object_get(b, "attempts"), k, a)
+			{
 				if (str(a, "sandbox") && str(e, "sandbox") &&
 				    !strcmp(str(a, "sandbox"), str(e, "sandbox"))) {
 					json_array_append(json_object_get(a, "events"), e);
@@ -224,7 +232,8 @@ static void attach_events(json_t *batches, json_t *events)
 			}
 		}
 	}
-	json_array_foreach(batches, j, b) {
+	json_array_foreach(batches, j, b)
+	{
 		json_array_foreach(json_object_get(b, "attempts"), k, a)
 			sort_events(json_object_get(a, "events"));
 		sort_events(json_object_get(b, "other_events"));
@@ -242,9 +251,11 @@ static void add_evidence(json_t *batch, struct policy_cache *cache)
 	size_t i, k;
 	struct stat st;
 
-	json_array_foreach(json_object_get(batch, "attempts"), i, a) {
+	json_array_foreach(json_object_get(batch, "attempts"), i, a)
+	{
 		pt = policy_cache_get(cache, str(a, "policy_file"), tenant, &why);
-		json_array_foreach(json_object_get(a, "events"), k, e) {
+		json_array_foreach(json_object_get(a, "events"), k, e)
+		{
 			json_t *f = evidence_for_event(pt, e);
 			if (f)
 				json_object_set_new(e, "policy", f);
@@ -255,11 +266,11 @@ static void add_evidence(json_t *batch, struct policy_cache *cache)
 		pt = policy_cache_get(cache, str(summary, "policy"), tenant, &why);
 	a = json_array_get(json_object_get(batch, "attempts"), 0);
 	json_object_set_new(pol, "file", pt ? json_string(pt->file) : json_null());
-	json_object_set_new(pol, "changed_after",
-			    json_boolean(pt && pt->file[0] == '/' && !stat(pt->file, &st) &&
-					 (int64_t)st.st_mtim.tv_sec * 1000 +
-							 st.st_mtim.tv_nsec / 1000000 >
-						 ts_of(a, "started")));
+	json_object_set_new(
+		pol, "changed_after",
+		json_boolean(pt && pt->file[0] == '/' && !stat(pt->file, &st) &&
+			     (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000 >
+				     ts_of(a, "started")));
 	json_object_set_new(pol, "error", why ? json_string(why) : json_null());
 	json_object_set_new(batch, "policy", pol);
 }
@@ -280,11 +291,12 @@ static int find_groups(const struct timeline_query *q, const struct timeline_sou
 		ret = timeline_read_records(s->journal_dir, &m, records, st, err, err_len);
 		batch = ret ? NULL : str(json_array_get(records, 0), "batch_id");
 		if (!ret && !batch)
-			ret = -ENOENT;
+			ret = -ESRCH;
 		m.tenant = ret ? NULL : str(json_array_get(records, 0), "tenant");
 	}
 	if (!ret && batch) {
 		json_t *found = json_array();
+		*st = (struct scan_stats){ 0 }; /* the sources are the batch's scan */
 		m.key = "batch_id";
 		m.value = batch;
 		ret = timeline_read_records(s->journal_dir, &m, found, st, err, err_len);
@@ -296,14 +308,16 @@ static int find_groups(const struct timeline_query *q, const struct timeline_sou
 		ret = timeline_read_records(s->journal_dir, &m, records, st, err, err_len);
 	}
 	*groups = executions(records);
-	json_array_foreach(*groups, i, g) {
+	json_array_foreach(*groups, i, g)
+	{
 		json_t *rec, *first = json_array_get(g, 0);
 		size_t j;
-		bool keep = !q->run_id || (str(first, "run_id") && !strcmp(str(first, "run_id"), q->run_id));
+		bool keep = !q->run_id ||
+			    (str(first, "run_id") && !strcmp(str(first, "run_id"), q->run_id));
 		if (q->sandbox) {
 			keep = false;
-			json_array_foreach(g, j, rec)
-				keep |= str(rec, "sandbox") && !strcmp(str(rec, "sandbox"), q->sandbox);
+			json_array_foreach(g, j, rec) keep |=
+				str(rec, "sandbox") && !strcmp(str(rec, "sandbox"), q->sandbox);
 		}
 		if (keep)
 			json_array_append(kept, g);
@@ -311,14 +325,18 @@ static int find_groups(const struct timeline_query *q, const struct timeline_sou
 	json_decref(*groups);
 	*groups = kept;
 	json_decref(records);
-	if (!ret && !json_array_size(kept)) {
-		ret = -ENOENT;
+	if ((!ret || ret == -ESRCH) && !json_array_size(kept)) {
+		ret = -ESRCH;
 		snprintf(err, err_len,
 			 "no outcome of %s %s%s%s in the outcome journal %s (%llu records in %llu "
 			 "segments searched): it is older than the segments kept, or it ran on "
 			 "another node",
-			 q->sandbox ? "sandbox" : q->batch_id ? "batch" : "run",
-			 q->sandbox ? q->sandbox : q->batch_id ? q->batch_id : q->run_id,
+			 q->sandbox    ? "sandbox"
+			 : q->batch_id ? "batch"
+				       : "run",
+			 q->sandbox    ? q->sandbox
+			 : q->batch_id ? q->batch_id
+				       : q->run_id,
 			 q->tenant ? " of tenant " : "", q->tenant ? q->tenant : "", s->journal_dir,
 			 (unsigned long long)st->lines, (unsigned long long)st->segments);
 	}
@@ -345,7 +363,8 @@ int timeline_build(const struct timeline_query *q, const struct timeline_sources
 {
 	struct scan_stats js = { 0 }, es = { 0 };
 	struct policy_cache cache = { .policy_dir = s->policy_dir };
-	json_t *groups = NULL, *batches = json_array(), *events = json_array(), *files = json_array();
+	json_t *groups = NULL, *batches = json_array(), *events = json_array(),
+	       *files = json_array();
 	json_t *g, *b, *sources;
 	struct event_match em = { 0 };
 	char eerr[512] = "";
@@ -356,16 +375,17 @@ int timeline_build(const struct timeline_query *q, const struct timeline_sources
 	ret = find_groups(q, s, &groups, &js, err, err_len);
 	if (ret)
 		goto out;
-	json_array_foreach(groups, i, g)
-		json_array_append_new(batches, batch_of(g));
+	json_array_foreach(groups, i, g) json_array_append_new(batches, batch_of(g));
 	em.sandboxes = sandboxes_of(batches, &em.n_sandboxes, &em.from_ms, &em.to_ms);
 	em.batch_id = json_array_size(batches) == 1 ? str(json_array_get(batches, 0), "batch_id")
 						    : NULL;
-	em.tenant = json_array_size(batches) == 1 ? str(json_array_get(batches, 0), "tenant") : NULL;
+	em.tenant = json_array_size(batches) == 1 ? str(json_array_get(batches, 0), "tenant")
+						  : NULL;
 	/* An unreadable event stream leaves the journal's side: eerr says why. */
 	timeline_read_events(s->events_file, &em, events, files, &es, eerr, sizeof(eerr));
 	attach_events(batches, events);
-	json_array_foreach(batches, i, b) {
+	json_array_foreach(batches, i, b)
+	{
 		char *verdict;
 		add_evidence(b, &cache);
 		verdict = verdict_of(b);

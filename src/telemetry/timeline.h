@@ -41,7 +41,7 @@ struct timeline_sources {
 	const char *policy_dir;  /* for records that do not name their policy file */
 };
 
-/* 0 with *doc (the caller json_decref()s it); -ENOENT when no record
+/* 0 with *doc (the caller json_decref()s it); -ESRCH when no record
  * matches, -errno when the journal cannot be read; `err` says which. An
  * unreadable event stream or policy file is not an error: the document
  * says so and the timeline shows what the journal has. */

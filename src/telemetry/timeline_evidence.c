@@ -174,7 +174,8 @@ static void put_line(struct text *t, json_t *line)
 
 static void put_finding(struct text *t, json_t *finding)
 {
-	json_t *entry = json_object_get(finding, "entry"), *action = json_object_get(finding, "action");
+	json_t *entry = json_object_get(finding, "entry"),
+	       *action = json_object_get(finding, "action");
 
 	if (str(finding, "says") && *str(finding, "says"))
 		put(t, "; %s", str(finding, "says"));
@@ -211,7 +212,8 @@ static bool put_event_evidence(struct text *t, json_t *attempt)
 	json_t *e, *kill = NULL, *first = NULL;
 	size_t i;
 
-	json_array_foreach(json_object_get(attempt, "events"), i, e) {
+	json_array_foreach(json_object_get(attempt, "events"), i, e)
+	{
 		const char *action = str(e, "action"), *type = str(e, "type");
 		if (!kill && type && !strcmp(type, "sandbox_killed"))
 			kill = e;
@@ -221,9 +223,11 @@ static bool put_event_evidence(struct text *t, json_t *attempt)
 	}
 	if (!first)
 		return false;
-	put(t, "at %.12s UTC its code", strlen(str(first, "ts") ?: "") > 11 ? str(first, "ts") + 11 : "?");
+	put(t, "at %.12s UTC its code",
+	    strlen(str(first, "ts") ?: "") > 11 ? str(first, "ts") + 11 : "?");
 	if (json_is_integer(json_object_get(first, "pid")))
-		put(t, " (pid %lld, %s)", (long long)json_integer_value(json_object_get(first, "pid")),
+		put(t, " (pid %lld, %s)",
+		    (long long)json_integer_value(json_object_get(first, "pid")),
 		    str(first, "comm") ?: "?");
 	put(t, " %s %s: %s", deed(str(first, "type")), str(first, "summary"), str(first, "action"));
 	put_finding(t, json_object_get(first, "policy"));
@@ -271,12 +275,13 @@ char *verdict_of(json_t *batch)
 	put(&t, " was booked %s", str(batch, "cause"));
 	if (rule)
 		put(&t, " (rule %s)", rule);
-	if (n == 1 && json_integer_value(json_object_get(json_array_get(attempts, 0), "attempt")) == 0)
+	if (n == 1 &&
+	    json_integer_value(json_object_get(json_array_get(attempts, 0), "attempt")) == 0)
 		put(&t, " at admission, before any sandbox ran");
 	else
 		put(&t, " after %zu attempt%s", n, n == 1 ? "" : "s");
-	json_array_foreach(attempts, i, a)
-		retried += json_is_true(json_object_get(a, "final")) ? 0 : 1;
+	json_array_foreach(attempts, i, a) retried += json_is_true(json_object_get(a, "final")) ? 0
+												: 1;
 	if (retried)
 		put(&t, " (%zu retried)", retried);
 	last = json_array_get(attempts, n ? n - 1 : 0);

@@ -13,7 +13,7 @@ struct policy_cache {
 		char *path;
 		struct policy_text pt; /* valid when !err */
 		char *err;             /* why it could not be read */
-	} *v;
+	} * v;
 	size_t n;
 	const char *policy_dir; /* for records that name no file */
 };

@@ -145,8 +145,8 @@ static json_t *event_entry(const struct event_match *m, const char *line)
 	return e;
 }
 
-static int read_event_file(const char *path, const struct event_match *m,
-			   const char *batch_needle, json_t *out, struct scan_stats *st)
+static int read_event_file(const char *path, const struct event_match *m, const char *batch_needle,
+			   json_t *out, struct scan_stats *st)
 {
 	FILE *f = fopen(path, "re");
 	char *line = NULL;
@@ -176,7 +176,8 @@ static int read_event_file(const char *path, const struct event_match *m,
 int timeline_read_events(const char *events_file, const struct event_match *m, json_t *out,
 			 json_t *files, struct scan_stats *st, char *err, size_t err_len)
 {
-	char path[PATH_MAX], *batch_needle = m->batch_id ? needle_of("batch_id", m->batch_id) : NULL;
+	char path[PATH_MAX],
+		*batch_needle = m->batch_id ? needle_of("batch_id", m->batch_id) : NULL;
 	struct stat sb;
 	int n = 0, ret = 0;
 
