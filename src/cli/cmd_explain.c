@@ -181,16 +181,17 @@ static void put_safe(const char *s)
 	}
 }
 
-/* "    actions.egress = kill    beta.json:29  "egress": "kill"," */
-static void print_place(json_t *line)
+/* "    actions.egress = kill    beta.json:29  "egress": "kill"," (indented
+ * further for the entries of a list none of which matched) */
+static void print_place(json_t *line, int indent)
 {
 	json_t *n = json_object_get(line, "line");
 	char what[200];
 
 	snprintf(what, sizeof(what), "%s = %s", str(line, "key"), str(line, "value") ?: "?");
-	printf("                   ");
+	printf("%*s", 19 + indent, "");
 	put_safe(what);
-	printf("%*s  ", (int)(strlen(what) < 30 ? 30 - strlen(what) : 0), "");
+	printf("%*s  ", (int)(strlen(what) + indent < 30 ? 30 - strlen(what) - indent : 0), "");
 	if (json_is_integer(n))
 		printf("%s:%lld  ", base_of(str(line, "file")), (long long)json_integer_value(n));
 	else
@@ -208,10 +209,14 @@ static void print_finding(json_t *f)
 		put_safe(str(f, "says"));
 		putchar('\n');
 	}
+	json_t *x;
+	size_t i;
+
 	if (json_is_object(json_object_get(f, "entry")))
-		print_place(json_object_get(f, "entry"));
+		print_place(json_object_get(f, "entry"), 0);
+	json_array_foreach(json_object_get(f, "listed"), i, x) print_place(x, 2);
 	if (json_is_object(json_object_get(f, "action")))
-		print_place(json_object_get(f, "action"));
+		print_place(json_object_get(f, "action"), 0);
 }
 
 static void print_event(json_t *e)
@@ -342,23 +347,33 @@ static void print_batch(json_t *b, json_t *sources)
 	printf("\nverdict: %s\n", str(b, "verdict") ?: "-");
 }
 
-/* --run alone: one line per batch. */
+/* --run alone: one line per batch, with its scores' mean and whether they
+ * were all equal (a run whose rewards "went constant" shows where). */
 static void print_run(json_t *doc)
 {
 	json_t *b;
 	size_t i;
 
-	printf("%-23s  %-20s %-16s %8s  %-24s %s\n", "STARTED (UTC)", "BATCH", "TENANT", "ATTEMPTS",
-	       "CAUSE", "VERDICT");
+	printf("%-23s  %-20s %-16s %8s  %-24s %8s  %-5s  %s\n", "STARTED (UTC)", "BATCH", "TENANT",
+	       "ATTEMPTS", "CAUSE", "MEAN", "CONST", "SANDBOXES");
 	json_array_foreach(json_object_get(doc, "batches"), i, b)
 	{
-		json_t *first = json_array_get(json_object_get(b, "attempts"), 0);
+		json_t *a, *first = json_array_get(json_object_get(b, "attempts"), 0);
 		const char *st = str(first, "started") ?: str(first, "ended") ?: "?";
-		char when[32];
+		json_t *mean = json_object_get(b, "score_mean");
+		char when[32], m[32] = "-";
+		size_t k;
+
 		snprintf(when, sizeof(when), "%.10s %.12s", st, strlen(st) > 11 ? st + 11 : "");
-		printf("%-23s  %-20s %-16s %8zu  %-24s %s\n", when, str(b, "batch_id"),
+		if (json_is_number(mean))
+			snprintf(m, sizeof(m), "%.4g", json_number_value(mean));
+		printf("%-23s  %-20s %-16s %8zu  %-24s %8s  %-5s ", when, str(b, "batch_id"),
 		       str(b, "tenant"), json_array_size(json_object_get(b, "attempts")),
-		       str(b, "cause") ?: "(not booked)", str(b, "verdict") ?: "-");
+		       str(b, "cause") ?: "(not booked)", m,
+		       json_is_true(json_object_get(b, "constant")) ? "yes" : "no");
+		json_array_foreach(json_object_get(b, "attempts"), k, a)
+			printf(" %s", str(a, "sandbox") ?: "-");
+		putchar('\n');
 	}
 }
 

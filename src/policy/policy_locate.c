@@ -116,6 +116,14 @@ static void locate_entry(const struct policy_text *pt, const char *section, cons
 		       &f->entry);
 		snprintf(f->entry.value, sizeof(f->entry.value), "%d entr%s", n,
 			 n == 1 ? "y" : "ies");
+		for (int i = 0; i < n && i < (int)(sizeof(f->listed) / sizeof(f->listed[0])); i++) {
+			snprintf(key, sizeof(key), "%s.%s[%d]", section, list, i);
+			locate(pt,
+			       (struct json_step[]){
+				       { section, 0 }, { list, 0 }, { NULL, (size_t)i } },
+			       3, false, key, &f->listed[i]);
+			f->n_listed = i + 1;
+		}
 	}
 }
 
@@ -233,6 +241,8 @@ void policy_find_egress(const struct policy_text *pt, const char *proto, const c
 	locate_entry(pt, "egress", "allow", i, pt->policy.n_egress, f);
 	if (i >= 0)
 		egress_text(&pt->policy.egress[i], f->entry.value, sizeof(f->entry.value));
+	for (int k = 0; k < f->n_listed; k++)
+		egress_text(&pt->policy.egress[k], f->listed[k].value, sizeof(f->listed[k].value));
 	if (i >= 0)
 		snprintf(f->says, sizeof(f->says), "egress.allow[%d] matches %s %s", i,
 			 proto ? proto : "", dst);
@@ -267,6 +277,8 @@ void policy_find_file(const struct policy_text *pt, const char *path, bool write
 	locate_entry(pt, "files", "read_only", i < p->n_read_only ? i : -1, p->n_read_only, f);
 	if (i < p->n_read_only)
 		snprintf(f->entry.value, sizeof(f->entry.value), "%s", p->read_only[i]);
+	for (int k = 0; k < f->n_listed; k++)
+		snprintf(f->listed[k].value, sizeof(f->listed[k].value), "%s", p->read_only[k]);
 	if (i < p->n_read_only && write)
 		snprintf(f->says, sizeof(f->says),
 			 "files.read_only[%d] %s covers %s, but only for reading: the open asked "
@@ -296,6 +308,8 @@ void policy_find_exec(const struct policy_text *pt, const char *filename, struct
 	locate_entry(pt, "exec", "allow", i < p->n_exec_allow ? i : -1, p->n_exec_allow, f);
 	if (i < p->n_exec_allow)
 		snprintf(f->entry.value, sizeof(f->entry.value), "%s", p->exec_allow[i]);
+	for (int k = 0; k < f->n_listed; k++)
+		snprintf(f->listed[k].value, sizeof(f->listed[k].value), "%s", p->exec_allow[k]);
 	if (i < p->n_exec_allow)
 		snprintf(f->says, sizeof(f->says), "exec.allow[%d] %s matches %s", i,
 			 p->exec_allow[i], filename);

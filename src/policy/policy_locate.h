@@ -35,11 +35,13 @@ struct policy_line {
 
 /* What the policy says about one event. */
 struct policy_finding {
-	bool matched;              /* an entry matched (`entry` is it) */
-	bool has_entry;            /* `entry` is set: the matching entry, or the list */
-	struct policy_line entry;  /* ... none of whose entries matched */
-	bool has_action;           /* `action` is set */
-	struct policy_line action; /* the action (actions.<rule>) or the limit */
+	bool matched;                 /* an entry matched (`entry` is it) */
+	bool has_entry;               /* `entry` is set: the matching entry, or the list */
+	struct policy_line entry;     /* ... none of whose entries matched */
+	int n_listed;                 /* none matched: the list's first entries, */
+	struct policy_line listed[4]; /* so that a reader sees what was allowed */
+	bool has_action;              /* `action` is set */
+	struct policy_line action;    /* the action (actions.<rule>) or the limit */
 	char says[256]; /* one sentence: "no entry of egress.allow matched udp 10.0.0.1:53" */
 };
 

@@ -117,6 +117,8 @@ static json_t *batch_of(json_t *group)
 	json_object_set(b, "class", end ? json_object_get(end, "class") : json_null());
 	json_object_set(b, "rule", end ? json_object_get(end, "rule") : json_null());
 	json_object_set(b, "detail", end ? json_object_get(end, "detail") : json_null());
+	json_object_set(b, "score_mean", end ? json_object_get(end, "score_mean") : json_null());
+	json_object_set(b, "constant", end ? json_object_get(end, "constant") : json_null());
 	json_object_set_new(b, "attempts", attempts);
 	json_object_set_new(b, "other_events", json_array());
 	if (!json_object_get(b, "summary"))

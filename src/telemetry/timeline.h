@@ -10,6 +10,7 @@
  *    "batches": [{
  *      "batch_id", "tenant", "run_id", "mode", "executor_pid",
  *      "cause", "class", "rule", "detail", "booked" (false: no final record),
+ *      "score_mean", "constant" (of the final record: null without scores),
  *      "policy": {"file", "changed_after", "error"},
  *      "attempts": [{"attempt", "sandbox", "cgroup_id", "uid", "limits",
  *                    "started", "ended", "wall_ms", "cause", "class", "rule",
@@ -20,8 +21,10 @@
  *      "summary": the request's own record (verifier mode) or null,
  *      "other_events": events of the batch in no attempt's sandbox,
  *      "verdict": "batch b-17 of tenant acme ..."}]}
- * A finding: {"says", "matched", "entry": line, "action": line}, a line:
- * {"key", "file", "line" (null: not in the file, the default), "text"}. */
+ * A finding: {"says", "matched", "entry": line (the entry that matched, or
+ * the list none did), "listed": [line] (then: the list's first entries),
+ * "action": line}, a line: {"key", "value", "file", "line" (null: not in
+ * the file, the default), "text"}. */
 #ifndef SG_TIMELINE_H
 #define SG_TIMELINE_H
 #include <jansson.h>

@@ -69,9 +69,13 @@ static json_t *line_json(const struct policy_text *pt, const struct policy_line 
 
 static json_t *finding_json(const struct policy_text *pt, const struct policy_finding *f)
 {
-	return json_pack("{s:s, s:b, s:o, s:o}", "says", f->says, "matched", f->matched, "entry",
-			 f->has_entry ? line_json(pt, &f->entry) : json_null(), "action",
-			 f->has_action ? line_json(pt, &f->action) : json_null());
+	json_t *listed = json_array();
+
+	for (int i = 0; i < f->n_listed; i++)
+		json_array_append_new(listed, line_json(pt, &f->listed[i]));
+	return json_pack("{s:s, s:b, s:o, s:o, s:o}", "says", f->says, "matched", f->matched,
+			 "entry", f->has_entry ? line_json(pt, &f->entry) : json_null(), "listed",
+			 listed, "action", f->has_action ? line_json(pt, &f->action) : json_null());
 }
 
 static const char *detail_str(json_t *event, const char *key)

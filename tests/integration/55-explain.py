@@ -115,10 +115,24 @@ def attempt_head(n, sandbox, uid, limits):
             ("=", "  limits  " + limits)]
 
 
-def place(key, value, file, line, text):
+def place(key, value, file, line, text, indent=0):
     what = "%s = %s" % (key, value)
-    return ("=", "                   %s%s  %s:%d  %s" % (what, " " * max(0, 30 - len(what)),
-                                                      os.path.basename(file), line, text))
+    return ("=", "%s%s%s  %s:%d  %s" % (" " * (19 + indent), what, " " * max(0, 30 - len(what) - indent),
+                                        os.path.basename(file), line, text))
+
+
+def listed(file, section, values):
+    """The place lines of a list's first entries (none of which matched)."""
+    with open(file) as f:
+        lines = f.read().split("\n")
+    start = next(i for i, l in enumerate(lines) if l.strip().startswith('"%s": {' % section))
+    out, i = [], start
+    for k, v in enumerate(values[:4]):
+        i = next(j for j in range(i + 1, len(lines)) if json.dumps(v) in lines[j] or lines[j].strip() == "{")
+        out.append(place("%s[%d]" % ({"egress": "egress.allow", "files": "files.read_only"}[section], k),
+                         v if isinstance(v, str) else "%s port %d %s" % (v["cidr"], v["port"], v["proto"]),
+                         file, i + 1, lines[i].strip(), indent=2))
+    return out
 
 
 def exec_line(pid, prog):
@@ -255,6 +269,7 @@ def main():
             r"  %s  egress_denied   pid %-7d python3  %s \(connect4\)  \[denied\]" % (T, pid, re.escape(dst)),
             ("=", "                 no entry of egress.allow matched " + dst),
             place("egress.allow", "1 entry", beta, allow, '"allow": ['),
+        ] + listed(beta, "egress", [{"cidr": "10.0.0.0/8", "port": 443, "proto": "tcp"}]) + [
             place("actions.egress", "kill", beta, kill, '"egress": "kill",'),
             exit_line,
             r"  %s  sandbox_killed  pid -       -  rule egress after egress_denied, empty in [0-9.]+ ms "
@@ -284,7 +299,8 @@ def main():
         ro = line_of(beta, '"read_only": [')
         fkill = line_of(beta, '"file": "kill"')
         with open(beta) as f:
-            n_ro = len(json.load(f)["files"]["read_only"])
+            read_only = json.load(f)["files"]["read_only"]
+            n_ro = len(read_only)
         trip = next((l for l in x.stdout.split("\n") if "/proc/self/status" in l and " pid " in l), "")
         ftype = "file_tripped" if "file_tripped" in trip else "file_denied"
         action = "killed" if trip.endswith("[killed]") else "denied"
@@ -294,6 +310,7 @@ def main():
             r"  %s  %-15s pid %-7d python3  /proc/self/status \(read, fallback\)  \[%s\]" % (T, ftype, pid, action),
             ("=", "                 no entry of files.read_only covers /proc/self/status"),
             place("files.read_only", "%d entries" % n_ro, beta, ro, '"read_only": ['),
+        ] + listed(beta, "files", read_only) + [
             place("actions.file", "kill", beta, fkill, '"file": "kill",'),
             exit_line,
             r"  %s  sandbox_killed  pid -       -  rule file after %s, empty in [0-9.]+ ms \(cgroup\.kill\)  "
@@ -395,8 +412,9 @@ def main():
         # --- the run ---
         x = explain(a, "--run", RUN)
         rows = x.stdout.rstrip("\n").split("\n")
-        want = [(r["batch_id"], str(r["attempts"]), r["cause"]) for r in results.values()]
-        got = [tuple(l.split()[i] for i in (2, 4, 5)) for l in rows[1:]]
+        want = [(r["batch_id"], str(r["attempts"]), r["cause"], "yes" if r["cause"] == "ok" else "no")
+                + tuple(s["sandbox"] for s in r["sandboxes"]) for r in results.values()]
+        got = [tuple(l.split()[2:3] + l.split()[4:6] + l.split()[7:]) for l in rows[1:]]
         check(x.returncode == 0 and rows[0].startswith("STARTED (UTC)") and got == want,
               "--run R: one line per batch of the run, oldest first", "want %s got %s" % (want, x.stdout))
         x = explain(a, "--run", "no-such-run")

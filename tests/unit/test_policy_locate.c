@@ -14,27 +14,26 @@
 #include "policy/policy_locate.h"
 
 /* Line numbers below are this text's. */
-static const char policy_text[] =
-	"{\n"                                                      /* 1 */
-	"  \"tenant\": \"acme\",\n"                                /* 2 */
-	"  \"limits\": {\n"                                        /* 3 */
-	"    \"timeout_ms\": 1500,\n"                              /* 4 */
-	"    \"max_tasks\": 16\n"                                  /* 5 */
-	"  },\n"                                                   /* 6 */
-	"  \"egress\": {\n"                                        /* 7 */
-	"    \"allow\": [\n"                                       /* 8 */
-	"      {\"cidr\": \"10.0.0.0/8\", \"port\": 443},\n"       /* 9 */
-	"      {\"cidr\": \"192.168.1.7\", \"proto\": \"udp\"}\n"  /* 10 */
-	"    ]\n"                                                  /* 11 */
-	"  },\n"                                                   /* 12 */
-	"  \"files\": {\n"                                         /* 13 */
-	"    \"scratch_root\": \"/var/lib/sandguard/scratch\",\n"  /* 14 */
-	"    \"read_only\": [\"/usr\", \"/etc/ssl/certs\"]\n"      /* 15 */
-	"  },\n"                                                   /* 16 */
-	"  \"exec\": {\"allow\": [\"/usr/bin/python3*\",\n"        /* 17 */
-	"                      \"/usr/bin/node\"]},\n"             /* 18 */
-	"  \"actions\": {\"egress\": \"kill\"}\n"                  /* 19 */
-	"}\n";                                                     /* 20 */
+static const char policy_text[] = "{\n"                                                     /* 1 */
+				  "  \"tenant\": \"acme\",\n"                               /* 2 */
+				  "  \"limits\": {\n"                                       /* 3 */
+				  "    \"timeout_ms\": 1500,\n"                             /* 4 */
+				  "    \"max_tasks\": 16\n"                                 /* 5 */
+				  "  },\n"                                                  /* 6 */
+				  "  \"egress\": {\n"                                       /* 7 */
+				  "    \"allow\": [\n"                                      /* 8 */
+				  "      {\"cidr\": \"10.0.0.0/8\", \"port\": 443},\n"      /* 9 */
+				  "      {\"cidr\": \"192.168.1.7\", \"proto\": \"udp\"}\n" /* 10 */
+				  "    ]\n"                                                 /* 11 */
+				  "  },\n"                                                  /* 12 */
+				  "  \"files\": {\n"                                        /* 13 */
+				  "    \"scratch_root\": \"/var/lib/sandguard/scratch\",\n" /* 14 */
+				  "    \"read_only\": [\"/usr\", \"/etc/ssl/certs\"]\n"     /* 15 */
+				  "  },\n"                                                  /* 16 */
+				  "  \"exec\": {\"allow\": [\"/usr/bin/python3*\",\n"       /* 17 */
+				  "                      \"/usr/bin/node\"]},\n"            /* 18 */
+				  "  \"actions\": {\"egress\": \"kill\"}\n"                 /* 19 */
+				  "}\n";                                                    /* 20 */
 
 static char path[64];
 static struct policy_text pt;
@@ -95,6 +94,12 @@ static void test_egress(void **state)
 	assert_int_equal(f.entry.line, 8);
 	assert_string_equal(f.entry.value, "2 entries");
 	assert_string_equal(f.says, "no entry of egress.allow matched tcp 10.1.2.3:80");
+	/* ... and what the list does allow, each with its line. */
+	assert_int_equal(f.n_listed, 2);
+	assert_string_equal(f.listed[0].key, "egress.allow[0]");
+	assert_string_equal(f.listed[0].value, "10.0.0.0/8 port 443");
+	assert_int_equal(f.listed[1].line, 10);
+	assert_string_equal(f.listed[1].value, "192.168.1.7/32 udp");
 	policy_find_egress(&pt, "tcp", "inet", "192.168.1.7:53", &f);
 	assert_false(f.matched);
 	policy_find_egress(&pt, "tcp", "inet6", "[::1]:9", &f);
