@@ -331,7 +331,7 @@ static int find_groups(const struct timeline_query *q, const struct timeline_sou
 		ret = -ESRCH;
 		snprintf(err, err_len,
 			 "no outcome of %s %s%s%s in the outcome journal %s (%llu records in %llu "
-			 "segments searched): it is older than the segments kept, or it ran on "
+			 "segment%s searched): it is older than the segments kept, or it ran on "
 			 "another node",
 			 q->sandbox    ? "sandbox"
 			 : q->batch_id ? "batch"
@@ -340,7 +340,8 @@ static int find_groups(const struct timeline_query *q, const struct timeline_sou
 			 : q->batch_id ? q->batch_id
 				       : q->run_id,
 			 q->tenant ? " of tenant " : "", q->tenant ? q->tenant : "", s->journal_dir,
-			 (unsigned long long)st->lines, (unsigned long long)st->segments);
+			 (unsigned long long)st->lines, (unsigned long long)st->segments,
+			 st->segments == 1 ? "" : "s");
 	}
 	return ret;
 }
