@@ -382,6 +382,7 @@ int timeline_build(const struct timeline_query *q, const struct timeline_sources
 	em.sandboxes = sandboxes_of(batches, &em.n_sandboxes, &em.from_ms, &em.to_ms);
 	em.batch_id = json_array_size(batches) == 1 ? str(json_array_get(batches, 0), "batch_id")
 						    : NULL;
+	em.run_id = em.batch_id ? str(json_array_get(batches, 0), "run_id") : NULL;
 	em.tenant = json_array_size(batches) == 1 ? str(json_array_get(batches, 0), "tenant")
 						  : NULL;
 	/* An unreadable event stream leaves the journal's side: eerr says why. */

@@ -123,6 +123,14 @@ static bool in_set(const struct event_match *m, const char *sandbox)
 	       bsearch(sandbox, m->sandboxes, m->n_sandboxes, sizeof(char *), cmp_key) != NULL;
 }
 
+/* An event's run_id (null when unknown) against the batch's. */
+static bool same_run(json_t *event, const char *run_id)
+{
+	const char *r = json_string_value(json_object_get(event, "run_id"));
+
+	return run_id ? r && !strcmp(r, run_id) : !r;
+}
+
 /* The event as the document keeps it, or NULL when it is not ours. */
 static json_t *event_entry(const struct event_match *m, const char *line)
 {
@@ -135,7 +143,8 @@ static json_t *event_entry(const struct event_match *m, const char *line)
 	ours = r.ts_ms >= m->from_ms && r.ts_ms <= m->to_ms &&
 	       (!m->tenant || (r.tenant && !strcmp(r.tenant, m->tenant))) &&
 	       (in_set(m, r.sandbox) ||
-		(m->batch_id && string_is(r.root, "batch_id", m->batch_id)));
+		(m->batch_id && string_is(r.root, "batch_id", m->batch_id) &&
+		 same_run(r.root, m->run_id)));
 	e = ours ? json_copy(r.root) : NULL;
 	if (e) {
 		json_object_set_new(e, "summary", json_string(r.summary));

@@ -37,6 +37,7 @@ struct event_match {
 	const char *const *sandboxes; /* sorted with strcmp */
 	size_t n_sandboxes;
 	const char *batch_id; /* NULL: by sandbox only */
+	const char *run_id;   /* with batch_id: the batch's run (NULL: none) */
 	const char *tenant;
 	int64_t from_ms, to_ms;
 };
