@@ -271,6 +271,8 @@ static void print_attempt(json_t *a)
 	if (num(a, "attempt") == 0) {
 		printf("admission  (no sandbox ran)\n");
 	} else {
+		if (json_is_integer(json_object_get(a, "test")))
+			printf("test %lld, ", num(a, "test"));
 		printf("attempt %lld  sandbox %s", num(a, "attempt"), str(a, "sandbox") ?: "-");
 		if (json_is_integer(json_object_get(a, "uid")))
 			printf("  uid %lld", num(a, "uid"));

@@ -286,6 +286,7 @@ struct exec_booking {
 	bool invalid;                     /* failed the schema gate */
 	const char *detail;
 	bool retried;                    /* another attempt follows this one */
+	uint32_t test;                   /* verifier mode: 1 + the test's index; 0 = none */
 	const struct sandbox_spec *spec; /* what ran (its limits and policy); NULL: ctx's */
 	const char *outcome_id;          /* NULL: the run's sandbox id, or a fresh one */
 	const char *sandbox;             /* when run is NULL: the sandbox it was about (a reaper) */

@@ -302,7 +302,8 @@ static void notes_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 				     .policy = policy_path(p, path, len),
 				     .uid = b->run ? b->run->uid : 0,
 				     .limits = p && b->run ? &p->limits : NULL,
-				     .timeout_ms = timeout };
+				     .timeout_ms = timeout,
+				     .test = b->test };
 }
 
 int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b)

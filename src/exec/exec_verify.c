@@ -115,6 +115,7 @@ static void run_test(struct verify_job *job, size_t i)
 							    .attempt = attempt,
 							    .final = false,
 							    .retried = again,
+							    .test = (uint32_t)i + 1,
 							    .cause = cause,
 							    .rule = rule,
 							    .wall_ms = r.wall_ms,

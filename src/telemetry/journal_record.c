@@ -66,6 +66,7 @@ static void put_notes(json_t *j, const struct journal_notes *n)
 	json_object_set_new(j, "uid", n->uid ? json_integer(n->uid) : json_null());
 	json_object_set_new(j, "limits", limits_json(n));
 	json_object_set_new(j, "policy", text_or_null_c(n->policy));
+	json_object_set_new(j, "test", n->test ? json_integer(n->test - 1) : json_null());
 }
 
 int journal_record_encode(const struct sg_outcome *o, const char *detail, char **line, size_t *len)

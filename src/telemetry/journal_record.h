@@ -27,7 +27,8 @@
  *    "limits" (or null): {"timeout_ms", "memory_mb", "max_tasks", "max_forks",
  *                        "cpu", "output_bytes"}, as the attempt ran under them
  *    "policy" (or null): the policy file it ran under ("<embedded>" for the
- *                        built-in default)}
+ *                        built-in default)
+ *    "test" (or null): verifier mode, the index of the test this run was}
  *
  * A reader takes "class" from mode and cause (outcome_class()), so that an
  * old record is judged by today's rule; the stored one is for people. */
@@ -48,6 +49,7 @@ struct journal_notes {
 	uint32_t uid;                   /* the slot uid; 0 = not known */
 	const struct sg_limits *limits; /* NULL = not known */
 	uint64_t timeout_ms;            /* the deadline it ran under; 0 = limits' own */
+	uint32_t test;                  /* verifier mode: 1 + the test's index; 0 = none */
 };
 
 /* The line (malloc'd, NUL-terminated, no newline) for `o` and `notes`

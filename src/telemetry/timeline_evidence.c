@@ -211,7 +211,7 @@ static const char *deed(const char *type)
 /* The attempt's first denied, tripped or killing event with a finding:
  * what the code did, the lines that decided it, and the kill. false:
  * none. */
-static bool put_event_evidence(struct text *t, json_t *attempt)
+static bool put_event_evidence(struct text *t, json_t *attempt, const char *lead)
 {
 	json_t *e, *kill = NULL, *first = NULL;
 	size_t i;
@@ -227,7 +227,7 @@ static bool put_event_evidence(struct text *t, json_t *attempt)
 	}
 	if (!first)
 		return false;
-	put(t, "at %.12s UTC its code",
+	put(t, "%sat %.12s UTC its code", lead,
 	    strlen(str(first, "ts") ?: "") > 11 ? str(first, "ts") + 11 : "?");
 	if (json_is_integer(json_object_get(first, "pid")))
 		put(t, " (pid %lld, %s)",
@@ -244,8 +244,12 @@ static bool put_event_evidence(struct text *t, json_t *attempt)
 	return true;
 }
 
-static const char *class_sentence(const char *cls, const char *mode)
+static const char *class_sentence(json_t *batch)
 {
+	const char *cls = str(batch, "class"), *cause = str(batch, "cause");
+
+	if (cause && !strcmp(cause, "tenant_paused"))
+		return "No code of the tenant ran.";
 	if (!cls)
 		return "";
 	if (!strcmp(cls, "tenant_code"))
@@ -254,13 +258,27 @@ static const char *class_sentence(const char *cls, const char *mode)
 		return "This was a platform error, not the tenant's fault: it does not count "
 		       "against the tenant.";
 	if (!strcmp(cls, "verdict"))
-		return "This was the model-written program's verdict (reward 0), nobody's fault.";
-	return mode && !strcmp(mode, "batch") ? "Its scores went to the trainer." : "";
+		return "This was the model-written program's verdict, nobody's fault.";
+	if (json_is_object(json_object_get(batch, "summary")))
+		return "Its verdict went to the trainer: a model-written program's failures are "
+		       "its verdict, nobody's fault.";
+	return "Its scores went to the trainer.";
+}
+
+/* An attempt's evidence, else its reason (with the limit or action behind
+ * its cause). */
+static void put_why(struct text *t, json_t *batch, json_t *attempt)
+{
+	if (attempt && put_event_evidence(t, attempt, ""))
+		return;
+	put(t, "%s", str(attempt, "reason") ?: str(batch, "detail") ?: "no reason recorded");
+	if (json_is_object(json_object_get(attempt, "policy")))
+		put_finding(t, json_object_get(attempt, "policy"));
 }
 
 char *verdict_of(json_t *batch)
 {
-	json_t *attempts = json_object_get(batch, "attempts"), *last, *a;
+	json_t *attempts = json_object_get(batch, "attempts"), *summary, *a;
 	const char *run = str(batch, "run_id"), *rule = str(batch, "rule");
 	struct text t = { .cap = 2048 };
 	size_t n = json_array_size(attempts), i, retried = 0;
@@ -279,23 +297,27 @@ char *verdict_of(json_t *batch)
 	put(&t, " was booked %s", str(batch, "cause"));
 	if (rule)
 		put(&t, " (rule %s)", rule);
-	if (n == 1 &&
-	    json_integer_value(json_object_get(json_array_get(attempts, 0), "attempt")) == 0)
-		put(&t, " at admission, before any sandbox ran");
-	else
+	json_array_foreach(attempts, i, a)
+		retried += str(a, "decision") && !strncmp(str(a, "decision"), "retried", 7);
+	summary = json_object_get(batch, "summary");
+	if (json_is_object(summary)) { /* a verifier request: its runs, then its verdict */
+		put(&t, " after %zu sandbox run%s", n, n == 1 ? "" : "s");
+		if (str(summary, "detail"))
+			put(&t, ": %s", str(summary, "detail"));
+		json_array_foreach(attempts, i, a) /* the first run the policy stopped */
+			if (put_event_evidence(&t, a, "; ")) break;
+	} else if (n == 1 && json_integer_value(json_object_get(json_array_get(attempts, 0),
+								"attempt")) == 0) {
+		put(&t, " at admission, before any sandbox ran: %s",
+		    str(batch, "detail") ?: "no detail recorded");
+	} else {
 		put(&t, " after %zu attempt%s", n, n == 1 ? "" : "s");
-	json_array_foreach(attempts, i, a) retried += json_is_true(json_object_get(a, "final")) ? 0
-												: 1;
-	if (retried)
-		put(&t, " (%zu retried)", retried);
-	last = json_array_get(attempts, n ? n - 1 : 0);
-	put(&t, ": ");
-	if (!last || !put_event_evidence(&t, last)) {
-		put(&t, "%s", str(last, "reason") ?: str(batch, "detail") ?: "no reason recorded");
-		if (json_is_object(json_object_get(last, "policy")))
-			put_finding(&t, json_object_get(last, "policy"));
+		if (retried)
+			put(&t, " (%zu retried)", retried);
+		put(&t, ": ");
+		put_why(&t, batch, json_array_get(attempts, n ? n - 1 : 0));
 	}
-	put(&t, ". %s", class_sentence(str(batch, "class"), str(batch, "mode")));
+	put(&t, ". %s", class_sentence(batch));
 	while (t.len && t.buf[t.len - 1] == ' ')
 		t.buf[--t.len] = '\0';
 	return t.buf;
