@@ -153,7 +153,8 @@ static void test_record_codec(void **s)
 								     .policy = "/p/acme.json",
 								     .uid = 61234,
 								     .limits = &lim,
-								     .timeout_ms = 1500 },
+								     .timeout_ms = 1500,
+								     .test = 3 },
 					    &line, &len),
 		0);
 	assert_non_null(strstr(
