@@ -181,6 +181,16 @@ static void put_safe(const char *s)
 	}
 }
 
+/* An id for a table cell: one the executor accepted has no control
+ * characters, but the journal is a file, so say so rather than print one. */
+static const char *safe_id(const char *id)
+{
+	for (const char *p = id ? id : ""; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return "(unprintable id)";
+	return id ? id : "-";
+}
+
 /* "    actions.egress = kill    beta.json:29  "egress": "kill"," (indented
  * further for the entries of a list none of which matched) */
 static void print_place(json_t *line, int indent)
@@ -310,9 +320,13 @@ static void print_batch(json_t *b, json_t *sources)
 	       *files = json_object_get(sources, "events_files");
 	size_t i;
 
-	printf("batch %s of tenant %s", str(b, "batch_id"), str(b, "tenant"));
-	if (str(b, "run_id"))
-		printf(", run %s", str(b, "run_id"));
+	printf("batch ");
+	put_safe(str(b, "batch_id"));
+	printf(" of tenant %s", str(b, "tenant"));
+	if (str(b, "run_id")) {
+		printf(", run ");
+		put_safe(str(b, "run_id"));
+	}
 	printf(" (%s mode, executor pid %lld)\n", str(b, "mode"), num(b, "executor_pid"));
 	if (str(pol, "file"))
 		printf("policy   %s%s\n", str(pol, "file"),
@@ -346,7 +360,9 @@ static void print_batch(json_t *b, json_t *sources)
 			printf(": %s", str(s, "detail"));
 		putchar('\n');
 	}
-	printf("\nverdict: %s\n", str(b, "verdict") ?: "-");
+	printf("\nverdict: ");
+	put_safe(str(b, "verdict") ?: "-");
+	putchar('\n');
 }
 
 /* --run alone: one line per batch, with its scores' mean and whether they
@@ -369,8 +385,9 @@ static void print_run(json_t *doc)
 		snprintf(when, sizeof(when), "%.10s %.12s", st, strlen(st) > 11 ? st + 11 : "");
 		if (json_is_number(mean))
 			snprintf(m, sizeof(m), "%.4g", json_number_value(mean));
-		printf("%-23s  %-20s %-16s %8zu  %-24s %8s  %-5s ", when, str(b, "batch_id"),
-		       str(b, "tenant"), json_array_size(json_object_get(b, "attempts")),
+		printf("%-23s  %-20s %-16s %8zu  %-24s %8s  %-5s ", when,
+		       safe_id(str(b, "batch_id")), str(b, "tenant"),
+		       json_array_size(json_object_get(b, "attempts")),
 		       str(b, "cause") ?: "(not booked)", m,
 		       json_is_true(json_object_get(b, "constant")) ? "yes" : "no");
 		json_array_foreach(json_object_get(b, "attempts"), k, a)
