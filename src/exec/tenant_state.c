@@ -17,25 +17,14 @@
 
 #define SLOT_POLL_MS 20
 
-static int dir_from_env(const char *env, const char *def, char *buf, size_t len)
-{
-	const char *v = getenv(env);
-
-	if (!v || !*v)
-		v = def;
-	if ((size_t)snprintf(buf, len, "%s", v) >= len)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 int tenant_state_dir(char *buf, size_t len)
 {
-	return dir_from_env("SANDGUARD_STATE_DIR", SG_STATE_DIR_DEFAULT, buf, len);
+	return fs_env_dir("SANDGUARD_STATE_DIR", SG_STATE_DIR_DEFAULT, buf, len);
 }
 
 int tenant_run_dir(char *buf, size_t len)
 {
-	return dir_from_env("SANDGUARD_RUN_DIR", SG_RUN_DIR_DEFAULT, buf, len);
+	return fs_run_dir(buf, len);
 }
 
 /* <state>/paused, and <state>/paused/<tenant> when tenant is non-NULL. */

@@ -16,7 +16,6 @@
 #include <stdint.h>
 
 #define SG_STATE_DIR_DEFAULT "/var/lib/sandguard"
-#define SG_RUN_DIR_DEFAULT   "/run/sandguard"
 
 int tenant_state_dir(char *buf, size_t len); /* <state> */
 int tenant_run_dir(char *buf, size_t len);   /* <run> */

@@ -78,7 +78,8 @@ static void test_unknown_keys_point_at_the_key(void **state)
 		"}\n",
 		4, 5,
 		"limits.max_task: unknown key (expected one of: timeout_ms, memory_mb, max_tasks, "
-		"max_forks, cpu, concurrency, on_excess, queue_timeout_ms, output_bytes)");
+		"max_forks, cpu, concurrency, on_excess, queue_timeout_ms, output_bytes, open_files, "
+		"file_size_mb, io_read_mbps, io_write_mbps, io_read_iops, io_write_iops)");
 	expect_error("t",
 		     "{\n"
 		     "  \"egress\": {\n"
@@ -99,7 +100,8 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	expect_error("t", "{\"failure\": {\"retries\": 5}}", 1, 14,
 		     "failure.retries: unknown key (expected one of: mode, max_retries)");
 	expect_error("t", "{\"files\": {\"scratch\": \"/tmp\"}}", 1, 12,
-		     "files.scratch: unknown key (expected one of: scratch_root, read_only)");
+		     "files.scratch: unknown key (expected one of: scratch_root, scratch_mb, "
+		     "scratch_inodes, read_only)");
 	expect_error("t", "{\"exec\": {\"deny\": []}}", 1, 11,
 		     "exec.deny: unknown key (expected one of: allow)");
 	/* The first problem in document order is the one reported. */
