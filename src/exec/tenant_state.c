@@ -199,6 +199,7 @@ int tenant_slot_acquire(const char *tenant, uint32_t cap, uint64_t wait_ms,
 
 	slot->fd = -1;
 	slot->index = -1;
+	slot->cpu.fd = -1;
 	if (!cap || !tenant_name_valid(tenant))
 		return -EINVAL;
 	if ((ret = tenant_run_dir(run, sizeof(run))))
@@ -225,4 +226,5 @@ void tenant_slot_release(struct tenant_slot *slot)
 		close(slot->fd); /* drops the flock */
 	slot->fd = -1;
 	slot->index = -1;
+	node_cpu_release(&slot->cpu);
 }

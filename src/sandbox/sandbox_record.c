@@ -71,8 +71,8 @@ static int record_parse(const char *text, size_t n, struct sb_record *r)
 	r->started_ms = (uint64_t)json_integer_value(json_object_get(o, "started_ms"));
 	json_decref(o);
 	/* Names that become paths: nothing but what the executor writes. */
-	if (!err && (!tenant_name_valid(r->tenant) || !r->sandbox[0] ||
-		     strchr(r->sandbox, '/') || r->sandbox[0] == '.'))
+	if (!err && (!tenant_name_valid(r->tenant) || !r->sandbox[0] || strchr(r->sandbox, '/') ||
+		     r->sandbox[0] == '.'))
 		err = -EINVAL;
 	return err;
 }
@@ -87,6 +87,7 @@ int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char 
 
 	lk->fd = -1;
 	lk->path[0] = '\0';
+	lk->abandon = false;
 	if (!err && !j)
 		err = -ENOMEM;
 	if (!err && !(text = json_dumps(j, JSON_COMPACT)))
@@ -94,7 +95,8 @@ int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char 
 	json_decref(j);
 	if (err) {
 		free(text);
-		snprintf(detail, dlen, "cannot record sandbox %s: %s", rec->sandbox, strerror(-err));
+		snprintf(detail, dlen, "cannot record sandbox %s: %s", rec->sandbox,
+			 strerror(-err));
 		return err;
 	}
 	if (getrandom(&rnd, sizeof(rnd), 0) < 0)

@@ -17,23 +17,23 @@
 #include "sandbox_landlock.h"
 #include "sandbox_relay.h"
 
-#define RELAY_BUF      16384
-#define MAX_EVENTS     64
-#define LISTENER_FLAG  (1ULL << 63)
-#define FD_HEADROOM    16
+#define RELAY_BUF     16384
+#define MAX_EVENTS    64
+#define LISTENER_FLAG (1ULL << 63)
+#define FD_HEADROOM   16
 
 /* Bytes flowing one way, from `from` to `to`. */
 struct flow {
 	size_t len, off;
-	bool eof;      /* `from` said it is done */
-	bool shut;     /* and `to` was told (shutdown SHUT_WR) */
+	bool eof;  /* `from` said it is done */
+	bool shut; /* and `to` was told (shutdown SHUT_WR) */
 	char buf[RELAY_BUF];
 };
 
 struct conn {
 	bool used, connecting;
-	int fd[2];         /* 0: the tenant's side, 1: the destination's */
-	uint32_t armed[2]; /* epoll events registered, 0: not registered */
+	int fd[2];           /* 0: the tenant's side, 1: the destination's */
+	uint32_t armed[2];   /* epoll events registered, 0: not registered */
 	struct flow flow[2]; /* flow[0]: tenant -> destination, flow[1]: back */
 };
 
@@ -233,7 +233,8 @@ static _Noreturn void relay_loop(struct relay *rl, const int *listeners, int n)
 	struct epoll_event evs[MAX_EVENTS];
 
 	for (int i = 0; i < n; i++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = LISTENER_FLAG | (uint64_t)i };
+		struct epoll_event ev = { .events = EPOLLIN,
+					  .data.u64 = LISTENER_FLAG | (uint64_t)i };
 		epoll_ctl(rl->ep, EPOLL_CTL_ADD, listeners[i], &ev);
 	}
 	for (;;) {

@@ -179,7 +179,8 @@ static int resolve(const char *path, char *canon, struct links *links)
 			if (slash)
 				*slash = '\0'; /* cur has no symlinks: ".." is lexical */
 		} else if (strcmp(comp, ".")) {
-			if ((size_t)snprintf(next, sizeof(next), "%s/%s", cur, comp) >= sizeof(next))
+			if ((size_t)snprintf(next, sizeof(next), "%s/%s", cur, comp) >=
+			    sizeof(next))
 				return -ENAMETOOLONG;
 			if (lstat(next, &st))
 				return -errno;
@@ -264,8 +265,9 @@ static int plan_private(struct sb_root_plan *rp, const char *scratch, bool exec_
 	/* Writing a device node does not need a writable mount. */
 	for (size_t i = 0; i < ARRAY_LEN(devices) && !err; i++) {
 		err = add_op(rp, SB_OP_FILE, 0, devices[i], NULL);
-		err = err ?: add_op(rp, SB_OP_BIND, MS_RDONLY | MS_NOSUID | MS_NOEXEC, devices[i],
-				    devices[i]);
+		err = err
+			      ?: add_op(rp, SB_OP_BIND, MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+					devices[i], devices[i]);
 	}
 	for (size_t i = 0; i < ARRAY_LEN(fd_links) && !err; i++)
 		err = add_op(rp, SB_OP_SYMLINK, 0, fd_links[i][0], fd_links[i][1]);
@@ -278,8 +280,7 @@ static int plan_private(struct sb_root_plan *rp, const char *scratch, bool exec_
 }
 
 /* Whether a policy bind already shows `path` (the binds are not nested). */
-static bool covered(const struct resolved *r, size_t n_bound, const size_t *bound,
-		    const char *path)
+static bool covered(const struct resolved *r, size_t n_bound, const size_t *bound, const char *path)
 {
 	for (size_t i = 0; i < n_bound; i++)
 		if (under(path, r->canon[bound[i]]))
