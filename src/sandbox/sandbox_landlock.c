@@ -184,7 +184,9 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 	if (to_agent->reads)
 		attr.handled_access_fs &= ~(FS_READ_FILE | FS_READ_DIR);
 	if (abi >= 4) {
-		attr.handled_access_net = NET_BIND_TCP;
+		/* No bind, unless the policy allows listeners: then any port
+		 * of the sandbox's own network namespace. */
+		attr.handled_access_net = p->allow_listen ? 0 : NET_BIND_TCP;
 		if (!to_agent->tcp_connect && tcp_ports_enforceable(p))
 			attr.handled_access_net |= NET_CONNECT_TCP;
 	}

@@ -20,6 +20,7 @@
 #define RELAY_BUF     16384
 #define MAX_EVENTS    64
 #define LISTENER_FLAG (1ULL << 63)
+#define LIFE_TAG      (1ULL << 62)
 #define FD_HEADROOM   16
 
 /* Bytes flowing one way, from `from` to `to`. */
@@ -41,14 +42,17 @@ struct relay {
 	const struct sg_policy *policy;
 	int ep;
 	struct conn *conns;
-	uint32_t n_conns;
+	uint32_t n_conns, active;
+	bool draining; /* main exited: deliver what the tenant sent, then go */
 };
 
-/* Keep listeners and the few fds still needed; close everything else
- * (the executor's and init's fds: the tenant's pipes among them). */
+/* Keep listeners and the few fds still needed; close everything else,
+ * stdio included (the executor's and init's fds: the tenant's pipes
+ * among them). Nothing is opened instead: in the sandbox's cgroup the
+ * agent would judge that open as the tenant's. */
 static void close_others(const int *keep, int n)
 {
-	int sorted[SB_NET_MAX_LISTENERS + 4], m = 0, lo = 3;
+	int sorted[SB_NET_MAX_LISTENERS + 5], m = 0, lo = 0;
 
 	for (int i = 0; i < n; i++) {
 		int j = m++;
@@ -63,16 +67,6 @@ static void close_others(const int *keep, int n)
 			lo = sorted[i] + 1;
 	}
 	syscall(__NR_close_range, (unsigned)lo, ~0U, 0U);
-}
-
-static void null_stdio(void)
-{
-	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-	for (int i = 0; fd >= 0 && i < 3; i++)
-		dup2(fd, i);
-	if (fd > 2)
-		close(fd);
 }
 
 static void arm(struct relay *rl, uint32_t idx, int side, uint32_t events)
@@ -121,6 +115,7 @@ static void drop(struct relay *rl, uint32_t idx)
 		close(c->fd[side]);
 	}
 	c->used = false;
+	rl->active--;
 }
 
 /* The destination the tenant asked for: where its connect landed. */
@@ -171,6 +166,7 @@ static void open_conn(struct relay *rl, int in)
 	}
 	memset(&rl->conns[idx], 0, sizeof(rl->conns[idx]));
 	rl->conns[idx] = (struct conn){ .used = true, .connecting = true, .fd = { in, out } };
+	rl->active++;
 	rearm(rl, idx);
 }
 
@@ -228,30 +224,58 @@ static bool pump(struct conn *c, int side, uint32_t events)
 	return !(c->flow[0].shut && c->flow[1].shut);
 }
 
-static _Noreturn void relay_loop(struct relay *rl, const int *listeners, int n)
+/* Draining, a connection is done once what the tenant sent is delivered
+ * (its side is closed: main and its processes are gone). */
+static bool delivered(const struct conn *c)
 {
-	struct epoll_event evs[MAX_EVENTS];
+	return !c->connecting && c->flow[0].shut;
+}
+
+static void start_draining(struct relay *rl, const int *listeners, int n, int life_fd)
+{
+	rl->draining = true;
+	epoll_ctl(rl->ep, EPOLL_CTL_DEL, life_fd, NULL);
+	for (int i = 0; i < n; i++)
+		close(listeners[i]); /* closing drops them from the epoll set */
+	for (uint32_t idx = 0; idx < rl->n_conns; idx++)
+		if (rl->conns[idx].used && delivered(&rl->conns[idx]))
+			drop(rl, idx);
+}
+
+static _Noreturn void relay_loop(struct relay *rl, const int *listeners, int n, int life_fd)
+{
+	struct epoll_event evs[MAX_EVENTS], life = { .events = EPOLLIN, .data.u64 = LIFE_TAG };
 
 	for (int i = 0; i < n; i++) {
 		struct epoll_event ev = { .events = EPOLLIN,
 					  .data.u64 = LISTENER_FLAG | (uint64_t)i };
 		epoll_ctl(rl->ep, EPOLL_CTL_ADD, listeners[i], &ev);
 	}
+	epoll_ctl(rl->ep, EPOLL_CTL_ADD, life_fd, &life);
 	for (;;) {
-		int got = epoll_wait(rl->ep, evs, MAX_EVENTS, -1);
+		int got;
 
+		if (rl->draining && rl->active == 0)
+			_exit(0);
+		got = epoll_wait(rl->ep, evs, MAX_EVENTS, -1);
 		for (int i = 0; i < got; i++) {
 			uint64_t tag = evs[i].data.u64;
 			uint32_t idx = (uint32_t)(tag >> 1);
 			int side = (int)(tag & 1);
 
+			if (tag == LIFE_TAG) {
+				start_draining(rl, listeners, n, life_fd);
+				continue;
+			}
 			if (tag & LISTENER_FLAG) {
-				accept_all(rl, listeners[tag & ~LISTENER_FLAG]);
+				if (!rl->draining)
+					accept_all(rl, listeners[tag & ~LISTENER_FLAG]);
 				continue;
 			}
 			if (!rl->conns[idx].used)
 				continue; /* dropped earlier in this batch */
-			if (pump(&rl->conns[idx], side, evs[i].events))
+			if (pump(&rl->conns[idx], side, evs[i].events) &&
+			    !(rl->draining && delivered(&rl->conns[idx])))
 				rearm(rl, idx);
 			else
 				drop(rl, idx);
@@ -286,17 +310,17 @@ static int confine(const struct sb_child_plan *p, int host_netns, int n_listener
 }
 
 _Noreturn void sb_relay_run(const struct sb_child_plan *p, const int *listeners, int n,
-			    int host_netns)
+			    int host_netns, int life_fd)
 {
-	int keep[SB_NET_MAX_LISTENERS + 4], n_keep = 0, err;
+	int keep[SB_NET_MAX_LISTENERS + 5], n_keep = 0, err;
 	struct relay rl = { .policy = p->net->policy };
 	size_t bytes;
 
 	sb_child_reset_signals();
-	null_stdio();
 	for (int i = 0; i < n; i++)
 		keep[n_keep++] = listeners[i];
 	keep[n_keep++] = host_netns;
+	keep[n_keep++] = life_fd;
 	keep[n_keep++] = p->report_fd;
 	if (p->landlock_fd >= 0)
 		keep[n_keep++] = p->landlock_fd;
@@ -313,5 +337,5 @@ _Noreturn void sb_relay_run(const struct sb_child_plan *p, const int *listeners,
 	if (p->landlock_fd >= 0)
 		close(p->landlock_fd);
 	close(p->report_fd); /* set up: the parent waits for main's exec only */
-	relay_loop(&rl, listeners, n);
+	relay_loop(&rl, listeners, n, life_fd);
 }

@@ -17,8 +17,13 @@
 #define SG_SANDBOX_RELAY_H
 #include "sandbox_child.h"
 
+/* When main exits, init closes the relay's life pipe: the relay stops
+ * accepting, delivers what the tenant sent before it exited, and exits;
+ * init waits for that at most this long before it ends the sandbox. */
+#define SB_RELAY_DRAIN_MS 250
+
 /* In the relay process, cloned by init after the root is built. */
 _Noreturn void sb_relay_run(const struct sb_child_plan *p, const int *listeners, int n,
-			    int host_netns);
+			    int host_netns, int life_fd);
 
 #endif
