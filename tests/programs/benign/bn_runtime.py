@@ -11,7 +11,9 @@ assert time.tzname and time.localtime()
 ctx = ssl.create_default_context()
 assert ctx.cert_store_stats()["x509_ca"] > 0, "no CA certificates from the default paths"
 assert ssl.get_default_verify_paths()
-assert platform.python_version() and platform.machine() and platform.uname()
+# (Not platform.uname() as a whole: its processor field runs `uname -p`,
+# a program no default exec.allow names.)
+assert platform.python_version() and platform.machine() and platform.system()
 assert socket.gethostname()
 assert len(secrets.token_hex(16)) == 32 and len(os.urandom(8)) == 8 and uuid.uuid4()
 assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 0
