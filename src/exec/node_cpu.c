@@ -14,7 +14,9 @@
 #include "lib/fs_util.h"
 #include "node_cpu.h"
 
-#define POLL_MS 20
+/* Queued admissions look again this often (plus up to as much again, at
+ * random, so that a crowd of waiters does not poll in step). */
+#define POLL_MS 50
 
 unsigned node_cpu_count(void)
 {
@@ -120,6 +122,15 @@ out:
 	return err;
 }
 
+static unsigned jitter_ms(void)
+{
+	uint16_t r = 0;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) < 0)
+		r = (uint16_t)clock_ms(CLOCK_MONOTONIC);
+	return r % POLL_MS;
+}
+
 int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uint32_t *used,
 		    uint32_t *cap)
 {
@@ -153,7 +164,7 @@ int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uin
 			return -EBUSY;
 		if (clock_ms(CLOCK_MONOTONIC) >= deadline)
 			return -ETIMEDOUT;
-		usleep(POLL_MS * 1000);
+		usleep((POLL_MS + jitter_ms()) * 1000);
 	}
 }
 
