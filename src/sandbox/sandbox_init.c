@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <poll.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include "sandbox_child.h"
 #include "sandbox_relay.h"
@@ -68,15 +68,16 @@ static int shed(const struct sb_child_plan *p, struct init_state *st)
  * before it exited (a network would, after close()), not longer. */
 static void drain_relay(struct init_state *st)
 {
-	struct timespec tick = { .tv_nsec = 5 * 1000 * 1000 };
+	struct pollfd exited = { .events = POLLIN };
 
 	if (st->relay <= 0)
 		return;
+	exited.fd = (int)syscall(SYS_pidfd_open, st->relay, 0);
 	close(st->life_fd);
-	for (int waited = 0; waited < SB_RELAY_DRAIN_MS; waited += 5) {
-		if (waitpid(st->relay, NULL, WNOHANG) == st->relay)
-			return;
-		nanosleep(&tick, NULL);
+	if (exited.fd >= 0) {
+		while (poll(&exited, 1, SB_RELAY_DRAIN_MS) < 0 && errno == EINTR)
+			;
+		close(exited.fd);
 	}
 }
 
