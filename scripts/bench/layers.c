@@ -37,9 +37,14 @@ enum layer {
 };
 
 static const char *const names[L__COUNT] = {
-	"fork (baseline)", "pid namespace + init", "ipc namespace", "uts namespace + hostname",
-	"network namespace (loopback down)", "network namespace + relay routes and listeners",
-	"mount namespace + minimal root", "tmpfs scratch (mount + unmount)",
+	"fork (baseline)",
+	"pid namespace + init",
+	"ipc namespace",
+	"uts namespace + hostname",
+	"network namespace (loopback down)",
+	"network namespace + relay routes and listeners",
+	"mount namespace + minimal root",
+	"tmpfs scratch (mount + unmount)",
 };
 
 static struct sg_policy policy, allow;
@@ -79,8 +84,13 @@ static _Noreturn void child(enum layer l)
 
 static int64_t once(enum layer l, const char *id)
 {
-	struct sb_scratch_spec sp = { .root = scratch_root, .tenant = "bench", .id = id,
-				      .uid = 65534, .gid = 65534, .size_mb = 64, .inodes = 4096 };
+	struct sb_scratch_spec sp = { .root = scratch_root,
+				      .tenant = "bench",
+				      .id = id,
+				      .uid = 65534,
+				      .gid = 65534,
+				      .size_mb = 64,
+				      .inodes = 4096 };
 	char detail[256], path[4096];
 	uint64_t t0 = now_ns();
 	int status;
@@ -97,8 +107,7 @@ static int64_t once(enum layer l, const char *id)
 	pid = sb_clone(l == L_PIDNS ? CLONE_NEWPID : 0);
 	if (pid == 0)
 		child(l);
-	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-	    WEXITSTATUS(status))
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
 		return -1;
 	return (int64_t)(now_ns() - t0);
 }
@@ -106,8 +115,13 @@ static int64_t once(enum layer l, const char *id)
 static int setup(void)
 {
 	char detail[256];
-	struct sb_scratch_spec sp = { .root = scratch_root, .tenant = "bench", .id = "plan",
-				      .uid = 65534, .gid = 65534, .size_mb = 64, .inodes = 4096 };
+	struct sb_scratch_spec sp = { .root = scratch_root,
+				      .tenant = "bench",
+				      .id = "plan",
+				      .uid = 65534,
+				      .gid = 65534,
+				      .size_mb = 64,
+				      .inodes = 4096 };
 
 	policy_defaults(&policy);
 	snprintf(policy.scratch_root, sizeof(policy.scratch_root), "%s", scratch_root);
