@@ -680,6 +680,46 @@ def t_rlimit_fallback(env):
     return "; ".join(bad) or None
 
 
+def t_io_limits(env):
+    """limits.io_*: io.max on cgroup v2 where the io controller is offered,
+    else the v1 blkio throttle files, on the disk behind /usr; read while
+    the sandbox runs."""
+    dev = os.stat("/usr").st_dev
+    if os.major(dev) == 0:
+        return "SKIP /usr is on a virtual filesystem here: no block device to throttle"
+    pol = env.policy("sbtest", io_read_mbps=10, io_read_iops=300)
+    result = {}
+    t = in_thread(result, "d", pol, "sb_sleeper.py", ["2"], timeout_ms=20000)
+    found = None
+    base = os.path.basename(CG_ROOT)
+    for _ in range(400):
+        for path in glob.glob(os.path.join(CG_ROOT, "sbtest", "*", "io.max")):
+            with open(path) as f:
+                text = f.read()
+            if "rbps=10485760" in text and "riops=300" in text:
+                found = "v2 io.max: " + text.strip()
+        if "blkio" in V1:
+            for path in glob.glob(os.path.join(V1["blkio"], base, "sbtest", "*",
+                                               "blkio.throttle.read_bps_device")):
+                with open(path) as f:
+                    bps = f.read()
+                with open(path.replace("read_bps", "read_iops")) as f:
+                    iops = f.read()
+                if " 10485760" in bps and " 300" in iops:
+                    found = "v1 blkio: " + bps.strip() + ", " + iops.strip()
+        if found or not t.is_alive():
+            break
+        time.sleep(0.01)
+    t.join()
+    why = expect(finished(result["d"]), "sbtest", end="exited", exit_code=0)
+    if why:
+        return why
+    if not found:
+        return "no IO limit found on the sandbox's cgroups while it ran"
+    print("# IO limits: %s" % found, flush=True)
+    return None
+
+
 def t_require_agent(env):
     d = run(env.policy("sbagent", require_agent=True), ["/usr/bin/true"])
     if d["rc"] != -107 or "agent" not in d["detail"]:
@@ -731,6 +771,7 @@ def main():
         case("sandbox-command-not-found-platform-error", t_not_found, env)
         case("sandbox-disk-full-platform-error", t_disk_full, env)
         case("sandbox-rlimit-fallback-without-controllers", t_rlimit_fallback, env)
+        case("sandbox-io-limits-applied", t_io_limits, env)
         case("sandbox-require-agent-without-agent", t_require_agent, env)
     finally:
         env.cleanup()

@@ -63,6 +63,9 @@ class World:
             "esc-udp": {"egress": {"allow": [{"cidr": "127.0.0.1/32", "port": self.udp_port,
                                               "proto": "udp"}]}},
             "esc-fill": {"limits": {"memory_mb": 256}, "files": {"scratch_mb": 64}},
+            # A scratch larger than the memory limit: the fill meets the
+            # memory cgroup first, because tmpfs pages are the sandbox's.
+            "esc-fill-mem": {"limits": {"memory_mb": 64}, "files": {"scratch_mb": 1024}},
         }
         for tenant, extra in self.policies.items():
             self.write_policy(tenant, extra)
@@ -92,7 +95,7 @@ class World:
             raise AssertionError("platform error %s: %s" % (d.get("rc"), d.get("detail")))
         if with_agent and not d["agent_enforced"]:
             raise AssertionError("the agent did not take the sandbox")
-        if d["end"] == "killed_by_agent":
+        if d["end"] in ("killed_by_agent", "oom"):
             d["probes"] = {}
             return d
         if d["end"] != "exited" or d["exit_code"] != 0:
@@ -285,6 +288,12 @@ def e6_scratch_fill(w, agent):
     n = results.get("n")
     if not n or n["end"] != "exited" or n["probes"].get("hostname") != "sandbox":
         bad.append("the neighbour's run was not ok: %s" % n)
+    # The scratch's pages are charged to the sandbox's memory cgroup: with
+    # a scratch larger than memory_mb, a 200 MiB fill ends at 64 MiB.
+    d = w.run("esc-fill-mem", ["fallocate:200"], agent)
+    if d["end"] not in ("oom", "killed_by_agent") and \
+            d["probes"].get("fallocate:200") not in ("ENOMEM", "ENOSPC"):
+        bad.append("a 200 MiB fill with memory_mb 64 -> %s %s" % (d["end"], d["probes"]))
     return "; ".join(bad) or None
 
 
