@@ -46,18 +46,6 @@ int node_cpu_capacity(uint32_t *milli)
 	return 0;
 }
 
-static int cpu_dir(char *buf, size_t len)
-{
-	char run[PATH_MAX];
-	int err = fs_run_dir(run, sizeof(run));
-
-	if (err)
-		return err;
-	if ((size_t)snprintf(buf, len, "%s/cpu", run) >= len)
-		return -ENAMETOOLONG;
-	return fs_mkdir_p(buf, 0755);
-}
-
 /* Millicores held by live commitments; dead holders' files are removed. */
 static uint32_t committed(int dirfd)
 {
@@ -153,7 +141,7 @@ int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uin
 		milli = *cap;
 	if (milli == 0)
 		milli = 1;
-	err = cpu_dir(dir, sizeof(dir));
+	err = fs_run_subdir("cpu", 0755, dir, sizeof(dir));
 	if (err)
 		return err;
 	for (;;) {

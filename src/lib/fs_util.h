@@ -15,6 +15,9 @@ int fs_env_dir(const char *env, const char *def, char *buf, size_t len);
 #define FS_RUN_DIR_DEFAULT "/run/sandguard"
 int fs_run_dir(char *buf, size_t len);
 
+/* <run>/<sub> into buf, created (mkdir -p) with `mode` unless it is 0. */
+int fs_run_subdir(const char *sub, mode_t mode, char *buf, size_t len);
+
 /* Close *fd if open, and mark it closed (-1). */
 void fs_close(int *fd);
 

@@ -20,17 +20,7 @@
 #define RECORD_MAX_BYTES 16384
 #define SUFFIX           ".json"
 
-static int records_dir(char *buf, size_t len, bool create)
-{
-	char run[PATH_MAX];
-	int err = fs_run_dir(run, sizeof(run));
-
-	if (err)
-		return err;
-	if ((size_t)snprintf(buf, len, "%s/inflight", run) >= len)
-		return -ENAMETOOLONG;
-	return create ? fs_mkdir_p(buf, 0700) : 0;
-}
+#define RECORDS "inflight" /* <run>/inflight */
 
 static json_t *record_json(const struct sb_record *r)
 {
@@ -83,7 +73,7 @@ int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char 
 	char dir[PATH_MAX], tmp[PATH_MAX + 32], *text = NULL;
 	json_t *j = record_json(rec);
 	uint32_t rnd = 0;
-	int err = records_dir(dir, sizeof(dir), true);
+	int err = fs_run_subdir(RECORDS, 0700, dir, sizeof(dir));
 
 	lk->fd = -1;
 	lk->path[0] = '\0';
@@ -196,7 +186,7 @@ int sb_records_reap(sb_orphan_fn fn, void *arg)
 {
 	char dir[PATH_MAX];
 	struct dirent *e;
-	int reaped = 0, err = records_dir(dir, sizeof(dir), false);
+	int reaped = 0, err = fs_run_subdir(RECORDS, 0, dir, sizeof(dir));
 	DIR *d;
 
 	if (err)

@@ -21,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from sgagent import Agent  # noqa: E402
-from sgtest import exit_code, report, uid_base  # noqa: E402
+from sgtest import accepts_nothing, exit_code, report, uid_base  # noqa: E402
 
 BUILD = os.environ.get("SANDGUARD_BUILD") or os.path.abspath("build")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -104,6 +104,18 @@ class World:
         return d
 
 
+def while_running(background, body):
+    """body() while background(stop) runs in a thread until stop is set."""
+    stop = threading.Event()
+    t = threading.Thread(target=background, args=(stop,))
+    t.start()
+    try:
+        return body()
+    finally:
+        stop.set()
+        t.join()
+
+
 def contained(d, got, ok):
     """A probe result is contained: one of `ok`, or the agent killed the
     sandbox for it."""
@@ -155,16 +167,12 @@ def e2_fast_open(w, agent):
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
-    listener.settimeout(0.3)
     port = listener.getsockname()[1]
     try:
         d = w.run("esc-allow", ["tfo:%d" % port, "tfo-connect:%d" % port], agent)
         bad = ["%s -> %s" % (p, g) for p, g in d["probes"].items() if not contained(d, g, ("EPERM",))]
-        try:
-            listener.accept()[0].close()
+        if not accepts_nothing(listener):
             bad.append("the host listener accepted a connection")
-        except socket.timeout:
-            pass
         return "; ".join(bad) or None
     finally:
         listener.close()
@@ -195,9 +203,9 @@ def e3_host_ports(w, agent):
 def e4_inbound(w, agent):
     """A listener in the sandbox is unreachable from the host."""
     port = free_port()
-    refused, connected, stop = [], [], threading.Event()
+    refused, connected = [], []
 
-    def knock():
+    def knock(stop):
         while not stop.is_set():
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.settimeout(0.2)
@@ -209,13 +217,7 @@ def e4_inbound(w, agent):
             finally:
                 s.close()
             time.sleep(0.05)
-    t = threading.Thread(target=knock)
-    t.start()
-    try:
-        d = w.run("esc-listen", ["accept:%d:1500" % port], agent)
-    finally:
-        stop.set()
-        t.join()
+    d = while_running(knock, lambda: w.run("esc-listen", ["accept:%d:1500" % port], agent))
     bad = []
     if not contained(d, d["probes"].get("accept:%d:1500" % port), ("none",)):
         bad.append("the sandbox's listener -> %s" % d["probes"].get("accept:%d:1500" % port))
@@ -232,10 +234,9 @@ def e5_abstract_squat(w, agent):
     name = TAG + "-svc"
     service = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     service.bind("\0" + name)
-    stop = threading.Event()
     sent = []
 
-    def client():
+    def client(stop):
         c = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         c.setblocking(False)  # the service reads only at the end
         while not stop.is_set() and len(sent) < 10:
@@ -246,13 +247,7 @@ def e5_abstract_squat(w, agent):
                 pass
             time.sleep(0.05)
         c.close()
-    t = threading.Thread(target=client)
-    t.start()
-    try:
-        d = w.run("esc-unix", ["abstract-recv:%s:1500" % name], agent)
-    finally:
-        stop.set()
-        t.join()
+    d = while_running(client, lambda: w.run("esc-unix", ["abstract-recv:%s:1500" % name], agent))
     got = d["probes"].get("abstract-recv:%s:1500" % name)
     received = len(drain(service))
     service.close()
@@ -405,9 +400,9 @@ def relay_control(w, agent):
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", w.allowed_port))
     listener.listen(8)
-    got, stop = [], threading.Event()
+    got = []
 
-    def serve():
+    def serve(stop):
         listener.settimeout(0.2)
         while not stop.is_set():
             try:
@@ -417,14 +412,11 @@ def relay_control(w, agent):
                 c.close()
             except OSError:
                 pass
-    t = threading.Thread(target=serve)
-    t.start()
     other = free_port()
     try:
-        d = w.run("esc-allow", ["tcp:%d" % w.allowed_port, "tcp:%d" % other], agent)
+        d = while_running(serve, lambda: w.run("esc-allow", ["tcp:%d" % w.allowed_port,
+                                                             "tcp:%d" % other], agent))
     finally:
-        stop.set()
-        t.join()
         listener.close()
     bad = []
     if d["probes"].get("tcp:%d" % w.allowed_port) != "ok" or got != [b"leak"]:
