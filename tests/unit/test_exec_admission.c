@@ -256,7 +256,7 @@ static void test_orphan_booked_once(void **state)
 {
 	struct sb_record rec = { .attempt = 2, .executor = 4242, .started_ms = 1 };
 	struct sb_record_lock live;
-	char detail[256], path[PATH_MAX];
+	char detail[256], path[PATH_MAX], *text;
 	json_t *lines, *o;
 	int status;
 	pid_t pid;
@@ -292,7 +292,9 @@ static void test_orphan_booked_once(void **state)
 	assert_string_equal(json_string_value(json_object_get(o, "cause")), "platform_error");
 	assert_true(json_is_true(json_object_get(o, "final")));
 	assert_int_equal(json_integer_value(json_object_get(o, "attempt")), 2);
-	assert_non_null(strstr(json_dumps(o, 0), "executor died"));
+	text = json_dumps(o, 0);
+	assert_non_null(strstr(text, "executor died"));
+	free(text);
 	json_decref(lines);
 	/* The live one stays, and goes when released. */
 	snprintf(path, sizeof(path), "%s/run/inflight/live-1.json", tmp);
