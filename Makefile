@@ -98,6 +98,7 @@ test_tenant_state_LINK  := exec policy lib
 test_exec_input_LINK    := exec lib
 test_exec_batch_LINK    := exec sandbox control telemetry policy lib
 test_exec_verify_LINK   := exec sandbox control telemetry policy lib
+test_exec_admission_LINK := exec sandbox control telemetry policy lib
 test_sandbox_LINK       := sandbox control telemetry policy lib
 test_serve_gate_LINK    := serve exec sandbox control telemetry policy lib
 test_serve_routes_LINK  := serve exec sandbox control telemetry policy lib

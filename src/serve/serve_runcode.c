@@ -425,7 +425,9 @@ static int run_step(struct serve_call *c, char *const *argv, uint64_t timeout_ms
 
 	req.request_id = id;
 	req.memory_mb = plan->memory_mb;
-	req.allow_exec_in_scratch = false; /* see serve_lang.c: compiled code runs via the loader */
+	/* Compiled code runs via the loader (serve_lang.c), which maps it from
+	 * the scratch: a noexec scratch would refuse that. */
+	req.allow_exec_in_scratch = plan->lang == LANG_CPP;
 	return exec_run(&ctx, &req, r);
 }
 

@@ -468,7 +468,7 @@ def t_with_agent(env, _srv):
                   "py", "python", "Failed", "Error", "egress"),
                  ("import os; os.execv('/bin/sh', ['sh', '-c', 'echo hi'])", "py", "python", "Failed", "Error",
                   "exec"),
-                 ("print(open('/etc/hostname').read())", "py", "python", "Failed", "Error", "file")]
+                 ("print(open('/proc/self/status').read())", "py", "python", "Failed", "Error", "file")]
         if cpp:
             cases.append(("#include <iostream>\nint main(){std::cout<<42<<std::endl;}", "cpp", "cpp",
                           "Success", "Finished", None))
