@@ -118,8 +118,8 @@ static long set_find(const struct token_set *s, const char *tok, size_t len)
 }
 
 /* One tenant's file: every token line into `s`. */
-static int load_file(const char *dir, const char *name, struct token_set *s, size_t *cap,
-		     char *err, size_t err_len)
+static int load_file(const char *dir, const char *name, struct token_set *s, size_t *cap, char *err,
+		     size_t err_len)
 {
 	char path[4096 + 256], *text = NULL, *line, *save = NULL;
 	struct stat st;
@@ -133,8 +133,8 @@ static int load_file(const char *dir, const char *name, struct token_set *s, siz
 		return ret;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		snprintf(err, err_len, "%s: a directory, expected a token file named after a tenant",
-			 path);
+		snprintf(err, err_len,
+			 "%s: a directory, expected a token file named after a tenant", path);
 		return -EINVAL;
 	}
 	if (st.st_mode & (S_IROTH | S_IWOTH)) {
@@ -169,15 +169,18 @@ static int load_file(const char *dir, const char *name, struct token_set *s, siz
 			break;
 		}
 		if (set_find(s, line, n) >= 0) {
-			snprintf(err, err_len, "%s:%zu: this token is listed twice (here or in another tenant's file)",
-				 path, lineno);
+			snprintf(
+				err, err_len,
+				"%s:%zu: this token is listed twice (here or in another tenant's file)",
+				path, lineno);
 			ret = -EINVAL;
 			break;
 		}
 		ret = set_add(s, cap, name, line, n);
 		if (ret) {
 			snprintf(err, err_len, "%s: %s", path,
-				 ret == -E2BIG ? "too many tokens in the directory" : strerror(-ret));
+				 ret == -E2BIG ? "too many tokens in the directory"
+					       : strerror(-ret));
 			break;
 		}
 	}

@@ -60,8 +60,8 @@ struct serve_conns {
 	size_t refusal_len;
 };
 
-#define REFUSAL_BODY                                                                       \
-	"{\"error\":\"the server is at its connection cap (sandguard serve "                     \
+#define REFUSAL_BODY                                                         \
+	"{\"error\":\"the server is at its connection cap (sandguard serve " \
 	"--max-connections); retry later\"}"
 
 struct serve_conns *conns_new(int listen_fd, uint32_t max_connections, uint32_t header_timeout_s,
@@ -101,8 +101,7 @@ static void refuse(struct serve_conns *c, int fd)
 	ssize_t n = send(fd, c->refusal, c->refusal_len, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 	atomic_fetch_add(&c->refused, 1);
-	if (n == (ssize_t)c->refusal_len && !shutdown(fd, SHUT_WR) &&
-	    c->n_lingering < LINGER_MAX) {
+	if (n == (ssize_t)c->refusal_len && !shutdown(fd, SHUT_WR) && c->n_lingering < LINGER_MAX) {
 		c->lingering[c->n_lingering++] =
 			(struct closing){ fd, clock_ms(CLOCK_MONOTONIC) + LINGER_MS };
 		return;

@@ -39,7 +39,7 @@
 #include "serve_internal.h"
 
 #define WORKER_STACK (256u << 10) /* a worker's frames are small; jansson recurses boundedly */
-#define DRAIN_MAX    (64u << 20) /* body bytes of a refused request we read and drop */
+#define DRAIN_MAX    (64u << 20)  /* body bytes of a refused request we read and drop */
 
 struct serve_http {
 	struct serve *srv;
@@ -176,8 +176,8 @@ static bool client_gone(void *arg)
 	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-static struct request *request_new(struct serve_http *h, struct MHD_Connection *mc,
-				   const char *url, const char *method)
+static struct request *request_new(struct serve_http *h, struct MHD_Connection *mc, const char *url,
+				   const char *method)
 {
 	struct request *r = calloc(1, sizeof(*r));
 	const union MHD_ConnectionInfo *ci;
@@ -200,8 +200,9 @@ static struct request *request_new(struct serve_http *h, struct MHD_Connection *
 	r->rq.gone_arg = r;
 	r->body_due_ms = r->rq.arrived_ms + (uint64_t)h->srv->cfg.body_timeout_s * 1000;
 	if (rid && rid2 && strcmp(rid, rid2))
-		serve_error(&r->reply, 400, SERVE_REQUEST_ID_HEADER " and " SERVE_REQUEST_ID_HEADER2
-					    " differ: give one id");
+		serve_error(&r->reply, 400,
+			    SERVE_REQUEST_ID_HEADER " and " SERVE_REQUEST_ID_HEADER2
+						    " differ: give one id");
 	atomic_fetch_add(&h->in_flight, 1);
 	return r;
 }
@@ -444,14 +445,15 @@ int serve_http_start(struct serve *s, int listen_fd, struct serve_http **out)
 	}
 	/* Our cap is enforced before libmicrohttpd sees a connection; its
 	 * own, a little higher, is never the one that refuses. */
-	h->daemon = MHD_start_daemon(
-		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME |
-			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, "serve http",
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
-		on_connection, h, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned int)cfg->max_connections + 64, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned int)cfg->idle_timeout_s, MHD_OPTION_END);
+	h->daemon = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET |
+					     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+				     0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+				     http_mhd_log, "serve http", MHD_OPTION_NOTIFY_COMPLETED,
+				     on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+				     h, MHD_OPTION_CONNECTION_LIMIT,
+				     (unsigned int)cfg->max_connections + 64,
+				     MHD_OPTION_CONNECTION_TIMEOUT,
+				     (unsigned int)cfg->idle_timeout_s, MHD_OPTION_END);
 	if (!h->daemon) {
 		sg_error("serve: libmicrohttpd would not start");
 		conns_free(h->conns);

@@ -96,7 +96,7 @@ enum serve_lang_id {
 	LANG__COUNT
 };
 
-#define SERVE_LANG_TOOLS 8
+#define SERVE_LANG_TOOLS 10
 #define SERVE_LANG_ARGV  16
 
 /* What this node runs each language with, found once at start. */
@@ -131,6 +131,8 @@ int serve_lang_find(struct serve_langs *l, enum serve_lang_id id, char *err, siz
 const char *serve_lang_name(enum serve_lang_id id);
 const char *serve_lang_source(enum serve_lang_id id); /* "main.py", "Main.java" */
 bool serve_lang_compiled(enum serve_lang_id id);      /* has a compile step */
+/* The least limits.output_bytes the language's programs fit in. */
+uint64_t serve_lang_min_output(enum serve_lang_id id);
 /* LANG_* for a request's "language" (SandboxFusion's names and aliases),
  * or -1 when sandguard knows no such language. */
 int serve_lang_lookup(const char *name);
@@ -139,7 +141,7 @@ void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id, uint64_
 		     unsigned cpus, struct lang_plan *p);
 /* The scratch paths the language writes itself (the source, what the
  * compiler leaves, its setup files): a request's files may not use them. */
-#define SERVE_LANG_PATHS 4
+#define SERVE_LANG_PATHS 5
 size_t serve_lang_paths(enum serve_lang_id id, const char *paths[SERVE_LANG_PATHS]);
 /* NULL when every program the language execs is allowed by the policy's
  * exec.allow; else the first one that is not. */

@@ -13,15 +13,18 @@
  *   bash    bash main.sh
  *   nodejs  node --max-old-space-size=<3/4 mem> main.js
  *   cpp     g++ -std=c++17 -O2 -save-temps -o main main.cpp; <ld.so> ./main
- *   rust    env TMPDIR=. rustc -O -o main main.rs; <ld.so> ./main
- *   go      env GOMAXPROCS=<cores> go build -p <cores> -o main main.go
- *           (CGO_ENABLED=0 from $HOME/.config/go/env);
+ *   rust    env TMPDIR=. rustc -O -C strip=debuginfo -o main main.rs; <ld.so> ./main
+ *   go      env GOMAXPROCS=<cores> TMPDIR=. go build -p <cores> -ldflags=-s -w
+ *           -o main main.go sandguard_dynamic.go (settings from
+ *           $HOME/.config/go/env);
  *           env GOMAXPROCS=<cores> GOMEMLIMIT=<9/10 mem> <ld.so> ./main
  *   java    java <jvm> SandguardJavac.java (javac and jar in one JVM:
  *           Main.java -> main.jar); java <jvm> -ea -cp main.jar Main
  *
  * -save-temps and TMPDIR=.: the sandbox may write nowhere but its scratch,
- * and gcc, collect2 and rustc put temporary files in /tmp otherwise.
+ * and gcc, collect2, rustc and go put temporary files in /tmp otherwise.
+ * The compiled program comes back through the policy's output cap
+ * (output_bytes): hence no debug information in Rust and Go programs.
  *
  * Compiled programs run through the dynamic loader, "<ld.so> ./main", not
  * by exec'ing ./main: the agent allows execs by the identity of files it
@@ -31,7 +34,7 @@
  * Allowing the loader lets that tenant's code run any native code it
  * writes; for a C++, Rust or Go tenant that is the point, for a
  * python-only tenant it is a reason to leave those languages off its
- * policy. (The loader runs Go's static binaries too.) See
+ * policy. See
  * docs/trainer-integration.md for each language's exec and read paths. */
 #include <errno.h>
 #include <stdarg.h>
@@ -42,6 +45,7 @@
 
 #define JAVA_HELPER  "SandguardJavac.java"
 #define GO_ENV_FILE  ".config/go/env"
+#define GO_DYNAMIC   "sandguard_dynamic.go"
 #define JAVA_CLASSES "classes"
 
 /* Compiles Main.java with the JDK's own javac and jar, in one JVM, into
@@ -64,25 +68,36 @@ static const char java_helper[] =
 	"    }\n"
 	"}\n";
 
-/* Modules are off (no network to fetch them anyway), so is cgo (it would
- * exec gcc); -buildvcs=false: never exec git. */
-static const char go_env[] = "CGO_ENABLED=0\nGOPROXY=off\nGOFLAGS=-buildvcs=false\n";
+/* No module downloads (no network anyway); -buildvcs=false: never exec
+ * git. cgo stays on for go_dynamic below, which the linker handles itself
+ * (Debian ships runtime/cgo compiled): only a program of its own with
+ * `import "C"` would exec gcc, which exec.allow refuses. */
+static const char go_env[] = "CGO_ENABLED=1\nGOPROXY=off\nGOFLAGS=-buildvcs=false\n";
+
+/* Makes the program dynamically linked. The loader runs a dynamically
+ * linked program itself, but re-executes a static one (what Go builds by
+ * default), and an exec from the scratch is refused (Landlock). */
+static const char go_dynamic[] = "package main\n\nimport _ \"runtime/cgo\"\n";
 
 struct lang_def {
 	const char *name;
 	const char *alias; /* SandboxFusion's other name, or NULL */
 	const char *source;
 	const char *artifact; /* NULL: interpreted */
+	/* The least output_bytes that holds the compiled program of a small
+	 * solution (Go's runtime alone is 1.3 MB): below it every request
+	 * would fail, so it is refused up front. */
+	uint64_t min_output_bytes;
 };
 
 static const struct lang_def langs[LANG__COUNT] = {
-	[LANG_PYTHON] = { "python", NULL, "main.py", NULL },
-	[LANG_CPP] = { "cpp", NULL, "main.cpp", "main" },
-	[LANG_JAVA] = { "java", NULL, "Main.java", "main.jar" },
-	[LANG_NODEJS] = { "nodejs", "js", "main.js", NULL },
-	[LANG_GO] = { "go", NULL, "main.go", "main" },
-	[LANG_RUST] = { "rust", NULL, "main.rs", "main" },
-	[LANG_BASH] = { "bash", NULL, "main.sh", NULL },
+	[LANG_PYTHON] = { "python", NULL, "main.py", NULL, 0 },
+	[LANG_CPP] = { "cpp", NULL, "main.cpp", "main", 0 },
+	[LANG_JAVA] = { "java", NULL, "Main.java", "main.jar", 0 },
+	[LANG_NODEJS] = { "nodejs", "js", "main.js", NULL, 0 },
+	[LANG_GO] = { "go", NULL, "main.go", "main", 2u << 20 },
+	[LANG_RUST] = { "rust", NULL, "main.rs", "main", 0 },
+	[LANG_BASH] = { "bash", NULL, "main.sh", NULL, 0 },
 };
 
 const char *serve_lang_name(enum serve_lang_id id)
@@ -93,6 +108,11 @@ const char *serve_lang_name(enum serve_lang_id id)
 const char *serve_lang_source(enum serve_lang_id id)
 {
 	return langs[id].source;
+}
+
+uint64_t serve_lang_min_output(enum serve_lang_id id)
+{
+	return langs[id].min_output_bytes;
 }
 
 bool serve_lang_compiled(enum serve_lang_id id)
@@ -121,8 +141,10 @@ size_t serve_lang_paths(enum serve_lang_id id, const char *paths[SERVE_LANG_PATH
 		paths[n++] = JAVA_HELPER;
 		paths[n++] = JAVA_CLASSES;
 	}
-	if (id == LANG_GO)
+	if (id == LANG_GO) {
 		paths[n++] = GO_ENV_FILE;
+		paths[n++] = GO_DYNAMIC;
+	}
 	return n;
 }
 
@@ -202,32 +224,37 @@ void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id, uint64_
 		argv_set(p->run, l->loader, "./main", NULL);
 		break;
 	case LANG_RUST:
-		argv_set(p->compile, l->env, "TMPDIR=.", l->rustc, "-O", "-o", "main", "main.rs",
-			 NULL);
+		argv_set(p->compile, l->env, "TMPDIR=.", l->rustc, "-O", "-C", "strip=debuginfo",
+			 "-o", "main", "main.rs", NULL);
 		argv_set(p->run, l->loader, "./main", NULL);
 		break;
 	case LANG_GO:
 		procs = text(p, &slot, "GOMAXPROCS=%llu", cpus);
 		ncpu = text(p, &slot, "%llu", cpus);
-		argv_set(p->compile, l->env, procs, l->go, "build", "-p", ncpu, "-o", "main",
-			 "main.go", NULL);
+		argv_set(p->compile, l->env, procs, "TMPDIR=.", l->go, "build", "-p", ncpu,
+			 "-ldflags=-s -w", "-o", "main", "main.go", GO_DYNAMIC, NULL);
 		argv_set(p->run, l->env, procs, text(p, &slot, "GOMEMLIMIT=%lluMiB", go_limit_mb),
 			 l->loader, "./main", NULL);
 		p->setup[p->n_setup++] = (struct sandbox_file){
 			.path = GO_ENV_FILE, .data = go_env, .len = sizeof(go_env) - 1, .mode = 0644
 		};
+		p->setup[p->n_setup++] = (struct sandbox_file){ .path = GO_DYNAMIC,
+								.data = go_dynamic,
+								.len = sizeof(go_dynamic) - 1,
+								.mode = 0644 };
 		break;
 	case LANG_JAVA:
 		/* The JVM sizes its heap, GC and compiler threads from the
 		 * machine it sees, not the sandbox; SerialGC keeps the thread
-		 * count small, and no /tmp/hsperfdata (unwritable here). */
+		 * count small. No /tmp/hsperfdata, and temporary files (jar
+		 * writes one) in the scratch: /tmp is not writable here. */
 		procs = text(p, &slot, "-XX:ActiveProcessorCount=%llu", cpus);
 		xmx = text(p, &slot, "-Xmx%llum", heap_mb);
 		argv_set(p->compile, l->java, "-XX:+UseSerialGC", "-XX:-UsePerfData", procs, xmx,
-			 "-XX:TieredStopAtLevel=1", JAVA_HELPER, NULL);
+			 "-Djava.io.tmpdir=.", "-XX:TieredStopAtLevel=1", JAVA_HELPER, NULL);
 		/* -ea as SandboxFusion: tests often check with assert */
-		argv_set(p->run, l->java, "-XX:+UseSerialGC", "-XX:-UsePerfData", procs, xmx, "-ea",
-			 "-cp", "main.jar", "Main", NULL);
+		argv_set(p->run, l->java, "-XX:+UseSerialGC", "-XX:-UsePerfData", procs, xmx,
+			 "-Djava.io.tmpdir=.", "-ea", "-cp", "main.jar", "Main", NULL);
 		p->artifact_mode = 0644;
 		p->setup[p->n_setup++] = (struct sandbox_file){ .path = JAVA_HELPER,
 								.data = java_helper,

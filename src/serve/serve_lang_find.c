@@ -26,9 +26,8 @@
 
 /* The Debian package that provides a language's toolchain. */
 static const char *const packages[LANG__COUNT] = {
-	[LANG_PYTHON] = "python3",	       [LANG_CPP] = "g++",
-	[LANG_JAVA] = "openjdk-17-jdk-headless", [LANG_NODEJS] = "nodejs",
-	[LANG_GO] = "golang-go",	       [LANG_RUST] = "rustc",
+	[LANG_PYTHON] = "python3", [LANG_CPP] = "g++",      [LANG_JAVA] = "openjdk-17-jdk-headless",
+	[LANG_NODEJS] = "nodejs",  [LANG_GO] = "golang-go", [LANG_RUST] = "rustc",
 	[LANG_BASH] = "bash",
 };
 
@@ -162,11 +161,10 @@ static int find_rust(struct serve_langs *l, char *err, size_t err_len)
 	return ret ? ret : add_loader(l, LANG_RUST, err, err_len);
 }
 
-/* go build execs its compile, asm and link tools from GOTOOLDIR (cgo is
- * off, see serve_lang.c). */
+/* go build execs its compile, asm, cgo and link tools from GOTOOLDIR. */
 static int find_go(struct serve_langs *l, char *err, size_t err_len)
 {
-	static const char *const tools[] = { "compile", "asm", "link" };
+	static const char *const tools[] = { "compile", "asm", "cgo", "link" };
 	char cmd[PATH_MAX + 32], dir[PATH_MAX], path[PATH_MAX];
 	int ret = add_tool(l, LANG_GO, ENV_PATH, l->env, err, err_len);
 

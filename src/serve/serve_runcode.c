@@ -104,6 +104,15 @@ static int parse_language(const struct serve_langs *langs, const struct sg_polic
 			name, tenant, p->source, denied, name);
 		return -1;
 	}
+	if (p->limits.output_bytes < serve_lang_min_output(id)) {
+		serve_error(rp, 400,
+			    "language %s is not enabled for tenant %s: its compiled programs need "
+			    "an output cap of at least %llu bytes, and its policy (%s) has "
+			    "limits.output_bytes %llu",
+			    name, tenant, (unsigned long long)serve_lang_min_output(id), p->source,
+			    (unsigned long long)p->limits.output_bytes);
+		return -1;
+	}
 	plan->lang = id;
 	return 0;
 }

@@ -80,8 +80,9 @@ static int setup(void **state)
 	snprintf(tmp, sizeof(tmp), "/tmp/sg-test-auth-XXXXXX");
 	serve_fixture_dirs(tmp, dir, sizeof(dir));
 	snprintf(tokdir, sizeof(tokdir), "%s",
-		 token_dir("tokens", "acme", "# rotated on Monday\n" TOK_ACME "\n\n  " TOK_ACME2 " \n",
-			   "bob", TOK_BOB, NULL));
+		 token_dir("tokens", "acme",
+			   "# rotated on Monday\n" TOK_ACME "\n\n  " TOK_ACME2 " \n", "bob",
+			   TOK_BOB, NULL));
 
 	serve_fixture_server(&srv, dir, fake_run);
 	assert_int_equal(serve_tokens_open(tokdir, &srv.tokens, err, sizeof(err)), 0);
@@ -122,10 +123,10 @@ static void test_loading(void **state)
 
 	/* A Kubernetes Secret volume: ..data and ..<timestamp> are skipped. */
 	t = NULL;
-	assert_int_equal(serve_tokens_open(token_dir("k8s", "..data", "junk", "acme", TOK_ACME,
-						     NULL),
-					   &t, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+		serve_tokens_open(token_dir("k8s", "..data", "junk", "acme", TOK_ACME, NULL), &t,
+				  err, sizeof(err)),
+		0);
 	assert_int_equal(serve_tokens_count(t), 1);
 	serve_tokens_free(t);
 
@@ -136,12 +137,13 @@ static void test_loading(void **state)
 			  "Acme: not a tenant name");
 	expect_load_error(token_dir("short", "acme", "tooshort\n", NULL), -EINVAL,
 			  "acme:1: not a token: expected 32 to 128 characters");
-	expect_load_error(token_dir("space", "acme", "# c\nacme-0123456789 abcdefghijklmnopqrstuv\n",
-				    NULL),
+	expect_load_error(token_dir("space", "acme",
+				    "# c\nacme-0123456789 abcdefghijklmnopqrstuv\n", NULL),
 			  -EINVAL, "acme:2: not a token");
 	expect_load_error(token_dir("twice", "acme", TOK_ACME, "bob", TOK_ACME, NULL), -EINVAL,
 			  "listed twice");
-	expect_load_error(tmp, -EINVAL, "a directory, expected a token file"); /* its subdirectories */
+	expect_load_error(tmp, -EINVAL,
+			  "a directory, expected a token file"); /* its subdirectories */
 	{
 		const char *dir = token_dir("open", "acme", TOK_ACME, NULL);
 		char path[256];
@@ -175,7 +177,7 @@ static void test_rotation(void **state)
 	serve_tokens_free(t);
 }
 
-#define BODY                                                                              \
+#define BODY                                                                                       \
 	"{\"compile_timeout\": 10, \"run_timeout\": 10, \"code\": \"print(1)\", \"stdin\": \"\", " \
 	"\"memory_limit_MB\": 1024, \"language\": \"python\", \"files\": {}, \"fetch_files\": []}"
 
@@ -196,8 +198,8 @@ static struct serve_reply post(const char *url, const char *token, const char *t
 	return rp;
 }
 
-static void expect(const char *url, const char *token, const char *tenant_header,
-		   const char *body, unsigned status, const char *in_error)
+static void expect(const char *url, const char *token, const char *tenant_header, const char *body,
+		   unsigned status, const char *in_error)
 {
 	struct serve_reply rp = post(url, token, tenant_header, body);
 
@@ -245,9 +247,9 @@ static void test_requests(void **state)
 	/* The token's tenant, with the tenant named again or not. */
 	rp = post("/run_code", TOK_ACME, NULL, BODY);
 	assert_int_equal(rp.status, 200);
-	assert_string_equal(json_string_value(json_object_get(json_object_get(rp.body, "sandguard"),
-							      "tenant")),
-			    "acme");
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(rp.body, "sandguard"), "tenant")),
+		"acme");
 	serve_reply_free(&rp);
 	rp = post("/tenants/acme/run_code", TOK_ACME2, "acme", BODY);
 	assert_int_equal(rp.status, 200);

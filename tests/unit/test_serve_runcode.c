@@ -353,13 +353,15 @@ static void test_language_plans(void **state)
 	serve_lang_plan(&l, LANG_GO, 1000, 3, &p);
 	assert_string_equal(p.compile[0], "/env");
 	assert_string_equal(p.compile[1], "GOMAXPROCS=3");
-	assert_string_equal(p.compile[2], "/go");
+	assert_string_equal(p.compile[2], "TMPDIR=.");
+	assert_string_equal(p.compile[3], "/go");
 	assert_true(has_arg(p.compile, "-p"));
 	assert_true(has_arg(p.run, "GOMEMLIMIT=900MiB"));
 	assert_true(has_arg(p.run, "/ld.so"));
-	assert_int_equal(p.n_setup, 1);
+	assert_int_equal(p.n_setup, 2);
 	assert_string_equal(p.setup[0].path, ".config/go/env");
-	assert_non_null(strstr(p.setup[0].data, "CGO_ENABLED=0"));
+	assert_string_equal(p.setup[1].path, "sandguard_dynamic.go"); /* see serve_lang.c */
+	assert_string_equal(p.compile[argv_len(p.compile) - 1], "sandguard_dynamic.go");
 
 	serve_lang_plan(&l, LANG_JAVA, 256, 2, &p);
 	assert_string_equal(p.compile[0], "/java");
@@ -393,6 +395,15 @@ static void test_language_owned_paths(void **state)
 	serve_reply_free(&rp);
 	runcode_plan_free(&plan);
 	json_decref(body);
+	/* Go programs do not fit the default 1 MiB output cap. */
+	body = load("{\"code\": \"x\", \"language\": \"go\"}");
+	assert_int_equal(runcode_parse(&all, &policy, "acme", body, &plan, &rp), -1);
+	assert_non_null(strstr(json_string_value(json_object_get(rp.body, "error")),
+			       "need an output cap of at least 2097152 bytes"));
+	serve_reply_free(&rp);
+	runcode_plan_free(&plan);
+	json_decref(body);
+	policy.limits.output_bytes = 4 << 20;
 	body = load("{\"code\": \"x\", \"language\": \"go\", \"files\": {\".config/go\": \"\"}}");
 	assert_int_equal(runcode_parse(&all, &policy, "acme", body, &plan, &rp), -1);
 	assert_non_null(strstr(json_string_value(json_object_get(rp.body, "error")),
@@ -400,6 +411,7 @@ static void test_language_owned_paths(void **state)
 	serve_reply_free(&rp);
 	runcode_plan_free(&plan);
 	json_decref(body);
+	policy.limits.output_bytes = 1 << 20;
 	body = load("{\"code\": \"x\", \"language\": \"java\", \"files\": {\"lib.jar\": \"\"}}");
 	assert_int_equal(runcode_parse(&all, &policy, "acme", body, &plan, &rp), 0);
 	assert_string_equal(plan.files[0].path, "Main.java");
