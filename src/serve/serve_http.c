@@ -69,6 +69,38 @@ struct request {
 	int fd;
 };
 
+/* libmicrohttpd's messages, at most LOG_BURST per LOG_WINDOW_S: a flood of
+ * broken clients ("closed by remote side with incomplete request") must
+ * not flood the log. */
+#define LOG_BURST    10
+#define LOG_WINDOW_S 10
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static uint64_t window_start;
+	static unsigned in_window, dropped;
+	uint64_t now = clock_ms(CLOCK_MONOTONIC);
+	unsigned report = 0;
+	bool show;
+
+	pthread_mutex_lock(&lock);
+	if (now - window_start >= LOG_WINDOW_S * 1000ull) {
+		report = dropped;
+		window_start = now;
+		in_window = dropped = 0;
+	}
+	show = in_window++ < LOG_BURST;
+	if (!show)
+		dropped++;
+	pthread_mutex_unlock(&lock);
+	if (report)
+		sg_warn("serve http: %u more messages from libmicrohttpd in %d s not shown", report,
+			LOG_WINDOW_S);
+	if (show)
+		http_mhd_log(cls, fmt, ap);
+}
+
 static const char *header(struct MHD_Connection *mc, const char *name)
 {
 	return MHD_lookup_connection_value(mc, MHD_HEADER_KIND, name);
@@ -348,11 +380,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 			return MHD_NO;
 		*req_cls = r;
 		r->announced = cl ? strtoull(cl, NULL, 10) : 0;
+		/* An answer queued now closes the connection (libmicrohttpd
+		 * cannot tell what the client sends next): only for a client
+		 * that waits for it, or a body too large to drop. Otherwise it
+		 * goes out at the next call, once the request (its body, if
+		 * any, read and dropped) is whole, and keep-alive holds. */
 		if (decide_on_headers(r)) {
-			bool body = r->announced || header(mc, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-
 			r->answer_early = r->drop_body = true;
-			if (!body || answer_before_body(r))
+			if (answer_before_body(r))
 				return answer(r);
 		}
 		return MHD_YES; /* come back with the body */
@@ -448,7 +483,7 @@ int serve_http_start(struct serve *s, int listen_fd, struct serve_http **out)
 	h->daemon = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET |
 					     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
 				     0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
-				     http_mhd_log, "serve http", MHD_OPTION_NOTIFY_COMPLETED,
+				     mhd_log, "serve http", MHD_OPTION_NOTIFY_COMPLETED,
 				     on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
 				     h, MHD_OPTION_CONNECTION_LIMIT,
 				     (unsigned int)cfg->max_connections + 64,

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import cgroup2_mount, exit_code, report  # noqa: E402
 from sgagent import Agent  # noqa: E402
-from sgserve import SRC, UID_BASE, Env, Server, verl_request, verl_verdict  # noqa: E402
+from sgserve import SRC, UID_BASE, Env, Server, outcomes_in, verl_request, verl_verdict  # noqa: E402
 import sglangs  # noqa: E402
 
 
@@ -46,14 +46,9 @@ def request(language, code, stdin="", run_timeout=10, compile_timeout=None):
     return body
 
 
-def booked(env_log, request_id):
-    path = os.path.join(env_log, "outcomes.jsonl")
-    try:
-        with open(path) as f:
-            lines = [json.loads(line) for line in f]
-    except FileNotFoundError:
-        return []
-    return [o for o in lines if o["batch_id"] in (request_id, request_id + ".compile") and o["final"]]
+def booked(state_dir, log_dir, request_id):
+    return [o for o in outcomes_in(state_dir, log_dir)
+            if o["batch_id"] in (request_id, request_id + ".compile") and o["final"]]
 
 
 def one_language(language, srv, agent, log_dir, scratch):
@@ -104,7 +99,7 @@ def one_language(language, srv, agent, log_dir, scratch):
         if sg["rule"] is not None:
             return "%s: the agent killed it (rule %s): %s" % (name, sg["rule"], json.dumps(resp)[:1500])
         # Booked once, final, with the cause answered; the ids join up.
-        lines = booked(log_dir, rid)
+        lines = booked(agent.env["SANDGUARD_STATE_DIR"], log_dir, rid)
         last = [o for o in lines if o["batch_id"] == rid] or [o for o in lines if o["batch_id"] == rid + ".compile"]
         if len(last) != 1 or last[0]["cause"] != sg["cause"]:
             return "%s: bookings %s (answered %s)" % (name, lines, sg["cause"])

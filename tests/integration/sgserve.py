@@ -70,11 +70,11 @@ class Env:
             json.dump(p, f)
 
     def outcomes(self):
-        try:
-            with open(os.path.join(self.log, "outcomes.jsonl")) as f:
-                return [json.loads(line) for line in f]
-        except FileNotFoundError:
-            return []
+        """Every booking, in order: the outcome log's lines, or the outcome
+        journal's (<state>/journal/outcomes-*.jsonl) where the executor
+        writes that instead; both have batch_id, attempt, final, cause,
+        class and mode."""
+        return outcomes_in(os.path.join(self.dir, "state"), self.log)
 
     def scratch_left(self):
         left = []
@@ -86,6 +86,21 @@ class Env:
         remove_cgroup_tree(self.cg_root)
         if not os.environ.get("SANDGUARD_KEEP_TEST_DIR"):
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def outcomes_in(state_dir, log_dir):
+    paths = [os.path.join(log_dir, "outcomes.jsonl")]
+    journal = os.path.join(state_dir, "journal")
+    if os.path.isdir(journal):
+        paths += [os.path.join(journal, n) for n in sorted(os.listdir(journal)) if n.startswith("outcomes-")]
+    out = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                out += [json.loads(line) for line in f if line.endswith("\n")]
+        except FileNotFoundError:
+            pass
+    return out
 
 
 class Server:
@@ -125,9 +140,10 @@ class Server:
         finally:
             c.close()
 
-    def log_tail(self):
+    def log_tail(self, limit=2000):
+        self.stderr.flush()
         self.stderr.seek(0)
-        return self.stderr.read()[-2000:]
+        return self.stderr.read()[-limit:]
 
     def stop(self):
         if self.proc.poll() is None:
