@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "lib/log.h"
 #include "serve/serve.h"
+#include "serve/serve_hostns.h"
 
 static void usage(FILE *f)
 {
@@ -23,6 +24,7 @@ static void usage(FILE *f)
 		"                       [--tenant-queue N] [--max-connections N] [--max-body BYTES]\n"
 		"                       [--max-buffered BYTES] [--max-tests N] [--header-timeout S]\n"
 		"                       [--body-timeout S] [--idle-timeout S]\n"
+		"                       [--host-namespaces[=PID]]\n"
 		"\n"
 		"HTTP API for trainers: POST /run_code (SandboxFusion-compatible), /v1/score,\n"
 		"/v1/verify, each also as /t/<token>/...; GET /healthz, /readyz.\n"
@@ -44,6 +46,9 @@ static void usage(FILE *f)
 		"  --header-timeout S     request line and headers due within S s (default %u)\n"
 		"  --body-timeout S       body due within S s of the headers (default %u)\n"
 		"  --idle-timeout S       a connection silent for S s is closed (default %u)\n"
+		"  --host-namespaces[=PID]  join the mount and cgroup namespaces of PID (default\n"
+		"                         1, the node's init; the pod needs hostPID): a container\n"
+		"                         that runs as a host process (deploy/README.md)\n"
 		"\n"
 		"See docs/trainer-integration.md.\n",
 		SG_POLICY_DIR_DEFAULT, SERVE_LANGUAGES_DEFAULT, SERVE_QUEUE_DEFAULT,
@@ -80,7 +85,7 @@ static int parse_count(const char *flag, const char *v, unsigned long long min,
 }
 
 /* 0 to go on, -1 after --help, or an exit code. */
-static int parse_args(int argc, char **argv, struct serve_config *cfg)
+static int parse_args(int argc, char **argv, struct serve_config *cfg, int *host_pid)
 {
 	static const struct option longopts[] = {
 		{ "listen", required_argument, NULL, 'l' },
@@ -97,6 +102,7 @@ static int parse_args(int argc, char **argv, struct serve_config *cfg)
 		{ "header-timeout", required_argument, NULL, 'H' },
 		{ "body-timeout", required_argument, NULL, 'D' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
+		{ "host-namespaces", optional_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -160,6 +166,12 @@ static int parse_args(int argc, char **argv, struct serve_config *cfg)
 			if (!(ret = parse_count("--max-connections", optarg, 1, 65536, &v)))
 				cfg->max_connections = v;
 			break;
+		case 'N':
+			*host_pid = SERVE_HOST_PID;
+			if (optarg &&
+			    !(ret = parse_count("--host-namespaces", optarg, 1, 1 << 22, &v)))
+				*host_pid = (int)v;
+			break;
 		case 'h':
 			usage(stdout);
 			return -1;
@@ -194,15 +206,27 @@ int cmd_serve(int argc, char **argv)
 		.idle_timeout_s = SERVE_IDLE_TIMEOUT_S,
 		.languages = SERVE_LANGUAGES_DEFAULT,
 	};
+	static char policy_fd[64], tokens_fd[64];
+	const char *policy_shown;
 	struct serve *s = NULL;
+	int host_pid = 0; /* 0: stay in our own namespaces */
 	sigset_t stop;
+	char err[512];
 	int sig = 0, ret;
 
-	ret = parse_args(argc, argv, &cfg);
+	ret = parse_args(argc, argv, &cfg, &host_pid);
 	if (ret)
 		return ret < 0 ? SG_EXIT_OK : ret;
-	if (!cfg.policy_dir) {
+	if (!cfg.policy_dir)
 		cfg.policy_dir = policy_dir_default();
+	policy_shown = cfg.policy_dir;
+	if (host_pid) {
+		ret = serve_enter_host_namespaces(host_pid, &cfg, policy_fd, tokens_fd,
+						  sizeof(policy_fd), err, sizeof(err));
+		if (ret) {
+			fprintf(stderr, "sandguard serve: --host-namespaces: %s\n", err);
+			return SG_EXIT_PLATFORM;
+		}
 	}
 	/* Every thread (MHD's, the verifier's) inherits this mask, so the
 	 * stop signals reach only sigwait() below; sandboxes reset it. */
@@ -216,9 +240,10 @@ int cmd_serve(int argc, char **argv)
 	if (ret)
 		return ret == -EINVAL ? SG_EXIT_USAGE : SG_EXIT_PLATFORM;
 	/* The address as given, the port as bound (port 0 picks one). */
-	printf("listening on http://%.*s:%u (policies %s, languages %s, %s)\n",
+	printf("listening on http://%.*s:%u (policies %s, languages %s, %s%s)\n",
 	       (int)(strrchr(cfg.listen, ':') - cfg.listen), cfg.listen, serve_port(s),
-	       cfg.policy_dir, cfg.languages, cfg.tokens_dir ? "tokens" : "no tokens");
+	       policy_shown, cfg.languages, cfg.tokens_dir ? "tokens" : "no tokens",
+	       host_pid ? ", the node's namespaces" : "");
 	fflush(stdout);
 	sg_info("serve: %s, max-concurrency %u, queue %u, tenant-queue %u, max-connections %u, "
 		"max-body %zu",
