@@ -59,7 +59,8 @@ int serve_enter_host_namespaces(int pid, struct serve_config *cfg, char *policy_
 		return ret;
 	/* setns(CLONE_NEWNS) puts root and cwd at the namespace's root. */
 	if (chdir("/")) {
-		snprintf(err, err_len, "chdir / in the node's mount namespace: %s", strerror(errno));
+		snprintf(err, err_len, "chdir / in the node's mount namespace: %s",
+			 strerror(errno));
 		return -errno;
 	}
 	if (cfg->policy_dir)

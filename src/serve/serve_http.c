@@ -20,6 +20,7 @@
  * closes the connection. While a worker waits in the admission queue it
  * asks (without reading) whether the client is still there, so that a
  * request nobody waits for is dropped before it runs. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,35 +71,49 @@ struct request {
 	int fd;
 };
 
-/* libmicrohttpd's messages, at most LOG_BURST per LOG_WINDOW_S: a flood of
- * broken clients ("closed by remote side with incomplete request") must
- * not flood the log. */
+/* A flood of broken or unauthenticated clients must not flood the log:
+ * at most LOG_BURST lines of a kind per LOG_WINDOW_S, then one line that
+ * counts the rest. */
 #define LOG_BURST    10
 #define LOG_WINDOW_S 10
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+struct log_window {
+	pthread_mutex_t lock;
+	uint64_t start;
+	unsigned shown, dropped;
+	const char *what; /* "messages from libmicrohttpd" */
+};
+
+static struct log_window mhd_messages = { PTHREAD_MUTEX_INITIALIZER, 0, 0, 0,
+					  "messages from libmicrohttpd" },
+			 refusals = { PTHREAD_MUTEX_INITIALIZER, 0, 0, 0,
+				      "requests refused from their headers" };
+
+/* Whether one more line of this kind may be logged now. */
+static bool log_window_take(struct log_window *w)
 {
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	static uint64_t window_start;
-	static unsigned in_window, dropped;
 	uint64_t now = clock_ms(CLOCK_MONOTONIC);
-	unsigned report = 0;
+	unsigned dropped = 0;
 	bool show;
 
-	pthread_mutex_lock(&lock);
-	if (now - window_start >= LOG_WINDOW_S * 1000ull) {
-		report = dropped;
-		window_start = now;
-		in_window = dropped = 0;
+	pthread_mutex_lock(&w->lock);
+	if (now - w->start >= LOG_WINDOW_S * 1000ull) {
+		dropped = w->dropped;
+		w->start = now;
+		w->shown = w->dropped = 0;
 	}
-	show = in_window++ < LOG_BURST;
+	show = w->shown++ < LOG_BURST;
 	if (!show)
-		dropped++;
-	pthread_mutex_unlock(&lock);
-	if (report)
-		sg_warn("serve http: %u more messages from libmicrohttpd in %d s not shown", report,
-			LOG_WINDOW_S);
-	if (show)
+		w->dropped++;
+	pthread_mutex_unlock(&w->lock);
+	if (dropped)
+		sg_warn("serve: %u more %s in %d s not shown", dropped, w->what, LOG_WINDOW_S);
+	return show;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	if (log_window_take(&mhd_messages))
 		http_mhd_log(cls, fmt, ap);
 }
 
@@ -141,10 +157,34 @@ static enum MHD_Result send_reply(struct MHD_Connection *mc, struct serve_reply 
 	return ret;
 }
 
-/* Answer now, with phase 1's reply or this one. */
+/* The access log line of a request refused from its headers (the
+ * worker's requests are logged by serve_route.c): who asked, for what. */
+static void log_refusal(struct request *r)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	char shown[256], peer[INET6_ADDRSTRLEN] = "?";
+
+	if (r->reply.status == 200 || !log_window_take(&refusals))
+		return;
+	if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)ci->client_addr)->sin_addr, peer,
+			  sizeof(peer));
+	else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, peer,
+			  sizeof(peer));
+	serve_shown_url(&r->rq, shown, sizeof(shown));
+	sg_info("serve: %s %s from %s: %u", r->rq.method, shown, peer, r->reply.status);
+}
+
+/* Answer now, with phase 1's reply or the worker's. */
 static enum MHD_Result answer(struct request *r)
 {
-	enum MHD_Result ret = send_reply(r->mc, &r->reply);
+	enum MHD_Result ret;
+
+	if (!r->reply_ready)
+		log_refusal(r);
+	ret = send_reply(r->mc, &r->reply);
 
 	serve_reply_free(&r->reply);
 	return ret;
@@ -338,11 +378,13 @@ static void *worker(void *arg)
 static enum MHD_Result dispatch(struct request *r)
 {
 	struct serve_http *h = r->h;
+	const struct serve_endpoint *ep = r->route.ep;
 	pthread_t t;
 
 	if (atomic_fetch_add(&h->workers, 1) >= h->max_workers) {
 		atomic_fetch_sub(&h->workers, 1);
-		serve_error(&r->reply, 503,
+		/* "Not now", as the endpoint says it: 504 on /run_code. */
+		serve_error(&r->reply, ep && ep->busy_status ? ep->busy_status : 503,
 			    "the server is handling %u requests already (--max-concurrency plus "
 			    "--queue); retry later",
 			    h->max_workers);

@@ -4,9 +4,10 @@
 #define SG_SERVE_HTTP_H
 #include <stdint.h>
 
-/* Workers beyond max_concurrency + queue: requests being validated, or
- * answered /readyz, while the queue is full. */
-#define SERVE_EXTRA_WORKERS 32
+/* Workers beyond max_concurrency + queue: requests being validated and
+ * refused, or answered /readyz, while the queue is full. A worker is a
+ * thread with a small stack. */
+#define SERVE_EXTRA_WORKERS 128
 
 struct serve;
 struct serve_http;

@@ -35,7 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import exit_code, report  # noqa: E402
-from sgserve import (BIN, MAX_BODY, MEMORY_MB, OUTPUT_CAP, Env, Server, cgroup2_mount,  # noqa: E402
+from sgserve import (BIN, MAX_BODY, MEMORY_MB, OUTPUT_CAP, Env, Server, can_run, run_cases,  # noqa: E402
                      verl_request, verl_verdict)
 
 PYTHON = "/usr/bin/python3"
@@ -103,7 +103,7 @@ def t_correct(env, srv):
             return why
     note("run_code latency, correct python program, 10 sequential requests: median %.0f ms, min %.0f, max %.0f"
          % (statistics.median(times), min(times), max(times)))
-    t_correct.median = statistics.median(times)
+    t_correct.summary = "median %.0f ms" % statistics.median(times)
 
 
 def t_wrong_answer(env, srv):
@@ -502,11 +502,7 @@ def t_with_agent(env, _srv):
 # ---------------------------------------------------------------------------
 
 def main():
-    if os.geteuid() != 0:
-        report("SKIP", "serve", "needs root (sandboxes switch uids and make cgroups)")
-        return 0
-    if not cgroup2_mount():
-        report("SKIP", "serve", "no cgroup2 mount")
+    if not can_run("serve"):
         return 0
     env = Env()
     srv = None
@@ -536,20 +532,7 @@ def main():
                  ("v1/score", t_score), ("v1/verify", t_verify),
                  ("load: over capacity", t_load), ("load: all queued", t_load_queued),
                  ("drain on SIGTERM", t_drain), ("run_code with the agent enforcing", t_with_agent)]
-        for name, fn in cases:
-            try:
-                why = fn(env, srv)
-            except Exception as e:   # noqa: BLE001
-                why = "exception: %r" % e
-            if isinstance(why, tuple):
-                report(why[0], name, why[1])
-            elif why:
-                report("FAIL", name, why)
-                note("server log: " + srv.log_tail())
-            else:
-                extra = getattr(fn, "summary", None) or (
-                    "median %.0f ms" % fn.median if getattr(fn, "median", None) else "")
-                report("PASS", name + (" (%s)" % extra if extra else ""))
+        run_cases(cases, (env, srv), srv.log_tail)
         if srv.proc.poll() is not None:
             report("FAIL", "server alive", "exited %s" % srv.proc.returncode)
     finally:

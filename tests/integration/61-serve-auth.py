@@ -27,9 +27,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, exit_code, report  # noqa: E402
+from sgtest import exit_code, report  # noqa: E402
 from sgagent import Agent  # noqa: E402
-from sgserve import BIN, UID_BASE, Env, Server, outcomes_in, verl_request, verl_verdict  # noqa: E402
+from sgserve import BIN, UID_BASE, Env, Server, can_run, outcomes_in, run_cases, verl_request, verl_verdict  # noqa: E402
 
 INVENTED = 5000
 THREADS = 8
@@ -195,11 +195,7 @@ def t_no_tokens_loopback_only(agent, env, srv, acme_token):
 
 
 def main():
-    if os.geteuid() != 0:
-        report("SKIP", "serve tokens", "needs root (sandboxes switch uids and make cgroups)")
-        return 0
-    if not cgroup2_mount():
-        report("SKIP", "serve tokens", "no cgroup2 mount")
+    if not can_run("serve tokens"):
         return 0
     agent = Agent({"acme": {}}, name="serve-auth")
     env = Env()
@@ -224,16 +220,7 @@ def main():
                  ("5,000 invented tenants: 401/403, nothing changed", t_invented_tenants),
                  ("the token is never logged", t_token_never_logged),
                  ("no tokens: loopback only; unsafe token files refused", t_no_tokens_loopback_only)]
-        for name, fn in cases:
-            try:
-                why = fn(agent, env, srv, acme_token)
-            except Exception as e:   # noqa: BLE001 - every failure is a finding
-                why = "exception: %r" % e
-            if why:
-                report("FAIL", name, why)
-            else:
-                extra = getattr(fn, "summary", None)
-                report("PASS", name + (" (%s)" % extra if extra else ""))
+        run_cases(cases, (agent, env, srv, acme_token), srv.log_tail)
     finally:
         if srv:
             srv.stop()

@@ -29,8 +29,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, exit_code, report  # noqa: E402
-from sgserve import Env, Server, verl_request  # noqa: E402
+from sgtest import exit_code  # noqa: E402
+from sgserve import Env, Server, can_run, run_cases, verl_request  # noqa: E402
 
 ATTACKERS = 530
 LINE_EVERY_S = 10
@@ -243,11 +243,7 @@ def t_caps(env, srv):
 
 
 def main():
-    if os.geteuid() != 0:
-        report("SKIP", "serve http", "needs root (sandboxes switch uids and make cgroups)")
-        return 0
-    if not cgroup2_mount():
-        report("SKIP", "serve http", "no cgroup2 mount")
+    if not can_run("serve http"):
         return 0
     env = Env()
     srv = None
@@ -259,17 +255,7 @@ def main():
                  ("connection cap: 503, not a reset", t_connection_cap),
                  ("body deadline", t_body_deadline),
                  ("kept-alive idle connection closed", t_keepalive_idle)]
-        for name, fn in cases:
-            try:
-                why = fn(env, srv)
-            except Exception as e:   # noqa: BLE001 - every failure is a finding
-                why = "exception: %r" % e
-            if why:
-                report("FAIL", name, why)
-                note("server log: " + srv.log_tail())
-            else:
-                extra = getattr(fn, "summary", None)
-                report("PASS", name + (" (%s)" % extra if extra else ""))
+        run_cases(cases, (env, srv), srv.log_tail)
     finally:
         if srv:
             srv.stop()

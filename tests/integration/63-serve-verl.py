@@ -34,8 +34,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, exit_code, report  # noqa: E402
-from sgserve import Env, Server, verl_request  # noqa: E402
+from sgtest import exit_code  # noqa: E402
+from sgserve import Env, Server, can_run, run_cases, verl_request  # noqa: E402
 import sgverl  # noqa: E402
 
 TESTS = 100
@@ -197,11 +197,7 @@ def t_identity(env, srv):
 
 
 def main():
-    if os.geteuid() != 0:
-        report("SKIP", "serve verl", "needs root (sandboxes switch uids and make cgroups)")
-        return 0
-    if not cgroup2_mount():
-        report("SKIP", "serve verl", "no cgroup2 mount")
+    if not can_run("serve verl"):
         return 0
     env = Env()
     srv = None
@@ -213,17 +209,7 @@ def main():
                  ("504 before the client gives up, then its retry is served", t_early_504_then_retry),
                  ("sized: 100 concurrent verl tests all TimeLimitExceeded", t_sized),
                  ("undersized: only 200 and 504, no read timeout", t_undersized)]
-        for name, fn in cases:
-            try:
-                why = fn(env, srv)
-            except Exception as e:   # noqa: BLE001 - every failure is a finding
-                why = "exception: %r" % e
-            if why:
-                report("FAIL", name, why)
-                note("server log: " + srv.log_tail())
-            else:
-                extra = getattr(fn, "summary", None)
-                report("PASS", name + (" (%s)" % extra if extra else ""))
+        run_cases(cases, (env, srv), srv.log_tail)
     finally:
         if srv:
             srv.stop()

@@ -26,9 +26,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, exit_code, report  # noqa: E402
+from sgtest import exit_code, report  # noqa: E402
 from sgagent import Agent  # noqa: E402
-from sgserve import SRC, UID_BASE, Env, Server, outcomes_in, verl_request, verl_verdict  # noqa: E402
+from sgserve import SRC, UID_BASE, Env, Server, can_run, outcomes_in, verl_request, verl_verdict  # noqa: E402
 import sglangs  # noqa: E402
 
 
@@ -118,11 +118,7 @@ def agent_policy(agent, tenant):
 
 
 def main():
-    if os.geteuid() != 0:
-        report("SKIP", "serve languages", "needs root (sandboxes switch uids and make cgroups)")
-        return 0
-    if not cgroup2_mount():
-        report("SKIP", "serve languages", "no cgroup2 mount")
+    if not can_run("serve languages"):
         return 0
     langs = [lang for lang in sglangs.LANGUAGES if not sglangs.missing(lang)]
     for lang in sglangs.LANGUAGES:

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, remove_cgroup_tree, uid_base  # noqa: E402
+from sgtest import cgroup2_mount, remove_cgroup_tree, report, uid_base  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -154,6 +154,39 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.stderr.close()
+
+
+# ---- the suites' frame -----------------------------------------------------
+
+def can_run(suite):
+    """False (with a SKIP line saying why) when sandboxes cannot run here."""
+    if os.geteuid() != 0:
+        report("SKIP", suite, "needs root (sandboxes switch uids and make cgroups)")
+        return False
+    if not cgroup2_mount():
+        report("SKIP", suite, "no cgroup2 mount")
+        return False
+    return True
+
+
+def run_cases(cases, args, log=None):
+    """Each (name, fn) of `cases`: fn(*args) returns None (PASS; fn.summary,
+    when set, is shown), a reason (FAIL), or ("SKIP", reason). `log()`
+    gives what to print on stderr after a failure."""
+    for name, fn in cases:
+        try:
+            why = fn(*args)
+        except Exception as e:   # noqa: BLE001 - every failure is a finding
+            why = "exception: %r" % e
+        if isinstance(why, tuple):
+            report(why[0], name, why[1])
+        elif why:
+            report("FAIL", name, why)
+            if log:
+                print("server log: " + log(), file=sys.stderr, flush=True)
+        else:
+            extra = getattr(fn, "summary", None)
+            report("PASS", name + (" (%s)" % extra if extra else ""))
 
 
 # ---- verl's side ---------------------------------------------------------

@@ -18,8 +18,13 @@ every HTTP status seen, and how it ended."""
 import http.client
 import json
 import socket
+import os
+import sys
 import time
 import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgserve import verl_verdict  # noqa: E402
 
 API_TIMEOUT = 10
 MAX_RETRIES = 3
@@ -89,26 +94,5 @@ def call(url, code, stdin="", timeout=10, memory_limit_mb=1024, language="python
         res.response = resp
         break
     res.seconds = time.monotonic() - t0
-    res.score = -1 if res.error else score(res.response, expected)
+    res.score = -1 if res.error else verl_verdict(res.response, expected)
     return res
-
-
-def score(resp, expected):
-    """How _process_single_case scores a response."""
-    status, comp, run = resp.get("status"), resp.get("compile_result"), resp.get("run_result")
-    if status == "SandboxError":
-        return -1
-    if status == "Failed":
-        if comp and (comp.get("status") in ("Error", "TimeLimitExceeded")
-                     or (comp.get("status") == "Finished" and comp.get("return_code") != 0)):
-            return -4
-        if run:
-            if run.get("status") == "TimeLimitExceeded":
-                return -3
-            if run.get("status") == "Error" or (run.get("status") == "Finished" and run.get("return_code") != 0):
-                return -2
-        return -1
-    if status == "Success" and run and run.get("status") == "Finished":
-        out = run.get("stdout") if run.get("stdout") is not None else ""
-        return expected is None or str(out).rstrip("\n") == str(expected).rstrip("\n")
-    return -1
