@@ -104,6 +104,7 @@ struct serve_langs {
 	bool enabled[LANG__COUNT];
 	char python[PATH_MAX], bash[PATH_MAX], node[PATH_MAX], java[PATH_MAX];
 	char cxx[PATH_MAX], rustc[PATH_MAX], go[PATH_MAX];
+	char cc[PATH_MAX];     /* rustc's linker, resolved (not /etc/alternatives) */
 	char env[PATH_MAX];    /* /usr/bin/env: sets a toolchain's variables */
 	char loader[PATH_MAX]; /* runs a compiled program (see serve_lang.c) */
 	/* Every program a language execs, for the exec.allow check. */
@@ -121,6 +122,7 @@ struct lang_plan {
 	struct sandbox_file setup[2]; /* files the compile step needs too */
 	size_t n_setup;
 	char text[8][64]; /* storage of the formatted arguments */
+	char linker[PATH_MAX + 8];
 };
 
 /* `list`: comma-separated names ("python,cpp"). Finds each language's

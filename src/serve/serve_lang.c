@@ -13,7 +13,8 @@
  *   bash    bash main.sh
  *   nodejs  node --max-old-space-size=<3/4 mem> main.js
  *   cpp     g++ -std=c++17 -O2 -save-temps -o main main.cpp; <ld.so> ./main
- *   rust    env TMPDIR=. rustc -O -C strip=debuginfo -o main main.rs; <ld.so> ./main
+ *   rust    env TMPDIR=. rustc -O -C strip=debuginfo -C linker=<cc> -o main main.rs;
+ *           <ld.so> ./main
  *   go      env GOMAXPROCS=<cores> TMPDIR=. go build -p <cores> -ldflags=-s -w
  *           -o main main.go sandguard_dynamic.go (settings from
  *           $HOME/.config/go/env);
@@ -29,8 +30,10 @@
  * Compiled programs run through the dynamic loader, "<ld.so> ./main", not
  * by exec'ing ./main: the agent allows execs by the identity of files it
  * saw when the policy loaded, and a binary compiled a moment ago cannot be
- * among them. So the scratch stays non-executable (Landlock), and the
- * tenant's exec.allow must name the compiler's programs and the loader.
+ * among them. The run step's scratch lets the loader map the program
+ * (allow_exec_in_scratch); an exec of ./main is still a violation of the
+ * agent's exec rule. So the tenant's exec.allow must name the compiler's
+ * programs and the loader.
  * Allowing the loader lets that tenant's code run any native code it
  * writes; for a C++, Rust or Go tenant that is the point, for a
  * python-only tenant it is a reason to leave those languages off its
@@ -224,8 +227,11 @@ void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id, uint64_
 		argv_set(p->run, l->loader, "./main", NULL);
 		break;
 	case LANG_RUST:
+		/* The linker by its real path: /usr/bin/cc is a link through
+		 * /etc/alternatives, which the sandbox need not see. */
+		snprintf(p->linker, sizeof(p->linker), "linker=%s", l->cc);
 		argv_set(p->compile, l->env, "TMPDIR=.", l->rustc, "-O", "-C", "strip=debuginfo",
-			 "-o", "main", "main.rs", NULL);
+			 "-C", p->linker, "-o", "main", "main.rs", NULL);
 		argv_set(p->run, l->loader, "./main", NULL);
 		break;
 	case LANG_GO:

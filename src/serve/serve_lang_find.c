@@ -155,7 +155,7 @@ static int find_rust(struct serve_langs *l, char *err, size_t err_len)
 	if (!ret)
 		ret = add_tool(l, LANG_RUST, RUSTC_PATH, l->rustc, err, err_len);
 	if (!ret)
-		ret = add_tool(l, LANG_RUST, CC_PATH, NULL, err, err_len);
+		ret = add_tool(l, LANG_RUST, CC_PATH, l->cc, err, err_len);
 	for (size_t i = 0; !ret && i < ARRAY_LEN(helpers); i++)
 		ret = driver_program(l, LANG_RUST, CC_PATH, helpers[i], err, err_len);
 	return ret ? ret : add_loader(l, LANG_RUST, err, err_len);

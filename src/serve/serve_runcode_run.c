@@ -67,11 +67,13 @@ static bool refused(struct serve_call *c, const struct exec_run_result *r, struc
 	return true;
 }
 
-/* Run one step, admitted by the executor no later than latest_ms. */
+/* Run one step, admitted by the executor no later than latest_ms.
+ * `loads_program`: the step runs a program compiled in the scratch
+ * through the loader, which maps it executable (see serve_lang.c). */
 static enum step_end step(struct serve_call *c, char *const *argv, uint64_t timeout_ms,
-			  const char *id, uint64_t latest_ms, const struct runcode_plan *plan,
-			  struct exec_run_request *req, struct exec_run_result *r,
-			  struct serve_reply *rp)
+			  const char *id, uint64_t latest_ms, bool loads_program,
+			  const struct runcode_plan *plan, struct exec_run_request *req,
+			  struct exec_run_result *r, struct serve_reply *rp)
 {
 	uint64_t now = clock_ms(CLOCK_MONOTONIC);
 	struct sg_policy *policy = malloc(sizeof(*policy));
@@ -103,7 +105,7 @@ static enum step_end step(struct serve_call *c, char *const *argv, uint64_t time
 	ctx.policy = policy;
 	req->request_id = id;
 	req->memory_mb = plan->memory_mb;
-	req->allow_exec_in_scratch = false; /* compiled code runs via the loader: serve_lang.c */
+	req->allow_exec_in_scratch = loads_program;
 	ret = exec_run(&ctx, req, r);
 	free(policy);
 	if (ret)
@@ -201,7 +203,7 @@ static enum step_end compile(struct serve_call *c, const struct runcode_plan *pl
 	req.files = files;
 	req.n_files = plan->n_files + lp->n_setup;
 	snprintf(id, sizeof(id), "%s.compile", c->request_id);
-	end = step(c, lp->compile, plan->compile_timeout_ms, id, latest, plan, &req, &r, rp);
+	end = step(c, lp->compile, plan->compile_timeout_ms, id, latest, false, plan, &req, &r, rp);
 	free(files);
 	if (end != STEP_RAN)
 		return end;
@@ -293,8 +295,8 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 	}
 	req.files = files;
 	req.n_files = plan->n_files;
-	end = step(c, lp.run, plan->run_timeout_ms, c->request_id, c->budget.run_latest_ms, plan,
-		   &req, &r, rp);
+	end = step(c, lp.run, plan->run_timeout_ms, c->request_id, c->budget.run_latest_ms,
+		   lp.compile[0] != NULL, plan, &req, &r, rp);
 	if (end != STEP_RAN)
 		goto done;
 	json_array_append_new(batch_ids, json_string(c->request_id));

@@ -512,9 +512,12 @@ def main():
         # Two tenants share the load, 3:1. Once the server's queue is full,
         # load-a is at its own cap (429) and load-b, whose cap the server's
         # cannot let it reach, is refused for the server's sake (503).
-        env.policy("load-a", limits={"concurrency": 3, "queue_timeout_ms": 5000})
-        env.policy("load-b", limits={"concurrency": 10, "queue_timeout_ms": 5000})
-        env.policy("load-c", limits={"concurrency": 4, "queue_timeout_ms": LOAD_BOUND_S * 1000})
+        # Their CPU shares fit the node's CPUs 4 at a time (the server's
+        # cap): the executor's CPU admission never refuses what runs.
+        share = min(1.0, len(os.sched_getaffinity(0)) / 4)
+        env.policy("load-a", limits={"concurrency": 3, "queue_timeout_ms": 5000, "cpu": share})
+        env.policy("load-b", limits={"concurrency": 10, "queue_timeout_ms": 5000, "cpu": share})
+        env.policy("load-c", limits={"concurrency": 4, "queue_timeout_ms": LOAD_BOUND_S * 1000, "cpu": share})
         afile = os.path.join(env.dir, "not-a-directory")
         open(afile, "w").close()
         env.policy("broken", scratch_root=os.path.join(afile, "scratch"))

@@ -322,6 +322,7 @@ static void test_language_plans(void **state)
 	snprintf(l.go, sizeof(l.go), "/go");
 	snprintf(l.env, sizeof(l.env), "/env");
 	snprintf(l.loader, sizeof(l.loader), "/ld.so");
+	snprintf(l.cc, sizeof(l.cc), "/gcc-12");
 
 	serve_lang_plan(&l, LANG_PYTHON, 512, 1, &p);
 	assert_null(p.compile[0]);
@@ -348,6 +349,7 @@ static void test_language_plans(void **state)
 	assert_string_equal(p.compile[0], "/env");
 	assert_string_equal(p.compile[1], "TMPDIR=."); /* rustc and collect2 write temporaries */
 	assert_string_equal(p.compile[2], "/rustc");
+	assert_true(has_arg(p.compile, "linker=/gcc-12")); /* not /usr/bin/cc's alternatives link */
 	assert_string_equal(p.run[0], "/ld.so");
 
 	serve_lang_plan(&l, LANG_GO, 1000, 3, &p);
