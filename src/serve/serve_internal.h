@@ -206,6 +206,7 @@ struct serve_budget {
 	uint64_t latest_start_ms; /* CLOCK_MONOTONIC; 0: no bound */
 	uint64_t run_latest_ms;   /* the same for the run step (after a compile) */
 	uint64_t client_ms;       /* what the client waits, from its arrival */
+	uint64_t client_end_ms;   /* CLOCK_MONOTONIC: when the client gives up, less the margin */
 	uint64_t worst_ms;        /* the longest the request can run once started */
 };
 

@@ -340,6 +340,7 @@ void runcode_budget(const struct runcode_plan *plan, uint64_t arrived_ms, struct
 	b->latest_start_ms = arrived_ms + b->client_ms - b->worst_ms - SERVE_FINISH_MARGIN_MS;
 	b->run_latest_ms =
 		arrived_ms + b->client_ms - plan->run_timeout_ms - SERVE_FINISH_MARGIN_MS;
+	b->client_end_ms = arrived_ms + b->client_ms - SERVE_FINISH_MARGIN_MS;
 }
 
 /* ---- the response ----------------------------------------------------- */

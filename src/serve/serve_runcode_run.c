@@ -67,11 +67,28 @@ static bool refused(struct serve_call *c, const struct exec_run_result *r, struc
 	return true;
 }
 
-/* Run one step, admitted by the executor no later than latest_ms.
- * `loads_program`: the step runs a program compiled in the scratch
- * through the loader, which maps it executable (see serve_lang.c). */
+/* A platform error whose retries the client's budget cut short: 504, so
+ * that the client retries with a budget of its own (a platform error is
+ * never the code's, and verl scores a SandboxError -1). */
+static bool out_of_time(struct serve_call *c, const struct exec_run_result *r, uint32_t cut_to,
+			struct serve_reply *rp)
+{
+	if (r->cause != SG_CAUSE_PLATFORM_ERROR || r->attempts != cut_to)
+		return false;
+	serve_busy(c, &serve_runcode_endpoint, 504, gate_retry_after_s(c->srv->gate), rp,
+		   "%s; no time is left to retry it within what the client waits "
+		   "(compile_timeout + run_timeout + %d s): retry",
+		   r->detail, SERVE_CLIENT_SLACK_MS / 1000);
+	return true;
+}
+
+/* Run one step, admitted by the executor no later than latest_ms, retried
+ * (platform errors) only as often as whole runs still fit in the client's
+ * budget, before the then_ms that later steps need. `loads_program`: the
+ * step runs a program compiled in the scratch through the loader, which
+ * maps it executable (see serve_lang.c). */
 static enum step_end step(struct serve_call *c, char *const *argv, uint64_t timeout_ms,
-			  const char *id, uint64_t latest_ms, bool loads_program,
+			  uint64_t then_ms, const char *id, uint64_t latest_ms, bool loads_program,
 			  const struct runcode_plan *plan, struct exec_run_request *req,
 			  struct exec_run_result *r, struct serve_reply *rp)
 {
@@ -85,6 +102,7 @@ static enum step_end step(struct serve_call *c, char *const *argv, uint64_t time
 		.agent = c->agent,
 		.run = recording_runner,
 	};
+	uint32_t cut_to = 0; /* the attempts the budget allows, when fewer than the policy's */
 	int ret;
 
 	if (!policy)
@@ -102,6 +120,15 @@ static enum step_end step(struct serve_call *c, char *const *argv, uint64_t time
 	memcpy(policy, c->policy, sizeof(*policy));
 	if (latest_ms && policy->limits.queue_timeout_ms > latest_ms - now)
 		policy->limits.queue_timeout_ms = latest_ms - now;
+	if (c->budget.client_end_ms > now + then_ms) {
+		uint64_t fit = (c->budget.client_end_ms - now - then_ms) /
+			       (timeout_ms + SERVE_FINISH_MARGIN_MS);
+
+		if (fit >= 1 && policy->max_retries > fit - 1) {
+			policy->max_retries = (uint32_t)(fit - 1);
+			cut_to = (uint32_t)fit;
+		}
+	}
 	ctx.policy = policy;
 	req->request_id = id;
 	req->memory_mb = plan->memory_mb;
@@ -110,7 +137,7 @@ static enum step_end step(struct serve_call *c, char *const *argv, uint64_t time
 	free(policy);
 	if (ret)
 		return STEP_ENOMEM;
-	if (refused(c, r, rp)) {
+	if (refused(c, r, rp) || (cut_to && out_of_time(c, r, cut_to, rp))) {
 		exec_run_result_free(r);
 		return STEP_REFUSED;
 	}
@@ -203,7 +230,9 @@ static enum step_end compile(struct serve_call *c, const struct runcode_plan *pl
 	req.files = files;
 	req.n_files = plan->n_files + lp->n_setup;
 	snprintf(id, sizeof(id), "%s.compile", c->request_id);
-	end = step(c, lp->compile, plan->compile_timeout_ms, id, latest, false, plan, &req, &r, rp);
+	end = step(c, lp->compile, plan->compile_timeout_ms,
+		   plan->run_timeout_ms + SERVE_FINISH_MARGIN_MS, id, latest, false, plan, &req, &r,
+		   rp);
 	free(files);
 	if (end != STEP_RAN)
 		return end;
@@ -295,7 +324,7 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 	}
 	req.files = files;
 	req.n_files = plan->n_files;
-	end = step(c, lp.run, plan->run_timeout_ms, c->request_id, c->budget.run_latest_ms,
+	end = step(c, lp.run, plan->run_timeout_ms, 0, c->request_id, c->budget.run_latest_ms,
 		   lp.compile[0] != NULL, plan, &req, &r, rp);
 	if (end != STEP_RAN)
 		goto done;

@@ -80,6 +80,8 @@ static int setup(void **state)
 		"{\"limits\": {\"timeout_ms\": 4000, \"concurrency\": 1, \"on_excess\": \"refuse\"},"
 		" \"failure\": {\"mode\": \"skip\", \"max_retries\": 0}}");
 	write_file("broken.json", "{\"limits\": {\"timeout_ms\": -1}}");
+	write_file("retrier.json", "{\"limits\": {\"timeout_ms\": 4000},"
+				   " \"failure\": {\"mode\": \"retry\", \"max_retries\": 2}}");
 	/* waits up to a minute for a place: only the client's budget is shorter */
 	write_file("patient.json",
 		   "{\"limits\": {\"timeout_ms\": 4000, \"queue_timeout_ms\": 60000},"
@@ -464,6 +466,32 @@ static void test_late_run_code_is_504_before_running(void **state)
 	assert_int_equal(bookings(), before + 1);
 }
 
+/* A platform error is retried (max_retries 2), but only as often as whole
+ * runs (4 s each, and the margin) fit in what the client waits: when the
+ * budget cut the retries short, 504, which verl retries with a budget of
+ * its own, instead of a SandboxError it would score -1. */
+static void test_platform_error_retries_fit_the_budget(void **state)
+{
+	size_t before = bookings();
+	json_t *j;
+
+	script(-EROFS, 0, 0, NULL);
+	runs = 0;
+	j = call("POST", "/run_code", "retrier", VERL_BODY("print(1)"), 200, NULL);
+	assert_string_equal(str(j, "status"), "SandboxError");
+	assert_int_equal(runs, 3); /* 27 s left: the three attempts fit */
+	json_decref(j);
+	runs = 0;
+	/* Arrived 18 s ago: 9 s left, one attempt of 4 s + 3 s. */
+	j = call_at("POST", "/run_code", "retrier", VERL_BODY("print(1)"),
+		    clock_ms(CLOCK_MONOTONIC) - 18000, 504, NULL);
+	assert_int_equal(runs, 1);
+	assert_non_null(strstr(str(j, "error"), "no time is left to retry it"));
+	assert_non_null(strstr(str(j, "error"), "Read-only file system"));
+	json_decref(j);
+	assert_int_equal(bookings(), before + 4); /* every attempt run is booked */
+}
+
 static void test_queued_request_whose_client_left_is_dropped(void **state)
 {
 	struct serve_request rq = { .method = "POST",
@@ -499,6 +527,7 @@ int main(void)
 		cmocka_unit_test(test_score_and_verify),
 		cmocka_unit_test(test_admission_refusals),
 		cmocka_unit_test(test_late_run_code_is_504_before_running),
+		cmocka_unit_test(test_platform_error_retries_fit_the_budget),
 		cmocka_unit_test(test_queued_request_whose_client_left_is_dropped),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -279,6 +279,7 @@ static void test_client_budget(void **state)
 	assert_int_equal(b.worst_ms, 3000);
 	assert_int_equal(b.latest_start_ms, 100000 + 23000 - 3000 - SERVE_FINISH_MARGIN_MS);
 	assert_int_equal(b.run_latest_ms, b.latest_start_ms);
+	assert_int_equal(b.client_end_ms, 100000 + 23000 - SERVE_FINISH_MARGIN_MS);
 	/* A compiled language runs its compile step too (10 s, lowered to
 	 * the policy's 5 s): it must start earlier, its run a little later. */
 	plan.lang = LANG_CPP;
