@@ -22,6 +22,7 @@
 CC      ?= gcc
 CLANG   ?= clang
 BPFTOOL ?= bpftool
+LLVM_STRIP ?= llvm-strip
 BUILD   ?= build
 V       ?= 0
 Q       := $(if $(filter 1,$(V)),,@)
@@ -57,8 +58,12 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 COMPONENTS := lib policy telemetry control sandbox exec serve agent cli
 
 BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
-BPF_OBJS  := $(patsubst src/agent/bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
-SKELS     := $(patsubst src/agent/bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+# The agent's objects are also built without fetching atomics, for kernels
+# before 5.12 (src/agent/bpf/common.bpf.h, SG_BPF_COMPAT).
+BPF_COMPAT := egress files tasks
+BPF_OBJS  := $(patsubst src/agent/bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS)) \
+             $(patsubst %,$(BUILD)/bpf/%_compat.bpf.o,$(BPF_COMPAT))
+SKELS     := $(patsubst $(BUILD)/bpf/%.bpf.o,$(BUILD)/%.skel.h,$(BPF_OBJS))
 comp_objs  = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/$(1)/*.c))
 POLICY_BLOB := $(BUILD)/obj/policy/default_policy.o
 ALL_OBJS  := $(foreach c,$(COMPONENTS),$(call comp_objs,$(c))) $(POLICY_BLOB)
@@ -80,6 +85,8 @@ test_event_json_LINK    := telemetry lib
 test_event_log_LINK     := telemetry lib
 test_health_LINK        := telemetry policy lib
 test_ledger_LINK        := telemetry policy lib
+test_journal_LINK       := telemetry policy lib
+test_fold_LINK          := telemetry policy lib
 test_metrics_LINK       := telemetry lib
 test_metrics_http_LINK  := telemetry lib
 test_match_LINK         := policy lib
@@ -97,6 +104,7 @@ test_serve_routes_LINK  := serve exec sandbox control telemetry policy lib
 test_serve_runcode_LINK := serve exec sandbox control telemetry policy lib
 test_serve_auth_LINK    := serve exec sandbox control telemetry policy lib
 test_control_LINK       := control lib
+test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.
 HELPER_LINK := agent control sandbox telemetry policy lib
 
@@ -107,7 +115,7 @@ all: tools $(BUILD)/sandguard
 
 # Say which tool is missing and how to get it, instead of a cryptic failure.
 tools:
-	@for t in $(CC):gcc $(CLANG):clang $(BPFTOOL):bpftool pkg-config:pkg-config; do \
+	@for t in $(CC):gcc $(CLANG):clang $(BPFTOOL):bpftool $(LLVM_STRIP):llvm pkg-config:pkg-config; do \
 	  bin=$${t%%:*}; pkg=$${t##*:}; \
 	  command -v $$bin >/dev/null 2>&1 || { echo "make: '$$bin' not found: run scripts/install-deps.sh (apt-get install $$pkg)" >&2; exit 1; }; \
 	done
@@ -128,10 +136,17 @@ $(BUILD)/vmlinux.h:
 	$(Q)if [ -r $(BTF_VMLINUX) ]; then $(BPFTOOL) btf dump file $(BTF_VMLINUX) format c > $@.tmp; \
 	    else cp include/vmlinux/$(ARCH)/vmlinux.h $@.tmp; fi && mv $@.tmp $@
 
+# DWARF is stripped (llvm-strip -g): libbpf needs only .BTF and .BTF.ext,
+# and the skeletons embed each object in the binary.
 $(BUILD)/bpf/%.bpf.o: src/agent/bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard src/agent/bpf/*.h) $(wildcard include/abi/*.h)
 	@echo "  BPF     $@"
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp && $(LLVM_STRIP) -g $@.tmp && mv $@.tmp $@
+
+$(BUILD)/bpf/%_compat.bpf.o: src/agent/bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard src/agent/bpf/*.h) $(wildcard include/abi/*.h)
+	@echo "  BPF     $@"
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -DSG_BPF_COMPAT -c $< -o $@.tmp && $(LLVM_STRIP) -g $@.tmp && mv $@.tmp $@
 
 $(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	@echo "  SKEL    $@"

@@ -73,6 +73,9 @@ enum sg_net_hook {
 	SG_HOOK_CONNECT_UNIX,
 	SG_HOOK_SENDMSG_UNIX,
 	SG_HOOK_SKB_EGRESS,
+	SG_HOOK_LSM_UNIX_CONNECT, /* lsm/unix_stream_connect (no cgroup unix hooks) */
+	SG_HOOK_LSM_UNIX_SEND,    /* lsm/unix_may_send: datagram connect and send */
+	SG_HOOK_LSM_UNIX_BIND,    /* lsm/socket_bind: a named unix socket */
 };
 
 struct sg_fork_detail {
@@ -92,10 +95,12 @@ struct sg_exec_detail {
 struct sg_file_detail {
 	char comps[SG_PATH_COMPS][SG_COMP_LEN]; /* comps[0] is the file itself */
 	__u32 depth;                            /* components walked (may exceed SG_PATH_COMPS) */
-	__u32 flags;                            /* open flags (fallback) or f_mode (LSM) */
-	__u32 write;                            /* 1 if opened for writing */
-	__u32 mode;                             /* enum sg_enforce_mode */
-	__u32 requested;                        /* 1: comps holds the path as the program passed
+	__u32 flags;                            /* f_mode of the file judged; for a refused request
+	              * (requested = 1), the open flags as passed */
+	__u32 write;     /* 1: opened for writing, or (requested) asked to write,
+	              * create or truncate */
+	__u32 mode;      /* enum sg_enforce_mode */
+	__u32 requested; /* 1: comps holds the path as the program passed
 	                            * it (one string), for an open another layer
 	                            * refused before the kernel resolved a file */
 };
@@ -107,6 +112,12 @@ struct sg_exit_detail {
 	__u32 oom_killed; /* the task was chosen by the OOM killer */
 };
 
+/* Who did it is not always known: cgroup_skb programs run in no task's
+ * context, sock_addr programs cannot see the parent. Unknown fields are
+ * null in the event line, never a 0 that reads as root. */
+#define SG_EVF_NO_TASK 1 /* pid, ppid, uid and comm unknown */
+#define SG_EVF_NO_PPID 2 /* ppid unknown */
+
 struct sg_event {
 	__u64 ts_ns;     /* bpf_ktime_get_boot_ns(): CLOCK_BOOTTIME */
 	__u64 cgroup_id; /* the sandbox */
@@ -114,7 +125,8 @@ struct sg_event {
 	__u32 action;    /* enum sg_event_action */
 	__u32 tenant;    /* tenant index (see struct sg_sandbox) */
 	__u32 rule;      /* enum sg_rule the event concerns */
-	__u32 pid, ppid, uid, pad;
+	__u32 pid, ppid, uid;
+	__u32 flags; /* SG_EVF_*: which of pid, ppid, uid, comm are unknown */
 	char comm[SG_COMM_LEN];
 	union {
 		struct sg_net_detail net;

@@ -14,13 +14,24 @@
 #define SG_WALK_DEPTH     32 /* dentry ancestors examined per open */
 
 /* sg_sandboxes: cgroup id -> sandbox. Absent = not a sandbox: every hook
- * returns after this one lookup. */
+ * returns after this one lookup. Written before the sandbox runs any code,
+ * by the executor (src/control/enroll.c) or by the agent. */
 struct sg_sandbox {
-	__u32 tenant; /* index into sg_policies */
-	__u32 flags;
+	__u32 tenant;      /* index into sg_policies: the tenant's slot, or SG_TENANT_DEFAULT */
+	__u32 flags;       /* SG_SB_* */
 	__u64 scratch_dev; /* kernel dev_t (MKDEV: major << 20 | minor) */
 	__u64 scratch_ino;
 };
+
+/* The scratch is a filesystem of its own (a tmpfs the executor mounted
+ * for this sandbox): every file on scratch_dev is inside it, at any depth,
+ * with no ancestor walk. Without the flag the scratch is a directory,
+ * found by (dev, ino) among a file's ancestors. */
+#define SG_SB_SCRATCH_FS 1
+
+/* The slot of the default policy: every tenant without a policy file of
+ * its own uses it, so a name nobody configured never takes a slot. */
+#define SG_TENANT_DEFAULT 0
 
 /* sg_sandbox_state: cgroup id -> counters and the first violation, written
  * by the programs, read by the agent and the executor. */
@@ -96,6 +107,13 @@ struct sg_exec_key {
 	__u32 dev;
 	__u64 ino;
 };
+
+/* Pinned maps no program reads (the agent creates them, its peers read
+ * them): sg_tenant_names (ARRAY, slot -> name, "" = free), sg_tenant_index
+ * (HASH, name -> slot: the tenants whose own policy is compiled), and
+ * sg_killed (HASH, cgroup id -> enum sg_rule + 1 of a kill the agent
+ * carried out: a verdict read from the pins never claims a kill that
+ * did not happen). */
 
 /* sg_config[0]: global switches written by the agent. */
 struct sg_config {

@@ -180,7 +180,7 @@ def phases_sandguard(ev):
     join = sum(d for p, ts, text, d in ev
                if p == child and ts < t_exec and text.startswith("write(") and "cgroup.procs" in text and d)
     t_exit = first(ev, child, lambda t: t.startswith("+++ exited") or t.startswith("exit_group("))[0]
-    t_report = first(ev, parent, lambda t: t.startswith("sendto(") and '\\"op\\":\\"report' in t, t_exit)[0]
+    t_report = first(ev, parent, lambda t: t.startswith("openat(") and "/journal/.lock" in t, t_exit)[0]
     t_end = first(ev, parent, lambda t: t.startswith("+++ exited"))[0]
     ms = lambda a, b: (b - a) * 1000.0
     return {
@@ -194,7 +194,7 @@ def phases_sandguard(ev):
         "  of which cgroup.procs writes": join * 1000.0,
         "reward program (execve to exit)": ms(t_exec, t_exit),
         "teardown: kill, verdict, unregister, rmdir, scratch": ms(t_exit, t_report),
-        "booking (agent report + outcome log), output, exit": ms(t_report, t_end),
+        "booking (journal append + fdatasync), output, exit": ms(t_report, t_end),
         "total under strace": ms(t0, t_end),
     }
 

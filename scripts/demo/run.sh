@@ -21,7 +21,7 @@ cg2=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
 export SANDGUARD_CGROUP_ROOT=$cg2/sandguard-demo-$$
 export SANDGUARD_PIN_ROOT=/sys/fs/bpf/sandguard-demo-$$
 export SANDGUARD_AGENT_SOCK=$demo/agent.sock
-export SANDGUARD_STATE_DIR=$demo/state SANDGUARD_LOG_DIR=$demo/log SANDGUARD_RUN_DIR=$demo/run
+export SANDGUARD_STATE_DIR=$demo/state SANDGUARD_RUN_DIR=$demo/run
 # A credential the executor has and the reward code must never see.
 export AWS_SECRET_ACCESS_KEY=demo-secret-do-not-leak TRAINER_TOKEN=demo-token
 agent_pid= follow_pid= collector_pid=
@@ -126,7 +126,7 @@ batch alpha "env-secret probe"   --batch "$P/batch.json" -- /usr/bin/python3 "$P
 batch bravo "verifier: correct"  --tests "$P/tests.json" -- /usr/bin/python3 "$P/solution_ok.py"
 batch bravo "verifier: wrong"    --tests "$P/tests.json" -- /usr/bin/python3 "$P/solution_wrong.py"
 
-sleep 1.5   # the agent persists its ledger every second
+sleep 1.5   # the follower prints the last events; the agent has folded the journal by then
 kill "$follow_pid" 2>/dev/null; follow_pid=
 
 say "The exfiltration collector"

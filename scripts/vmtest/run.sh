@@ -10,10 +10,13 @@
 # The payload: pick a preset with ONE variable,
 #   VMTEST_PAYLOAD=selftest  tests/vmtest/selftest.c, built here:
 #                            proves the guest plumbing and that BPF LSM denies.
-#   VMTEST_PAYLOAD=agent     (default) $BUILD/sandguard and $BUILD/tests/agent_test
-#                            (built with make), run as
-#                            "sandguard probe" (the table must say lsm), then
-#                            "agent_test --mode auto --expect-mode lsm".
+#   VMTEST_PAYLOAD=agent     (default) $BUILD/sandguard, $BUILD/tests/agent_test, enroll_test
+#                            (built with make), run by tests/vmtest/agent-payload.sh:
+#                            a row per kernel feature from "sandguard probe"
+#                            (the table must say lsm), "agent_test --mode auto
+#                            --expect-mode lsm", "enroll_test", and with
+#                            VMTEST_FALLBACKS=1, on kernels with the newer
+#                            features, agent_test with them turned off.
 # or override any part of it (these win over the preset):
 #   VMTEST_BINS    host binaries, space-separated; each becomes /bin/<name>
 #                  in the guest, with its shared libraries (static ones work too).
@@ -25,8 +28,10 @@
 #   VMTEST_MODE    mode column for results until the payload prints a line
 #                  "MODE: <mode>" (selftest: "selftest"; agent: "lsm").
 # The matrix and the machine:
-#   VMTEST_KERNELS  Debian suites to boot (default "bookworm trixie":
-#                   Debian 12 = 6.1, Debian 13 = 6.12)
+#   VMTEST_KERNELS  Debian suites to boot (default "bullseye bookworm trixie
+#                   bullseye-nolsm": Debian 11 = 5.10, Debian 12 = 6.1,
+#                   Debian 13 = 6.12; SUITE-nolsm boots that kernel without
+#                   bpf in lsm=, where the agent must refuse to start)
 #   VMTEST_TIMEOUT  hard limit per boot in seconds (300); a hung guest is a FAIL
 #   VMTEST_MEM (1024 MiB), VMTEST_SMP (2), VMTEST_CPU (max,-cx16: see boot.sh),
 #   VMTEST_APPEND (extra kernel args)
@@ -50,16 +55,20 @@ case $payload in
         cmd=${VMTEST_CMD:-selftest}
         mode=${VMTEST_MODE:-selftest} ;;
     agent)
-        bins=${VMTEST_BINS:-$build/sandguard $build/tests/agent_test}
-        # auto must pick LSM on these kernels, and the probe table say so
-        cmd=${VMTEST_CMD:-sandguard probe > /tmp/probe.txt 2>&1; if grep -q '^files  *lsm' /tmp/probe.txt; then echo 'PASS: probe: the probe table says files are enforced in lsm mode'; else echo \"FAIL: probe: the probe table says: \$(grep '^files' /tmp/probe.txt)\"; fi; agent_test --sandguard /bin/sandguard --mode auto --expect-mode lsm}
+        bins=${VMTEST_BINS:-$build/sandguard $build/tests/agent_test $build/tests/enroll_test}
+        # The probe table as one row per kernel feature, then the agent
+        # and enrollment suites (auto must pick LSM on these kernels);
+        # VMTEST_FALLBACKS=1: on kernels with the newer features, the agent
+        # suite again without them.
+        cmd=${VMTEST_CMD:-VMTEST_FALLBACKS=${VMTEST_FALLBACKS:-0} sh /vmtest/agent-payload.sh}
+        [ -n "${VMTEST_CMD:-}" ] || VMTEST_FILES="tests/vmtest/agent-payload.sh:/vmtest/agent-payload.sh ${VMTEST_FILES:-}"
         mode=${VMTEST_MODE:-lsm} ;;
     *)
         echo "vmtest: unknown VMTEST_PAYLOAD '$payload' (selftest or agent)" >&2
         echo "vmtest: 0 passed, 1 failed, 0 skipped"
         exit 1 ;;
 esac
-kernels=${VMTEST_KERNELS:-bookworm trixie}
+kernels=${VMTEST_KERNELS:-bullseye bookworm trixie bullseye-nolsm}
 
 mkdir -p "$out"
 results=$out/results.tsv
@@ -114,16 +123,22 @@ else
 fi
 
 if [ $ready = 1 ]; then
-    for suite in $kernels; do
+    for entry in $kernels; do
+        # SUITE-nolsm: the same kernel booted without bpf in lsm= (Debian
+        # 11's default), where the agent must refuse to start.
+        suite=${entry%-nolsm}
+        append=${VMTEST_APPEND:-}
+        [ "$suite" != "$entry" ] && append="$append lsm=lockdown,yama"
         if ! fetched=$("$here/fetch-kernel.sh" "$suite" 2>>"$setup_log"); then
-            fail_row "$suite" "$suite" fetch-kernel "$(last_error) (see $setup_log)"
-            printf '%s\t%s\t-\t-\t-\n' "$suite" "$suite" >> "$kernel_rows"
+            fail_row "$entry" "$suite" fetch-kernel "$(last_error) (see $setup_log)"
+            printf '%s\t%s\t-\t-\t-\n' "$entry" "$suite" >> "$kernel_rows"
             continue
         fi
         read -r vmlinuz version package <<< "$fetched"
-        dir=$out/$suite
-        echo "vmtest: booting $package ($version, $suite)"
-        "$here/boot.sh" "$vmlinuz" "$out/initrd.gz" "$dir" 2>>"$setup_log"
+        [ "$suite" != "$entry" ] && version="$version-nolsm"
+        dir=$out/$entry
+        echo "vmtest: booting $package ($version, $entry)"
+        VMTEST_APPEND="$append" "$here/boot.sh" "$vmlinuz" "$out/initrd.gz" "$dir" 2>>"$setup_log"
         "$here/parse.sh" "$version" "$suite" "$dir" "$mode" > "$dir/rows.tsv"
         cat "$dir/rows.tsv" >> "$results"
 
@@ -134,7 +149,7 @@ if [ $ready = 1 ]; then
              "(init reached at ${init_s:-?} s guest time; ${wall_s:-?} s wall for boot, run and poweroff)"
         # A broken boot: show the end of the console right here, for CI logs.
         if awk -F '\t' '($3 == "boot" || $3 == "payload") && $5 == "FAIL" { bad = 1 } END { exit !bad }' "$dir/rows.tsv"; then
-            echo "vmtest: last console lines of $suite ($dir/console.log):"
+            echo "vmtest: last console lines of $entry ($dir/console.log):"
             # (without the terminal escapes SeaBIOS prints)
             tail -n 25 "$dir/console.log" 2>/dev/null | sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/\r$//' -e 's/^/    /'
         fi

@@ -1,6 +1,7 @@
 /* The agent's loop: ring-buffer events become event lines, ledger counts
  * and kill decisions; inotify and SIGHUP reload policies and track
- * sandboxes; a 1 s tick reports drops and persists the ledger. */
+ * sandboxes; the outcome journal is folded into the ledger as it grows; a
+ * 1 s tick reports drops and saves the ledger's checkpoint. */
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
@@ -29,7 +30,7 @@
 #include "probe.h"
 #include "lib/rule_names.h"
 
-enum { TAG_RINGBUF = 1, TAG_INOTIFY, TAG_SIGNAL, TAG_TIMER, TAG_CONTROL };
+enum { TAG_RINGBUF = 1, TAG_INOTIFY, TAG_SIGNAL, TAG_TIMER, TAG_CONTROL, TAG_JOURNAL };
 
 #define KILL_WAIT_MS 100
 
@@ -39,46 +40,78 @@ void agent_emit_line(struct agent *a, const char *line)
 	event_log_write(a->events, line);
 }
 
-static void event_context(struct agent *a, const struct sg_sandbox_entry *s, uint32_t tenant_idx,
+/* Whose a sandbox is: its own record, else (not adopted yet) the name of
+ * the policy slot the kernel reported. */
+static const char *tenant_of(struct agent *a, const struct sg_sandbox_entry *s, uint32_t slot)
+{
+	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, slot);
+
+	return s ? s->tenant : t ? t->name : NULL;
+}
+
+static void event_context(struct agent *a, const struct sg_sandbox_entry *s, uint32_t slot,
 			  struct event_ctx *ctx)
 {
-	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, s ? s->tenant : tenant_idx);
-
 	ctx->node = a->opts.node;
-	ctx->tenant = t ? t->name : NULL;
+	ctx->tenant = tenant_of(a, s, slot);
 	ctx->sandbox = s ? s->name : NULL;
 	ctx->boot_to_real_ns = a->boot_to_real_ns;
+}
+
+/* cgroup.kill where the kernel has it (5.14+); else freeze the cgroup and
+ * SIGKILL each task. */
+static int empty_sandbox(struct agent *a, const char *path, int timeout_ms)
+{
+	if (a->features->f[SG_FEAT_CGROUP_KILL].ok)
+		return cgroup_kill(path, timeout_ms);
+	return cgroup_kill_by_freezing(path, timeout_ms);
 }
 
 int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, uint32_t trigger_type,
 		       uint32_t trigger_pid, uint64_t violation_ns)
 {
 	struct event_kill k = { .rule = rule, .trigger = trigger_type, .trigger_pid = trigger_pid };
-	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, s->tenant);
+	uint32_t killed_rule = rule + 1;
 	char path[PATH_MAX], line[EVENT_JSON_MAX];
 	struct event_ctx ctx;
 	double latency_s;
 	int err;
 
-	if (s->killed)
+	if (s->kill_handled)
 		return 0;
 	registry_cgroup_path(&a->reg, s, path, sizeof(path));
-	k.method = cgroup_kill_supported(path) ? "cgroup.kill" : "cgroup.procs";
+	/* Found tripped after its last task ended (the agent was down, or
+	 * the verdict came first): nobody killed it, and nobody will say so.
+	 * A kill in answer to the violation's own event is the kill the
+	 * policy asked for, even when the last task wins the race. */
+	if (!trigger_type && cgroup_is_empty(path)) {
+		s->kill_handled = true;
+		s->kill_rule = rule;
+		sg_info("sandbox %s/%s: tripped on %s, but its last task had ended: not killed",
+			s->tenant, s->name, rule_name(rule));
+		return 0;
+	}
+	k.method = a->features->f[SG_FEAT_CGROUP_KILL].ok     ? "cgroup.kill"
+		   : a->features->f[SG_FEAT_CGROUP_FREEZE].ok ? "cgroup.freeze+sigkill"
+							      : "cgroup.procs";
 	/* Bounded: the loop must not stall on a slow-dying sandbox (events
 	 * would pile up). One not empty yet is killed again on every tick. */
-	err = cgroup_kill(path, KILL_WAIT_MS);
+	err = empty_sandbox(a, path, KILL_WAIT_MS);
+	/* The record a verdict read from the pins trusts (pinned.h). */
+	if (bpf_map_update_elem(a->bpf.killed_fd, &s->cgid, &killed_rule, BPF_ANY))
+		sg_warn("sandbox %s/%s: cannot record its kill: %s", s->tenant, s->name,
+			strerror(errno));
 	s->kill_latency_ns = clock_ns(CLOCK_BOOTTIME) - violation_ns;
 	latency_s = (double)s->kill_latency_ns / 1e9;
-	s->killed = true;
+	s->killed = s->kill_handled = true;
 	s->kill_rule = rule;
 	if (err)
 		sg_warn("sandbox %s/%s: not empty %d ms after the kill for %s (%s); killing again every second",
-			t ? t->name : "?", s->name, KILL_WAIT_MS, rule_name(rule), strerror(-err));
+			s->tenant, s->name, KILL_WAIT_MS, rule_name(rule), strerror(-err));
 	k.latency_ms = err ? -1 : latency_s * 1000.0;
 
 	pthread_mutex_lock(&a->lock);
-	if (t)
-		ledger_book_kill(a->ledger, t->name, rule);
+	ledger_book_kill(a->ledger, s->tenant, rule);
 	a->kills++;
 	if (!err) {
 		a->kill_latency_count++;
@@ -99,7 +132,7 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 /* The policy action for a rule of the sandbox's tenant. */
 static int tenant_action(struct agent *a, const struct sg_sandbox_entry *s, int rule)
 {
-	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, s->tenant);
+	struct sg_tenant *t = registry_tenant_by_idx(&a->reg, s->slot);
 
 	if (!t || !t->policy || rule < 0 || rule >= SG_RULE__COUNT)
 		return SG_POLICY_KILL; /* fail closed, as the kernel side does */
@@ -125,7 +158,7 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 	struct agent *a = ctx_;
 	const struct sg_event *e = data;
 	struct sg_sandbox_entry *s;
-	struct sg_tenant *t;
+	const char *tenant;
 	struct event_ctx ctx;
 	char line[EVENT_JSON_MAX];
 
@@ -143,15 +176,16 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 		sg_warn("event of type %u action %u could not be encoded", e->type, e->action);
 	}
 
-	t = registry_tenant_by_idx(&a->reg, s ? s->tenant : e->tenant);
-	if (t) {
+	tenant = tenant_of(a, s, e->tenant);
+	if (tenant) {
 		pthread_mutex_lock(&a->lock);
-		ledger_book_event(a->ledger, t->name, e->type, e->action);
+		ledger_book_event(a->ledger, tenant, e->type, e->action);
 		pthread_mutex_unlock(&a->lock);
+		a->ledger_dirty = true;
 	}
 	/* Kill decisions: the whole sandbox goes when the tenant's policy
 	 * says kill for this rule (fork limits always kill unless logged). */
-	if (s && !s->killed && is_violation(e) &&
+	if (s && !s->kill_handled && is_violation(e) &&
 	    (e->type == SG_EV_FORK_LIMIT || tenant_action(a, s, e->rule) == SG_POLICY_KILL))
 		agent_kill_sandbox(a, s, e->rule, e->type, e->pid, e->ts_ns);
 	return 0;
@@ -168,27 +202,14 @@ static void report_drops(struct agent *a)
 	}
 }
 
-static void save_ledger(struct agent *a)
-{
-	int err;
-
-	if (!a->ledger_dirty)
-		return;
-	pthread_mutex_lock(&a->lock);
-	err = ledger_save(a->ledger, a->ledger_path);
-	pthread_mutex_unlock(&a->lock);
-	if (err)
-		sg_error("cannot persist the ledger to %s: %s", a->ledger_path, strerror(-err));
-	else
-		a->ledger_dirty = false;
-}
-
 /* The kernel's record is the truth: a sandbox it marked tripped is killed
  * even when its event was lost (ring buffer full, or an agent that died
  * between the violation and the kill). Killed ones not yet empty are
- * killed again. Sandboxes whose cgroup is gone are forgotten. */
+ * killed again. Sandboxes whose cgroup is gone are forgotten; entries
+ * executors wrote are adopted. */
 static void sweep_sandboxes(struct agent *a)
 {
+	registry_sweep_maps(&a->reg);
 	for (struct sg_sandbox_entry *s = NULL; (s = registry_next(&a->reg, s));) {
 		struct sg_sandbox_state st;
 		char path[PATH_MAX];
@@ -199,9 +220,9 @@ static void sweep_sandboxes(struct agent *a)
 			registry_remove(&a->reg, s->cgid);
 			continue;
 		}
-		if (s->killed) {
-			if (!cgroup_is_empty(path))
-				cgroup_kill(path, 0);
+		if (s->kill_handled) {
+			if (s->killed && !cgroup_is_empty(path))
+				empty_sandbox(a, path, 0);
 			continue;
 		}
 		if (bpf_map_lookup_elem(a->bpf.state_fd, &s->cgid, &st) == 0 &&
@@ -220,7 +241,7 @@ static void on_tick(struct agent *a)
 	if (read(a->timer_fd, &expirations, sizeof(expirations)) < 0)
 		return;
 	report_drops(a);
-	save_ledger(a);
+	agent_outcomes_tick(a);
 	agent_metrics_tick(a);
 	sweep_sandboxes(a);
 }
@@ -232,7 +253,7 @@ static void on_signal(struct agent *a)
 	while (read(a->signal_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			sg_info("SIGHUP: reloading policies from %s", a->opts.policy_dir);
-			registry_reload_policies(&a->reg);
+			registry_reload_policies(&a->reg, false);
 		} else {
 			sg_info("%s: stopping; programs stay pinned and enforcing",
 				strsignal(si.ssi_signo));
@@ -284,6 +305,8 @@ static int setup_loop(struct agent *a)
 		err = epoll_add(a->epoll_fd, a->timer_fd, TAG_TIMER);
 	if (!err)
 		err = epoll_add(a->epoll_fd, control_fd(a->control), TAG_CONTROL);
+	if (!err && agent_outcomes_fd(a) >= 0)
+		err = epoll_add(a->epoll_fd, agent_outcomes_fd(a), TAG_JOURNAL);
 	return err;
 }
 
@@ -292,7 +315,8 @@ static void loop(struct agent *a)
 	struct epoll_event evs[16];
 
 	while (!a->stop) {
-		int n = epoll_wait(a->epoll_fd, evs, 16, 1000);
+		/* A journal still being caught up is folded a chunk per turn. */
+		int n = epoll_wait(a->epoll_fd, evs, 16, agent_outcomes_pending(a) ? 0 : 1000);
 		if (n < 0 && errno != EINTR) {
 			sg_error("epoll_wait: %s", strerror(errno));
 			break;
@@ -314,8 +338,13 @@ static void loop(struct agent *a)
 			case TAG_CONTROL:
 				control_handle(a->control);
 				break;
+			case TAG_JOURNAL:
+				agent_outcomes_fold(a, true);
+				break;
 			}
 		}
+		if (n == 0 && agent_outcomes_pending(a))
+			agent_outcomes_fold(a, false);
 	}
 }
 
@@ -369,12 +398,17 @@ static int start(struct agent *a)
 	a->features = probe_features(root);
 	rc = choose_modes(a->features, a->opts.mode, &a->modes, err, sizeof(err));
 	if (rc) {
-		sg_error("%s", err);
+		sg_error("refusing to start: %s", err);
 		return rc;
 	}
 	sg_info("files: %s (%s); execs: %s (%s)", enforce_mode_name(a->modes.files),
 		a->modes.files_why, enforce_mode_name(a->modes.execs), a->modes.execs_why);
 	print_probe_table(stderr, a->features, &a->modes); /* once, for the log */
+	/* Half an enforcement would be worse than none that says so. */
+	if (enforcement_degraded(a->features, &a->modes, err, sizeof(err))) {
+		sg_error("refusing to start: this kernel cannot enforce every rule: %s", err);
+		return -ENOTSUP;
+	}
 	rc = sg_bpf_load(&a->bpf, a->features, &a->modes, root);
 	if (rc)
 		return rc;
@@ -393,14 +427,12 @@ static int start(struct agent *a)
 		return -errno;
 	}
 	event_clock_offset(&a->boot_to_real_ns);
-	snprintf(a->ledger_path, sizeof(a->ledger_path), "%s/ledger.json", a->opts.state_dir);
 	a->ledger = ledger_new();
 	if (!a->ledger)
 		return -ENOMEM;
-	rc = ledger_load(a->ledger, a->ledger_path);
+	rc = agent_outcomes_start(a);
 	if (rc)
-		sg_error("ledger %s could not be read (%s): it was set aside, counting starts over",
-			 a->ledger_path, strerror(-rc));
+		return rc;
 	rc = agent_metrics_start(a);
 	if (rc)
 		return rc;
@@ -437,9 +469,8 @@ int agent_run(struct agent_opts *opts)
 		loop(a);
 		/* Events still queued belong in the stream before we go. */
 		ring_buffer__consume(a->rb);
-		a->ledger_dirty = true;
-		save_ledger(a);
 	}
+	agent_outcomes_stop(a); /* fold the rest, save the checkpoint */
 	if (opts->ready_file[0])
 		unlink(opts->ready_file);
 	control_close(a->control);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "bpf_loader.h"
 #include "probe.h"
+#include "agent_outcomes.h"
 #include "registry.h"
 #include "control/control_server.h"
 
@@ -27,7 +28,7 @@ struct agent_opts {
 	unsigned events_keep;
 	char metrics_addr[128]; /* "" = no metrics server */
 	char socket_path[PATH_MAX];
-	char state_dir[PATH_MAX]; /* ledger.json lives here */
+	char state_dir[PATH_MAX]; /* ledger.json (the checkpoint) and journal/ */
 	char node[64];
 	char ready_file[PATH_MAX]; /* touched once enforcing ("" = none) */
 	char host_root[PATH_MAX];  /* the node's / (a containerized agent) */
@@ -57,11 +58,12 @@ struct agent {
 	uint64_t drops_reported;
 	uint64_t started_realtime_s;
 
+	struct agent_outcomes outcomes; /* the journal fold and its checkpoint */
+
 	struct control_server *control;
 	int epoll_fd, signal_fd, timer_fd;
 	bool stop;
-	bool ledger_dirty;
-	char ledger_path[PATH_MAX];
+	bool ledger_dirty; /* events or kills booked since the last checkpoint */
 };
 
 int agent_run(struct agent_opts *opts);

@@ -1,7 +1,8 @@
 /* The agent's Prometheus metrics. Per-tenant counters are rendered from
- * the ledger at scrape time (the ledger is the one source of truth, and it
- * survives restarts); node-level figures come from the agent. Labels are
- * bounded: tenant, cause, class, type, action, rule, feature, mode. */
+ * the ledger at scrape time (the ledger is the fold of the outcome journal,
+ * the one source of truth, and it survives restarts); node-level figures
+ * come from the agent. Labels are bounded: tenant, cause, class, type,
+ * action, rule, feature, mode, result, reason. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,8 @@ static struct {
 	struct metrics_family *failures, *violations, *events, *kills, *batches, *duration;
 	struct metrics_family *active, *degenerate, *invalid, *drops, *lost, *reloads;
 	struct metrics_family *feature, *build, *kill_latency, *detector, *sandboxes_total;
+	struct metrics_family *records, *gaps, *rebuilds, *checkpoint_failures, *disk_free;
+	struct metrics_family *disk_reserve;
 } fam;
 
 static int add(struct metrics_registry *r, enum metrics_type type, const char *name,
@@ -49,6 +52,12 @@ static void collect_tenant(const struct ledger_tenant *t, void *ctx)
 		const char *cls = fault_class_name(cause_class(c));
 		metrics_counter_set(fam.failures, (const char *[]){ t->name, cause, cls },
 				    t->failures[c]);
+		/* A model-written program's failed run: its verdict, not a fault. */
+		if (outcome_class(SG_MODE_RUN, c) == SG_CLASS_VERDICT)
+			metrics_counter_set(fam.failures,
+					    (const char *[]){ t->name, cause,
+							      fault_class_name(SG_CLASS_VERDICT) },
+					    t->verdicts[c]);
 	}
 	for (int r = 0; r < SG_RULE__COUNT; r++) {
 		metrics_counter_set(fam.violations, (const char *[]){ t->name, rule_name(r) },
@@ -73,6 +82,28 @@ static void collect_tenant(const struct ledger_tenant *t, void *ctx)
 	(void)ctx;
 }
 
+/* The journal fold and the checkpoint (a->lock held). */
+static void collect_outcomes(const struct outcomes_shown *s)
+{
+	metrics_counter_set(fam.records, (const char *[]){ "booked" }, s->fold.booked);
+	metrics_counter_set(fam.records, (const char *[]){ "duplicate" }, s->fold.duplicates);
+	metrics_counter_set(fam.records, (const char *[]){ "bad" }, s->fold.bad);
+	metrics_counter_set(fam.gaps, NULL, s->fold.gap_segments);
+	for (int r = 0; r < REBUILD__COUNT; r++)
+		metrics_counter_set(fam.rebuilds, (const char *[]){ ledger_rebuild_name(r) },
+				    s->rebuilds[r]);
+	metrics_counter_set(fam.checkpoint_failures, NULL, s->checkpoint_failures);
+}
+
+static void collect_disk(const struct journal *j)
+{
+	uint64_t free_bytes;
+
+	journal_space(j, &free_bytes);
+	metrics_gauge_set(fam.disk_free, NULL, (double)free_bytes);
+	metrics_gauge_set(fam.disk_reserve, NULL, (double)j->reserve_bytes);
+}
+
 static void collect(struct metrics_registry *r, void *ctx)
 {
 	struct agent *a = ctx;
@@ -82,8 +113,10 @@ static void collect(struct metrics_registry *r, void *ctx)
 	metrics_counter_set(fam.lost, NULL, agent_events_lost(a));
 	metrics_counter_set(fam.reloads, (const char *[]){ "ok" }, a->reg.reloads_ok);
 	metrics_counter_set(fam.reloads, (const char *[]){ "failed" }, a->reg.reloads_failed);
+	collect_outcomes(&a->outcomes.shown);
 	pthread_mutex_unlock(&a->lock);
 	metrics_counter_set(fam.drops, NULL, sg_bpf_drops(&a->bpf));
+	collect_disk(&a->outcomes.journal);
 }
 
 /* Gauges that live in the main loop's data are refreshed from it. */
@@ -107,8 +140,10 @@ static bool ready(void *ctx, char *reason, size_t len)
 		snprintf(reason, len, "no sandguard programs attached (no pinned links)");
 		return false;
 	}
-	/* Running but not enforcing everything is not ready. */
-	return !enforcement_degraded(a->features, &a->modes, reason, len);
+	/* Running but not enforcing everything is not ready; nor is a node
+	 * whose journal disk refuses new runs. */
+	return !enforcement_degraded(a->features, &a->modes, reason, len) &&
+	       agent_outcomes_ready(a, reason, len);
 }
 
 void agent_metrics_observe_kill_latency(struct agent *a, double seconds)
@@ -121,6 +156,34 @@ void agent_metrics_detector(struct agent *a, const char *tenant, const char *det
 {
 	if (a->metrics)
 		metrics_counter_add(fam.detector, (const char *[]){ tenant, detector }, 1);
+}
+
+static int register_outcome_families(struct metrics_registry *r)
+{
+	static const char *const l_res[] = { "result", NULL };
+	static const char *const l_reason[] = { "reason", NULL };
+	int err = 0;
+
+	err |= add(r, METRICS_COUNTER, "sandguard_journal_records_total",
+		   "Outcome journal records folded into the ledger, by result (booked; duplicate: "
+		   "an outcome id already booked, ignored; bad: not a valid record, skipped).",
+		   l_res, NULL, 0, &fam.records);
+	err |= add(r, METRICS_COUNTER, "sandguard_journal_gap_segments_total",
+		   "Journal segments deleted by rotation before the agent folded them.", NULL, NULL,
+		   0, &fam.gaps);
+	err |= add(r, METRICS_COUNTER, "sandguard_ledger_rebuilds_total",
+		   "Ledger rebuilds from the journal instead of a checkpoint restore, by reason.",
+		   l_reason, NULL, 0, &fam.rebuilds);
+	err |= add(r, METRICS_COUNTER, "sandguard_ledger_checkpoint_failures_total",
+		   "Ledger checkpoint saves that failed (the journal keeps every outcome).", NULL,
+		   NULL, 0, &fam.checkpoint_failures);
+	err |= add(r, METRICS_GAUGE, "sandguard_journal_disk_free_bytes",
+		   "Bytes free on the outcome journal's filesystem.", NULL, NULL, 0,
+		   &fam.disk_free);
+	err |= add(r, METRICS_GAUGE, "sandguard_journal_disk_reserve_bytes",
+		   "Below this many free bytes, executors refuse new runs and /readyz is red.",
+		   NULL, NULL, 0, &fam.disk_reserve);
+	return err;
 }
 
 static int register_families(struct metrics_registry *r)
@@ -138,7 +201,8 @@ static int register_families(struct metrics_registry *r)
 
 	err |= add(
 		r, METRICS_COUNTER, "sandguard_failures_total",
-		"Failed batch attempts per tenant, by cause and fault class (tenant_code or platform).",
+		"Failed attempts per tenant, by cause and fault class (tenant_code, platform, or "
+		"verdict: a model-written program's failed run in verifier or run-once mode).",
 		l_tcc, NULL, 0, &fam.failures);
 	err |= add(r, METRICS_COUNTER, "sandguard_policy_violation_failures_total",
 		   "Attempts failed as tenant_policy_violation, by the rule violated.", l_tr, NULL,
@@ -182,6 +246,7 @@ static int register_families(struct metrics_registry *r)
 	err |= add(r, METRICS_COUNTER, "sandguard_score_stream_alerts_total",
 		   "Score-stream health detectors that fired, per tenant and detector type.", l_tt,
 		   NULL, 0, &fam.detector);
+	err |= register_outcome_families(r);
 	return err ? -EINVAL : 0;
 }
 
@@ -197,9 +262,10 @@ static void set_feature_modes(struct agent *a)
 							      : "none" },
 			  1);
 	metrics_gauge_set(fam.feature,
-			  (const char *[]){ "egress_unix", a->features->f[SG_FEAT_CONNECT_UNIX].ok
-								   ? "cgroup"
-								   : "none" },
+			  (const char *[]){ "egress_unix",
+					    a->modes.unix_egress == SG_UNIX_CGROUP ? "cgroup"
+					    : a->modes.unix_egress == SG_UNIX_LSM  ? "lsm"
+										   : "none" },
 			  1);
 	metrics_gauge_set(fam.feature,
 			  (const char *[]){ "forks",
@@ -208,6 +274,8 @@ static void set_feature_modes(struct agent *a)
 	metrics_gauge_set(fam.feature,
 			  (const char *[]){ "kill", a->features->f[SG_FEAT_CGROUP_KILL].ok
 							    ? "cgroup_kill"
+						    : a->features->f[SG_FEAT_CGROUP_FREEZE].ok
+							    ? "cgroup_freeze"
 							    : "cgroup_procs" },
 			  1);
 	metrics_gauge_set(fam.build, (const char *[]){ SG_VERSION }, 1);

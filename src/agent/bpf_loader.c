@@ -19,10 +19,19 @@
 #include "lib/log.h"
 #include "abi/maps.h"
 #include "policy/policy.h"
+#include "lib/array_len.h"
 #include "control/pinned.h"
 #include "egress.skel.h"
 #include "files.skel.h"
 #include "tasks.skel.h"
+/* Only the ELF bytes of the compat builds are used: the skeleton types
+ * above describe them too (same source, same programs and maps). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "egress_compat.skel.h"
+#include "files_compat.skel.h"
+#include "tasks_compat.skel.h"
+#pragma GCC diagnostic pop
 
 #define BPF_FS_MAGIC_       0xcafe4a11
 #define ATTACH_UNIX_CONNECT 49
@@ -46,22 +55,23 @@ static int ensure_pin_root(void)
 	return 0;
 }
 
-/* Tenant names live in a pinned map too, so a restarted agent maps the
- * tenant indexes the pinned sandboxes refer to back to names. */
-static int open_tenant_names(void)
+/* The maps no program reads (include/abi/maps.h): pinned too, so that a
+ * restarted agent and the executors find them. */
+static int open_user_map(const char *name, enum bpf_map_type type, uint32_t key_size,
+			 uint32_t value_size, uint32_t max_entries)
 {
+	LIBBPF_OPTS(bpf_map_create_opts, opts,
+		    .map_flags = type == BPF_MAP_TYPE_HASH ? BPF_F_NO_PREALLOC : 0);
 	char path[PATH_MAX];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/sg_tenant_names", sg_pin_root());
+	snprintf(path, sizeof(path), "%s/%s", sg_pin_root(), name);
 	fd = bpf_obj_get(path);
-
 	if (fd >= 0)
 		return fd;
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sg_tenant_names", sizeof(uint32_t), SG_TENANT_MAX,
-			    SG_MAX_TENANTS, NULL);
+	fd = bpf_map_create(type, name, key_size, value_size, max_entries, &opts);
 	if (fd < 0) {
-		sg_error("cannot create the tenant name map: %s", strerror(errno));
+		sg_error("cannot create the map %s: %s", name, strerror(errno));
 		return -errno;
 	}
 	if (bpf_obj_pin(fd, path)) {
@@ -86,16 +96,18 @@ static int pin_link(struct bpf_link *link, const char *dir, const char *name)
 	return 0;
 }
 
-/* Attach one program (to the cgroup when cgroup_fd >= 0) and pin its link. */
+/* Attach one program (cgroup programs to the sandguard root) and pin its
+ * link. */
 static int attach_prog(struct sg_bpf *b, struct bpf_program *prog, int cgroup_fd, const char *dir)
 {
+	enum bpf_prog_type type = bpf_program__type(prog);
+	bool to_cgroup = type == BPF_PROG_TYPE_CGROUP_SOCK_ADDR || type == BPF_PROG_TYPE_CGROUP_SKB;
 	struct bpf_link *link;
 	int err;
 
 	if (!bpf_program__autoload(prog))
 		return 0;
-	link = cgroup_fd >= 0 ? bpf_program__attach_cgroup(prog, cgroup_fd)
-			      : bpf_program__attach(prog);
+	link = to_cgroup ? bpf_program__attach_cgroup(prog, cgroup_fd) : bpf_program__attach(prog);
 	if (!link) {
 		err = -errno;
 		sg_error("cannot attach %s: %s", bpf_program__name(prog), strerror(errno));
@@ -141,27 +153,58 @@ static int sandbox_level(const char *cgroup_root, uint32_t *level)
 	return 0;
 }
 
+/* open_<name>(compat, opts): the skeleton's own open, with the ELF bytes
+ * of the compat build swapped in when `compat`. */
+#define DEFINE_OPEN(name)                                                                      \
+	static struct name##_bpf *open_##name(bool compat,                                     \
+					      const struct bpf_object_open_opts *opts)         \
+	{                                                                                      \
+		struct name##_bpf *obj = calloc(1, sizeof(*obj));                              \
+		int err = obj ? name##_bpf__create_skeleton(obj) : -ENOMEM;                    \
+                                                                                               \
+		if (!err && compat)                                                            \
+			obj->skeleton->data =                                                  \
+				(void *)name##_compat_bpf__elf_bytes(&obj->skeleton->data_sz); \
+		if (!err)                                                                      \
+			err = bpf_object__open_skeleton(obj->skeleton, opts);                  \
+		if (err) {                                                                     \
+			name##_bpf__destroy(obj);                                              \
+			errno = -err;                                                          \
+			return NULL;                                                           \
+		}                                                                              \
+		return obj;                                                                    \
+	}
+DEFINE_OPEN(egress)
+DEFINE_OPEN(tasks)
+DEFINE_OPEN(files)
+
 static int open_objects(struct sg_bpf *b, const struct sg_features *f, const struct sg_modes *m,
 			const char *cgroup_root)
 {
+	bool compat = !f->f[SG_FEAT_ATOMIC_FETCH].ok;
+	bool helper = f->f[SG_FEAT_TRACING_ANCESTOR].ok;
 	uint32_t level;
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = sg_pin_root());
 
-	b->egress = egress_bpf__open_opts(&opts);
-	b->tasks = tasks_bpf__open_opts(&opts);
-	b->files = files_bpf__open_opts(&opts);
+	b->egress = open_egress(compat, &opts);
+	b->tasks = open_tasks(compat, &opts);
+	b->files = open_files(compat, &opts);
 	if (!b->egress || !b->tasks || !b->files) {
 		sg_error("cannot open the BPF objects: %s", strerror(errno));
 		return -errno;
 	}
 	if (sandbox_level(cgroup_root, &level))
 		return -EINVAL;
+	b->compat = compat;
 	b->egress->rodata->sg_gen = b->gen;
 	b->tasks->rodata->sg_gen = b->gen;
 	b->files->rodata->sg_gen = b->gen;
 	b->egress->rodata->sg_sandbox_level = level;
 	b->tasks->rodata->sg_sandbox_level = level;
 	b->files->rodata->sg_sandbox_level = level;
+	b->egress->rodata->sg_ancestor_helper = helper;
+	b->tasks->rodata->sg_ancestor_helper = helper;
+	b->files->rodata->sg_ancestor_helper = helper;
 
 	/* egress: one program per hook the kernel has. */
 	bpf_program__set_autoload(b->egress->progs.sg_connect4, f->f[SG_FEAT_CONNECT4].ok);
@@ -171,6 +214,11 @@ static int open_objects(struct sg_bpf *b, const struct sg_features *f, const str
 	bpf_program__set_autoload(b->egress->progs.sg_connect_unix, f->f[SG_FEAT_CONNECT_UNIX].ok);
 	bpf_program__set_autoload(b->egress->progs.sg_sendmsg_unix, f->f[SG_FEAT_SENDMSG_UNIX].ok);
 	bpf_program__set_autoload(b->egress->progs.sg_skb_egress, f->f[SG_FEAT_SKB_EGRESS].ok);
+	bpf_program__set_autoload(b->egress->progs.sg_lsm_unix_connect,
+				  m->unix_egress == SG_UNIX_LSM);
+	bpf_program__set_autoload(b->egress->progs.sg_lsm_unix_send, m->unix_egress == SG_UNIX_LSM);
+	/* No cgroup hook sees a unix bind, on any kernel. */
+	bpf_program__set_autoload(b->egress->progs.sg_lsm_unix_bind, m->files == SG_MODE_LSM);
 	bpf_program__set_expected_attach_type(b->egress->progs.sg_connect_unix,
 					      ATTACH_UNIX_CONNECT);
 	bpf_program__set_expected_attach_type(b->egress->progs.sg_sendmsg_unix,
@@ -225,8 +273,17 @@ static int load_objects(struct sg_bpf *b)
 	b->config_fd = bpf_map__fd(b->tasks->maps.sg_config);
 	b->events_fd = bpf_map__fd(b->tasks->maps.sg_events);
 	b->drops_fd = bpf_map__fd(b->tasks->maps.sg_drops);
-	b->tenant_names_fd = open_tenant_names();
-	return b->tenant_names_fd < 0 ? b->tenant_names_fd : 0;
+	b->tenant_names_fd = open_user_map("sg_tenant_names", BPF_MAP_TYPE_ARRAY, sizeof(uint32_t),
+					   SG_TENANT_MAX, SG_MAX_TENANTS);
+	if (b->tenant_names_fd < 0)
+		return b->tenant_names_fd;
+	b->tenant_index_fd = open_user_map("sg_tenant_index", BPF_MAP_TYPE_HASH, SG_TENANT_MAX,
+					   sizeof(uint32_t), SG_MAX_TENANTS);
+	if (b->tenant_index_fd < 0)
+		return b->tenant_index_fd;
+	b->killed_fd = open_user_map("sg_killed", BPF_MAP_TYPE_HASH, sizeof(uint64_t),
+				     sizeof(uint32_t), SG_MAX_SANDBOXES);
+	return b->killed_fd < 0 ? b->killed_fd : 0;
 }
 
 static int attach_objects(struct sg_bpf *b, const char *cgroup_root, const char *dir)
@@ -282,6 +339,11 @@ static void retire_generations_except(uint32_t keep)
 	closedir(d);
 }
 
+static const char *compat_note(const struct sg_bpf *b)
+{
+	return b->compat ? " (compat objects: no fetching atomics)" : "";
+}
+
 int sg_bpf_load(struct sg_bpf *b, const struct sg_features *f, const struct sg_modes *m,
 		const char *cgroup_root)
 {
@@ -291,12 +353,7 @@ int sg_bpf_load(struct sg_bpf *b, const struct sg_features *f, const struct sg_m
 	int err;
 
 	memset(b, 0, sizeof(*b));
-	b->tenant_names_fd = -1;
-	if (!f->f[SG_FEAT_RINGBUF].ok) {
-		sg_error("this kernel has no BPF ring buffer (%s): sandguard needs Linux 5.8+",
-			 f->f[SG_FEAT_RINGBUF].why);
-		return -ENOTSUP;
-	}
+	b->tenant_names_fd = b->tenant_index_fd = b->killed_fd = -1;
 	err = ensure_pin_root();
 	if (err)
 		return err;
@@ -334,10 +391,11 @@ int sg_bpf_load(struct sg_bpf *b, const struct sg_features *f, const struct sg_m
 	}
 	retire_generations_except(b->gen);
 	if (b->prev_gen)
-		sg_info("adopted pinned maps of generation %u; generation %u active with %d programs",
-			b->prev_gen, b->gen, b->n_links);
+		sg_info("adopted pinned maps of generation %u; generation %u active with %d programs%s",
+			b->prev_gen, b->gen, b->n_links, compat_note(b));
 	else
-		sg_info("generation %u active with %d programs", b->gen, b->n_links);
+		sg_info("generation %u active with %d programs%s", b->gen, b->n_links,
+			compat_note(b));
 	return 0;
 fail:
 	sg_bpf_close(b);
@@ -346,15 +404,19 @@ fail:
 
 void sg_bpf_close(struct sg_bpf *b)
 {
+	int *user_fds[] = { &b->tenant_names_fd, &b->tenant_index_fd, &b->killed_fd };
+
 	egress_bpf__destroy(b->egress);
 	tasks_bpf__destroy(b->tasks);
 	files_bpf__destroy(b->files);
-	if (b->tenant_names_fd >= 0)
-		close(b->tenant_names_fd);
+	for (size_t i = 0; i < ARRAY_LEN(user_fds); i++) {
+		if (*user_fds[i] >= 0)
+			close(*user_fds[i]);
+		*user_fds[i] = -1;
+	}
 	b->egress = NULL;
 	b->tasks = NULL;
 	b->files = NULL;
-	b->tenant_names_fd = -1;
 }
 
 int sg_bpf_cleanup(void)

@@ -16,10 +16,13 @@ struct sg_bpf {
 	struct files_bpf *files;
 	uint32_t gen;      /* this agent's generation */
 	uint32_t prev_gen; /* the adopted one, 0 if none */
+	bool compat;       /* the objects built without fetching atomics */
 	int n_links;       /* attached and pinned */
 	/* map fds, shared by all objects */
 	int sandboxes_fd, state_fd, policies_fd, paths_fd, exec_files_fd;
-	int config_fd, events_fd, drops_fd, tenant_names_fd;
+	int config_fd, events_fd, drops_fd;
+	/* pinned maps no program reads (include/abi/maps.h) */
+	int tenant_names_fd, tenant_index_fd, killed_fd;
 };
 
 /* Load every object for the chosen modes, attach to cgroup_root and the

@@ -6,27 +6,23 @@
  * (SG_SET_KEY). A reload fills the set not in force, then swaps the
  * tenant's sg_policies element (one hash update, seen whole or not at all)
  * to point at it, then empties the old set. A failure before the swap
- * leaves the previous policy in force untouched. */
+ * leaves the previous policy in force untouched.
+ *
+ * Cost: every key of every set is listed in userspace (struct
+ * sg_compiled), so emptying a set deletes those keys and never walks the
+ * whole map; walking it per tenant made a start with 1,024 tenants
+ * quadratic. */
 #include <errno.h>
-#include <glob.h>
-#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <bpf/bpf.h>
 #include "bpf_loader.h"
-#include "lib/host_path.h"
+#include "compile_cache.h"
 #include "lib/log.h"
 #include "abi/maps.h"
 #include "policy/policy.h"
 #include "policy_compile.h"
-
-/* The kernel's internal dev_t (MKDEV), which is what s_dev holds. */
-static uint32_t kernel_dev(dev_t d)
-{
-	return (major(d) << 20) | minor(d);
-}
 
 void policy_to_kernel(const struct sg_policy *p, struct sg_policy_k *k)
 {
@@ -46,107 +42,94 @@ void policy_to_kernel(const struct sg_policy *p, struct sg_policy_k *k)
 	}
 }
 
-/* Remove every entry of one set of one tenant from a map whose keys start
- * with the SG_SET_KEY word (sg_path_key and sg_exec_key both do). */
-static void clear_set(int map_fd, uint32_t set_key)
+static int list_add(struct sg_key_list *l, const struct sg_path_key *k)
 {
-	struct sg_path_key key, next;
-	void *prev = NULL;
+	if (l->n == l->cap) {
+		uint32_t cap = l->cap ? l->cap * 2 : 16;
+		struct sg_path_key *keys = realloc(l->keys, cap * sizeof(*keys));
 
-	while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
-		key = next;
-		if (key.tenant == set_key) {
-			bpf_map_delete_elem(map_fd, &key);
-			/* restart: deleting can reorder the iteration */
-			prev = NULL;
-			continue;
-		}
-		prev = &key;
+		if (!keys)
+			return -ENOMEM;
+		l->keys = keys;
+		l->cap = cap;
 	}
-}
-
-static int add_path(int fd, int root_fd, uint32_t set_key, const char *path, uint8_t access,
-		    int *count)
-{
-	struct sg_path_key key = { .tenant = set_key };
-	struct stat st;
-	int err = host_stat(root_fd, path, 0, &st);
-
-	if (err) {
-		sg_warn("policy path %s: %s (skipped)", path, strerror(-err));
-		return 0;
-	}
-	key.dev = kernel_dev(st.st_dev);
-	key.ino = st.st_ino;
-	if (bpf_map_update_elem(fd, &key, &access, BPF_ANY))
-		return -errno;
-	(*count)++;
+	l->keys[l->n++] = *k;
 	return 0;
 }
 
-/* Globs expand beneath the root too: "<root>/usr/bin/python3*", each match
- * then resolved as the node would resolve it. */
-static int add_exec_glob(int fd, int root_fd, const char *root_path, uint32_t set_key,
-			 const char *pattern, int *count)
+/* Delete a set's keys from its map. (sg_path_key and sg_exec_key have one
+ * layout: the SG_SET_KEY word, dev, ino.) */
+static void list_clear(int map_fd, struct sg_key_list *l)
 {
-	size_t skip = strcmp(root_path, "/") ? strlen(root_path) : 0;
-	char rooted[PATH_MAX];
-	glob_t g;
-	int err = 0, rc;
+	for (uint32_t i = 0; i < l->n; i++)
+		bpf_map_delete_elem(map_fd, &l->keys[i]);
+	l->n = 0;
+}
 
-	snprintf(rooted, sizeof(rooted), "%s%s", skip ? root_path : "", pattern);
-	rc = glob(rooted, GLOB_NOSORT | GLOB_PERIOD, NULL, &g);
-	if (rc == GLOB_NOMATCH) {
-		sg_debug("exec glob %s matches nothing", pattern);
-		return 0;
-	}
-	if (rc) {
-		sg_warn("exec glob %s: cannot expand (glob error %d)", pattern, rc);
-		return 0;
-	}
-	for (size_t i = 0; i < g.gl_pathc && !err; i++) {
-		struct sg_exec_key key = { .tenant = set_key };
-		struct stat st;
-		uint8_t one = 1;
+/* Put one identity in a set (idempotent: a glob and a path may both name
+ * the same file). */
+static int add_key(int map_fd, struct sg_key_list *l, uint32_t set_key,
+		   const struct sg_identity *id, uint8_t value)
+{
+	struct sg_path_key key = { .tenant = set_key, .dev = id->dev, .ino = id->ino };
+	int err;
 
-		/* followed: python3 -> python3.11 is the file run */
-		if (host_stat(root_fd, g.gl_pathv[i] + skip, 0, &st) || !S_ISREG(st.st_mode) ||
-		    !(st.st_mode & 0111))
+	if (bpf_map_update_elem(map_fd, &key, &value, BPF_NOEXIST) == 0)
+		return list_add(l, &key);
+	err = -errno;
+	return err == -EEXIST ? 0 : err;
+}
+
+static int fill_set(const struct sg_bpf *b, struct sg_compiled *c, int set, uint32_t set_key,
+		    const struct sg_policy *p, int root_fd, const char *root_path,
+		    struct compile_cache *cache, int *n_paths, int *n_execs)
+{
+	const struct sg_identity *ids;
+	int n, err = 0;
+
+	for (int i = 0; i < p->n_read_only && !err; i++) {
+		err = compile_cache_lookup(cache, false, p->read_only[i], root_fd, root_path, &ids,
+					   &n);
+		if (err == -ENOMEM)
+			return err;
+		if (err) {
+			sg_warn("tenant %s: policy path %s: %s (skipped)", p->tenant,
+				p->read_only[i], strerror(-err));
+			err = 0;
 			continue;
-		key.dev = kernel_dev(st.st_dev);
-		key.ino = st.st_ino;
-		if (bpf_map_update_elem(fd, &key, &one, BPF_ANY))
-			err = -errno;
-		else
-			(*count)++;
+		}
+		for (int j = 0; j < n && !err; j++)
+			err = add_key(b->paths_fd, &c->paths[set], set_key, &ids[j], SG_PATH_READ);
+		*n_paths += n;
 	}
-	globfree(&g);
+	for (int i = 0; i < p->n_exec_allow && !err; i++) {
+		err = compile_cache_lookup(cache, true, p->exec_allow[i], root_fd, root_path, &ids,
+					   &n);
+		for (int j = 0; j < n && !err; j++)
+			err = add_key(b->exec_files_fd, &c->execs[set], set_key, &ids[j], 1);
+		*n_execs += n;
+	}
 	return err;
 }
 
-int policy_compile_apply(const struct sg_bpf *b, uint32_t tenant, const struct sg_policy *p,
-			 int root_fd, const char *root_path, char *errbuf, size_t errlen)
+int policy_compile_apply(const struct sg_bpf *b, uint32_t tenant, struct sg_compiled *c,
+			 const struct sg_policy *p, int root_fd, const char *root_path,
+			 struct compile_cache *cache, char *errbuf, size_t errlen)
 {
 	struct sg_policy_k cur, next;
-	uint32_t old_set = 0, new_set, set_key;
-	int n_paths = 0, n_execs = 0, err = 0;
+	uint32_t old_set = 0, new_set;
+	int n_paths = 0, n_execs = 0, err;
 	bool had = bpf_map_lookup_elem(b->policies_fd, &tenant, &cur) == 0;
 
 	if (had)
-		old_set = cur.set_gen;
+		old_set = cur.set_gen & 1;
 	new_set = had ? !old_set : 0;
-	set_key = SG_SET_KEY(tenant, new_set);
 
 	/* Leftovers of an apply that failed halfway are in the new set. */
-	clear_set(b->paths_fd, set_key);
-	clear_set(b->exec_files_fd, set_key);
-
-	for (int i = 0; i < p->n_read_only && !err; i++)
-		err = add_path(b->paths_fd, root_fd, set_key, p->read_only[i], SG_PATH_READ,
-			       &n_paths);
-	for (int i = 0; i < p->n_exec_allow && !err; i++)
-		err = add_exec_glob(b->exec_files_fd, root_fd, root_path, set_key, p->exec_allow[i],
-				    &n_execs);
+	list_clear(b->paths_fd, &c->paths[new_set]);
+	list_clear(b->exec_files_fd, &c->execs[new_set]);
+	err = fill_set(b, c, new_set, SG_SET_KEY(tenant, new_set), p, root_fd, root_path, cache,
+		       &n_paths, &n_execs);
 	if (err) {
 		snprintf(errbuf, errlen, "tenant %s: cannot fill the path/exec maps: %s", p->tenant,
 			 strerror(-err));
@@ -162,24 +145,58 @@ int policy_compile_apply(const struct sg_bpf *b, uint32_t tenant, const struct s
 		goto undo;
 	}
 	if (had && old_set != new_set) {
-		clear_set(b->paths_fd, SG_SET_KEY(tenant, old_set));
-		clear_set(b->exec_files_fd, SG_SET_KEY(tenant, old_set));
+		list_clear(b->paths_fd, &c->paths[old_set]);
+		list_clear(b->exec_files_fd, &c->execs[old_set]);
 	}
 	sg_debug("tenant %s: policy in force (%d allowed paths, %d executables, %d egress rules)",
 		 p->tenant, n_paths, n_execs, p->n_egress);
 	return 0;
 undo:
-	clear_set(b->paths_fd, set_key);
-	clear_set(b->exec_files_fd, set_key);
+	list_clear(b->paths_fd, &c->paths[new_set]);
+	list_clear(b->exec_files_fd, &c->execs[new_set]);
 	return err;
 }
 
-int policy_compile_remove(const struct sg_bpf *b, uint32_t tenant)
+void policy_compile_remove(const struct sg_bpf *b, uint32_t tenant, struct sg_compiled *c)
 {
 	bpf_map_delete_elem(b->policies_fd, &tenant);
 	for (int set = 0; set < 2; set++) {
-		clear_set(b->paths_fd, SG_SET_KEY(tenant, set));
-		clear_set(b->exec_files_fd, SG_SET_KEY(tenant, set));
+		list_clear(b->paths_fd, &c->paths[set]);
+		list_clear(b->exec_files_fd, &c->execs[set]);
 	}
-	return 0;
+}
+
+void policy_compiled_free(struct sg_compiled *c)
+{
+	for (int set = 0; set < 2; set++) {
+		free(c->paths[set].keys);
+		free(c->execs[set].keys);
+	}
+	memset(c, 0, sizeof(*c));
+}
+
+/* One pass over a map: each key goes to its slot's list; keys no slot
+ * claims are deleted after the pass (deleting during it would reorder
+ * the iteration). */
+static void adopt_map(int map_fd, struct sg_compiled *by_slot[SG_MAX_TENANTS], bool paths)
+{
+	struct sg_path_key key, *prev = NULL;
+	struct sg_key_list stale = { 0 };
+
+	while (bpf_map_get_next_key(map_fd, prev, &key) == 0) {
+		uint32_t slot = key.tenant & ~(1u << 31), set = key.tenant >> 31;
+		struct sg_compiled *c = slot < SG_MAX_TENANTS ? by_slot[slot] : NULL;
+
+		if (!c || list_add(paths ? &c->paths[set] : &c->execs[set], &key))
+			list_add(&stale, &key);
+		prev = &key;
+	}
+	list_clear(map_fd, &stale);
+	free(stale.keys);
+}
+
+void policy_compile_adopt(const struct sg_bpf *b, struct sg_compiled *by_slot[SG_MAX_TENANTS])
+{
+	adopt_map(b->paths_fd, by_slot, true);
+	adopt_map(b->exec_files_fd, by_slot, false);
 }

@@ -19,6 +19,10 @@ enum sg_feature {
 	SG_FEAT_SENDMSG_UNIX,
 	SG_FEAT_SKB_EGRESS,
 	SG_FEAT_CGROUP_KILL,
+	SG_FEAT_ATOMIC_FETCH,     /* 5.12: else the compat objects */
+	SG_FEAT_TRACING_ANCESTOR, /* ancestor cgroup helper outside cgroup programs */
+	SG_FEAT_LSM_UNIX,         /* lsm/unix_*: unix egress without cgroup unix hooks */
+	SG_FEAT_CGROUP_FREEZE,    /* cgroup.freeze: the kill without cgroup.kill */
 	SG_FEAT__COUNT
 };
 
@@ -38,8 +42,16 @@ enum sg_mode_request { SG_REQ_AUTO = 0, SG_REQ_LSM, SG_REQ_FALLBACK };
 struct sg_modes {
 	int files; /* enum sg_enforce_mode: LSM, FALLBACK or NONE */
 	int execs;
+	int unix_egress; /* SG_UNIX_* */
 	char files_why[300];
 	char execs_why[300];
+};
+
+/* Who judges unix connects and sends from sandboxes. */
+enum sg_unix_egress {
+	SG_UNIX_NONE = 0, /* the agent does not: the executor's layers only */
+	SG_UNIX_CGROUP,   /* cgroup/connect_unix, sendmsg_unix (6.7+) */
+	SG_UNIX_LSM,      /* lsm/unix_stream_connect, unix_may_send */
 };
 
 const char *feature_name(enum sg_feature f);
@@ -48,7 +60,10 @@ const char *feature_name(enum sg_feature f);
 void ensure_kernel_fs(void);
 
 /* Probe everything (cached after the first call). cgroup_root is where
- * cgroup hooks are test-attached (a temporary child is made there). */
+ * cgroup hooks are test-attached (a temporary child is made there).
+ * $SANDGUARD_DISABLE_FEATURES (comma-separated feature names) marks
+ * features absent, so a newer kernel can run the fallbacks an older one
+ * needs (the tests do). */
 const struct sg_features *probe_features(const char *cgroup_root);
 
 /* Choose the modes. Returns 0, or -ENOTSUP with *err naming what is
@@ -57,8 +72,10 @@ int choose_modes(const struct sg_features *f, enum sg_mode_request req, struct s
 		 char *err, size_t errlen);
 
 /* Whether an area the product promises is unenforced (a missing
- * capability, a hook the kernel refused). Unix-socket hooks, which
- * kernels before 6.7 lack, do not count. Fills `why` when degraded. */
+ * capability, a hook the kernel refused): the agent then refuses to start,
+ * naming what is missing. Unix egress in fallback mode before 6.7 (no
+ * hook exists) does not count: the executor's layers cover it. Fills
+ * `why` when degraded. */
 bool enforcement_degraded(const struct sg_features *f, const struct sg_modes *m, char *why,
 			  size_t len);
 

@@ -1,5 +1,5 @@
-/* Tenants and sandboxes, and the map entries that make the kernel enforce
- * on them. */
+/* Sandboxes, and the map entries that make the kernel enforce on them.
+ * Policy slots are tenants.c's. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,114 +17,8 @@
 #include "lib/cgroup.h"
 #include "lib/host_path.h"
 #include "lib/log.h"
-#include "policy_compile.h"
+#include "control/enroll.h"
 #include "registry.h"
-
-static time_t policy_file_mtime(const struct registry *r, const char *tenant)
-{
-	char path[PATH_MAX];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "%s/%s.json", r->policy_dir, tenant);
-	if (stat(path, &st) == 0)
-		return st.st_mtime;
-	snprintf(path, sizeof(path), "%s/default.json", r->policy_dir);
-	return stat(path, &st) == 0 ? st.st_mtime : 0;
-}
-
-/* Load and compile a tenant's policy. On any error the policy in force
- * (if any) stays. */
-static int tenant_load_policy(struct registry *r, struct sg_tenant *t)
-{
-	struct sg_policy_error perr;
-	struct sg_policy *p = malloc(sizeof(*p));
-	char msg[512];
-	int err;
-
-	if (!p)
-		return -ENOMEM;
-	err = policy_for_tenant(r->policy_dir, t->name, p, &perr);
-	if (err) {
-		policy_error_format(&perr, msg, sizeof(msg));
-		sg_error("policy for tenant %s rejected, %s: %s", t->name,
-			 t->policy ? "the previous one stays in force"
-				   : "its sandboxes are denied everything",
-			 msg);
-		free(p);
-		return err;
-	}
-	err = policy_compile_apply(r->bpf, t->idx, p, r->host_root_fd, r->host_root, msg,
-				   sizeof(msg));
-	if (err) {
-		sg_error("%s", msg);
-		free(p);
-		return err;
-	}
-	free(t->policy);
-	t->policy = p;
-	t->policy_mtime = policy_file_mtime(r, t->name);
-	return 0;
-}
-
-struct sg_tenant *registry_tenant_by_idx(struct registry *r, uint32_t idx)
-{
-	return idx < SG_MAX_TENANTS ? r->tenants[idx] : NULL;
-}
-
-static struct sg_tenant *tenant_new(struct registry *r, const char *name, uint32_t idx)
-{
-	struct sg_tenant *t = calloc(1, sizeof(*t));
-
-	if (!t)
-		return NULL;
-	snprintf(t->name, sizeof(t->name), "%s", name);
-	t->idx = idx;
-	r->tenants[idx] = t;
-	if (idx >= r->n_tenants)
-		r->n_tenants = idx + 1;
-	return t;
-}
-
-struct sg_tenant *registry_tenant(struct registry *r, const char *name, bool create)
-{
-	char key_name[SG_TENANT_MAX] = { 0 };
-	struct sg_tenant *t;
-	uint32_t idx;
-
-	for (uint32_t i = 0; i < r->n_tenants; i++)
-		if (r->tenants[i] && !strcmp(r->tenants[i]->name, name))
-			return r->tenants[i];
-	if (!create || !tenant_name_valid(name))
-		return NULL;
-	for (idx = 0; idx < SG_MAX_TENANTS && r->tenants[idx]; idx++)
-		;
-	if (idx == SG_MAX_TENANTS) {
-		sg_error("tenant %s: the node already has %d tenants", name, SG_MAX_TENANTS);
-		return NULL;
-	}
-	t = tenant_new(r, name, idx);
-	if (!t)
-		return NULL;
-	snprintf(key_name, sizeof(key_name), "%s", name);
-	if (bpf_map_update_elem(r->bpf->tenant_names_fd, &idx, key_name, BPF_ANY))
-		sg_warn("tenant %s: cannot record its index: %s", name, strerror(errno));
-	tenant_load_policy(r, t);
-	return t;
-}
-
-/* A restarted agent maps the pinned tenant indexes back to names. */
-static void restore_tenants(struct registry *r)
-{
-	char name[SG_TENANT_MAX];
-
-	for (uint32_t idx = 0; idx < SG_MAX_TENANTS; idx++) {
-		if (bpf_map_lookup_elem(r->bpf->tenant_names_fd, &idx, name) || !name[0])
-			continue;
-		name[SG_TENANT_MAX - 1] = 0;
-		if (tenant_new(r, name, idx))
-			tenant_load_policy(r, r->tenants[idx]);
-	}
-}
 
 static uint32_t slot_of(uint64_t cgid)
 {
@@ -145,29 +39,31 @@ struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid)
 void registry_cgroup_path(const struct registry *r, const struct sg_sandbox_entry *s, char *buf,
 			  size_t len)
 {
-	const struct sg_tenant *t = s->tenant < SG_MAX_TENANTS ? r->tenants[s->tenant] : NULL;
-
-	snprintf(buf, len, "%s/%s/%s", r->root, t ? t->name : "?", s->name);
+	snprintf(buf, len, "%s/%s/%s", r->root, s->tenant, s->name);
 }
 
-/* The scratch directory the executor made for this sandbox, by convention
+/* The scratch the executor made for this sandbox, by convention
  * <scratch_root>/<tenant>/<sandbox>. */
-static void scratch_identity(const struct registry *r, const struct sg_tenant *t, const char *name,
-			     struct sg_sandbox *sb)
+static void scratch_identity(const struct registry *r, const struct sg_tenant *t,
+			     const char *tenant, const char *name, struct sg_sandbox *sb)
 {
 	char path[PATH_MAX];
-	struct stat st;
 
-	if (!t->policy)
+	if (!t || !t->policy)
 		return;
-	snprintf(path, sizeof(path), "%s/%s/%s", t->policy->scratch_root, t->name, name);
-	if (host_stat(r->host_root_fd, path, 1, &st) == 0 && S_ISDIR(st.st_mode)) {
-		sb->scratch_dev = (major(st.st_dev) << 20) | minor(st.st_dev);
-		sb->scratch_ino = st.st_ino;
-	} else {
-		sg_debug("sandbox %s/%s has no scratch at %s: nothing is writable", t->name, name,
+	snprintf(path, sizeof(path), "%s/%s/%s", t->policy->scratch_root, tenant, name);
+	if (sg_scratch_identity(r->host_root_fd, path, sb))
+		sg_debug("sandbox %s/%s has no scratch at %s: nothing is writable", tenant, name,
 			 path);
-	}
+}
+
+static uint32_t count_slots(const struct registry *r)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < r->n_tenants; i++)
+		n += r->tenants[i] != NULL;
+	return n;
 }
 
 /* A cgroup directory name the executor could have made: [A-Za-z0-9_-.],
@@ -191,7 +87,6 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 	struct sg_sandbox_state st = { 0 };
 	struct sg_sandbox sb = { 0 };
 	struct sg_sandbox_entry *e;
-	struct sg_tenant *t;
 	char path[PATH_MAX];
 	uint64_t cgid;
 	uint32_t s;
@@ -205,6 +100,13 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 		return err;
 	e = registry_find(r, cgid);
 	if (e) {
+		/* An executor may have rewritten the entry since. */
+		if (bpf_map_lookup_elem(r->bpf->sandboxes_fd, &cgid, &sb) == 0 &&
+		    sb.tenant != e->slot) {
+			tenants_use(r, e->slot, -1);
+			e->slot = sb.tenant;
+			tenants_use(r, e->slot, +1);
+		}
 		if (out)
 			*out = e;
 		return 0;
@@ -214,35 +116,40 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 			 SG_MAX_SANDBOXES);
 		return -ENOSPC;
 	}
-	t = registry_tenant(r, tenant, true);
-	if (!t)
-		return -EINVAL;
+	/* The executor enrolls its sandboxes itself: adopt what it wrote. */
+	if (bpf_map_lookup_elem(r->bpf->sandboxes_fd, &cgid, &sb)) {
+		struct sg_tenant *t = registry_tenant(r, tenant, true);
 
-	/* Live tasks already inside (a sandbox found by the start scan). */
-	st.tasks = cgroup_count_procs(path, "cgroup.threads");
-	if (st.tasks < 0)
-		st.tasks = 0;
-	sb.tenant = t->idx;
-	scratch_identity(r, t, name, &sb);
-	/* State first: a program that finds the sandbox finds its counters. */
-	if (bpf_map_update_elem(r->bpf->state_fd, &cgid, &st, BPF_NOEXIST) && errno != EEXIST)
-		return -errno;
-	if (bpf_map_update_elem(r->bpf->sandboxes_fd, &cgid, &sb, BPF_ANY)) {
-		err = -errno;
-		bpf_map_delete_elem(r->bpf->state_fd, &cgid);
-		return err;
+		if (!t)
+			return -EINVAL;
+		/* Live tasks already inside (a sandbox found by the start scan). */
+		st.tasks = cgroup_count_procs(path, "cgroup.threads");
+		if (st.tasks < 0)
+			st.tasks = 0;
+		sb.tenant = t->idx;
+		scratch_identity(r, t, tenant, name, &sb);
+		/* State first: a program that finds the sandbox finds its counters. */
+		if (bpf_map_update_elem(r->bpf->state_fd, &cgid, &st, BPF_NOEXIST) &&
+		    errno != EEXIST)
+			return -errno;
+		if (bpf_map_update_elem(r->bpf->sandboxes_fd, &cgid, &sb, BPF_NOEXIST)) {
+			err = -errno;
+			if (err != -EEXIST || bpf_map_lookup_elem(r->bpf->sandboxes_fd, &cgid, &sb))
+				return err;
+		}
 	}
 	for (s = slot_of(cgid); r->slots[s].cgid; s = (s + 1) % SG_REG_SLOTS)
 		;
 	e = &r->slots[s];
 	memset(e, 0, sizeof(*e));
 	e->cgid = cgid;
-	e->tenant = t->idx;
+	e->slot = sb.tenant;
 	e->kill_rule = -1;
+	snprintf(e->tenant, sizeof(e->tenant), "%s", tenant);
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->added_ns = clock_ns(CLOCK_BOOTTIME);
 	r->n_sandboxes++;
-	t->active++;
+	tenants_use(r, e->slot, +1);
 	sg_debug("sandbox %s/%s (cgroup %llu) enforced", tenant, name, (unsigned long long)cgid);
 	if (out)
 		*out = e;
@@ -256,10 +163,10 @@ void registry_remove(struct registry *r, uint64_t cgid)
 
 	bpf_map_delete_elem(r->bpf->sandboxes_fd, &cgid);
 	bpf_map_delete_elem(r->bpf->state_fd, &cgid);
+	bpf_map_delete_elem(r->bpf->killed_fd, &cgid);
 	if (!e)
 		return;
-	if (r->tenants[e->tenant] && r->tenants[e->tenant]->active)
-		r->tenants[e->tenant]->active--;
+	tenants_use(r, e->slot, -1);
 	r->n_sandboxes--;
 	/* Backward-shift deletion keeps the probe chains intact. */
 	s = e - r->slots;
@@ -286,30 +193,112 @@ struct sg_sandbox_entry *registry_next(struct registry *r, struct sg_sandbox_ent
 	return NULL;
 }
 
-static void watch_tenant_dir(struct registry *r, const char *tenant)
+/* The watch on a tenant's directory, by name or by watch descriptor. */
+static struct tenant_watch *watch_by_name(struct registry *r, const char *name)
 {
-	struct sg_tenant *t = registry_tenant(r, tenant, true);
-	char path[PATH_MAX];
+	for (size_t i = 0; i < r->n_watches; i++)
+		if (!strcmp(r->watches[i].name, name))
+			return &r->watches[i];
+	return NULL;
+}
+
+static struct tenant_watch *watch_by_wd(struct registry *r, int wd)
+{
+	for (size_t i = 0; i < r->n_watches; i++)
+		if (r->watches[i].wd == wd)
+			return &r->watches[i];
+	return NULL;
+}
+
+static void watch_add(struct registry *r, const char *name, const char *path)
+{
+	struct tenant_watch *w;
+	int wd;
+
+	if (watch_by_name(r, name))
+		return;
+	wd = inotify_add_watch(r->inotify_fd, path, IN_CREATE | IN_DELETE | IN_ONLYDIR);
+	if (wd < 0) {
+		sg_warn("cannot watch %s (%s): its sandboxes are found by the sweep", path,
+			strerror(errno));
+		return;
+	}
+	if (r->n_watches == r->cap_watches) {
+		size_t cap = r->cap_watches ? r->cap_watches * 2 : 64;
+		w = realloc(r->watches, cap * sizeof(*w));
+		if (!w)
+			return;
+		r->watches = w;
+		r->cap_watches = cap;
+	}
+	w = &r->watches[r->n_watches++];
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	w->wd = wd;
+}
+
+/* A watch the kernel dropped (its directory is gone). */
+static void watch_forget(struct registry *r, int wd)
+{
+	struct tenant_watch *w = watch_by_wd(r, wd);
+
+	if (w)
+		*w = r->watches[--r->n_watches];
+}
+
+/* Sandbox cgroups seen by a scan, so that the sweep never deletes the
+ * entries of one that exists. */
+struct cgid_set {
+	uint64_t *ids;
+	size_t n, cap;
+};
+
+static void cgid_set_add(struct cgid_set *set, const char *path)
+{
+	uint64_t id;
+
+	if (!set || cgroup_id_of(path, &id))
+		return;
+	if (set->n == set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 256;
+		uint64_t *ids = realloc(set->ids, cap * sizeof(*ids));
+		if (!ids)
+			return;
+		set->ids = ids;
+		set->cap = cap;
+	}
+	set->ids[set->n++] = id;
+}
+
+static bool cgid_set_has(const struct cgid_set *set, uint64_t id)
+{
+	for (size_t i = 0; i < set->n; i++)
+		if (set->ids[i] == id)
+			return true;
+	return false;
+}
+
+static void watch_tenant_dir(struct registry *r, const char *tenant, struct cgid_set *seen)
+{
+	char path[PATH_MAX], sub[PATH_MAX];
 	struct dirent *de;
 	DIR *d;
 
-	if (!t)
-		return;
 	snprintf(path, sizeof(path), "%s/%s", r->root, tenant);
-	if (r->tenant_wd[t->idx] <= 0)
-		r->tenant_wd[t->idx] =
-			inotify_add_watch(r->inotify_fd, path, IN_CREATE | IN_DELETE | IN_ONLYDIR);
+	watch_add(r, tenant, path);
 	/* Scan after watching, so nothing created in between is missed. */
 	d = opendir(path);
 	if (!d)
 		return;
 	while ((de = readdir(d)))
-		if (de->d_type == DT_DIR && de->d_name[0] != '.')
+		if (de->d_type == DT_DIR && de->d_name[0] != '.') {
+			snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+			cgid_set_add(seen, sub);
 			registry_add(r, tenant, de->d_name, NULL);
+		}
 	closedir(d);
 }
 
-static void scan_root(struct registry *r)
+static void scan_root(struct registry *r, struct cgid_set *seen)
 {
 	struct dirent *de;
 	DIR *d = opendir(r->root);
@@ -318,24 +307,53 @@ static void scan_root(struct registry *r)
 		return;
 	while ((de = readdir(d)))
 		if (de->d_type == DT_DIR && tenant_name_valid(de->d_name))
-			watch_tenant_dir(r, de->d_name);
+			watch_tenant_dir(r, de->d_name, seen);
 	closedir(d);
 }
 
-/* Sandboxes gone while the agent was down. */
-static void prune_stale(struct registry *r)
+/* Keys of a map that no sandbox of ours accounts for, appended to *out. */
+static void unaccounted(struct registry *r, int map_fd, struct cgid_set *out)
 {
-	uint64_t key, next, *prev = NULL;
+	uint64_t key, *prev = NULL;
 
-	while (bpf_map_get_next_key(r->bpf->sandboxes_fd, prev, &next) == 0) {
-		key = next;
+	while (bpf_map_get_next_key(map_fd, prev, &key) == 0) {
+		if (!registry_find(r, key) && out->n < 3 * SG_MAX_SANDBOXES) {
+			if (out->n == out->cap) {
+				size_t cap = out->cap ? out->cap * 2 : 64;
+				uint64_t *ids = realloc(out->ids, cap * sizeof(*ids));
+				if (!ids)
+					return;
+				out->ids = ids;
+				out->cap = cap;
+			}
+			out->ids[out->n++] = key;
+		}
 		prev = &key;
-		if (!registry_find(r, key)) {
-			bpf_map_delete_elem(r->bpf->sandboxes_fd, &key);
-			bpf_map_delete_elem(r->bpf->state_fd, &key);
-			prev = NULL;
+	}
+}
+
+void registry_sweep_maps(struct registry *r)
+{
+	struct cgid_set stray = { 0 }, seen = { 0 };
+
+	unaccounted(r, r->bpf->sandboxes_fd, &stray);
+	unaccounted(r, r->bpf->state_fd, &stray);
+	unaccounted(r, r->bpf->killed_fd, &stray);
+	if (stray.n) {
+		/* An executor enrolled it (adopted now), or it is gone. */
+		scan_root(r, &seen);
+		for (size_t i = 0; i < stray.n; i++) {
+			uint64_t id = stray.ids[i];
+
+			if (registry_find(r, id) || cgid_set_has(&seen, id))
+				continue;
+			bpf_map_delete_elem(r->bpf->sandboxes_fd, &id);
+			bpf_map_delete_elem(r->bpf->state_fd, &id);
+			bpf_map_delete_elem(r->bpf->killed_fd, &id);
 		}
 	}
+	free(stray.ids);
+	free(seen.ids);
 }
 
 bool registry_same_root(const struct registry *r, uint64_t dev, uint64_t ino)
@@ -348,6 +366,9 @@ bool registry_same_root(const struct registry *r, uint64_t dev, uint64_t ino)
 int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root,
 		  const char *policy_dir, const char *host_root)
 {
+	uint64_t started = clock_ns(CLOCK_MONOTONIC);
+	int err;
+
 	memset(r, 0, sizeof(*r));
 	r->bpf = bpf;
 	snprintf(r->root, sizeof(r->root), "%s", root);
@@ -377,40 +398,33 @@ int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root
 	if (r->policy_wd < 0)
 		sg_warn("cannot watch policy dir %s (%s): reload with SIGHUP", policy_dir,
 			strerror(errno));
-	restore_tenants(r);
-	scan_root(r);
-	prune_stale(r);
+	err = tenants_init(r);
+	if (err)
+		return err;
+	registry_sweep_maps(r); /* finds every sandbox, forgets the gone ones */
+	tenants_release_unused(r);
 	r->policy_generation = 1;
-	sg_info("%u tenants, %u sandboxes enforced under %s", r->n_tenants, r->n_sandboxes, root);
+	sg_info("%u policy slots, %u sandboxes enforced under %s (%llu ms)", count_slots(r),
+		r->n_sandboxes, root,
+		(unsigned long long)((clock_ns(CLOCK_MONOTONIC) - started) / 1000000));
 	return 0;
 }
 
 void registry_free(struct registry *r)
 {
-	for (uint32_t i = 0; i < SG_MAX_TENANTS; i++)
-		if (r->tenants[i]) {
-			free(r->tenants[i]->policy);
-			free(r->tenants[i]);
-		}
+	tenants_free(r);
 	free(r->slots);
+	free(r->watches);
 	if (r->inotify_fd >= 0)
 		close(r->inotify_fd);
 	if (r->host_root_fd > 0)
 		close(r->host_root_fd);
 }
 
-static uint32_t tenant_of_wd(struct registry *r, int wd)
-{
-	for (uint32_t i = 0; i < r->n_tenants; i++)
-		if (r->tenant_wd[i] == wd)
-			return i;
-	return UINT32_MAX;
-}
-
-static void sandbox_gone(struct registry *r, struct sg_tenant *t, const char *name)
+static void sandbox_gone(struct registry *r, const char *tenant, const char *name)
 {
 	for (struct sg_sandbox_entry *s = NULL; (s = registry_next(r, s));)
-		if (s->tenant == t->idx && !strcmp(s->name, name)) {
+		if (!strcmp(s->tenant, tenant) && !strcmp(s->name, name)) {
 			registry_remove(r, s->cgid);
 			return;
 		}
@@ -430,6 +444,36 @@ static bool policy_file_event(const struct inotify_event *ev)
 	return ev->name[0] != '.' && n > 5 && !strcmp(ev->name + n - 5, ".json");
 }
 
+static void on_event(struct registry *r, const struct inotify_event *ev, bool *policies_changed)
+{
+	struct tenant_watch *w;
+	char tenant[SG_TENANT_MAX];
+
+	if (ev->wd == r->policy_wd) {
+		*policies_changed |= policy_file_event(ev);
+		return;
+	}
+	if (ev->mask & IN_IGNORED) {
+		watch_forget(r, ev->wd);
+		return;
+	}
+	if (!ev->len || !(ev->mask & IN_ISDIR))
+		return;
+	if (ev->wd == r->root_wd) {
+		if ((ev->mask & IN_CREATE) && tenant_name_valid(ev->name))
+			watch_tenant_dir(r, ev->name, NULL);
+		return;
+	}
+	w = watch_by_wd(r, ev->wd);
+	if (!w)
+		return;
+	snprintf(tenant, sizeof(tenant), "%s", w->name);
+	if (ev->mask & IN_CREATE)
+		registry_add(r, tenant, ev->name, NULL);
+	else if (ev->mask & IN_DELETE)
+		sandbox_gone(r, tenant, ev->name);
+}
+
 void registry_handle_inotify(struct registry *r)
 {
 	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -439,44 +483,11 @@ void registry_handle_inotify(struct registry *r)
 	while ((n = read(r->inotify_fd, buf, sizeof(buf))) > 0) {
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
+
 			p += sizeof(*ev) + ev->len;
-			if (ev->wd == r->policy_wd) {
-				policies_changed |= policy_file_event(ev);
-				continue;
-			}
-			if (!ev->len || !(ev->mask & IN_ISDIR))
-				continue;
-			if (ev->wd == r->root_wd) {
-				if ((ev->mask & IN_CREATE) && tenant_name_valid(ev->name))
-					watch_tenant_dir(r, ev->name);
-				continue;
-			}
-			uint32_t ti = tenant_of_wd(r, ev->wd);
-			if (ti == UINT32_MAX || !r->tenants[ti])
-				continue;
-			if (ev->mask & IN_CREATE)
-				registry_add(r, r->tenants[ti]->name, ev->name, NULL);
-			else if (ev->mask & IN_DELETE)
-				sandbox_gone(r, r->tenants[ti], ev->name);
+			on_event(r, ev, &policies_changed);
 		}
 	}
 	if (policies_changed)
-		registry_reload_policies(r);
-}
-
-int registry_reload_policies(struct registry *r)
-{
-	int rejected = 0;
-
-	for (uint32_t i = 0; i < r->n_tenants; i++)
-		if (r->tenants[i] && tenant_load_policy(r, r->tenants[i]))
-			rejected++;
-	if (rejected)
-		r->reloads_failed++;
-	else
-		r->reloads_ok++;
-	r->policy_generation++;
-	sg_info("policies reloaded (generation %llu, %d rejected)",
-		(unsigned long long)r->policy_generation, rejected);
-	return rejected;
+		registry_reload_policies(r, true);
 }

@@ -1,40 +1,65 @@
 /* The agent's view of tenants and sandboxes, kept in step with the BPF
- * maps. Sandboxes are cgroups <root>/<tenant>/<id>: found by a scan at
- * start, by inotify on the root and tenant directories, and by explicit
- * registration from the executor. */
+ * maps. Sandboxes are cgroups <root>/<tenant>/<id>: enrolled by the
+ * executor itself (src/control/enroll.c writes their map entries), found
+ * by a scan at start, by inotify on the root and tenant directories, and by
+ * a sweep of the maps every second. Tenants with a policy file of their own
+ * have a policy slot (tenants.c); every other tenant uses the default's. */
 #ifndef SG_REGISTRY_H
 #define SG_REGISTRY_H
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 #include "abi/maps.h"
 #include "policy/policy.h"
+#include "policy_compile.h"
 #include "lib/ids.h"
 
 struct sg_bpf;
 
+/* Which version of a policy file a slot was compiled from. */
+struct policy_file_version {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
+
+/* A policy slot: sg_policies[idx] and its sets in sg_paths / sg_exec_files. */
 struct sg_tenant {
-	char name[SG_TENANT_MAX];
+	char name[SG_TENANT_MAX]; /* whose policy file it is; "default" in SG_TENANT_DEFAULT */
 	uint32_t idx;
 	struct sg_policy *policy; /* the one in force (NULL: none could be loaded) */
-	time_t policy_mtime;      /* of its source file, to notice changes */
-	uint32_t active;          /* sandboxes now */
+	struct policy_file_version version;
+	uint32_t active;       /* sandboxes using the slot now */
+	uint64_t last_used_ns; /* CLOCK_BOOTTIME: the idle slot used longest ago is evicted first */
+	bool retired;          /* its file is gone: out of the index, freed once idle */
+	char error[256];       /* why its policy file was rejected, "" if it was not */
+	struct sg_compiled compiled;
 };
 
 struct sg_sandbox_entry {
-	uint64_t cgid; /* 0 = free slot */
-	uint32_t tenant;
+	uint64_t cgid;              /* 0 = free slot */
+	uint32_t slot;              /* its policy slot (sg_sandbox.tenant) */
+	char tenant[SG_TENANT_MAX]; /* whose it is: its cgroup, events and ledger */
 	char name[SG_ID_BUF];
 	char run_id[SG_ID_BUF];
 	char batch_id[SG_ID_BUF];
-	uint64_t added_ns; /* CLOCK_BOOTTIME */
-	bool killed;
+	uint64_t added_ns;        /* CLOCK_BOOTTIME */
+	bool killed;              /* the agent emptied its cgroup */
+	bool kill_handled;        /* killed, or found tripped after its last task ended */
 	int kill_rule;            /* enum sg_rule of the kill */
 	uint64_t kill_latency_ns; /* violation to empty cgroup */
 };
 
 #define SG_REG_SLOTS 16384 /* open addressing, >= 2 x SG_MAX_SANDBOXES */
+
+/* An inotify watch on a tenant's directory of sandbox cgroups. */
+struct tenant_watch {
+	char name[SG_TENANT_MAX];
+	int wd;
+};
 
 struct registry {
 	const struct sg_bpf *bpf;
@@ -42,15 +67,17 @@ struct registry {
 	char policy_dir[PATH_MAX];
 	char host_root[PATH_MAX]; /* where the node's / is ("/" unless --host-root) */
 	int host_root_fd;
-	struct sg_tenant *tenants[SG_MAX_TENANTS];
-	uint32_t n_tenants;
+	struct sg_tenant *tenants[SG_MAX_TENANTS]; /* by slot */
+	uint32_t n_tenants;                        /* slots in use are below this */
 	struct sg_sandbox_entry *slots;
 	uint32_t n_sandboxes;
 	int inotify_fd;
 	int root_wd, policy_wd;
-	int tenant_wd[SG_MAX_TENANTS];
-	uint64_t policy_generation; /* bumped on every successful reload */
+	struct tenant_watch *watches;
+	size_t n_watches, cap_watches;
+	uint64_t policy_generation; /* bumped on every reload */
 	uint64_t reloads_ok, reloads_failed;
+	uint64_t evictions; /* idle slots given to another tenant */
 };
 
 int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root,
@@ -61,15 +88,27 @@ int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root
 bool registry_same_root(const struct registry *r, uint64_t dev, uint64_t ino);
 void registry_free(struct registry *r);
 
-/* The tenant (created, with its policy compiled, when `create`). */
+/* The policy slot a tenant's sandboxes use: its own, compiled from
+ * <policy dir>/<name>.json (now, when `create` and it is not loaded yet),
+ * else the default's. A name with no policy file never takes a slot. NULL
+ * only for an invalid name. */
 struct sg_tenant *registry_tenant(struct registry *r, const char *name, bool create);
 struct sg_tenant *registry_tenant_by_idx(struct registry *r, uint32_t idx);
 
-/* Start enforcing on <root>/<tenant>/<name>. Idempotent. */
+/* Compile a tenant's own policy file into a slot now (an executor found it
+ * missing from the pins). 0, or -errno with `err` saying why. */
+int registry_compile_tenant(struct registry *r, const char *name, char *err, size_t len);
+
+/* Start enforcing on <root>/<tenant>/<name>, or adopt the map entries an
+ * executor wrote for it. Idempotent. */
 int registry_add(struct registry *r, const char *tenant, const char *name,
 		 struct sg_sandbox_entry **out);
 void registry_remove(struct registry *r, uint64_t cgid);
 struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid);
+
+/* Map entries no sandbox of ours accounts for: adopted when their cgroup
+ * exists (an executor enrolled it), deleted when it is gone. */
+void registry_sweep_maps(struct registry *r);
 
 /* Path of a sandbox's cgroup. */
 void registry_cgroup_path(const struct registry *r, const struct sg_sandbox_entry *s, char *buf,
@@ -80,10 +119,17 @@ void registry_handle_inotify(struct registry *r);
 
 /* Re-read every tenant's policy; a file that does not validate is logged
  * and rejected, its tenant keeps the policy in force. Returns the number
- * of files rejected. */
-int registry_reload_policies(struct registry *r);
+ * of files rejected. `changed_only`: only files whose version changed, and
+ * new ones (inotify); else all of them (SIGHUP). */
+int registry_reload_policies(struct registry *r, bool changed_only);
 
 /* Iterate live sandboxes: for (s = NULL; (s = registry_next(r, s));) */
 struct sg_sandbox_entry *registry_next(struct registry *r, struct sg_sandbox_entry *prev);
+
+/* tenants.c, for registry.c */
+int tenants_init(struct registry *r);
+void tenants_use(struct registry *r, uint32_t slot, int delta);
+void tenants_release_unused(struct registry *r);
+void tenants_free(struct registry *r);
 
 #endif

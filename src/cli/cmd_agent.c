@@ -8,6 +8,7 @@
 #include "control/agent_client.h"
 #include "agent/bpf_loader.h"
 #include "commands.h"
+#include "telemetry/journal.h"
 #include "lib/log.h"
 #include "policy/policy.h"
 
@@ -24,7 +25,9 @@ static void usage(FILE *f)
 		"  --events-keep N         rotated files kept (default 5)\n"
 		"  --metrics ADDR:PORT     serve Prometheus /metrics (and /readyz)\n"
 		"  --socket PATH           control socket; default " SG_AGENT_SOCK "\n"
-		"  --state-dir DIR         persisted ledger; default /var/lib/sandguard\n"
+		"  --state-dir DIR         the ledger's checkpoint and the outcome journal the\n"
+		"                          executors write; default $SANDGUARD_STATE_DIR or\n"
+		"                          /var/lib/sandguard (it must be the executors' one)\n"
 		"  --node NAME             node name in events; default the host name\n"
 		"  --ready-file PATH       written once programs are attached and enforcing\n"
 		"  --host-root DIR         the node's / as this agent sees it (in a pod: a read-only\n"
@@ -58,7 +61,7 @@ int cmd_agent(int argc, char **argv)
 	snprintf(o.events_path, sizeof(o.events_path), "-");
 	snprintf(o.socket_path, sizeof(o.socket_path), "%s",
 		 getenv("SANDGUARD_AGENT_SOCK") ? getenv("SANDGUARD_AGENT_SOCK") : SG_AGENT_SOCK);
-	snprintf(o.state_dir, sizeof(o.state_dir), "/var/lib/sandguard");
+	journal_state_dir(o.state_dir, sizeof(o.state_dir)); /* the executors' default */
 	snprintf(o.host_root, sizeof(o.host_root), "/");
 	if (gethostname(o.node, sizeof(o.node)))
 		snprintf(o.node, sizeof(o.node), "unknown");

@@ -46,5 +46,7 @@ int cmd_probe(int argc, char **argv)
 		return SG_EXIT_PLATFORM;
 	}
 	print_probe_table(stdout, f, &modes);
+	if (enforcement_degraded(f, &modes, err, sizeof(err)))
+		printf("\nthe agent refuses to start on this kernel: %s\n", err);
 	return SG_EXIT_OK;
 }

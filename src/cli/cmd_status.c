@@ -1,6 +1,8 @@
-/* sandguard status: agent health, feature modes, drops, policy generation.
- * --check: exit 0 only if the agent answers and its programs are attached
- * (what a liveness/readiness probe runs). */
+/* sandguard status: agent health, feature modes, drops, policy generation,
+ * the ledger (its journal fold, checkpoint and rebuilds) and the journal's
+ * disk. --check: exit 0 only if the agent answers, its programs are
+ * attached, enforcement is not degraded and the journal's disk is above its
+ * reserve (what a liveness/readiness probe runs). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,52 @@
 static long long num(json_t *st, const char *key)
 {
 	return json_integer_value(json_object_get(st, key));
+}
+
+static double mib(json_t *o, const char *key)
+{
+	return (double)num(o, key) / (1 << 20);
+}
+
+/* The ledger (a fold of the journal) and the journal's disk. */
+static void print_ledger(json_t *st)
+{
+	json_t *l = json_object_get(st, "ledger"), *j = json_object_get(st, "journal");
+	json_t *last = json_object_get(l, "last_rebuild"),
+	       *rebuilds = json_object_get(l, "rebuilds");
+	json_t *saved = json_object_get(l, "checkpoint_saved"), *v;
+	const char *key, *err = json_string_value(json_object_get(l, "checkpoint_error"));
+	char when[64] = "not yet";
+	time_t t;
+
+	if (!l || !j)
+		return;
+	if (json_is_integer(saved)) {
+		t = json_integer_value(saved);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+	}
+	printf("ledger       %lld outcomes folded from the journal (%lld duplicate ids ignored, "
+	       "%lld bad records, %lld segments missing)%s\n",
+	       num(l, "folded"), num(l, "duplicates"), num(l, "bad_records"),
+	       num(l, "gap_segments"),
+	       json_is_true(json_object_get(l, "catching_up")) ? ", catching up" : "");
+	printf("checkpoint   %s, saved %s\n", json_string_value(json_object_get(l, "checkpoint")),
+	       when);
+	if (err)
+		printf("CHECKPOINT   %s\n", err);
+	if (json_is_object(last)) {
+		t = num(last, "at");
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+		printf("REBUILT      %s:", when);
+		json_object_foreach(rebuilds, key, v)
+			printf(" %s x%lld", key, (long long)json_integer_value(v));
+		printf("\n             %s\n", json_string_value(json_object_get(last, "why")));
+	}
+	printf("journal      %s: %.1f MiB free (reserve %.1f MiB)\n",
+	       json_string_value(json_object_get(j, "dir")), mib(j, "free_bytes"),
+	       mib(j, "reserve_bytes"));
+	if (!json_is_true(json_object_get(j, "disk_ok")))
+		printf("DISK FULL    %s\n", json_string_value(json_object_get(j, "disk_error")));
 }
 
 static void print_human(json_t *st)
@@ -43,6 +91,7 @@ static void print_human(json_t *st)
 	       num(st, "policy_generation"), num(st, "policy_reloads_ok"),
 	       num(st, "policy_reloads_failed"));
 	printf("sandboxes    %lld enforced\n", num(st, "sandboxes"));
+	print_ledger(st);
 	if (json_is_string(json_object_get(st, "degraded")))
 		printf("DEGRADED     %s\n", json_string_value(json_object_get(st, "degraded")));
 	printf("\nfeatures:\n");
@@ -71,9 +120,10 @@ int cmd_status(int argc, char **argv)
 	bool as_json = false, check = false;
 	struct agent_conn *c;
 	char *text = NULL;
-	const char *degraded;
-	json_t *st;
+	const char *degraded, *disk_error;
+	json_t *st, *disk;
 	int opt, links, rc;
+	bool red;
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -113,12 +163,19 @@ int cmd_status(int argc, char **argv)
 	}
 	links = json_integer_value(json_object_get(st, "links"));
 	degraded = json_string_value(json_object_get(st, "degraded"));
+	disk = json_object_get(json_object_get(st, "journal"), "disk_ok");
+	disk_error =
+		json_string_value(json_object_get(json_object_get(st, "journal"), "disk_error"));
+	red = links <= 0 || degraded || json_is_false(disk);
 	if (check) {
 		if (links <= 0)
 			fprintf(stderr,
 				"sandguard status: the agent answers but has no programs attached\n");
 		else if (degraded)
 			fprintf(stderr, "sandguard status: enforcement degraded: %s\n", degraded);
+		else if (json_is_false(disk))
+			fprintf(stderr, "sandguard status: %s\n",
+				disk_error ?: "journal disk full");
 		else
 			printf("ok: %d programs attached\n", links);
 	} else if (as_json) {
@@ -126,7 +183,7 @@ int cmd_status(int argc, char **argv)
 	} else {
 		print_human(st);
 	}
-	rc = check && (links <= 0 || degraded) ? SG_EXIT_TENANT : SG_EXIT_OK;
+	rc = check && red ? SG_EXIT_TENANT : SG_EXIT_OK;
 	free(text);
 	json_decref(st);
 	return rc;

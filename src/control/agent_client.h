@@ -1,14 +1,23 @@
 /* The executor's side of the channel to the node agent (a Unix socket,
  * default /run/sandguard/agent.sock). Every call is optional: with no agent
  * the executor still runs on its own layers, and a telemetry outage never
- * fails a batch. */
+ * fails a batch. Outcomes do not travel here: they are booked in the
+ * journal (telemetry/journal.h), which the agent folds.
+ *
+ * The connection survives what a loaded node does to it: each request
+ * carries an id the agent echoes, so a late reply to an earlier call (one
+ * that timed out) is recognized and skipped, never taken for the next
+ * call's; a reply of any size is read whole; and a connection the agent
+ * closed (a restart) is opened again and the request sent once more.
+ * Failures are warnings. */
 #ifndef SG_AGENT_CLIENT_H
 #define SG_AGENT_CLIENT_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include "telemetry/outcome.h"
 
-#define SG_AGENT_SOCK "/run/sandguard/agent.sock"
+#define SG_AGENT_SOCK      "/run/sandguard/agent.sock"
+#define SG_AGENT_REPLY_MAX (64u << 20) /* a longer reply is refused */
 
 struct agent_conn;
 
@@ -26,6 +35,11 @@ int agent_register(struct agent_conn *c, const char *tenant, const char *sandbox
 		   const char *run_id, const char *batch_id, uint64_t cgroup_id,
 		   const char *scratch, int timeout_ms);
 
+/* Ask the agent to compile a tenant's own policy file into a policy slot
+ * now (an executor found it missing from the pins). 0, or -errno with
+ * `why` saying what the agent answered. */
+int agent_compile(struct agent_conn *c, const char *tenant, int timeout_ms, char *why, size_t len);
+
 /* After a successful agent_register(): whether the agent refuses
  * disallowed opens itself, before they happen (BPF LSM mode). In fallback
  * mode it only detects them after the fact, so the executor keeps its own
@@ -37,11 +51,12 @@ bool agent_files_preventive(const struct agent_conn *c);
  * 0 not killed, -errno on a broken channel. */
 int agent_kill_verdict(struct agent_conn *c, uint64_t cgroup_id, int *rule, int timeout_ms);
 
-/* Book one attempt's outcome in the agent's ledger. */
-int agent_report(struct agent_conn *c, const struct sg_outcome *o);
-
 /* The agent's status document (JSON text, caller frees), for the CLI. */
 int agent_status(struct agent_conn *c, char **json_text);
+
+/* Any read-only query ({"op": op}), its reply as JSON text (caller frees):
+ * "status", "ledger". 0, -ECOMM (no answer), -EPROTO (refused) or -ENOMEM. */
+int agent_query(struct agent_conn *c, const char *op, int timeout_ms, char **json_text);
 
 /* Unregister (the sandbox is gone). */
 int agent_unregister(struct agent_conn *c, uint64_t cgroup_id);

@@ -141,7 +141,8 @@ static int queue_reply(struct control_server *cs, int slot, json_t *reply)
 		char *grown;
 
 		/* Compact first: the sent prefix is dead weight. */
-		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		if (c->out)
+			memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
 		c->out_len -= c->out_off;
 		c->out_off = 0;
 		while (cap < c->out_len + len + 1)
@@ -178,6 +179,11 @@ static json_t *dispatch(struct control_server *cs, const char *line)
 		reply = i < cs->n_ops ? cs->ops[i].fn(cs->ctx, req)
 				      : control_error("unknown op %.64s", op);
 	}
+	if (!reply)
+		reply = control_error("out of memory");
+	/* The client matches replies to requests by the id it chose. */
+	if (reply && json_is_object(reply) && json_is_integer(json_object_get(req, "id")))
+		json_object_set(reply, "id", json_object_get(req, "id"));
 	json_decref(req);
 	return reply;
 }

@@ -1,6 +1,8 @@
 /* The agent's end of the control socket: newline-delimited JSON requests,
  * one JSON reply line per request, in order, from root peers only
- * (SO_PEERCRED). The server knows the protocol, not the agent: the agent
+ * (SO_PEERCRED). A request's integer "id", when it has one, is echoed in
+ * its reply, so that a client can tell a late reply to an earlier request
+ * from the one it waits for. The server knows the protocol, not the agent: the agent
  * hands it a table of handlers, one per "op", so the protocol is tested
  * with fake handlers and no agent (tests/unit/test_control.c).
  *

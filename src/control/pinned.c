@@ -16,19 +16,21 @@ const char *sg_pin_root(void)
 	return env && *env ? env : SG_PIN_ROOT;
 }
 
-static int open_pinned_map(const char *name)
+int sg_pinned_map(const char *name)
 {
 	char path[PATH_MAX];
+	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", sg_pin_root(), name);
-	return bpf_obj_get(path);
+	fd = bpf_obj_get(path);
+	return fd >= 0 ? fd : -errno;
 }
 
 uint32_t sg_pinned_generation(void)
 {
 	struct sg_config cfg = { 0 };
 	uint32_t zero = 0;
-	int fd = open_pinned_map("sg_config");
+	int fd = sg_pinned_map("sg_config");
 
 	if (fd < 0)
 		return 0;
@@ -61,16 +63,31 @@ int sg_pinned_links(void)
 
 int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule)
 {
-	struct sg_sandbox_state st;
-	int fd = open_pinned_map("sg_state");
-	int killed = 0;
+	int fd = sg_pinned_map("sg_killed");
+	uint32_t killed_rule = 0;
 
+	*rule = -1;
 	if (fd < 0)
-		return -errno;
-	if (bpf_map_lookup_elem(fd, &cgroup_id, &st) == 0) {
-		*rule = sg_state_kill_rule(&st);
-		killed = *rule >= 0;
-	}
+		return fd;
+	/* Only the agent's record of a kill it carried out: a kill-class
+	 * trip in sg_state is a kill only once the agent emptied the cgroup,
+	 * and with no agent running nobody does. */
+	if (bpf_map_lookup_elem(fd, &cgroup_id, &killed_rule) == 0 && killed_rule)
+		*rule = (int)killed_rule - 1;
 	close(fd);
-	return killed;
+	return *rule >= 0;
+}
+
+int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule)
+{
+	struct sg_sandbox_state st;
+	int fd = sg_pinned_map("sg_state");
+
+	*rule = -1;
+	if (fd < 0)
+		return fd;
+	if (bpf_map_lookup_elem(fd, &cgroup_id, &st) == 0)
+		*rule = sg_state_kill_rule(&st);
+	close(fd);
+	return *rule >= 0;
 }

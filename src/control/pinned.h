@@ -15,9 +15,19 @@ uint32_t sg_pinned_generation(void);
 /* Pinned links of the active generation (readiness: > 0). */
 int sg_pinned_links(void);
 
-/* The kernel's record of a sandbox: 1 with *rule (enum sg_rule) when a
- * kill-class violation tripped it, 0 when not, -errno when the pinned
- * state map cannot be read. */
+/* Whether the agent killed a sandbox, from its pinned record (sg_killed):
+ * 1 with *rule (enum sg_rule) when it did, 0 when not (a kill-class
+ * violation the kernel recorded is not a kill until the agent carries it
+ * out), -errno when the pins cannot be read. */
 int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule);
+
+/* The kernel's record of a sandbox (sg_state): 1 with *rule when a
+ * kill-class violation tripped it, whether or not anyone carried out the
+ * kill (with no agent, nobody does), 0 when none did, -errno. */
+int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule);
+
+/* An fd of the pinned map `name` (close it), or -errno (-ENOENT: no agent
+ * ever ran on this node, or its pins were removed). */
+int sg_pinned_map(const char *name);
 
 #endif

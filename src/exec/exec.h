@@ -23,8 +23,11 @@
  * Failure semantics, batch mode (the tenant's reward code):
  *  - Every attempt is a fresh sandbox, booked with its attempt number; the
  *    attempt that ends the batch is booked final, so each batch is booked
- *    final exactly once. Booking = agent_report() (when an agent answers)
- *    plus a line in the local outcome log (outcome_log.h).
+ *    final exactly once. Booking = one record appended to the outcome
+ *    journal (telemetry/journal.h), on disk before the result is returned;
+ *    the agent's ledger folds the journal. An attempt whose record cannot
+ *    be written ends the request as platform_error: a result is never
+ *    returned unbooked.
  *  - The attempt budget is 1 + policy.max_retries, in every mode.
  *  - retry: tenant_timeout, tenant_crash, tenant_oom and tenant_bad_output
  *    are retried (flaky code recovers). tenant_policy_violation is final at
@@ -37,6 +40,8 @@
  *    batch to our fault) and never pauses anybody.
  *
  * Admission, before any sandbox runs (booked final with attempt 0):
+ *  - the journal's disk is below its reserve -> platform_error naming the
+ *    path (the reserve is kept for the runs already admitted).
  *  - tenant paused, or its policy has "enabled": false -> tenant_paused.
  *  - policy.require_agent and no agent connection -> platform_error.
  *  - the concurrency cap is full: on_excess "refuse" -> platform_error
@@ -77,6 +82,7 @@ enum exec_refusal {
 	EXEC_REFUSED_NO_AGENT,    /* platform_error: require_agent, no agent */
 	EXEC_REFUSED_CONCURRENCY, /* platform_error: the tenant's cap is full; retry later */
 	EXEC_REFUSED_STATE,       /* platform_error: the node's state could not be read */
+	EXEC_REFUSED_DISK,        /* platform_error: the journal's disk is below its reserve */
 };
 
 typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_result *result);
@@ -227,10 +233,20 @@ void exec_run_result_free(struct exec_run_result *res);
 
 /* ---- booking ------------------------------------------------------ */
 
-/* Book one outcome: agent_report() (when an agent answers; its failure is
- * only logged at debug level) plus the local outcome log (a failure is
- * warned about). Every mode books through this, and so do the front ends
- * for what they refuse before a mode runs (an unloadable policy). */
+/* Book one outcome: one record appended to the outcome journal (see
+ * telemetry/journal.h and journal_record.h for the record), durable when
+ * this returns 0. Every mode books through this, and so do the front ends
+ * for what they refuse before a mode runs (an unloadable policy), and the
+ * orphan reaper for an attempt whose executor died.
+ *
+ * The outcome id makes a booking idempotent: the ledger counts the first
+ * record of an id and ignores any later one. It is `outcome_id` when set,
+ * else the run's sandbox id, else a fresh random id ("o-<16 hex>"): a
+ * refusal before any run, a verifier request's summary.
+ *
+ * Returns 0, or -errno when the record could not be written (logged as an
+ * error); the caller then turns its result into a platform error
+ * (exec_book_failed), never returns it as if booked. */
 struct exec_booking {
 	const char *mode; /* "batch", "verify", "run" */
 	const char *batch_id;
@@ -243,8 +259,24 @@ struct exec_booking {
 	const struct score_stats *stats;  /* NULL unless there are scores */
 	bool invalid;                     /* failed the schema gate */
 	const char *detail;
+	const char *outcome_id; /* NULL: the run's sandbox id, or a fresh one */
+	const char *sandbox;    /* when run is NULL: the sandbox it was about (a reaper) */
+	uint64_t cgroup_id;     /* likewise */
 };
-void exec_book(const struct exec_ctx *ctx, const struct exec_booking *b);
+int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b);
+
+/* Book an admission refusal (attempt 0, final, no run) and return its
+ * cause: `cause`, or platform_error when it could not be booked (then
+ * `detail` says why, exec_book_failed()). */
+enum sg_cause exec_book_refusal(const struct exec_ctx *ctx, const char *mode, const char *batch_id,
+				enum sg_cause cause, uint64_t wall_ms, char *detail, size_t len);
+
+/* A result whose booking failed with `err` becomes a platform error:
+ * returns SG_CAUSE_PLATFORM_ERROR and rewrites `detail` ("platform error:
+ * the outcome could not be written to the journal <dir>: ...; the result
+ * is withheld"), or, when `cause` was a platform error already, appends
+ * why it is not booked. */
+enum sg_cause exec_book_failed(int err, enum sg_cause cause, char *detail, size_t len);
 
 /* snprintf-append to a detail buffer (truncates quietly: details are
  * human-readable). */

@@ -110,14 +110,8 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
 		res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
-		exec_book(ctx, &(struct exec_booking){ .mode = "batch",
-						       .batch_id = batch->batch_id,
-						       .attempt = 0,
-						       .final = true,
-						       .cause = res->cause,
-						       .rule = -1,
-						       .wall_ms = res->wall_ms,
-						       .detail = res->detail });
+		res->cause = exec_book_refusal(ctx, "batch", batch->batch_id, res->cause,
+					       res->wall_ms, res->detail, sizeof(res->detail));
 		return 0;
 	}
 
@@ -138,17 +132,25 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		if (cause == SG_CAUSE_OK)
 			scores_stats(scores, batch->n_items, &st);
 		again = attempt < budget && retryable(p->failure, cause);
-		exec_book(ctx, &(struct exec_booking){ .mode = "batch",
-						       .batch_id = batch->batch_id,
-						       .attempt = attempt,
-						       .final = !again,
-						       .cause = cause,
-						       .rule = rule,
-						       .wall_ms = r.wall_ms,
-						       .run = &r,
-						       .stats = cause == SG_CAUSE_OK ? &st : NULL,
-						       .invalid = invalid,
-						       .detail = detail });
+		int err = exec_book(
+			ctx, &(struct exec_booking){ .mode = "batch",
+						     .batch_id = batch->batch_id,
+						     .attempt = attempt,
+						     .final = !again,
+						     .cause = cause,
+						     .rule = rule,
+						     .wall_ms = r.wall_ms,
+						     .run = &r,
+						     .stats = cause == SG_CAUSE_OK ? &st : NULL,
+						     .invalid = invalid,
+						     .detail = detail });
+		if (err) { /* unbooked: what ran is withheld, and nothing runs again */
+			cause = exec_book_failed(err, cause, detail, sizeof(detail));
+			rule = -1;
+			again = false;
+			free(scores);
+			scores = NULL;
+		}
 		if (cause != SG_CAUSE_OK)
 			sg_debug("exec: %s/%s attempt %u: %s: %s", ctx->tenant, batch->batch_id,
 				 attempt, cause_name(cause), detail);

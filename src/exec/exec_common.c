@@ -2,21 +2,20 @@
  * and booking (see src/exec/exec.h for the rules). */
 #include <errno.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "control/agent_client.h"
 #include "exec_internal.h"
 #include "lib/log.h"
-#include "telemetry/outcome_log.h"
+#include "telemetry/journal.h"
+#include "telemetry/journal_record.h"
 #include "lib/clock.h"
 #include "lib/rule_names.h"
-
-static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void detail_append(char *detail, size_t len, const char *fmt, ...)
 {
@@ -164,6 +163,9 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 
 	slot->fd = -1;
 	slot->index = -1;
+	*refusal = EXEC_REFUSED_DISK;
+	if (exec_journal_full(detail, detail_len))
+		return SG_CAUSE_PLATFORM_ERROR;
 	*refusal = EXEC_REFUSED_STATE;
 	ret = tenant_paused(ctx->tenant, info, sizeof(info));
 	if (ret < 0) {
@@ -226,41 +228,117 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 	return SG_CAUSE_OK;
 }
 
-void exec_book(const struct exec_ctx *ctx, const struct exec_booking *b)
+/* The outcome of a booking, ready for the journal. */
+static int outcome_of(const struct exec_ctx *ctx, const struct exec_booking *b,
+		      struct sg_outcome *o)
+{
+	const char *sandbox = b->run ? b->run->sandbox_id : b->sandbox;
+	int mode = mode_from_name(b->mode), err;
+
+	memset(o, 0, sizeof(*o));
+	if (mode < 0)
+		return -EINVAL;
+	o->mode = mode;
+	snprintf(o->tenant, sizeof(o->tenant), "%s", ctx->tenant);
+	snprintf(o->run_id, sizeof(o->run_id), "%s", ctx->run_id ? ctx->run_id : "");
+	snprintf(o->batch_id, sizeof(o->batch_id), "%s", b->batch_id ? b->batch_id : "");
+	snprintf(o->sandbox, sizeof(o->sandbox), "%s", sandbox ? sandbox : "");
+	o->cgroup_id = b->run ? b->run->cgroup_id : b->cgroup_id;
+	if (b->outcome_id && *b->outcome_id)
+		snprintf(o->id, sizeof(o->id), "%s", b->outcome_id);
+	else if (b->run && b->run->sandbox_id[0])
+		snprintf(o->id, sizeof(o->id), "%s", b->run->sandbox_id);
+	else if ((err = journal_new_id(o->id, sizeof(o->id))))
+		return err;
+	o->cause = b->cause;
+	o->rule = b->rule;
+	o->attempt = b->attempt;
+	o->final = b->final;
+	o->wall_ms = b->wall_ms;
+	if (b->stats) {
+		o->n_scores = (uint32_t)b->stats->n;
+		o->score_mean = b->stats->mean;
+		o->score_var = b->stats->variance;
+		o->constant = b->stats->constant;
+	}
+	o->invalid = b->invalid;
+	o->ts_ms = clock_ms(CLOCK_REALTIME);
+	o->started_ms = o->ts_ms > o->wall_ms ? o->ts_ms - o->wall_ms : 0;
+	o->pid = (int)getpid();
+	return 0;
+}
+
+int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b)
 {
 	struct sg_outcome o;
+	struct journal j;
+	char *line = NULL;
+	size_t len;
 	int ret;
 
-	memset(&o, 0, sizeof(o));
-	snprintf(o.tenant, sizeof(o.tenant), "%s", ctx->tenant);
-	snprintf(o.run_id, sizeof(o.run_id), "%s", ctx->run_id ? ctx->run_id : "");
-	snprintf(o.batch_id, sizeof(o.batch_id), "%s", b->batch_id ? b->batch_id : "");
-	if (b->run) {
-		snprintf(o.sandbox, sizeof(o.sandbox), "%s", b->run->sandbox_id);
-		o.cgroup_id = b->run->cgroup_id;
-	}
-	o.cause = b->cause;
-	o.rule = b->rule;
-	o.attempt = b->attempt;
-	o.final = b->final;
-	o.wall_ms = b->wall_ms;
-	if (b->stats) {
-		o.n_scores = (uint32_t)b->stats->n;
-		o.score_mean = b->stats->mean;
-		o.score_var = b->stats->variance;
-		o.constant = b->stats->constant;
-	}
-	o.invalid = b->invalid;
-
-	if (ctx->agent) {
-		pthread_mutex_lock(&agent_lock);
-		ret = agent_report(ctx->agent, &o);
-		pthread_mutex_unlock(&agent_lock);
-		if (ret)
-			sg_debug("exec: agent_report for %s/%s attempt %u: %s", o.tenant,
-				 o.batch_id, o.attempt, strerror(-ret));
-	}
-	ret = outcome_log_append(&o, b->mode, b->detail);
+	if (!(ret = outcome_of(ctx, b, &o)) && !(ret = journal_init(&j, NULL)) &&
+	    !(ret = journal_record_encode(&o, b->detail, &line, &len)))
+		ret = journal_append(&j, line, len, NULL);
+	free(line);
 	if (ret)
-		sg_warn("exec: cannot append to the outcome log: %s", strerror(-ret));
+		sg_error("exec: cannot book %s/%s attempt %u (%s) in the outcome journal %s: %s",
+			 ctx->tenant, b->batch_id ? b->batch_id : "", b->attempt,
+			 cause_name(b->cause), j.dir, strerror(-ret));
+	return ret;
+}
+
+enum sg_cause exec_book_failed(int err, enum sg_cause cause, char *detail, size_t len)
+{
+	struct journal j;
+
+	journal_init(&j, NULL);
+	if (cause == SG_CAUSE_PLATFORM_ERROR)
+		detail_append(detail, len, "; not booked in the journal %s: %s", j.dir,
+			      strerror(-err));
+	else
+		snprintf(detail, len,
+			 "platform error: the outcome could not be written to the journal %s: "
+			 "%s; the result is withheld, retry later",
+			 j.dir, strerror(-err));
+	return SG_CAUSE_PLATFORM_ERROR;
+}
+
+enum sg_cause exec_book_refusal(const struct exec_ctx *ctx, const char *mode, const char *batch_id,
+				enum sg_cause cause, uint64_t wall_ms, char *detail, size_t len)
+{
+	int err = exec_book(ctx, &(struct exec_booking){ .mode = mode,
+							 .batch_id = batch_id,
+							 .attempt = 0,
+							 .final = true,
+							 .cause = cause,
+							 .rule = -1,
+							 .wall_ms = wall_ms,
+							 .detail = detail });
+
+	return err ? exec_book_failed(err, cause, detail, len) : cause;
+}
+
+bool exec_journal_full(char *detail, size_t len)
+{
+	struct journal j;
+	uint64_t free_bytes;
+	char why[PATH_MAX + 96];
+	int ret = journal_init(&j, NULL);
+
+	if (!ret)
+		ret = journal_space(&j, &free_bytes);
+	if (ret == -ENOSPC) {
+		journal_space_describe(&j, free_bytes, why, sizeof(why));
+		snprintf(detail, len,
+			 "platform error: the outcome journal's disk is full: %s; new runs are "
+			 "refused until space is freed",
+			 why);
+		return true;
+	}
+	if (ret) {
+		snprintf(detail, len, "platform error: cannot check the outcome journal %s: %s",
+			 j.dir, strerror(-ret));
+		return true;
+	}
+	return false;
 }

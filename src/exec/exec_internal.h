@@ -29,7 +29,11 @@ int exec_call_runner(const struct exec_ctx *ctx, const struct sandbox_spec *spec
 enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
 			    int *rule, char *detail, size_t detail_len);
 
-/* Admission: paused or disabled tenant, agent requirement, then one
+/* Whether the journal's disk is below its reserve (or cannot be checked):
+ * then `detail` says so, naming the path, and new runs are refused. */
+bool exec_journal_full(char *detail, size_t len);
+
+/* Admission: the journal's disk, paused or disabled tenant, agent requirement, then one
  * concurrency slot (waiting per the policy). Returns SG_CAUSE_OK with
  * *slot held, or the refusal's cause with *refusal and `detail` set. */
 enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,

@@ -42,13 +42,8 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 				 : base->limits.memory_mb;
 	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
-		exec_book(ctx, &(struct exec_booking){ .mode = "run",
-						       .batch_id = id,
-						       .attempt = 0,
-						       .final = true,
-						       .cause = res->cause,
-						       .rule = -1,
-						       .detail = res->detail });
+		res->cause = exec_book_refusal(ctx, "run", id, res->cause, 0, res->detail,
+					       sizeof(res->detail));
 		return 0;
 	}
 	/* A private copy carries the request's memory limit to the sandbox. */
@@ -74,18 +69,24 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		enum sg_cause cause =
 			exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
 		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
+		int err = exec_book(
+			ctx, &(struct exec_booking){ .mode = "run",
+						     .batch_id = id,
+						     .attempt = attempt,
+						     .final = !again,
+						     .cause = cause,
+						     .rule = rule,
+						     .wall_ms = r.wall_ms,
+						     .run = &r,
+						     .invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT,
+						     .detail = res->detail });
 
-		exec_book(ctx,
-			  &(struct exec_booking){ .mode = "run",
-						  .batch_id = id,
-						  .attempt = attempt,
-						  .final = !again,
-						  .cause = cause,
-						  .rule = rule,
-						  .wall_ms = r.wall_ms,
-						  .run = &r,
-						  .invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT,
-						  .detail = res->detail });
+		if (err) { /* unbooked: what ran is withheld */
+			cause = exec_book_failed(err, cause, res->detail, sizeof(res->detail));
+			rule = -1;
+			again = false;
+			rc = -EIO;
+		}
 		res->attempts = attempt;
 		if (again) {
 			sandbox_result_free(&r);

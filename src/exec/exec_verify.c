@@ -107,15 +107,21 @@ static void run_test(struct verify_job *job, size_t i)
 				VERIFY_FAIL; /* a wrong answer: the run itself was fine (cause ok) */
 		}
 		snprintf(booked, sizeof(booked), "test %zu: %s", i, detail);
-		exec_book(ctx, &(struct exec_booking){ .mode = "verify",
-						       .batch_id = job->batch_id,
-						       .attempt = attempt,
-						       .final = false,
-						       .cause = cause,
-						       .rule = rule,
-						       .wall_ms = r.wall_ms,
-						       .run = &r,
-						       .detail = detail[0] ? booked : NULL });
+		int err = exec_book(ctx,
+				    &(struct exec_booking){ .mode = "verify",
+							    .batch_id = job->batch_id,
+							    .attempt = attempt,
+							    .final = false,
+							    .cause = cause,
+							    .rule = rule,
+							    .wall_ms = r.wall_ms,
+							    .run = &r,
+							    .detail = detail[0] ? booked : NULL });
+		if (err) { /* unbooked: the test has no verdict */
+			cause = exec_book_failed(err, cause, detail, sizeof(detail));
+			status = VERIFY_ERROR;
+			again = false;
+		}
 		note_run(job, i, status != VERIFY_PASS && !again, &r);
 		t->status = status;
 		t->cause = cause;
@@ -232,14 +238,8 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 	res->cause = exec_admit(ctx, &slots[0], &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
 		res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
-		exec_book(ctx, &(struct exec_booking){ .mode = "verify",
-						       .batch_id = batch_id,
-						       .attempt = 0,
-						       .final = true,
-						       .cause = res->cause,
-						       .rule = -1,
-						       .wall_ms = res->wall_ms,
-						       .detail = res->detail });
+		res->cause = exec_book_refusal(ctx, "verify", batch_id, res->cause, res->wall_ms,
+					       res->detail, sizeof(res->detail));
 		return 0;
 	}
 	n_slots = 1;
@@ -270,15 +270,23 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		res->stats = st;
 	}
 	res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
-	exec_book(ctx, &(struct exec_booking){ .mode = "verify",
-					       .batch_id = batch_id,
-					       .attempt = 1,
-					       .final = true,
-					       .cause = res->cause,
-					       .rule = -1,
-					       .wall_ms = res->wall_ms,
-					       .stats = res->cause == SG_CAUSE_OK ? &st : NULL,
-					       .detail = res->detail });
+	int err = exec_book(ctx,
+			    &(struct exec_booking){ .mode = "verify",
+						    .batch_id = batch_id,
+						    .attempt = 1,
+						    .final = true,
+						    .cause = res->cause,
+						    .rule = -1,
+						    .wall_ms = res->wall_ms,
+						    .stats = res->cause == SG_CAUSE_OK ? &st : NULL,
+						    .detail = res->detail });
+	if (err) { /* unbooked: no reward is returned */
+		res->cause = exec_book_failed(err, res->cause, res->detail, sizeof(res->detail));
+		res->reward = -1;
+		free(res->scores);
+		res->scores = NULL;
+		res->n_scores = 0;
+	}
 	pthread_mutex_destroy(&job.lock);
 	return 0;
 }

@@ -1,5 +1,6 @@
 /* cgroup helpers shared by the agent and the executor. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -189,29 +190,45 @@ static void sigkill_pid(pid_t pid)
 	kill(pid, SIGKILL);
 }
 
-int cgroup_kill(const char *path, int timeout_ms)
+/* SIGKILL every process of the cgroup and of its descendants (children of
+ * a sandbox's cgroup are the sandbox). -ENOENT when the cgroup is gone. */
+static int kill_tree(const char *path, int depth)
+{
+	char sub[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int err = for_each_pid(path, "cgroup.procs", sigkill_pid);
+
+	if (err == -ENOENT || depth >= 16)
+		return err < 0 ? err : 0;
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+		    (size_t)snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) < sizeof(sub))
+			kill_tree(sub, depth + 1);
+	closedir(d);
+	return 0;
+}
+
+/* Kill (cgroup.kill, else SIGKILL to each task) until the cgroup is empty
+ * or gone, for at most timeout_ms. */
+static int kill_until_empty(const char *path, int timeout_ms, bool kill_file)
 {
 	uint64_t deadline = clock_ms(CLOCK_MONOTONIC) + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-	bool use_kill_file = cgroup_kill_supported(path);
 	int err;
 
 	for (;;) {
-		if (use_kill_file) {
-			err = write_file(path, "cgroup.kill", "1");
-			if (err == -ENOENT)
-				return 0; /* the cgroup is already gone */
-			if (err) {
-				sg_warn("cgroup.kill on %s: %s; falling back to SIGKILL over cgroup.procs",
-					path, strerror(-err));
-				use_kill_file = false;
-			}
-		}
-		if (!use_kill_file) {
-			/* A fork racing the scan lands in cgroup.procs and is caught
-			 * by the next pass. */
-			err = for_each_pid(path, "cgroup.procs", sigkill_pid);
-			if (err == -ENOENT)
-				return 0;
+		/* A fork racing a pass is caught by the next one. */
+		err = kill_file ? write_file(path, "cgroup.kill", "1") : kill_tree(path, 0);
+		if (err == -ENOENT)
+			return 0; /* the cgroup is already gone */
+		if (err && kill_file) {
+			sg_warn("cgroup.kill on %s: %s; killing each task instead", path,
+				strerror(-err));
+			kill_file = false;
+			continue;
 		}
 		if (cgroup_is_empty(path))
 			return 0;
@@ -219,4 +236,25 @@ int cgroup_kill(const char *path, int timeout_ms)
 			return -ETIMEDOUT;
 		usleep(1000);
 	}
+}
+
+int cgroup_kill_by_freezing(const char *path, int timeout_ms)
+{
+	/* Frozen, the tasks cannot fork while they are killed one by one;
+	 * a frozen task still dies of SIGKILL. Where there is no freezer (a
+	 * v1 hierarchy), the passes race the forks and win in the end. */
+	bool frozen = write_file(path, "cgroup.freeze", "1") == 0;
+	int err = kill_until_empty(path, timeout_ms, false);
+
+	/* Not empty in time: it stays frozen, its tasks cannot run. */
+	if (frozen && !err)
+		write_file(path, "cgroup.freeze", "0");
+	return err;
+}
+
+int cgroup_kill(const char *path, int timeout_ms)
+{
+	if (cgroup_kill_supported(path))
+		return kill_until_empty(path, timeout_ms, true);
+	return cgroup_kill_by_freezing(path, timeout_ms);
 }

@@ -19,10 +19,14 @@ int sandguard_root(char *buf, size_t len, bool create);
 /* cgroup id of a cgroup2 directory (its inode number). */
 int cgroup_id_of(const char *path, uint64_t *id);
 
-/* Empty a cgroup: cgroup.kill where the kernel has it, else SIGKILL over
- * cgroup.procs until it is empty. Waits (bounded by timeout_ms) until no
+/* Empty a cgroup: cgroup.kill where the kernel has it, else
+ * cgroup_kill_by_freezing(). Waits (bounded by timeout_ms) until no
  * process is left. Returns 0 when empty, -ETIMEDOUT, or -errno. */
 int cgroup_kill(const char *path, int timeout_ms);
+/* The kill without cgroup.kill (kernels before 5.14): freeze the cgroup,
+ * SIGKILL each task of it and of its descendants until it is empty, thaw.
+ * cgroup_kill() uses it where cgroup.kill is missing. */
+int cgroup_kill_by_freezing(const char *path, int timeout_ms);
 bool cgroup_kill_supported(const char *path);
 bool cgroup_is_empty(const char *path);
 int cgroup_count_procs(const char *path, const char *file /* "cgroup.procs" or "cgroup.threads" */);

@@ -26,6 +26,7 @@
 #include "lib/fs_util.h"
 #include "lib/clock.h"
 #include "control/agent_client.h"
+#include "control/enroll.h"
 #include "lib/log.h"
 #include "sandbox.h"
 #include "sandbox_cgroup.h"
@@ -36,9 +37,10 @@
 #include "sandbox_seccomp.h"
 #include "sandbox_slots.h"
 
-#define LINGER_MS         100 /* pipe data after the main process exited */
-#define AGENT_REGISTER_MS 1000
-#define AGENT_VERDICT_MS  200 /* bounds the round trip, and a kill notice in flight */
+#define LINGER_MS         100  /* pipe data after the main process exited */
+#define AGENT_REGISTER_MS 250  /* the notification only: enforcement is already in place */
+#define AGENT_COMPILE_MS  2000 /* a tenant's policy file the agent has not compiled yet */
+#define AGENT_VERDICT_MS  200  /* bounds the round trip, and a kill notice in flight */
 #define KILL_WAIT_MS      2000
 #define PIPE_BYTES        (256 * 1024)
 
@@ -142,6 +144,47 @@ static int make_scratch(struct run *r)
 	return 0;
 }
 
+/* The kernel enforces the tenant's policy on the sandbox before any of
+ * its code runs, or the run is refused: the executor writes the
+ * sandbox's entries into the agent's pinned maps itself and tells the
+ * agent after (src/control/enroll.h). No pins at all (no agent on this
+ * node): the executor's own layers, unless the policy requires the agent. */
+static int register_with_agent(struct run *r)
+{
+	const struct sandbox_spec *s = r->spec;
+	struct sg_enroll_request req = {
+		.tenant = s->tenant,
+		.sandbox = r->res->sandbox_id,
+		.run_id = s->run_id,
+		.batch_id = s->batch_id,
+		.cgroup_id = r->cg.id,
+		.scratch = r->scratch,
+		.policy = s->policy,
+		.agent = s->agent,
+		.compile_timeout_ms = AGENT_COMPILE_MS,
+		.notify_timeout_ms = AGENT_REGISTER_MS,
+	};
+	struct sg_enroll_result res;
+	int err = sg_enroll_sandbox(&req, &res);
+
+	if (err)
+		return fail(r, err, "sandbox %s not started: %s", r->res->sandbox_id, res.detail);
+	r->registered = res.notified;
+	r->res->agent_enforced = res.enforced;
+	if (!res.enforced) {
+		sg_warn("sandbox %s: %s", r->res->sandbox_id, res.detail);
+		return 0;
+	}
+	/* The agent kills a fork bomb at max_tasks and books it as a fork
+	 * violation; pids.max stays as the kernel's backstop, a little above,
+	 * so that the agent's limit is the one that trips. */
+	err = sb_cgroup_pids_backstop(&r->cg, &s->policy->limits);
+	if (err)
+		return fail(r, err, "cannot raise pids.max for sandbox %s: %s", r->res->sandbox_id,
+			    strerror(-err));
+	return 0;
+}
+
 static int make_cgroup(struct run *r)
 {
 	const struct sandbox_spec *s = r->spec;
@@ -154,35 +197,7 @@ static int make_cgroup(struct run *r)
 		return fail(r, err, "%s", detail);
 	r->cgroup_made = true;
 	r->res->cgroup_id = r->cg.id;
-	if (!s->agent)
-		return 0;
-	err = agent_register(s->agent, s->tenant, r->res->sandbox_id, s->run_id, s->batch_id,
-			     r->cg.id, r->scratch, AGENT_REGISTER_MS);
-	if (!err) {
-		r->registered = true;
-		r->res->agent_enforced = true;
-		/* The agent kills a fork bomb at max_tasks and books it as a
-		 * fork violation; pids.max stays as the kernel's backstop, a
-		 * little above, so that the agent's limit is the one that trips. */
-		err = sb_cgroup_pids_backstop(&r->cg, &s->policy->limits);
-		if (err)
-			return fail(r, err, "cannot raise pids.max for sandbox %s: %s",
-				    r->res->sandbox_id, strerror(-err));
-		return 0;
-	}
-	/* The agent enforces on the cgroup anyway (it watches the root), with
-	 * identities of files this executor's sandboxes do not see. */
-	if (err == -EXDEV)
-		return fail(r, err,
-			    "the agent resolves policy paths in another root filesystem than "
-			    "this executor's: fix the deployment (agent --host-root)");
-	if (s->policy->require_agent)
-		return fail(r, err,
-			    "the agent did not take sandbox %s: %s (policy requires the agent)",
-			    r->res->sandbox_id, strerror(-err));
-	sg_warn("agent did not take sandbox %s (%s); running on the executor's own layers",
-		r->res->sandbox_id, strerror(-err));
-	return 0;
+	return register_with_agent(r);
 }
 
 /* Whether the egress allowlist lets any UDP out (a UDP or any-protocol

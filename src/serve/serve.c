@@ -8,10 +8,11 @@
  *
  * GET /healthz (liveness): 200 while the process answers, with counts.
  * GET /readyz (readiness): 503 while draining, while no token is loaded,
- * and while the node's agent is not enforcing (no agent answers, or it has
- * no programs attached) if any policy in the policy directory requires it
- * (require_agent): a Service then sends the trainer's requests to nodes
- * that can run them. */
+ * while the outcome journal's disk is below its reserve (the executor
+ * refuses every run then), and while the node's agent is not enforcing
+ * (no agent answers, or it has no programs attached) if any policy in the
+ * policy directory requires it (require_agent): a Service then sends the
+ * trainer's requests to nodes that can run them. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -27,6 +28,7 @@
 #include "lib/log.h"
 #include "serve_http.h"
 #include "serve_internal.h"
+#include "telemetry/journal.h"
 
 #define FDS_RESERVED    64 /* logs, policy files, the agent socket, ... */
 #define FDS_PER_SANDBOX 32 /* pipes, cgroup files, the slot lock, scratch */
@@ -276,6 +278,19 @@ static bool agent_enforcing(char *why, size_t len)
 	return ok;
 }
 
+/* The outcome journal's disk is below its reserve: the executor refuses
+ * every run then (platform_error naming the disk), so take no traffic. */
+static bool journal_full(char *why, size_t len)
+{
+	struct journal j;
+	uint64_t free_bytes = 0;
+
+	if (journal_init(&j, NULL) || journal_space(&j, &free_bytes) != -ENOSPC)
+		return false;
+	journal_space_describe(&j, free_bytes, why, len);
+	return true;
+}
+
 void serve_readyz(struct serve *s, struct serve_reply *rp)
 {
 	char which[256], why[512];
@@ -285,6 +300,8 @@ void serve_readyz(struct serve *s, struct serve_reply *rp)
 		reason = "draining: shutting down";
 	else if (s->tokens && !serve_tokens_count(s->tokens))
 		reason = "no tenant token is loaded";
+	else if (journal_full(why, sizeof(why)))
+		reason = why;
 	else if (agent_required(s->policy_dir, which, sizeof(which)) &&
 		 !agent_enforcing(why, sizeof(why))) {
 		snprintf(why + strlen(why), sizeof(why) - strlen(why),

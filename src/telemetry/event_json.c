@@ -34,10 +34,11 @@ static const char *const action_names[] = {
 };
 
 static const char *const hook_names[] = {
-	[SG_HOOK_CONNECT4] = "connect4",         [SG_HOOK_CONNECT6] = "connect6",
-	[SG_HOOK_SENDMSG4] = "sendmsg4",         [SG_HOOK_SENDMSG6] = "sendmsg6",
-	[SG_HOOK_CONNECT_UNIX] = "connect_unix", [SG_HOOK_SENDMSG_UNIX] = "sendmsg_unix",
-	[SG_HOOK_SKB_EGRESS] = "skb_egress",
+	[SG_HOOK_CONNECT4] = "connect4",           [SG_HOOK_CONNECT6] = "connect6",
+	[SG_HOOK_SENDMSG4] = "sendmsg4",           [SG_HOOK_SENDMSG6] = "sendmsg6",
+	[SG_HOOK_CONNECT_UNIX] = "connect_unix",   [SG_HOOK_SENDMSG_UNIX] = "sendmsg_unix",
+	[SG_HOOK_SKB_EGRESS] = "skb_egress",       [SG_HOOK_LSM_UNIX_CONNECT] = "lsm_unix_connect",
+	[SG_HOOK_LSM_UNIX_SEND] = "lsm_unix_send", [SG_HOOK_LSM_UNIX_BIND] = "lsm_unix_bind",
 };
 
 const char *event_type_name(uint32_t type)
@@ -463,8 +464,14 @@ int event_to_json(const struct sg_event *e, const struct event_ctx *ctx, char *b
 		return -ENOMEM;
 
 	int64_t real_ns = (int64_t)e->ts_ns + (ctx ? ctx->boot_to_real_ns : 0);
-	json_t *o = event_head(ctx, real_ns, type, json_integer(e->pid), json_integer(e->ppid),
-			       json_integer(e->uid), json_field(e->comm, sizeof(e->comm)),
+	/* Unknown is null, never a 0 that reads as root (skb_egress events
+	 * run in no task; sock_addr programs do not see the parent). */
+	bool task = !(e->flags & SG_EVF_NO_TASK);
+	bool ppid = task && !(e->flags & SG_EVF_NO_PPID);
+	json_t *o = event_head(ctx, real_ns, type, task ? json_integer(e->pid) : json_null(),
+			       ppid ? json_integer(e->ppid) : json_null(),
+			       task ? json_integer(e->uid) : json_null(),
+			       task ? json_field(e->comm, sizeof(e->comm)) : json_null(),
 			       json_name_or_null(rule));
 	return finish(o, detail, action, buf, len);
 }

@@ -1,5 +1,5 @@
 /* The per-tenant ledger: booking and reading. See src/telemetry/ledger.h; the
- * state file is in ledger_file.c. */
+ * checkpoint document is in ledger_json.c, its file in ledger_file.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -118,6 +118,7 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 {
 	struct ledger_tenant *t;
 	bool violation = o->cause == SG_CAUSE_TENANT_POLICY_VIOLATION;
+	enum sg_fault_class class;
 	char tenant[SG_TENANT_MAX];
 
 	if (!memchr(o->tenant, '\0', sizeof(o->tenant)))
@@ -125,24 +126,27 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 	snprintf(tenant, sizeof(tenant), "%s", o->tenant);
 	if (tenant_check(tenant))
 		return -EINVAL;
-	if ((unsigned)o->cause >= SG_CAUSE__COUNT ||
+	if ((unsigned)o->cause >= SG_CAUSE__COUNT || (unsigned)o->mode >= SG_MODE__COUNT ||
 	    (violation && (o->rule < 0 || o->rule >= SG_RULE__COUNT))) {
 		sg_warn("ledger: refusing an outcome for '%s' with cause %d rule %d", tenant,
 			(int)o->cause, o->rule);
 		return -EINVAL;
 	}
+	class = outcome_class(o->mode, o->cause);
 	pthread_mutex_lock(&l->lock);
 	t = tenant_row(l, tenant);
 	if (t) {
 		t->attempts++;
-		if (o->cause != SG_CAUSE_OK) {
+		if (class == SG_CLASS_VERDICT)
+			t->verdicts[o->cause]++;
+		else if (o->cause != SG_CAUSE_OK)
 			t->failures[o->cause]++;
-			t->failures_by_class[cause_class(o->cause)]++;
-		}
+		if (o->cause != SG_CAUSE_OK)
+			t->failures_by_class[class]++;
 		if (violation)
 			t->violations[o->rule]++;
 		if (o->final) {
-			if (o->cause == SG_CAUSE_OK)
+			if (o->cause == SG_CAUSE_OK || class == SG_CLASS_VERDICT)
 				t->batches_ok++;
 			else
 				t->batches_failed++;

@@ -38,6 +38,15 @@ enum sg_fault_class cause_class(enum sg_cause c)
 	}
 }
 
+enum sg_fault_class outcome_class(enum sg_mode mode, enum sg_cause cause)
+{
+	enum sg_fault_class c = cause_class(cause);
+
+	if (mode != SG_MODE_BATCH && c == SG_CLASS_TENANT_CODE && cause != SG_CAUSE_TENANT_PAUSED)
+		return SG_CLASS_VERDICT;
+	return c;
+}
+
 const char *fault_class_name(enum sg_fault_class c)
 {
 	switch (c) {
@@ -45,7 +54,28 @@ const char *fault_class_name(enum sg_fault_class c)
 		return "tenant_code";
 	case SG_CLASS_PLATFORM:
 		return "platform";
+	case SG_CLASS_VERDICT:
+		return "verdict";
 	default:
 		return "none";
 	}
+}
+
+static const char *const mode_names[SG_MODE__COUNT] = {
+	[SG_MODE_BATCH] = "batch",
+	[SG_MODE_VERIFY] = "verify",
+	[SG_MODE_RUN] = "run",
+};
+
+const char *mode_name(enum sg_mode m)
+{
+	return (unsigned)m < SG_MODE__COUNT ? mode_names[m] : "unknown";
+}
+
+int mode_from_name(const char *name)
+{
+	for (int i = 0; name && i < SG_MODE__COUNT; i++)
+		if (!strcmp(name, mode_names[i]))
+			return i;
+	return -1;
 }

@@ -1,6 +1,6 @@
 /* Batch outcomes: the causes every failure is booked to, and their class.
- * Shared by the executor (which decides them), the agent's ledger (which
- * counts them) and the metrics. */
+ * Shared by the executor (which decides them and journals them), the
+ * agent's ledger (which folds the journal) and the metrics. */
 #ifndef SG_OUTCOME_H
 #define SG_OUTCOME_H
 #include <stdbool.h>
@@ -21,20 +21,40 @@ enum sg_cause {
 };
 
 /* The runbook's classes: a tenant code fault is surfaced to the customer,
- * a platform fault spends the platform's error budget. */
+ * a platform fault spends the platform's error budget. A verdict is
+ * nobody's fault: a model-written program (verifier mode, run-once) that
+ * failed its run; the failure is the reward (0), the runbook's "no fault"
+ * class. */
 enum sg_fault_class {
 	SG_CLASS_NONE = 0,
 	SG_CLASS_TENANT_CODE,
 	SG_CLASS_PLATFORM,
+	SG_CLASS_VERDICT,
 };
+
+/* What ran: the tenant's reward program over a batch, a model-written
+ * program against tests, or one run of a model-written program. */
+enum sg_mode { SG_MODE_BATCH = 0, SG_MODE_VERIFY, SG_MODE_RUN, SG_MODE__COUNT };
 
 const char *cause_name(enum sg_cause c); /* "tenant_timeout", ... */
 int cause_from_name(const char *name);   /* -1 if unknown */
+/* The class of a cause in batch mode. */
 enum sg_fault_class cause_class(enum sg_cause c);
-const char *fault_class_name(enum sg_fault_class c); /* "none", "tenant_code", "platform" */
+/* The class of an outcome: in verifier and run-once mode, the tenant causes
+ * of a run (timeout, bad output, crash, oom, policy violation) are the
+ * program's verdict, never the tenant's fault; tenant_paused (an admission
+ * refusal) and platform_error keep their class in every mode. */
+enum sg_fault_class outcome_class(enum sg_mode mode, enum sg_cause cause);
+/* "none", "tenant_code", "platform", "verdict" */
+const char *fault_class_name(enum sg_fault_class c);
+const char *mode_name(enum sg_mode m); /* "batch", "verify", "run" */
+int mode_from_name(const char *name);  /* -1 if unknown */
 
-/* One attempt's outcome, as the executor reports it to the agent. */
+/* One attempt's outcome, as the executor journals it (telemetry/journal.h
+ * has the record) and the agent's ledger folds it. */
 struct sg_outcome {
+	char id[SG_ID_BUF]; /* the outcome id: the attempt's sandbox id, or a fresh one */
+	enum sg_mode mode;
 	char tenant[SG_TENANT_MAX];
 	char run_id[SG_ID_BUF];
 	char batch_id[SG_ID_BUF];
@@ -48,8 +68,11 @@ struct sg_outcome {
 	uint32_t n_scores; /* valid scores (cause ok) */
 	double score_mean;
 	double score_var;
-	bool constant; /* all scores equal (degenerate batch) */
-	bool invalid;  /* failed the schema gate */
+	bool constant;       /* all scores equal (degenerate batch) */
+	bool invalid;        /* failed the schema gate */
+	uint64_t ts_ms;      /* wall clock (ms since the epoch) when booked */
+	uint64_t started_ms; /* wall clock when the attempt started (ts_ms - wall_ms) */
+	int pid;             /* the executor that booked it */
 };
 
 #endif

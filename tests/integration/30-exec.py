@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import exit_code, report, uid_base  # noqa: E402
+import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -72,11 +73,7 @@ class Env:
         return e
 
     def outcomes(self):
-        path = os.path.join(self.log, "outcomes.jsonl")
-        if not os.path.exists(path):
-            return []
-        with open(path) as f:
-            return [json.loads(line) for line in f]
+        return sgjournal.read(self.state)
 
     def cleanup(self):
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Attribution end to end: an agent kill reaches the executor's result as
 tenant_policy_violation with the right rule (never tenant_crash); the
-executor's outcomes land in the agent's ledger per tenant and class; the
-counts survive an agent restart; a telemetry outage never fails a batch."""
+executor's outcomes land in the agent's ledger per tenant and class, through
+the journal, also those booked while no agent ran; a model-written program's
+failure (verifier mode) is its verdict, never the tenant's fault; the counts
+survive an agent restart; a telemetry outage never fails a batch."""
 import json
 import os
 import subprocess
@@ -11,6 +13,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import Agent, check, finish, skip  # noqa: E402
+import sgjournal  # noqa: E402
 
 EGRESS = """import json, socket, sys
 b = json.load(sys.stdin)
@@ -40,11 +43,19 @@ print("[" + ",".join(["NaN"] * len(b["items"])) + "]")
 
 
 def ledger(agent):
-    r = agent.run(["top", "--json"])
+    return {t["tenant"]: t for t in sgjournal.top(agent).get("tenants", [])}
+
+
+def verify_case(a, prog):
+    tests = os.path.join(a.dir, "tests.json")
+    with open(tests, "w") as f:
+        json.dump([{"input": "1 2", "output": "3"}], f)
+    r = a.run(["exec", "--tenant", "alpha", "--policy-dir", a.policy_dir, "--tests", tests,
+               "--", "/usr/bin/python3", prog])
     try:
-        return {t["tenant"]: t for t in json.loads(r.stdout)["tenants"]}
-    except (ValueError, KeyError):
-        return {}
+        return json.loads(r.stdout), r
+    except ValueError:
+        return None, r
 
 
 def main():
@@ -75,30 +86,56 @@ def main():
         for _ in range(2):
             a.exec_batch("alpha", progs["nan"])
         a.exec_batch("alpha", progs["good"])
-        time.sleep(1.5)  # the agent persists its ledger every second
-        before = ledger(a)
+        state = a.env["SANDGUARD_STATE_DIR"]
+        t = sgjournal.settled(a)
+        before = {row["tenant"]: row for row in t.get("tenants", [])}
         alpha, bravo = before.get("alpha", {}), before.get("bravo", {})
         fa, fb = alpha.get("failures", {}), bravo.get("failures", {})
+        check(t.get("source") == "agent", "top shows the agent's own ledger", str(t)[:300])
         check(fa.get("tenant_bad_output") == 2 and fa.get("tenant_policy_violation") == 1
               and fb.get("tenant_policy_violation") == 2 and fb.get("tenant_bad_output") == 0,
               "the ledger books each failure once, in its tenant's column",
               "alpha %s bravo %s" % (fa, fb))
-        check(alpha.get("batches_ok") == 1 and alpha.get("platform_faults") == 0
-              and bravo.get("platform_faults") == 0,
+        check(alpha.get("batches_ok") == 2,
+              "the batch run before the agent started is in the ledger too (the journal keeps it)",
+              str(alpha))
+        check(alpha.get("platform_faults") == 0 and bravo.get("platform_faults") == 0,
               "tenant faults are never booked as platform faults", str(before))
         check(alpha.get("kills", {}).get("egress") == 1 and bravo.get("kills", {}).get("fork") == 1,
               "kills are booked per tenant and rule", str({k: v.get("kills") for k, v in before.items()}))
 
+        # Verifier mode: the model-written program fails its test. That is
+        # the verdict (reward 0), never the tenant's fault.
+        r, raw = verify_case(a, progs["nan"])
+        check(r is not None and r["cause"] == "ok" and r["reward"] == 0,
+              "verifier mode: a failing program is reward 0, cause ok", raw.stdout[-300:] + raw.stderr[-300:])
+        runs = [x for x in sgjournal.read(state) if x["mode"] == "verify" and not x["final"]]
+        check(len(runs) == 1 and runs[0]["class"] in ("verdict", "none"),
+              "verifier mode: the run's journal record is class verdict, not tenant_code", str(runs))
+        t = sgjournal.settled(a)
+        alpha2 = {row["tenant"]: row for row in t.get("tenants", [])}.get("alpha", {})
+        check(alpha2.get("tenant_faults") == alpha.get("tenant_faults")
+              and alpha2.get("failures") == fa,
+              "verifier mode: the tenant's fault counts do not move", "%s -> %s" % (alpha, alpha2))
+
         a.stop()
-        # A telemetry outage never fails a batch: no agent, the batch runs.
+        # A telemetry outage never fails a batch: no agent, the batch runs,
+        # and it is booked (in the journal) all the same.
         r, raw = a.exec_batch("alpha", progs["good"])
         check(r is not None and r["cause"] == "ok", "agent down: the batch is still ok", raw.stderr[-300:])
         if not a.start():
             check(False, "agent restarts", "")
             return
-        after = ledger(a)
+        t = sgjournal.settled(a)
+        after = {row["tenant"]: row for row in t.get("tenants", [])}
         check(after.get("alpha", {}).get("failures") == fa and after.get("bravo", {}).get("failures") == fb,
               "counts survive an agent restart", "before %s after %s" % (before, after))
+        check(after.get("alpha", {}).get("batches_ok") == alpha2.get("batches_ok", 0) + 1,
+              "the batch booked while the agent was down is counted after its restart",
+              "before %s after %s" % (alpha2, after.get("alpha")))
+        rep = sgjournal.exactly_once(state, t)
+        check(not rep["problems"], "journal and ledger agree: " + sgjournal.summary(rep),
+              "; ".join(rep["problems"]))
         host_root(a, progs)
     finally:
         a.cleanup()

@@ -6,7 +6,6 @@ Also `promtool check metrics` on the agent's live exposition."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import Agent, check, finish, skip  # noqa: E402
+from sgtest import free_port  # noqa: E402
 
 NAN = """import json, sys
 b = json.load(sys.stdin)
@@ -33,14 +33,6 @@ GOOD = """import json, sys
 b = json.load(sys.stdin)
 print(json.dumps([0.25 * (i % 4) for i in range(len(b["items"]))]))
 """
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get(url, timeout=5):
@@ -104,7 +96,7 @@ def main():
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
-                res = query(prom, 'sandguard_failures_total{job="sandguard"}')
+                res = query(prom, 'sandguard_failures_total{job="sandguard",class="tenant_code"}')
                 got = {(dict(k)["tenant"], dict(k)["cause"]): v for k, v in res.items()}
                 if all(got.get(k) == v for k, v in want.items()):
                     break
@@ -121,14 +113,23 @@ def main():
         plat = query(prom, 'sum by (tenant) (sandguard_failures_total{class="platform"})')
         check(all(v == 0 for v in plat.values()), "no induced tenant fault is counted as a platform fault",
               str(plat))
+        verd = query(prom, 'sum by (tenant) (sandguard_failures_total{class="verdict"})')
+        check(verd and all(v == 0 for v in verd.values()),
+              "batch-mode failures are never counted as verdicts (class verdict is exported, at 0)",
+              str(verd))
         inv = query(prom, 'sandguard_invalid_batches_total')
         invd = {dict(k)["tenant"]: v for k, v in inv.items()}
         check(invd.get("alpha") == 3, "invalid (NaN) batches are exported per tenant", str(invd))
+        booked = query(prom, 'sandguard_journal_records_total{result="booked"}')
+        check(sum(booked.values()) == len(plan),
+              "every exec run is folded from the journal exactly once", str(booked))
+        rebuilds = query(prom, 'sum(sandguard_ledger_rebuilds_total)')
+        check(all(v == 0 for v in rebuilds.values()), "no ledger rebuild on a clean start", str(rebuilds))
         labels = set()
         for k in query(prom, '{__name__=~"sandguard_.*", job="sandguard"}'):
             labels.update(name for name, _ in k)
         bad = labels - {"__name__", "job", "instance", "tenant", "cause", "class", "type", "action", "rule",
-                        "feature", "mode", "status", "result", "le", "version"}
+                        "feature", "mode", "status", "result", "reason", "le", "version"}
         check(not bad, "labels stay bounded (no sandbox, run, pid or path)", "unexpected labels %s" % bad)
     finally:
         if prom_proc:

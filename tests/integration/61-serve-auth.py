@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import exit_code, report  # noqa: E402
 from sgagent import Agent  # noqa: E402
-from sgserve import BIN, UID_BASE, Env, Server, can_run, outcomes_in, run_cases, verl_request, verl_verdict  # noqa: E402
+from sgserve import BIN, UID_BASE, Env, Server, can_run, run_cases, verl_request, verl_verdict  # noqa: E402
+import sgjournal  # noqa: E402
 
 INVENTED = 5000
 THREADS = 8
@@ -74,7 +75,7 @@ def snapshot(agent, env):
         "agent tenants": sorted(t["tenant"] for t in status.get("tenants", [])),
         "pinned tenant names": pinned_names(names),
         "ledger tenants": ledger_tenants,
-        "bookings": len(outcomes_in(agent.env["SANDGUARD_STATE_DIR"], os.path.join(env.dir, "log"))),
+        "bookings": len(sgjournal.read(agent.env["SANDGUARD_STATE_DIR"])),
         "tenant cgroups": sorted(d for d in os.listdir(cg) if os.path.isdir(os.path.join(cg, d)))
         if os.path.isdir(cg) else [],
         "scratch": sorted(os.listdir(agent.scratch)),
@@ -212,8 +213,7 @@ def main():
                 report("SKIP", "serve tokens", "the agent did not start: %s" % f.read()[-300:].replace("\n", " "))
             return exit_code()
         srv = Server(env, "--tokens", tokens, "--policy-dir", agent.policy_dir,
-                     env_override=dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE),
-                                       SANDGUARD_LOG_DIR=os.path.join(env.dir, "log")))
+                     env_override=dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE)))
         # The token first: acme then exists in the agent's tables and ledger,
         # which the flood must leave exactly as they are.
         cases = [("the token works in the path and as Bearer", t_token_works),

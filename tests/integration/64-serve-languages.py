@@ -28,7 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import exit_code, report  # noqa: E402
 from sgagent import Agent  # noqa: E402
-from sgserve import SRC, UID_BASE, Env, Server, can_run, outcomes_in, verl_request, verl_verdict  # noqa: E402
+from sgserve import SRC, UID_BASE, Env, Server, can_run, verl_request, verl_verdict  # noqa: E402
+import sgjournal  # noqa: E402
 import sglangs  # noqa: E402
 
 
@@ -46,12 +47,12 @@ def request(language, code, stdin="", run_timeout=10, compile_timeout=None):
     return body
 
 
-def booked(state_dir, log_dir, request_id):
-    return [o for o in outcomes_in(state_dir, log_dir)
+def booked(state_dir, request_id):
+    return [o for o in sgjournal.read(state_dir)
             if o["batch_id"] in (request_id, request_id + ".compile") and o["final"]]
 
 
-def one_language(language, srv, agent, log_dir, scratch):
+def one_language(language, srv, agent, scratch):
     """None, or why the language failed."""
     tenant = "lang-" + language
     memory_mb = agent_policy(agent, tenant)["limits"]["memory_mb"]
@@ -99,7 +100,7 @@ def one_language(language, srv, agent, log_dir, scratch):
         if sg["rule"] is not None:
             return "%s: the agent killed it (rule %s): %s" % (name, sg["rule"], json.dumps(resp)[:1500])
         # Booked once, final, with the cause answered; the ids join up.
-        lines = booked(agent.env["SANDGUARD_STATE_DIR"], log_dir, rid)
+        lines = booked(agent.env["SANDGUARD_STATE_DIR"], rid)
         last = [o for o in lines if o["batch_id"] == rid] or [o for o in lines if o["batch_id"] == rid + ".compile"]
         if len(last) != 1 or last[0]["cause"] != sg["cause"]:
             return "%s: bookings %s (answered %s)" % (name, lines, sg["cause"])
@@ -139,12 +140,11 @@ def main():
             with open(os.path.join(agent.dir, "agent.log")) as f:
                 report("SKIP", "serve languages", "the agent did not start: %s" % f.read()[-300:].replace("\n", " "))
             return exit_code()
-        log_dir = os.path.join(env.dir, "log")
         srv = Server(env, "--languages", ",".join(langs), "--policy-dir", agent.policy_dir,
-                     env_override=dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE), SANDGUARD_LOG_DIR=log_dir))
+                     env_override=dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE)))
         for lang in langs:
             try:
-                why = one_language(lang, srv, agent, log_dir, agent.scratch)
+                why = one_language(lang, srv, agent, agent.scratch)
             except Exception as e:   # noqa: BLE001 - every failure is a finding
                 why = "exception: %r" % e
             if why:

@@ -15,6 +15,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import cgroup2_mount, remove_cgroup_tree, report, uid_base  # noqa: E402
+import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
 SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -70,11 +71,8 @@ class Env:
             json.dump(p, f)
 
     def outcomes(self):
-        """Every booking, in order: the outcome log's lines, or the outcome
-        journal's (<state>/journal/outcomes-*.jsonl) where the executor
-        writes that instead; both have batch_id, attempt, final, cause,
-        class and mode."""
-        return outcomes_in(os.path.join(self.dir, "state"), self.log)
+        """Every booking, in order: the records of the outcome journal."""
+        return sgjournal.read(self.env["SANDGUARD_STATE_DIR"])
 
     def scratch_left(self):
         left = []
@@ -86,21 +84,6 @@ class Env:
         remove_cgroup_tree(self.cg_root)
         if not os.environ.get("SANDGUARD_KEEP_TEST_DIR"):
             shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def outcomes_in(state_dir, log_dir):
-    paths = [os.path.join(log_dir, "outcomes.jsonl")]
-    journal = os.path.join(state_dir, "journal")
-    if os.path.isdir(journal):
-        paths += [os.path.join(journal, n) for n in sorted(os.listdir(journal)) if n.startswith("outcomes-")]
-    out = []
-    for path in paths:
-        try:
-            with open(path) as f:
-                out += [json.loads(line) for line in f if line.endswith("\n")]
-        except FileNotFoundError:
-            pass
-    return out
 
 
 class Server:

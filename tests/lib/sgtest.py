@@ -6,6 +6,7 @@ Suites put this directory on sys.path:
     sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 """
 import os
+import socket
 import time
 
 failures = 0
@@ -39,6 +40,15 @@ def uid_base(default):
     $SANDGUARD_TEST_UID_SHIFT so that two checkouts can run the same suite
     at once on one machine without seeing each other's slot processes."""
     return default + int(os.environ.get("SANDGUARD_TEST_UID_SHIFT", "0"))
+
+
+def free_port():
+    """A TCP port free on loopback right now (for a server a test starts)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def _mounts():

@@ -3,11 +3,11 @@
  * sockets, and a count of what was booked. */
 #ifndef SG_TEST_SERVE_FIXTURE_H
 #define SG_TEST_SERVE_FIXTURE_H
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "journal_lines.h"
 #include "serve/serve_internal.h"
 
 /* mkdtemp `tmp` (a "/tmp/...-XXXXXX" template), point the executor at
@@ -63,44 +63,10 @@ static void fixture_write(const char *dir, const char *name, const char *text, m
 	assert_int_equal(chmod(path, mode), 0);
 }
 
-static size_t count_lines(const char *path)
-{
-	char line[8192];
-	size_t n = 0;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n++;
-	fclose(f);
-	return n;
-}
-
-/* Every booking is one line: of the outcome log ($SANDGUARD_LOG_DIR/
- * outcomes.jsonl), or of the outcome journal ($SANDGUARD_STATE_DIR/
- * journal/outcomes-*.jsonl) where the executor writes that instead. */
+/* Every booking is one record of the outcome journal. */
 static size_t bookings(void)
 {
-	const char *log = getenv("SANDGUARD_LOG_DIR"), *state = getenv("SANDGUARD_STATE_DIR");
-	char path[512];
-	struct dirent *de;
-	size_t n = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "%s/outcomes.jsonl", log ? log : ".");
-	n += count_lines(path);
-	snprintf(path, sizeof(path), "%s/journal", state ? state : ".");
-	d = opendir(path);
-	while (d && (de = readdir(d))) {
-		if (strncmp(de->d_name, "outcomes-", 9))
-			continue;
-		snprintf(path, sizeof(path), "%s/journal/%s", state, de->d_name);
-		n += count_lines(path);
-	}
-	if (d)
-		closedir(d);
-	return n;
+	return journal_count();
 }
 
 #endif

@@ -342,8 +342,10 @@ static void test_non_root_peer_refused(void **state)
 		if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)))
 			_exit(4);
 		send(fd, "{\"op\":\"register\",\"tenant\":\"x\"}\n", 31, MSG_NOSIGNAL);
-		/* The server closes without an answer. */
-		_exit(recv(fd, &c, 1, 0) == 0 ? 0 : 5);
+		/* The server closes without an answer (a reset, when it closed
+		 * with our request unread). */
+		ssize_t r = recv(fd, &c, 1, 0);
+		_exit(r == 0 || (r < 0 && errno == ECONNRESET) ? 0 : 5);
 	}
 	for (int i = 0; i < 400 && waitpid(pid, &status, WNOHANG) == 0; i++)
 		pump(f, 5);
@@ -367,7 +369,7 @@ static void test_full_table_evicts_idlest(void **state)
 	}
 	for (int i = 0; i < CONTROL_MAX_CLIENTS; i++) {
 		fds[i] = client(f);
-		if (i % 64 == 0)
+		if (i % 8 == 0) /* fewer than the 16 a pump accepts: the backlog never fills */
 			pump(f, 1);
 	}
 	pump(f, 50);

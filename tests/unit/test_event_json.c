@@ -123,6 +123,36 @@ static void test_egress_unix(void **state)
 	assert_non_null(strstr(buf, want));
 }
 
+/* Who sent a packet is unknown to the cgroup_skb program: null, never a 0
+ * that reads as root. sock_addr programs know the task, not its parent. */
+static void test_unknown_fields_are_null(void **state)
+{
+	struct sg_event e = base_event(SG_EV_EGRESS_DENIED, SG_ACTION_DENIED, SG_RULE_EGRESS);
+
+	e.net.family = AF_INET;
+	e.net.port = 53;
+	e.net.proto = IPPROTO_UDP;
+	e.net.hook = SG_HOOK_SKB_EGRESS;
+	memcpy(e.net.addr, "\x08\x08\x08\x08", 4);
+	e.pid = e.ppid = e.uid = 0;
+	e.comm[0] = 0;
+	e.flags = SG_EVF_NO_TASK;
+	assert_json(&e, HEAD "\"pid\":null,\"ppid\":null,\"uid\":null,\"comm\":null,"
+			     "\"type\":\"egress_denied\",\"rule\":\"egress\",\"detail\":{"
+			     "\"family\":\"inet\",\"dst\":\"8.8.8.8:53\",\"proto\":\"udp\","
+			     "\"hook\":\"skb_egress\"},\"action\":\"denied\"}");
+
+	e = base_event(SG_EV_EGRESS_DENIED, SG_ACTION_DENIED, SG_RULE_EGRESS);
+	e.net.family = AF_UNIX;
+	e.net.hook = SG_HOOK_LSM_UNIX_BIND;
+	memcpy(e.net.unix_path, "\0squat", 6);
+	e.flags = SG_EVF_NO_PPID;
+	assert_json(&e, HEAD "\"pid\":4242,\"ppid\":null,\"uid\":61000,\"comm\":\"python3\","
+			     "\"type\":\"egress_denied\",\"rule\":\"egress\",\"detail\":{"
+			     "\"family\":\"unix\",\"dst\":\"@squat\",\"proto\":null,"
+			     "\"hook\":\"lsm_unix_bind\"},\"action\":\"denied\"}");
+}
+
 static void test_fork_limit(void **state)
 {
 	struct sg_event e = base_event(SG_EV_FORK_LIMIT, SG_ACTION_KILLED, SG_RULE_FORK);
@@ -593,6 +623,7 @@ int main(void)
 		cmocka_unit_test(test_egress_inet),
 		cmocka_unit_test(test_egress_inet6),
 		cmocka_unit_test(test_egress_unix),
+		cmocka_unit_test(test_unknown_fields_are_null),
 		cmocka_unit_test(test_fork_limit),
 		cmocka_unit_test(test_exec),
 		cmocka_unit_test(test_exec_denied_hostile),

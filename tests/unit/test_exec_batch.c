@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include "exec/exec.h"
 #include "exec/exec_internal.h"
-#include "telemetry/outcome_log.h"
+#include "journal_lines.h"
 #include "exec/tenant_state.h"
 
 /* ---- the fake sandbox: a script of results, one per call ------------- */
@@ -125,24 +125,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* The outcome log, parsed: an array of line objects. */
+/* The journal's records, parsed: an array of objects. */
 static json_t *outcomes(void)
 {
-	char path[256], line[8192];
-	json_t *all = json_array();
-	FILE *f;
-
-	assert_int_equal(outcome_log_path(path, sizeof(path)), 0);
-	f = fopen(path, "r");
-	if (!f)
-		return all;
-	while (fgets(line, sizeof(line), f)) {
-		json_t *j = json_loads(line, 0, NULL);
-		assert_non_null(j);
-		json_array_append_new(all, j);
-	}
-	fclose(f);
-	return all;
+	return journal_lines();
 }
 
 static const char *str(json_t *o, const char *k)
@@ -180,10 +166,7 @@ static void expect_booked(const char *batch_id, const char *causes)
 
 static void truncate_log(void)
 {
-	char path[256];
-
-	assert_int_equal(outcome_log_path(path, sizeof(path)), 0);
-	unlink(path);
+	journal_clear();
 }
 
 /* ---- the cause of every sandbox ending -------------------------------- */

@@ -1,5 +1,7 @@
-/* The per-tenant ledger: booking, the class split, bad input, the tenant
- * cap, and the state file (round trip, missing, corrupt). */
+/* The per-tenant ledger: booking, the class split (verdicts included), bad
+ * input, the tenant cap, and the checkpoint file (round trip with the
+ * journal position, missing, a directory, a corrupt file moved aside but
+ * never by a read-only load, one bad tenant row dropped alone, version 1). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -99,6 +101,7 @@ static void test_class_split(void **state)
 {
 	struct ledger *l = ledger_new();
 	struct ledger_tenant t;
+	struct sg_outcome o;
 
 	for (int c = 0; c < SG_CAUSE__COUNT; c++)
 		book(l,
@@ -114,6 +117,32 @@ static void test_class_split(void **state)
 	assert_int_equal(t.failures_by_class[SG_CLASS_NONE], 0);
 	assert_int_equal(t.batches_ok, 1);
 	assert_int_equal(t.batches_failed, SG_CAUSE__COUNT - 1);
+
+	/* Model-written programs (verifier, run-once): a failed run is the
+	 * verdict, nobody's fault; paused and platform keep their class. */
+	for (int m = SG_MODE_VERIFY; m <= SG_MODE_RUN; m++)
+		for (int c = 0; c < SG_CAUSE__COUNT; c++) {
+			o = outcome("beta", c,
+				    c == SG_CAUSE_TENANT_POLICY_VIOLATION ? SG_RULE_EGRESS : -1,
+				    true, 1);
+			o.mode = m;
+			book(l, o);
+		}
+	t = get(l, "beta");
+	assert_int_equal(t.failures_by_class[SG_CLASS_TENANT_CODE], 2); /* paused x 2 */
+	assert_int_equal(t.failures_by_class[SG_CLASS_PLATFORM], 2);
+	assert_int_equal(t.failures_by_class[SG_CLASS_VERDICT], 10);
+	assert_int_equal(t.failures[SG_CAUSE_TENANT_CRASH], 0);
+	assert_int_equal(t.verdicts[SG_CAUSE_TENANT_CRASH], 2);
+	assert_int_equal(t.verdicts[SG_CAUSE_TENANT_PAUSED], 0);
+	assert_int_equal(t.failures[SG_CAUSE_TENANT_PAUSED], 2);
+	assert_int_equal(t.violations[SG_RULE_EGRESS], 2); /* still a security signal */
+	/* A delivered verdict is a request that worked; paused and platform did not. */
+	assert_int_equal(t.batches_ok, 2 + 10);
+	assert_int_equal(t.batches_failed, 4);
+	assert_int_equal(outcome_class(SG_MODE_BATCH, SG_CAUSE_TENANT_CRASH), SG_CLASS_TENANT_CODE);
+	assert_int_equal(outcome_class(SG_MODE_RUN, SG_CAUSE_TENANT_TIMEOUT), SG_CLASS_VERDICT);
+	assert_string_equal(fault_class_name(SG_CLASS_VERDICT), "verdict");
 	ledger_free(l);
 }
 
@@ -263,17 +292,30 @@ static void compare_tenant(const struct ledger_tenant *t, void *ctx)
 static void test_round_trip(void **state)
 {
 	struct ledger *a = populated(), *b = ledger_new();
+	struct journal_pos pos = { 7, 12345 };
+	struct ledger_checkpoint cp;
+	struct ledger_load_report rep;
+	struct sg_outcome o;
 	char others[256];
 
-	assert_int_equal(ledger_save(a, path), 0);
-	assert_int_equal(ledger_save(a, path), 0); /* over an existing file */
+	o = outcome("acme", SG_CAUSE_TENANT_TIMEOUT, -1, true, 3);
+	o.mode = SG_MODE_VERIFY;
+	book(a, o); /* a verdict */
+	assert_int_equal(ledger_save(a, path, &pos), 0);
+	assert_int_equal(ledger_save(a, path, &pos), 0); /* over an existing file */
 	other_files(others, sizeof(others));
 	assert_string_equal(others, ""); /* no temporary left behind */
 
-	assert_int_equal(ledger_load(b, path), 0);
+	assert_int_equal(ledger_load(b, path, 0, &cp, &rep), 0);
+	assert_int_equal(rep.n_dropped, 0);
+	assert_true(cp.has_position);
+	assert_int_equal(cp.pos.segment, 7);
+	assert_int_equal(cp.pos.offset, 12345);
 	assert_int_equal(ledger_tenant_count(b), ledger_tenant_count(a));
 	assert_int_equal(ledger_overflowed(b), 1);
 	ledger_foreach(a, compare_tenant, b); /* every count, every tenant */
+	assert_int_equal(get(b, "acme").verdicts[SG_CAUSE_TENANT_TIMEOUT], 1);
+	ledger_load_report_free(&rep);
 
 	/* And it keeps booking after the restore. */
 	assert_int_equal(ledger_book_kill(b, "acme", SG_RULE_FILE), 0);
@@ -284,47 +326,72 @@ static void test_round_trip(void **state)
 
 static void test_missing_file(void **state)
 {
-	struct ledger *l = ledger_new();
+	struct ledger *l = populated();
+	struct journal_pos pos = { 1, 0 };
+	struct ledger_checkpoint cp;
+	struct ledger_load_report rep;
+	struct stat st;
 
-	assert_int_equal(ledger_load(l, path), 0);
-	assert_int_equal(ledger_tenant_count(l), 0);
-	assert_int_equal(ledger_save(l, "/nonexistent-dir/ledger.json"), -ENOENT);
-	assert_int_equal(ledger_load(l, dir), -EISDIR);
+	assert_int_equal(ledger_load(l, path, 0, &cp, &rep), -ENOENT);
+	assert_int_equal(get(l, "acme").attempts, 2); /* untouched */
+	assert_int_equal(ledger_save(l, "/nonexistent-dir/ledger.json", &pos), -ENOENT);
+
+	/* A directory where the checkpoint should be: said as it is, left
+	 * where it is (never "set aside"), and no save can replace it. */
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(ledger_load(l, path, 0, &cp, &rep), -EISDIR);
+	assert_non_null(strstr(rep.why, "Is a directory"));
+	assert_non_null(strstr(rep.why, "left where it is"));
+	assert_string_equal(rep.aside, "");
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_true(ledger_save(l, path, &pos) < 0);
+	assert_int_equal(rmdir(path), 0);
 	ledger_free(l);
 }
 
+static const char ok_tenant[] =
+	"\"attempts\": 1, \"batches\": {\"ok\": 1, \"failed\": 0}, \"degenerate\": 0, "
+	"\"invalid\": 0, \"verdicts\": {}, \"violations\": {}, \"kills\": {}, \"events\": {}, "
+	"\"duration\": {\"buckets\": [1,0,0,0,0,0,0,0,0,0,0,0,0,0], \"sum_seconds\": 0.001}";
+#define V2_HEAD "{\"version\": 2, \"journal\": {\"segment\": 3, \"offset\": 9}, \"overflowed\": 0, "
+
+/* Not a ledger at all: nothing is restored, the file is moved aside (kept
+ * byte for byte) - or, read-only, left exactly where it is. */
 static void test_corrupt_files(void **state)
 {
-	static const char ok_tenant[] =
-		"\"attempts\": 1, \"batches\": {\"ok\": 1, \"failed\": 0}, \"degenerate\": 0, "
-		"\"invalid\": 0, \"violations\": {}, \"kills\": {}, \"events\": {}, "
-		"\"duration\": {\"buckets\": [1,0,0,0,0,0,0,0,0,0,0,0,0,0], \"sum_seconds\": 0.001}";
 	char text[1024], others[512], aside[400], seen[1024];
 	const char *corrupt[] = {
 		"",
-		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {",
+		V2_HEAD "\"tenants\": {\"acme\": {",
+		"{\"version\": 3, \"journal\": {\"segment\": 1, \"offset\": 0}, \"overflowed\": 0, \"tenants\": {}}",
+		V2_HEAD "\"tenants\": {}, \"x\": 1}",
 		"{\"version\": 2, \"overflowed\": 0, \"tenants\": {}}",
+		"{\"version\": 2, \"journal\": {\"segment\": -1, \"offset\": 0}, \"overflowed\": 0, \"tenants\": {}}",
 		"{\"version\": 1, \"overflowed\": -1, \"tenants\": {}}",
 		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {}, \"x\": 1}",
-		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"Bad Name\": {}}}",
-		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {%s, \"failures\": {\"tenant_bogus\": 1}}}}",
-		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {%s, \"failures\": {\"ok\": 1}}}}",
-		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {%s, \"failures\": {\"tenant_crash\": 1.5}}}}",
-		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {%s, \"failures\": {\"tenant_policy_violation\": 2}}}}",
-		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {%s}}}",
-		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {%s, \"failures\": {}, \"extra\": 0}}}",
-		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {%s, \"failures\": {}}, \"acme\": {}}}",
+		V2_HEAD "\"tenants\": {\"acme\": {%s, \"failures\": {}}, \"acme\": {}}}",
+		"[1, 2]",
 	};
 
 	for (size_t i = 0; i < sizeof(corrupt) / sizeof(corrupt[0]); i++) {
 		struct ledger *l = populated();
 		uint64_t before = get(l, "acme").attempts;
+		struct ledger_checkpoint cp;
+		struct ledger_load_report rep;
 		int fd;
 		ssize_t n;
 
 		snprintf(text, sizeof(text), corrupt[i], ok_tenant);
 		write_file(text);
-		assert_int_equal(ledger_load(l, path), -EBADMSG);
+		/* Read-only (sandguard top): never renamed. */
+		assert_int_equal(ledger_load(l, path, LEDGER_LOAD_READ_ONLY, &cp, &rep), -EBADMSG);
+		assert_string_equal(rep.aside, "");
+		assert_true(rep.why[0]);
+		assert_int_equal(access(path, F_OK), 0);
+		ledger_load_report_free(&rep);
+		/* The agent's load: moved aside, kept. */
+		assert_int_equal(ledger_load(l, path, 0, &cp, &rep), -EBADMSG);
 		/* The ledger is untouched; the file is gone from its path but kept. */
 		assert_int_equal(get(l, "acme").attempts, before);
 		assert_int_equal(access(path, F_OK), -1);
@@ -332,6 +399,7 @@ static void test_corrupt_files(void **state)
 		assert_int_equal(strncmp(others, "ledger.json.corrupt-", 20), 0);
 		assert_ptr_equal(strchr(others, ' '), others + strlen(others) - 1); /* one file */
 		snprintf(aside, sizeof(aside), "%s/%.*s", dir, (int)strlen(others) - 1, others);
+		assert_string_equal(rep.aside, aside); /* said where */
 		fd = open(aside, O_RDONLY);
 		assert_true(fd >= 0);
 		n = read(fd, seen, sizeof(seen) - 1);
@@ -339,20 +407,78 @@ static void test_corrupt_files(void **state)
 		assert_int_equal(n, (ssize_t)strlen(text));
 		assert_memory_equal(seen, text, n);
 		unlink(aside);
+		ledger_load_report_free(&rep);
 		ledger_free(l);
 	}
+}
 
-	/* The valid form of the same document loads: the cases above fail for
-	 * the reason each was built for. */
+/* One bad tenant row costs that tenant alone: every other is restored,
+ * the bad one is named, and the file stays (it is a ledger). */
+static void test_bad_rows(void **state)
+{
+	char text[2048];
+	const char *bad_rows[] = {
+		"\"Bad Name\": {}",
+		"\"acme\": {%s, \"failures\": {\"tenant_bogus\": 1}}",
+		"\"acme\": {%s, \"failures\": {\"ok\": 1}}",
+		"\"acme\": {%s, \"failures\": {\"tenant_crash\": 1.5}}",
+		"\"acme\": {%s, \"failures\": {\"tenant_policy_violation\": 2}}",
+		"\"acme\": {%s}",
+		"\"acme\": {%s, \"failures\": {}, \"extra\": 0}",
+		"\"acme\": {%s, \"failures\": {\"tenant_crash\": -1}}",
+	};
+
+	for (size_t i = 0; i < sizeof(bad_rows) / sizeof(bad_rows[0]); i++) {
+		struct ledger *l = populated();
+		struct ledger_checkpoint cp;
+		struct ledger_load_report rep;
+		struct ledger_tenant t;
+		char row[1024];
+
+		snprintf(row, sizeof(row), bad_rows[i], ok_tenant);
+		snprintf(text, sizeof(text),
+			 V2_HEAD "\"tenants\": {%s, \"beta\": {%s, \"failures\": "
+				 "{\"tenant_crash\": 4}}}}",
+			 row, ok_tenant);
+		write_file(text);
+		assert_int_equal(ledger_load(l, path, 0, &cp, &rep), 0);
+		assert_int_equal(rep.n_dropped, 1);
+		assert_string_equal(rep.dropped[0], i == 0 ? "Bad Name" : "acme");
+		assert_true(rep.why[0]);
+		assert_int_equal(access(path, F_OK), 0); /* not moved aside */
+		assert_true(cp.has_position);
+		assert_int_equal(cp.pos.segment, 3);
+		t = get(l, "beta");
+		assert_int_equal(t.failures[SG_CAUSE_TENANT_CRASH], 4);
+		assert_int_equal(t.failures_by_class[SG_CLASS_TENANT_CODE], 4);
+		assert_int_equal(ledger_get(l, "acme", &t), -ENOENT);
+		assert_int_equal(ledger_tenant_count(l), 1);
+		ledger_load_report_free(&rep);
+		ledger_free(l);
+	}
+}
+
+/* A checkpoint from before the journal: counts restored, no position. */
+static void test_version_1(void **state)
+{
 	struct ledger *l = ledger_new();
-	snprintf(text, sizeof(text),
-		 "{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {%s, "
-		 "\"failures\": {\"tenant_crash\": 1}}}}",
-		 ok_tenant);
+	struct ledger_checkpoint cp;
+	struct ledger_load_report rep;
+	char text[1024];
+
+	snprintf(
+		text, sizeof(text),
+		"{\"version\": 1, \"overflowed\": 0, \"tenants\": {\"acme\": {"
+		"\"attempts\": 1, \"batches\": {\"ok\": 1, \"failed\": 0}, \"degenerate\": 0, "
+		"\"invalid\": 0, \"violations\": {}, \"kills\": {}, \"events\": {}, "
+		"\"duration\": {\"buckets\": [1,0,0,0,0,0,0,0,0,0,0,0,0,0], \"sum_seconds\": 0.001}, "
+		"\"failures\": {\"tenant_crash\": 1}}}}");
 	write_file(text);
-	assert_int_equal(ledger_load(l, path), 0);
+	assert_int_equal(ledger_load(l, path, 0, &cp, &rep), 0);
+	assert_false(cp.has_position);
 	assert_int_equal(get(l, "acme").failures[SG_CAUSE_TENANT_CRASH], 1);
 	assert_int_equal(get(l, "acme").failures_by_class[SG_CLASS_TENANT_CODE], 1);
+	ledger_load_report_free(&rep);
 	ledger_free(l);
 }
 
@@ -366,6 +492,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_round_trip, setup_dir, teardown_dir),
 		cmocka_unit_test_setup_teardown(test_missing_file, setup_dir, teardown_dir),
 		cmocka_unit_test_setup_teardown(test_corrupt_files, setup_dir, teardown_dir),
+		cmocka_unit_test_setup_teardown(test_bad_rows, setup_dir, teardown_dir),
+		cmocka_unit_test_setup_teardown(test_version_1, setup_dir, teardown_dir),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,33 @@
 #include "abi/events.h"
 #include "abi/maps.h"
 
+/* Atomics. Kernels before 5.12 know only BPF_XADD: an atomic add whose
+ * result is unused. The agent loads objects built with SG_BPF_COMPAT there
+ * (the probe's "atomic_fetch" feature): an add is followed by a read, and
+ * a claim (compare-and-swap from 0) by a read then a write. Counts stay
+ * exact; a limit check may see a racing CPU's add too, so it trips no
+ * later than it should; two CPUs racing for a first violation may both
+ * event it, and the agent kills once. */
+#define sg_read_once(x) (*(volatile typeof(x) *)&(x))
+#define sg_add(p, v)    ((void)__sync_fetch_and_add((p), (v)))
+#ifdef SG_BPF_COMPAT
+#define sg_add_fetch(p, v)          \
+	({                          \
+		sg_add((p), (v));   \
+		sg_read_once(*(p)); \
+	})
+#define sg_claim(p, v)                                  \
+	({                                              \
+		bool sg_won_ = sg_read_once(*(p)) == 0; \
+		if (sg_won_)                            \
+			sg_read_once(*(p)) = (v);       \
+		sg_won_;                                \
+	})
+#else
+#define sg_add_fetch(p, v) (__sync_fetch_and_add((p), (v)) + (v)) /* the new value */
+#define sg_claim(p, v)     (__sync_val_compare_and_swap((p), 0, (v)) == 0)
+#endif
+
 #define SG_SIGKILL     9
 #define SG_EPERM       1
 #define SG_EACCES      13
@@ -97,6 +124,13 @@ const volatile __u32 sg_gen = 0;
  * child cgroups are the sandbox too. */
 const volatile __u32 sg_sandbox_level = 0;
 
+/* Whether tracing and LSM programs may call
+ * bpf_get_current_ancestor_cgroup_id() (set before load from the probe;
+ * older kernels allow it only in cgroup programs). Without it they read
+ * the ancestor from the task's cgroup; the branch not taken is dead code
+ * the verifier never checks. */
+const volatile bool sg_ancestor_helper = true;
+
 static __always_inline struct sg_config *sg_cfg(void)
 {
 	__u32 zero = 0;
@@ -111,15 +145,67 @@ static __always_inline bool sg_gen_active(void)
 	return cfg && cfg->active_gen == sg_gen;
 }
 
+/* The two layouts of a cgroup's ancestors, for CO-RE: an array of ids
+ * (before 6.0) or of cgroups. */
+struct cgroup___ids {
+	int level;
+	__u64 ancestor_ids[];
+} __attribute__((preserve_access_index));
+
+struct cgroup___ptrs {
+	int level;
+	struct cgroup *ancestors[];
+} __attribute__((preserve_access_index));
+
+/* The id of the current task's cgroup v2 ancestor at `level`, 0 when the
+ * task's cgroup is not that deep: what the helper answers. */
+static __always_inline __u64 sg_task_ancestor_cgid(__u32 level)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct cgroup *cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
+	__u64 id = 0;
+
+	if (!cg || BPF_CORE_READ(cg, level) < (int)level || level > 255)
+		return 0;
+	if (bpf_core_field_exists(struct cgroup___ids, ancestor_ids)) {
+		struct cgroup___ids *old = (void *)cg;
+
+		bpf_probe_read_kernel(&id, sizeof(id), &old->ancestor_ids[level]);
+	} else {
+		struct cgroup___ptrs *cur = (void *)cg;
+		struct cgroup *up = NULL;
+
+		bpf_probe_read_kernel(&up, sizeof(up), &cur->ancestors[level]);
+		id = BPF_CORE_READ(up, kn, id);
+	}
+	return id;
+}
+
+static __always_inline struct sg_sandbox *sg_sandbox_of(__u64 *cgid)
+{
+	struct sg_sandbox *sb = bpf_map_lookup_elem(&sg_sandboxes, cgid);
+
+	return sb && sg_gen_active() ? sb : NULL;
+}
+
 /* The one lookup every process pays: is the current task in a sandbox?
- * Programs of an inactive generation see no sandbox at all. */
+ * Programs of an inactive generation see no sandbox at all. For tracing
+ * and LSM programs. */
 static __always_inline struct sg_sandbox *sg_current_sandbox(__u64 *cgid)
 {
-	struct sg_sandbox *sb;
+	if (sg_ancestor_helper)
+		*cgid = bpf_get_current_ancestor_cgroup_id(sg_sandbox_level);
+	else
+		*cgid = sg_task_ancestor_cgid(sg_sandbox_level);
+	return sg_sandbox_of(cgid);
+}
 
+/* The same for cgroup sock_addr programs, which always have the helper
+ * (and cannot read the task). */
+static __always_inline struct sg_sandbox *sg_sock_sandbox(__u64 *cgid)
+{
 	*cgid = bpf_get_current_ancestor_cgroup_id(sg_sandbox_level);
-	sb = bpf_map_lookup_elem(&sg_sandboxes, cgid);
-	return sb && sg_gen_active() ? sb : NULL;
+	return sg_sandbox_of(cgid);
 }
 
 static __always_inline struct sg_policy_k *sg_policy(__u32 tenant)
@@ -157,10 +243,9 @@ static __always_inline struct sg_event *sg_event_reserve(__u64 cgid, const struc
 	/* The one event of the sandbox's kill-class trip always goes out;
 	 * past the cap, others are only counted. */
 	if (st && action != SG_ACTION_KILLED &&
-	    !(st->tripped && st->trip_rule == rule + 1 &&
-	      __sync_val_compare_and_swap(&st->trip_evented, 0, 1) == 0) &&
-	    __sync_fetch_and_add(&st->events, 1) >= SG_EVENTS_PER_SANDBOX) {
-		__sync_fetch_and_add(&st->suppressed, 1);
+	    !(st->tripped && st->trip_rule == rule + 1 && sg_claim(&st->trip_evented, 1)) &&
+	    sg_add_fetch(&st->events, 1) > SG_EVENTS_PER_SANDBOX) {
+		sg_add(&st->suppressed, 1);
 		return NULL;
 	}
 	e = bpf_ringbuf_reserve(&sg_events, sizeof(*e), 0);
@@ -177,18 +262,21 @@ static __always_inline struct sg_event *sg_event_reserve(__u64 cgid, const struc
 	e->pid = 0;
 	e->ppid = 0;
 	e->uid = 0;
-	e->pad = 0;
+	e->flags = SG_EVF_NO_TASK; /* until sg_event_task/_current say who */
 	e->comm[0] = 0;
 	return e;
 }
 
+/* (bpf_get_current_task_btf() is 5.11+: the plain task pointer and CO-RE
+ * reads work everywhere.) */
 static __always_inline void sg_event_task(struct sg_event *e)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 
-	e->pid = task->tgid;
+	e->pid = bpf_get_current_pid_tgid() >> 32;
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->flags = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
@@ -196,6 +284,7 @@ static __always_inline void sg_event_current(struct sg_event *e)
 {
 	e->pid = bpf_get_current_pid_tgid() >> 32;
 	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->flags = SG_EVF_NO_PPID;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
@@ -207,12 +296,12 @@ static __always_inline bool sg_violation(__u64 cgid, enum sg_rule rule, bool kil
 
 	if (!st)
 		return true;
-	__sync_fetch_and_add(&st->violations, 1);
-	if (__sync_val_compare_and_swap(&st->first_rule, 0, rule + 1) == 0)
+	sg_add(&st->violations, 1);
+	if (sg_claim(&st->first_rule, rule + 1))
 		st->first_ts_ns = bpf_ktime_get_boot_ns();
 	if (!kill_class)
 		return true;
-	if (__sync_val_compare_and_swap(&st->tripped, 0, 1) != 0)
+	if (!sg_claim(&st->tripped, 1))
 		return false;
 	st->trip_rule = rule + 1; /* what the kill is for, whatever came first */
 	return true;

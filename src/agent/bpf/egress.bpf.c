@@ -104,7 +104,7 @@ static __always_inline int inet4(struct bpf_sock_addr *ctx, __u8 hook)
 	__u64 cgid;
 	__u32 addr[4];
 
-	sb = sg_current_sandbox(&cgid);
+	sb = sg_sock_sandbox(&cgid);
 	if (!sb)
 		return 1;
 	addr[0] = 0;
@@ -121,7 +121,7 @@ static __always_inline int inet6(struct bpf_sock_addr *ctx, __u8 hook)
 	__u64 cgid;
 	__u32 addr[4];
 
-	sb = sg_current_sandbox(&cgid);
+	sb = sg_sock_sandbox(&cgid);
 	if (!sb)
 		return 1;
 	addr[0] = ctx->user_ip6[0];
@@ -168,7 +168,7 @@ static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 	__u64 cgid;
 	__u8 action;
 
-	sb = sg_current_sandbox(&cgid);
+	sb = sg_sock_sandbox(&cgid);
 	if (!sb)
 		return 1;
 	pol = sg_policy(sb->tenant);
@@ -215,6 +215,114 @@ SEC("cgroup/connect4")
 int sg_sendmsg_unix(struct bpf_sock_addr *ctx)
 {
 	return judge_unix(ctx, SG_HOOK_SENDMSG_UNIX);
+}
+
+/* Unix sockets in LSM mode, where the kernel has no cgroup unix hooks
+ * (before 6.7): the LSM hooks see the peer the kernel resolved. A stream
+ * connect always reaches a named listener; a datagram connect or send is
+ * judged when its peer has a name (a path or an abstract name), so the
+ * other end of a socketpair stays usable. Returns 0 or -EPERM. */
+static __always_inline int judge_unix_peer(struct sock *other, __u8 hook, bool named_only)
+{
+	struct unix_address *ua = BPF_CORE_READ((struct unix_sock *)other, addr);
+	struct sg_policy_k *pol;
+	struct sg_sandbox *sb;
+	struct sg_event *e;
+	__u64 cgid;
+	__u8 action;
+
+	if (named_only && !ua)
+		return 0;
+	sb = sg_current_sandbox(&cgid);
+	if (!sb)
+		return 0;
+	pol = sg_policy(sb->tenant);
+	if (pol && pol->allow_unix)
+		return 0;
+	action = sg_action(pol, SG_RULE_EGRESS);
+	sg_violation(cgid, SG_RULE_EGRESS, action == SG_POLICY_KILL);
+	e = sg_event_reserve(cgid, sb, SG_EV_EGRESS_DENIED,
+			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
+			     SG_RULE_EGRESS);
+	if (e) {
+		sg_event_task(e);
+		__builtin_memset(&e->net, 0, sizeof(e->net));
+		e->net.family = SG_AF_UNIX;
+		e->net.hook = hook;
+		if (ua) {
+			/* len counts sun_family; an abstract name starts with a NUL. */
+			__u32 len = BPF_CORE_READ(ua, len);
+
+			len = len > 2 ? len - 2 : 0;
+			if (len > sizeof(e->net.unix_path))
+				len = sizeof(e->net.unix_path);
+			if (len)
+				bpf_probe_read_kernel(e->net.unix_path, len, &ua->name[0].sun_path);
+		}
+		bpf_ringbuf_submit(e, 0);
+	}
+	return action == SG_POLICY_LOG ? 0 : -SG_EPERM;
+}
+
+SEC("lsm/unix_stream_connect")
+int BPF_PROG(sg_lsm_unix_connect, struct sock *sock, struct sock *other, struct sock *newsk,
+	     int ret)
+{
+	if (ret)
+		return ret;
+	return judge_unix_peer(other, SG_HOOK_LSM_UNIX_CONNECT, false);
+}
+
+SEC("lsm/unix_may_send")
+int BPF_PROG(sg_lsm_unix_send, struct socket *sock, struct socket *other, int ret)
+{
+	if (ret)
+		return ret;
+	return judge_unix_peer(BPF_CORE_READ(other, sk), SG_HOOK_LSM_UNIX_SEND, true);
+}
+
+/* Binding a name (a path, or an abstract name a host service may expect
+ * to own) is refused unless the policy allows unix sockets: no cgroup hook
+ * sees a unix bind on any kernel. An autobind (the family alone) picks a
+ * random abstract name and is allowed. */
+SEC("lsm/socket_bind")
+int BPF_PROG(sg_lsm_unix_bind, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
+{
+	struct sg_policy_k *pol;
+	struct sg_sandbox *sb;
+	struct sg_event *e;
+	__u64 cgid;
+	__u8 action;
+
+	if (ret)
+		return ret;
+	if (BPF_CORE_READ(sock, sk, __sk_common.skc_family) != SG_AF_UNIX || addrlen <= 2)
+		return 0;
+	sb = sg_current_sandbox(&cgid);
+	if (!sb)
+		return 0;
+	pol = sg_policy(sb->tenant);
+	if (pol && pol->allow_unix)
+		return 0;
+	action = sg_action(pol, SG_RULE_EGRESS);
+	sg_violation(cgid, SG_RULE_EGRESS, action == SG_POLICY_KILL);
+	e = sg_event_reserve(cgid, sb, SG_EV_EGRESS_DENIED,
+			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
+			     SG_RULE_EGRESS);
+	if (e) {
+		__u32 len = addrlen - 2;
+
+		sg_event_task(e);
+		__builtin_memset(&e->net, 0, sizeof(e->net));
+		e->net.family = SG_AF_UNIX;
+		e->net.hook = SG_HOOK_LSM_UNIX_BIND;
+		if (len > sizeof(e->net.unix_path))
+			len = sizeof(e->net.unix_path);
+		bpf_probe_read_kernel(e->net.unix_path, len,
+				      ((struct sockaddr_un *)address)->sun_path);
+		bpf_ringbuf_submit(e, 0);
+	}
+	return action == SG_POLICY_LOG ? 0 : -SG_EPERM;
 }
 
 /* The catch-all: a packet leaving a sandbox socket to a destination the

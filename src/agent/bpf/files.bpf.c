@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Files and execs. An open is judged on the file the kernel resolved, not
- * on the string the program passed: the file and its dentry ancestors
- * (crossing mounts) are looked up by (dev, ino) against the sandbox's
- * scratch and the tenant's read-only allowlist. Symlinks, "..", relative
+ * on the string the program passed: a file on the sandbox's own scratch
+ * filesystem is its; otherwise the file and its dentry ancestors (crossing
+ * mounts, so bind mounts keep their identity) are looked up by (dev, ino)
+ * against the tenant's read-only allowlist (and a directory scratch). Symlinks, "..", relative
  * paths, openat2 and files created after the policy loaded are therefore
  * all judged the same way.
  *
@@ -16,15 +17,32 @@ char LICENSE[] SEC("license") = "GPL";
 
 enum verdict { ALLOW = 0, DENY = 1 };
 
-/* Fallback mode: the path each sandboxed task last passed to an open, so
- * that an open refused by an earlier layer (the executor's Landlock rules,
- * which carry the same allowlist) can still be evented and attributed. */
+/* Fallback mode: the path and flags each sandboxed task last passed to an
+ * open, so that an open refused by an earlier layer (the executor's
+ * Landlock rules, which carry the same allowlist) can still be evented
+ * and attributed as what it asked for. */
+struct open_request {
+	__u64 path;  /* user pointer to the path */
+	__u32 flags; /* open flags as passed */
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 8192);
-	__type(key, __u64);   /* pid_tgid */
-	__type(value, __u64); /* user pointer to the path */
+	__type(key, __u64); /* pid_tgid */
+	__type(value, struct open_request);
 } sg_open_paths SEC(".maps");
+
+#define SG_O_ACCMODE 03
+#define SG_O_CREAT   0100
+#define SG_O_TRUNC   01000
+
+/* An open that asks to write: for writing, or to create or truncate. */
+static __always_inline bool flags_write(__u32 flags)
+{
+	return (flags & SG_O_ACCMODE) != 0 || (flags & (SG_O_CREAT | SG_O_TRUNC));
+}
 
 /* Scratch space for the walk's path names: too big for the stack next to
  * the event. */
@@ -43,8 +61,19 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 	struct dentry *dentry = BPF_CORE_READ(path, dentry);
 	struct vfsmount *vfsmnt = BPF_CORE_READ(path, mnt);
 	struct mount *mnt = container_of(vfsmnt, struct mount, mnt);
-	__u32 names = 0;
+	/* A directory scratch's inode, looked for among the ancestors on its
+	 * own mount only (0: no longer looked for): something mounted inside
+	 * it is not the sandbox's. */
+	__u64 scratch_ino = sb->scratch_ino;
+	__u32 depth;
 
+	/* A scratch of its own (a tmpfs mounted for the sandbox): every file
+	 * on its filesystem is inside it, at any depth, with no walk. */
+	if (sb->flags & SG_SB_SCRATCH_FS) {
+		if (BPF_CORE_READ(dentry, d_sb, s_dev) == (__u32)sb->scratch_dev)
+			return ALLOW;
+		scratch_ino = 0;
+	}
 	d->depth = 0;
 	for (int i = 0; i < SG_WALK_DEPTH; i++) {
 		struct sg_path_key key = {};
@@ -53,7 +82,7 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 
 		key.dev = BPF_CORE_READ(dentry, d_sb, s_dev);
 		key.ino = BPF_CORE_READ(dentry, d_inode, i_ino);
-		if (key.dev == sb->scratch_dev && key.ino == sb->scratch_ino)
+		if (scratch_ino && key.ino == scratch_ino && key.dev == sb->scratch_dev)
 			return ALLOW;
 		if (pol) {
 			key.tenant = SG_SET_KEY(sb->tenant, pol->set_gen);
@@ -69,14 +98,16 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 				break; /* the root of the mount tree */
 			dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
 			mnt = up;
+			scratch_ino = 0;
 			continue;
 		}
-		if (names < SG_PATH_COMPS) {
-			bpf_probe_read_kernel_str(d->comps[names & (SG_PATH_COMPS - 1)],
+		/* (The count lives in map memory: a local would multiply the
+		 * states the verifier walks by the names kept.) */
+		depth = d->depth;
+		if (depth < SG_PATH_COMPS)
+			bpf_probe_read_kernel_str(d->comps[depth & (SG_PATH_COMPS - 1)],
 						  SG_COMP_LEN, BPF_CORE_READ(dentry, d_name.name));
-			names++;
-		}
-		d->depth++;
+		d->depth = depth + 1;
 		parent = BPF_CORE_READ(dentry, d_parent);
 		if (parent == dentry)
 			break;
@@ -197,10 +228,11 @@ int BPF_PROG(sg_bprm_check, struct linux_binprm *bprm, int ret)
 
 /* Fallback: the fd an open syscall just returned, judged like file_open
  * would have. The open happened; the task dies before it can use it. */
-static __always_inline int remember_path(unsigned long user_path)
+static __always_inline int remember_path(unsigned long user_path, __u32 flags)
 {
+	struct open_request req = { .path = user_path, .flags = flags };
 	struct sg_config *cfg;
-	__u64 cgid, key, ptr = user_path;
+	__u64 cgid, key;
 
 	if (!sg_current_sandbox(&cgid))
 		return 0;
@@ -208,7 +240,7 @@ static __always_inline int remember_path(unsigned long user_path)
 	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK)
 		return 0;
 	key = bpf_get_current_pid_tgid();
-	bpf_map_update_elem(&sg_open_paths, &key, &ptr, BPF_ANY);
+	bpf_map_update_elem(&sg_open_paths, &key, &req, BPF_ANY);
 	return 0;
 }
 
@@ -220,8 +252,9 @@ static __always_inline int refused_open(void)
 	struct sg_file_detail *d;
 	struct sg_policy_k *pol;
 	struct sg_sandbox *sb;
+	struct open_request *req;
 	struct sg_config *cfg;
-	__u64 cgid, key, *ptr;
+	__u64 cgid, key;
 	__u8 action;
 
 	sb = sg_current_sandbox(&cgid);
@@ -232,10 +265,13 @@ static __always_inline int refused_open(void)
 	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK || !d)
 		return 0;
 	key = bpf_get_current_pid_tgid();
-	ptr = bpf_map_lookup_elem(&sg_open_paths, &key);
+	req = bpf_map_lookup_elem(&sg_open_paths, &key);
 	__builtin_memset(d, 0, sizeof(*d));
-	if (ptr)
-		bpf_probe_read_user_str(d->comps, sizeof(d->comps), (const void *)*ptr);
+	if (req) {
+		bpf_probe_read_user_str(d->comps, sizeof(d->comps), (const void *)req->path);
+		d->flags = req->flags;
+		d->write = flags_write(req->flags);
+	}
 	d->requested = 1;
 	d->mode = SG_MODE_FALLBACK;
 	pol = sg_policy(sb->tenant);
@@ -269,7 +305,7 @@ static __always_inline int judge_new_fd(long fd)
 	cfg = sg_cfg();
 	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK)
 		return 0;
-	task = (struct task_struct *)bpf_get_current_task_btf();
+	task = (struct task_struct *)bpf_get_current_task();
 	max_fds = BPF_CORE_READ(task, files, fdt, max_fds);
 	if ((__u64)fd >= max_fds)
 		return 0;
@@ -320,23 +356,26 @@ int sg_exit_open_by_handle(struct trace_event_raw_sys_exit *ctx)
 SEC("tracepoint/syscalls/sys_enter_openat")
 int sg_enter_openat(struct trace_event_raw_sys_enter *ctx)
 {
-	return remember_path(ctx->args[1]);
+	return remember_path(ctx->args[1], ctx->args[2]);
 }
 
 SEC("tracepoint/syscalls/sys_enter_open")
 int sg_enter_open(struct trace_event_raw_sys_enter *ctx)
 {
-	return remember_path(ctx->args[0]);
+	return remember_path(ctx->args[0], ctx->args[1]);
 }
 
 SEC("tracepoint/syscalls/sys_enter_openat2")
 int sg_enter_openat2(struct trace_event_raw_sys_enter *ctx)
 {
-	return remember_path(ctx->args[1]);
+	__u64 flags = 0; /* struct open_how begins with its flags */
+
+	bpf_probe_read_user(&flags, sizeof(flags), (const void *)ctx->args[2]);
+	return remember_path(ctx->args[1], (__u32)flags);
 }
 
 SEC("tracepoint/syscalls/sys_enter_creat")
 int sg_enter_creat(struct trace_event_raw_sys_enter *ctx)
 {
-	return remember_path(ctx->args[0]);
+	return remember_path(ctx->args[0], SG_O_CREAT | SG_O_TRUNC | 1 /* O_WRONLY */);
 }

@@ -13,9 +13,17 @@ struct {
 	__uint(max_entries, 4096);
 } probe_rb SEC(".maps");
 
+/* A BPF LSM program can load and attach on a kernel where the bpf LSM is
+ * not active (5.10 booted without bpf in lsm=): it then never runs. The
+ * probe opens a file after attaching and counts its own opens here. */
+const volatile __u32 probe_tgid = 0;
+__u64 lsm_hits = 0;
+
 SEC("lsm/file_open")
 int BPF_PROG(probe_lsm, struct file *file, int ret)
 {
+	if ((bpf_get_current_pid_tgid() >> 32) == probe_tgid)
+		__sync_fetch_and_add(&lsm_hits, 1);
 	return ret;
 }
 
@@ -75,6 +83,43 @@ SEC("cgroup_skb/egress")
 int probe_skb_egress(struct __sk_buff *skb)
 {
 	return 1;
+}
+
+/* Fetching atomics (5.12+): without them the agent loads its compat
+ * objects (src/agent/bpf/common.bpf.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} probe_counter SEC(".maps");
+
+SEC("tracepoint/syscalls/sys_exit_openat")
+int probe_atomic_fetch(void *ctx)
+{
+	__u32 zero = 0;
+	__u64 *v = bpf_map_lookup_elem(&probe_counter, &zero);
+
+	if (v && __sync_fetch_and_add(v, 1) == (__u64)-1)
+		return 1;
+	if (v && __sync_val_compare_and_swap(v, 0, 1))
+		return 1;
+	return 0;
+}
+
+/* Tracing and LSM programs may ask for a cgroup ancestor's id (older
+ * kernels allow the helper in cgroup programs only). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(probe_tracing_ancestor, struct task_struct *parent, struct task_struct *child)
+{
+	return bpf_get_current_ancestor_cgroup_id(1) == 0;
+}
+
+/* The LSM unix hooks, used where there are no cgroup unix hooks. */
+SEC("lsm/unix_may_send")
+int BPF_PROG(probe_lsm_unix, struct socket *sock, struct socket *other, int ret)
+{
+	return ret;
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat")

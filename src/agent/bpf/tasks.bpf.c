@@ -6,14 +6,6 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Tasks the OOM killer chose, so their exit can say so. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} sg_oom_victims SEC(".maps");
-
 static __always_inline struct sg_sandbox_state *state_of(__u64 cgid)
 {
 	return bpf_map_lookup_elem(&sg_state, &cgid);
@@ -37,7 +29,7 @@ int BPF_PROG(sg_cgroup_attach, struct cgroup *dst, const char *path, struct task
 	if (threadgroup)
 		n = BPF_CORE_READ(task, signal, nr_threads);
 	if (st)
-		__sync_fetch_and_add(&st->tasks, n);
+		sg_add(&st->tasks, n);
 	return 0;
 }
 
@@ -59,8 +51,8 @@ int BPF_PROG(sg_fork, struct task_struct *parent, struct task_struct *child)
 	st = state_of(cgid);
 	if (!st)
 		return 0;
-	forks = __sync_fetch_and_add(&st->forks, 1) + 1;
-	tasks = __sync_fetch_and_add(&st->tasks, 1) + 1;
+	forks = sg_add_fetch(&st->forks, 1);
+	tasks = sg_add_fetch(&st->tasks, 1);
 	pol = sg_policy(sb->tenant);
 	if (!pol)
 		return 0;
@@ -95,7 +87,7 @@ int BPF_PROG(sg_fork, struct task_struct *parent, struct task_struct *child)
 
 static __always_inline void fill_exec(struct sg_event *e, struct linux_binprm *bprm, bool with_args)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	unsigned long start, end, len;
 
 	bpf_probe_read_kernel_str(e->exec.filename, sizeof(e->exec.filename),
@@ -161,24 +153,14 @@ int BPF_PROG(sg_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return 0;
 }
 
-SEC("tracepoint/oom/mark_victim")
-int sg_oom_victim(struct trace_event_raw_mark_victim *ctx)
-{
-	__u32 pid = ctx->pid;
-	__u8 one = 1;
-
-	bpf_map_update_elem(&sg_oom_victims, &pid, &one, BPF_ANY);
-	return 0;
-}
-
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sg_exit, struct task_struct *p)
 {
 	struct sg_sandbox_state *st;
 	struct sg_sandbox *sb;
 	struct sg_event *e;
-	__u32 pid = p->pid, code;
-	__u8 *oom;
+	__u32 code;
+	bool oom;
 	__u64 cgid;
 
 	sb = sg_current_sandbox(&cgid);
@@ -186,10 +168,10 @@ int BPF_PROG(sg_exit, struct task_struct *p)
 		return 0;
 	st = state_of(cgid);
 	if (st)
-		__sync_fetch_and_sub(&st->tasks, 1);
-	oom = bpf_map_lookup_elem(&sg_oom_victims, &pid);
-	if (oom)
-		bpf_map_delete_elem(&sg_oom_victims, &pid);
+		sg_add(&st->tasks, -1);
+	/* The OOM killer marks its victim's thread group (signal->oom_mm,
+	 * set once, kept until the group is gone). */
+	oom = BPF_CORE_READ(p, signal, oom_mm) != NULL;
 	/* One event per process (its leader), none from a sandbox being
 	 * emptied after a kill: a dying fork bomb would flood the buffer. */
 	if (p->pid != p->tgid || (st && st->tripped && !oom))

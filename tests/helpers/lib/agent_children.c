@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -46,11 +49,11 @@ int listen_on(int family, int type, int *port)
 	return fd;
 }
 
-int listen_unix(const char *path, bool abstract)
+static int unix_socket_at(int type, const char *path, bool abstract)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	socklen_t len;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
 	if (abstract) {
 		a.sun_path[0] = 0;
@@ -60,9 +63,20 @@ int listen_unix(const char *path, bool abstract)
 		snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
 		len = sizeof(a);
 	}
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) || listen(fd, 4))
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) ||
+	    (type == SOCK_STREAM && listen(fd, 4)))
 		return -1;
 	return fd;
+}
+
+int listen_unix(const char *path, bool abstract)
+{
+	return unix_socket_at(SOCK_STREAM, path, abstract);
+}
+
+int bind_unix_dgram(const char *path, bool abstract)
+{
+	return unix_socket_at(SOCK_DGRAM, path, abstract);
 }
 
 /* A listener "saw nothing": no connection is pending. */
@@ -79,13 +93,33 @@ bool saw_nothing(int fd, bool stream)
 /* ---- what children do inside a sandbox: return errno (0 = success) ---- */
 
 
+/* A unix socket for child_net: a fresh one, or one end of a socketpair
+ * (the other end in *peer), after connect(AF_UNSPEC) if asked. */
+static int unix_socket_for(const struct net_arg *n, int *peer)
+{
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	int sv[2];
+
+	*peer = -1;
+	if (!n->from_pair && !n->to_pair_peer)
+		return socket(AF_UNIX, n->type, 0);
+	if (socketpair(AF_UNIX, n->type, 0, sv))
+		return -1;
+	*peer = sv[1];
+	if (n->unspec_first)
+		connect(sv[0], &unspec, sizeof(unspec));
+	return sv[0];
+}
+
 int child_net(void *p)
 {
 	struct net_arg *n = p;
 	struct sockaddr_storage ss = { 0 };
 	socklen_t len;
-	int fd = socket(n->family, n->type, 0), rc;
+	int fd, peer = -1, rc;
+	char b;
 
+	fd = n->family == AF_UNIX ? unix_socket_for(n, &peer) : socket(n->family, n->type, 0);
 	if (fd < 0)
 		return 100;
 	if (n->family == AF_INET) {
@@ -107,18 +141,27 @@ int child_net(void *p)
 			snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "%s", n->unix_name);
 			len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(n->unix_name);
 		} else {
-			snprintf(a->sun_path, sizeof(a->sun_path), "%s", n->unix_name);
+			snprintf(a->sun_path, sizeof(a->sun_path), "%s", n->unix_name ?: "");
 			len = sizeof(*a);
 		}
 	}
-	if (n->sendto)
+	if (n->to_pair_peer)
+		rc = send(fd, "x", 1, 0) != 1               ? errno
+		     : recv(peer, &b, 1, MSG_DONTWAIT) == 1 ? 0
+							    : EIO;
+	else if (n->bind_only)
+		rc = bind(fd, (struct sockaddr *)&ss, len) ? errno : 0;
+	else if (n->sendto)
 		rc = sendto(fd, "x", 1, 0, (struct sockaddr *)&ss, len) == 1 ? 0 : errno;
 	else
 		rc = connect(fd, (struct sockaddr *)&ss, len) ? errno : 0;
 	close(fd);
+	if (peer >= 0)
+		close(peer);
+	if (n->then_sleep)
+		sleep(30);
 	return rc;
 }
-
 
 int child_open(void *p)
 {
@@ -127,10 +170,27 @@ int child_open(void *p)
 
 	if (o->cwd && chdir(o->cwd))
 		return 101;
+	if (o->uid && (setgid(o->uid) || setuid(o->uid)))
+		return 102;
 	fd = open(o->path, o->flags, 0600);
 	return fd >= 0 ? 0 : errno;
 }
 
+
+int child_open_bound(void *p)
+{
+	struct bind_arg *b = p;
+	char path[4096];
+	int fd;
+
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return 103;
+	if ((mkdir(b->dst, 0755) && errno != EEXIST) || mount(b->src, b->dst, NULL, MS_BIND, NULL))
+		return 104;
+	snprintf(path, sizeof(path), "%s/%s", b->dst, b->file);
+	fd = open(path, b->flags, 0600);
+	return fd >= 0 ? 0 : errno;
+}
 
 int child_exec(void *p)
 {

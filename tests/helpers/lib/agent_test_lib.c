@@ -6,22 +6,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <jansson.h>
 #include "control/agent_client.h"
+#include "control/enroll.h"
+#include "policy/policy.h"
 #include "agent_test_lib.h"
 #include "lib/cgroup.h"
 
 int at_pass, at_fail, at_skip;
+const char *at_prefix = "";
 
 void at_result(bool ok, const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("%s: %s", ok ? "PASS" : "FAIL", name);
+	printf("%s: %s%s", ok ? "PASS" : "FAIL", at_prefix, name);
 	if (!ok) {
 		printf(": ");
 		va_start(ap, fmt);
@@ -40,7 +44,7 @@ void at_skipped(const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("SKIP: %s: ", name);
+	printf("SKIP: %s%s: ", at_prefix, name);
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
 	va_end(ap);
@@ -119,6 +123,22 @@ void at_env_fini(struct at_env *env)
 		fprintf(stderr, "agent_test: could not remove %s\n", env->dir);
 }
 
+/* The agent's log on our stderr: in the VM matrix, the console log is
+ * all there is to read afterwards. */
+static void dump_log(const char *log)
+{
+	char line[1024];
+	FILE *f = fopen(log, "r");
+
+	if (!f)
+		return;
+	fprintf(stderr, "---- %s ----\n", log);
+	while (fgets(line, sizeof(line), f))
+		fputs(line, stderr);
+	fprintf(stderr, "---- end of %s ----\n", log);
+	fclose(f);
+}
+
 int at_agent_start(struct at_env *env)
 {
 	char log[PATH_MAX + 16];
@@ -150,9 +170,11 @@ int at_agent_start(struct at_env *env)
 			env->agent = 0;
 			fprintf(stderr, "agent_test: the agent exited during start (see %s)\n",
 				log);
+			dump_log(log);
 			return -ECHILD;
 		}
 	}
+	dump_log(log);
 	return -ETIMEDOUT;
 }
 
@@ -191,23 +213,54 @@ int at_agent_mode(struct at_env *env, char *files, size_t len)
 	return rc;
 }
 
-int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb)
+int at_agent_feature(struct at_env *env, const char *feature)
+{
+	struct agent_conn *c = agent_connect(env->sock);
+	char *text = NULL;
+	json_t *st, *ok;
+	int rc = -1;
+
+	if (!c || agent_status(c, &text)) {
+		agent_close(c);
+		return -1;
+	}
+	agent_close(c);
+	st = json_loads(text, 0, NULL);
+	free(text);
+	ok = json_object_get(json_object_get(json_object_get(st, "features"), feature), "ok");
+	if (json_is_boolean(ok))
+		rc = json_is_true(ok);
+	json_decref(st);
+	return rc;
+}
+
+int at_sandbox_enroll(struct at_env *env, const char *tenant, struct at_sandbox *sb,
+		      bool tmpfs_scratch, struct sg_enroll_result *res)
 {
 	static int seq;
+	struct sg_enroll_request req = { 0 };
+	struct sg_policy_error perr;
+	struct sg_policy policy;
 	char tdir[PATH_MAX];
-	struct agent_conn *c;
 	uint64_t cgid;
 	int err;
 
 	memset(sb, 0, sizeof(*sb));
+	memset(res, 0, sizeof(*res));
 	snprintf(sb->tenant, sizeof(sb->tenant), "%s", tenant);
 	snprintf(sb->name, sizeof(sb->name), "t%d-%d", getpid(), ++seq);
-	/* The executor's order: scratch, cgroup, registration. */
+	/* The executor's order: scratch, cgroup, enrollment. */
 	snprintf(tdir, sizeof(tdir), "%s/%s", env->scratch_root, tenant);
 	mkdir(tdir, 0711);
 	snprintf(sb->scratch, sizeof(sb->scratch), "%s/%s", tdir, sb->name);
 	if (mkdir(sb->scratch, 0777))
 		return -errno;
+	if (tmpfs_scratch) {
+		if (mount("tmpfs", sb->scratch, "tmpfs", MS_NOSUID | MS_NODEV,
+			  "size=16m,mode=0777"))
+			return -errno;
+		sb->tmpfs = true;
+	}
 	chmod(sb->scratch, 0777);
 	snprintf(tdir, sizeof(tdir), "%s/%s", env->cg_root, tenant);
 	mkdir(tdir, 0755);
@@ -216,13 +269,32 @@ int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb
 		return -errno;
 	if (cgroup_id_of(sb->cg, &cgid))
 		return -errno;
-	c = agent_connect(env->sock);
-	if (!c)
-		return -ENOTCONN;
-	err = agent_register(c, tenant, sb->name, "test-run", "test-batch", cgid, sb->scratch,
-			     2000);
-	agent_close(c);
+	err = policy_for_tenant(env->policy_dir, tenant, &policy, &perr);
+	if (err)
+		return err;
+	req.tenant = tenant;
+	req.sandbox = sb->name;
+	req.run_id = "test-run";
+	req.batch_id = "test-batch";
+	req.cgroup_id = cgid;
+	req.scratch = sb->scratch;
+	req.policy = &policy;
+	req.agent = agent_connect(env->sock);
+	req.compile_timeout_ms = 5000;
+	req.notify_timeout_ms = 5000;
+	err = sg_enroll_sandbox(&req, res);
+	agent_close(req.agent);
+	if (err)
+		fprintf(stderr, "agent_test: enrolling %s/%s: %s\n", tenant, sb->name, res->detail);
 	return err;
+}
+
+int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb)
+{
+	struct sg_enroll_result res;
+	int err = at_sandbox_enroll(env, tenant, sb, false, &res);
+
+	return err ? err : res.enforced ? 0 : -ENOLINK;
 }
 
 void at_sandbox_free(struct at_sandbox *sb)
@@ -231,6 +303,10 @@ void at_sandbox_free(struct at_sandbox *sb)
 
 	cgroup_kill(sb->cg, 2000);
 	rmdir(sb->cg);
+	if (sb->tmpfs)
+		umount2(sb->scratch, MNT_DETACH);
+	if (rmdir(sb->scratch) == 0 || errno == ENOENT)
+		return; /* (no shell for an empty scratch: the VM runs a thousand) */
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sb->scratch);
 	if (system(cmd) != 0)
 		fprintf(stderr, "agent_test: could not remove %s\n", sb->scratch);

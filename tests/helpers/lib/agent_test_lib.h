@@ -26,9 +26,13 @@ struct at_sandbox {
 	char name[64];
 	char cg[PATH_MAX];
 	char scratch[PATH_MAX];
+	bool tmpfs; /* the scratch is a tmpfs mounted for it */
 };
 
+struct sg_enroll_result;
+
 extern int at_pass, at_fail, at_skip;
+extern const char *at_prefix; /* put before every result's name */
 void at_result(bool ok, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void at_skipped(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -40,6 +44,16 @@ int at_agent_stop(struct at_env *env);
 /* "files" mode the running agent chose, from its status. */
 int at_agent_mode(struct at_env *env, char *files, size_t len);
 
+/* Whether the agent's probe found `feature` (1, 0), -1 if unknown. */
+int at_agent_feature(struct at_env *env, const char *feature);
+
+/* A sandbox made as the executor makes one: its scratch (a directory, or
+ * a tmpfs of its own), its cgroup, then enrolled (src/control/enroll.h)
+ * under the tenant's policy from the suite's policy directory. Returns
+ * sg_enroll_sandbox()'s answer; *res says whether it is enforced. */
+int at_sandbox_enroll(struct at_env *env, const char *tenant, struct at_sandbox *sb,
+		      bool tmpfs_scratch, struct sg_enroll_result *res);
+/* The same with a directory scratch; 0 only when enforced. */
 int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb);
 void at_sandbox_free(struct at_sandbox *sb);
 

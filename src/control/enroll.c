@@ -1,0 +1,267 @@
+/* Enrolling a sandbox with the kernel (see enroll.h).
+ *
+ * The tenant's policy slot comes from the agent's pinned name index: a
+ * tenant with a policy file of its own has a slot once the agent compiled
+ * it; every other tenant uses SG_TENANT_DEFAULT. The agent may give an
+ * idle tenant's slot to another one when all are taken; it takes the name
+ * out of the index first and then looks for entries that use the slot.
+ * So after writing, the slot is read again: if it changed, the entries are
+ * taken back and the enrollment starts over. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include "agent_client.h"
+#include "enroll.h"
+#include "lib/host_path.h"
+#include "lib/log.h"
+#include "pinned.h"
+#include "policy/policy.h"
+
+#define ENROLL_TRIES 3
+
+int sg_scratch_identity(int root_fd, const char *path, struct sg_sandbox *sb)
+{
+	char parent[PATH_MAX];
+	struct stat st, up;
+	int err;
+
+	err = host_stat(root_fd, path, 1, &st);
+	if (err)
+		return err;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	snprintf(parent, sizeof(parent), "%s", path);
+	sb->scratch_dev = (major(st.st_dev) << 20) | minor(st.st_dev);
+	sb->scratch_ino = st.st_ino;
+	sb->flags &= ~SG_SB_SCRATCH_FS;
+	/* A mount point: the executor mounted a filesystem for this sandbox
+	 * alone, so every file on it is the sandbox's. */
+	if (host_stat(root_fd, dirname(parent), 1, &up) == 0 && up.st_dev != st.st_dev)
+		sb->flags |= SG_SB_SCRATCH_FS;
+	return 0;
+}
+
+/* Whether the executor runs the tenant under a policy file of its own
+ * (<dir>/<tenant>.json), not default.json or the embedded default. */
+static bool own_policy(const struct sg_policy *p, const char *tenant)
+{
+	const char *base = strrchr(p->source, '/');
+	size_t n = strlen(tenant);
+
+	base = base ? base + 1 : p->source;
+	return strcmp(tenant, "default") && !strncmp(base, tenant, n) && !strcmp(base + n, ".json");
+}
+
+struct pins {
+	int sandboxes, state, policies, index, killed;
+};
+
+static void pins_close(struct pins *p)
+{
+	int *fds[] = { &p->sandboxes, &p->state, &p->policies, &p->index, &p->killed };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+}
+
+/* -ENOENT when there are no pins at all. */
+static int pins_open(struct pins *p)
+{
+	const int *needed[] = { &p->sandboxes, &p->state, &p->policies, &p->index };
+
+	p->sandboxes = sg_pinned_map("sg_sandboxes");
+	p->state = sg_pinned_map("sg_state");
+	p->policies = sg_pinned_map("sg_policies");
+	p->index = sg_pinned_map("sg_tenant_index");
+	p->killed = sg_pinned_map("sg_killed");
+	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++)
+		if (*needed[i] < 0)
+			return *needed[i];
+	return 0;
+}
+
+/* The slot the tenant's sandboxes use now, or -ENOENT when the tenant's
+ * own policy is not compiled (or the default's, for `own` false). */
+static int current_slot(const struct pins *p, const char *tenant, bool own, uint32_t *slot)
+{
+	struct sg_policy_k pol;
+	char key[SG_TENANT_MAX] = { 0 };
+
+	*slot = SG_TENANT_DEFAULT;
+	if (own) {
+		snprintf(key, sizeof(key), "%s", tenant);
+		if (bpf_map_lookup_elem(p->index, key, slot))
+			return -ENOENT;
+	}
+	return bpf_map_lookup_elem(p->policies, slot, &pol) ? -ENOENT : 0;
+}
+
+static void take_back(const struct pins *p, uint64_t cgid)
+{
+	bpf_map_delete_elem(p->sandboxes, &cgid);
+	bpf_map_delete_elem(p->state, &cgid);
+}
+
+/* Write the entries for `slot`: state first, so that a program that finds
+ * the sandbox finds its counters. */
+static int write_entries(const struct pins *p, const struct sg_enroll_request *req, uint32_t slot,
+			 struct sg_enroll_result *res)
+{
+	struct sg_sandbox_state st = { 0 };
+	struct sg_sandbox sb = { .tenant = slot };
+	int root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), err;
+
+	err = root_fd < 0 ? -errno : sg_scratch_identity(root_fd, req->scratch, &sb);
+	if (root_fd >= 0)
+		close(root_fd);
+	if (err) {
+		snprintf(res->detail, sizeof(res->detail), "scratch %s: %s", req->scratch,
+			 strerror(-err));
+		return err;
+	}
+	if (bpf_map_update_elem(p->state, &req->cgroup_id, &st, BPF_NOEXIST) && errno != EEXIST)
+		goto fail;
+	if (bpf_map_update_elem(p->sandboxes, &req->cgroup_id, &sb, BPF_ANY))
+		goto fail;
+	return 0;
+fail:
+	err = -errno;
+	take_back(p, req->cgroup_id);
+	snprintf(res->detail, sizeof(res->detail),
+		 "cannot write sandbox %s into the agent's pinned maps: %s%s", req->sandbox,
+		 strerror(errno), errno == E2BIG || errno == ENOSPC ? " (the maps are full)" : "");
+	return err;
+}
+
+/* No pins: no agent ever ran here (or its pins were removed). */
+static int no_agent(const struct sg_enroll_request *req, struct sg_enroll_result *res)
+{
+	if (req->policy->require_agent) {
+		snprintf(res->detail, sizeof(res->detail),
+			 "policy requires the sandguard agent, and none has run on this node "
+			 "(no pins under %s)",
+			 sg_pin_root());
+		return -ENOTCONN;
+	}
+	snprintf(res->detail, sizeof(res->detail),
+		 "no sandguard agent on this node (no pins under %s): the executor's own "
+		 "layers only",
+		 sg_pin_root());
+	return 0;
+}
+
+static int enroll(const struct pins *p, const struct sg_enroll_request *req,
+		  struct sg_enroll_result *res)
+{
+	bool own = own_policy(req->policy, req->tenant);
+	char why[200];
+	uint32_t slot, again;
+	int err;
+
+	for (int attempt = 0; attempt < ENROLL_TRIES; attempt++) {
+		if (current_slot(p, req->tenant, own, &slot)) {
+			if (!own) {
+				snprintf(res->detail, sizeof(res->detail),
+					 "the default policy is not compiled into the kernel yet "
+					 "(is the agent starting?)");
+				return -EAGAIN;
+			}
+			err = agent_compile(req->agent, req->tenant, req->compile_timeout_ms, why,
+					    sizeof(why));
+			if (err == -ENOTCONN) {
+				snprintf(
+					res->detail, sizeof(res->detail),
+					"tenant %s's policy is not compiled into the kernel, and no "
+					"agent is connected to compile it",
+					req->tenant);
+				return err;
+			}
+			if (err) {
+				snprintf(res->detail, sizeof(res->detail),
+					 "tenant %s's policy is not compiled into the kernel, and "
+					 "the agent did not compile it within %d ms: %s",
+					 req->tenant, req->compile_timeout_ms, why);
+				return err;
+			}
+			continue;
+		}
+		err = write_entries(p, req, slot, res);
+		if (err)
+			return err;
+		/* The slot may have been given up since it was read. */
+		if (current_slot(p, req->tenant, own, &again) == 0 && again == slot) {
+			res->enforced = true;
+			res->slot = slot;
+			return 0;
+		}
+		take_back(p, req->cgroup_id);
+	}
+	snprintf(res->detail, sizeof(res->detail),
+		 "tenant %s's policy slot kept changing while sandbox %s was enrolled", req->tenant,
+		 req->sandbox);
+	return -EAGAIN;
+}
+
+int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_result *res)
+{
+	struct pins p = { -1, -1, -1, -1, -1 };
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	err = pins_open(&p);
+	if (err == -ENOENT) {
+		pins_close(&p);
+		return no_agent(req, res);
+	}
+	if (!err && sg_pinned_links() <= 0)
+		err = -ENOLINK;
+	if (err) {
+		snprintf(res->detail, sizeof(res->detail),
+			 "the agent's pins under %s are unusable: %s", sg_pin_root(),
+			 err == -ENOLINK ? "no programs attached" : strerror(-err));
+		pins_close(&p);
+		return err;
+	}
+	err = enroll(&p, req, res);
+	if (!err && req->agent) {
+		/* For attribution only (run and batch ids): the kernel already
+		 * enforces, whatever the agent answers or fails to. */
+		int n = agent_register(req->agent, req->tenant, req->sandbox, req->run_id,
+				       req->batch_id, req->cgroup_id, req->scratch,
+				       req->notify_timeout_ms);
+		res->notified = n == 0;
+		if (n == -EXDEV) {
+			snprintf(res->detail, sizeof(res->detail),
+				 "the agent resolves policy paths in another root filesystem than "
+				 "this executor's: fix the deployment (agent --host-root)");
+			take_back(&p, req->cgroup_id);
+			res->enforced = false;
+			err = n;
+		} else if (n) {
+			sg_debug("sandbox %s: enforced; the agent was not told (%s)", req->sandbox,
+				 strerror(-n));
+		}
+	}
+	pins_close(&p);
+	return err;
+}
+
+void sg_enroll_release(uint64_t cgroup_id)
+{
+	struct pins p = { -1, -1, -1, -1, -1 };
+
+	pins_open(&p);
+	if (p.sandboxes >= 0)
+		take_back(&p, cgroup_id);
+	if (p.killed >= 0)
+		bpf_map_delete_elem(p.killed, &cgroup_id);
+	pins_close(&p);
+}

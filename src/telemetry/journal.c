@@ -1,0 +1,319 @@
+/* The outcome journal's append side, its segments and its disk check (see
+ * journal.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include "journal.h"
+#include "lib/fs_util.h"
+#include "lib/log.h"
+
+#define SEGMENT_PREFIX "outcomes-"
+#define SEGMENT_SUFFIX ".jsonl"
+#define LOCK_NAME      ".lock"
+
+int journal_state_dir(char *buf, size_t len)
+{
+	const char *v = getenv(SG_STATE_DIR_ENV);
+
+	if ((size_t)snprintf(buf, len, "%s", v && *v ? v : SG_STATE_DIR_DEFAULT_PATH) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* An unsigned tuning value from the environment, at least `min`. */
+static uint64_t env_u64(const char *name, uint64_t def, uint64_t min)
+{
+	const char *v = getenv(name);
+	unsigned long long x;
+	char *end;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || *end || v[0] == '-' || x < min) {
+		sg_warn("journal: %s=%s is not a whole number >= %llu: using %llu", name, v,
+			(unsigned long long)min, (unsigned long long)def);
+		return def;
+	}
+	return x;
+}
+
+int journal_init(struct journal *j, const char *state_dir)
+{
+	char state[PATH_MAX];
+	int err = 0;
+
+	memset(j, 0, sizeof(*j));
+	if (!state_dir) {
+		err = journal_state_dir(state, sizeof(state));
+		state_dir = state;
+	}
+	if (err || (size_t)snprintf(j->dir, sizeof(j->dir), "%s/%s", state_dir, JOURNAL_SUBDIR) >=
+			   sizeof(j->dir))
+		return -ENAMETOOLONG;
+	j->segment_bytes =
+		env_u64("SANDGUARD_JOURNAL_SEGMENT_BYTES", JOURNAL_SEGMENT_BYTES_DEFAULT, 4096);
+	j->keep = (unsigned)env_u64("SANDGUARD_JOURNAL_KEEP", JOURNAL_KEEP_DEFAULT, 2);
+	j->reserve_bytes =
+		env_u64("SANDGUARD_JOURNAL_RESERVE_BYTES", JOURNAL_RESERVE_BYTES_DEFAULT, 0);
+	return 0;
+}
+
+int journal_segment_path(const char *dir, uint64_t seq, char *buf, size_t len)
+{
+	if ((size_t)snprintf(buf, len, "%s/" SEGMENT_PREFIX "%010" PRIu64 SEGMENT_SUFFIX, dir,
+			     seq) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* The number of a segment's file name, 0 if it is not one. */
+static uint64_t segment_number(const char *name)
+{
+	size_t pl = strlen(SEGMENT_PREFIX), sl = strlen(SEGMENT_SUFFIX), n = strlen(name);
+	unsigned long long x = 0;
+
+	if (n != pl + 10 + sl || strncmp(name, SEGMENT_PREFIX, pl) ||
+	    strcmp(name + n - sl, SEGMENT_SUFFIX))
+		return 0;
+	for (size_t i = pl; i < pl + 10; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return 0;
+		x = x * 10 + (unsigned)(name[i] - '0');
+	}
+	return x;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int journal_segments(const char *dir, uint64_t **seqs, size_t *n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t cap = 0;
+	uint64_t *v = NULL;
+
+	*seqs = NULL;
+	*n = 0;
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d))) {
+		uint64_t seq = segment_number(e->d_name);
+		if (!seq)
+			continue;
+		if (*n == cap) {
+			uint64_t *grown = realloc(v, (cap = cap ? cap * 2 : 32) * sizeof(*v));
+			if (!grown) {
+				free(v);
+				closedir(d);
+				return -ENOMEM;
+			}
+			v = grown;
+		}
+		v[(*n)++] = seq;
+	}
+	closedir(d);
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_u64);
+	*seqs = v;
+	return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* Delete the segments older than the newest `keep` (called at rotation, lock
+ * held). A reader holding one open keeps reading it. */
+static void prune(const struct journal *j, uint64_t newest)
+{
+	uint64_t *seqs;
+	size_t n;
+	char path[PATH_MAX];
+
+	if (newest <= j->keep || journal_segments(j->dir, &seqs, &n))
+		return;
+	for (size_t i = 0; i < n && seqs[i] <= newest - j->keep; i++)
+		if (!journal_segment_path(j->dir, seqs[i], path, sizeof(path)) && unlink(path))
+			sg_warn("journal: cannot delete the old segment %s: %s", path,
+				strerror(errno));
+	free(seqs);
+}
+
+/* Open segment `seq` for appending; `create` makes a new one (fails if it
+ * exists), and makes its directory entry durable. */
+static int open_segment(const struct journal *j, uint64_t seq, bool create)
+{
+	char path[PATH_MAX];
+	int fd, err;
+
+	if ((err = journal_segment_path(j->dir, seq, path, sizeof(path))))
+		return err;
+	fd = open(path,
+		  O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0),
+		  0640);
+	if (fd < 0)
+		return -errno;
+	if (create && (err = fsync_dir(j->dir))) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* The segment to append `need` bytes to, rotated if full; lock held. */
+static int current_segment(const struct journal *j, size_t need, uint64_t *seq, off_t *size)
+{
+	uint64_t *seqs;
+	size_t n;
+	struct stat st;
+	int fd, err = journal_segments(j->dir, &seqs, &n);
+
+	if (err)
+		return err;
+	*seq = n ? seqs[n - 1] : 1;
+	free(seqs);
+	fd = open_segment(j, *seq, n == 0);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	*size = st.st_size;
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	if (st.st_size == 0 || (uint64_t)st.st_size + need <= j->segment_bytes)
+		return fd;
+	close(fd);
+	(*seq)++;
+	fd = open_segment(j, *seq, true);
+	if (fd >= 0) {
+		*size = 0;
+		prune(j, *seq);
+	}
+	return fd;
+}
+
+/* Lock held: the line goes in one writev, after a newline if the segment
+ * ends in a torn line; a failed write is cut off again. Returns the
+ * segment's fd (the line written, not yet synced) or -errno. */
+static int append_locked(const struct journal *j, const char *line, size_t len,
+			 struct journal_pos *at)
+{
+	struct iovec iov[3];
+	uint64_t seq = 0;
+	off_t size = 0;
+	char last = '\n';
+	int fd = current_segment(j, len + 2, &seq, &size), err = 0, n_iov = 0;
+	ssize_t want = 0, w;
+
+	if (fd < 0)
+		return fd;
+	if (size > 0 && pread(fd, &last, 1, size - 1) != 1) {
+		err = -errno;
+		close(fd);
+		return err ? err : -EIO;
+	}
+	if (last != '\n')
+		iov[n_iov++] = (struct iovec){ .iov_base = "\n", .iov_len = 1 };
+	iov[n_iov++] = (struct iovec){ .iov_base = (void *)line, .iov_len = len };
+	iov[n_iov++] = (struct iovec){ .iov_base = "\n", .iov_len = 1 };
+	for (int i = 0; i < n_iov; i++)
+		want += iov[i].iov_len;
+	w = writev(fd, iov, n_iov);
+	if (w != want) {
+		err = w < 0 ? -errno : -ENOSPC;
+		if (ftruncate(fd, size))
+			sg_error(
+				"journal: a failed append left %zd bytes at the end of segment %" PRIu64
+				" that cannot be cut off: %s",
+				w, seq, strerror(errno));
+		close(fd);
+		return err;
+	}
+	if (at)
+		*at = (struct journal_pos){ seq, (uint64_t)size + (last != '\n') };
+	return fd;
+}
+
+int journal_append(const struct journal *j, const char *line, size_t len, struct journal_pos *at)
+{
+	char lock[PATH_MAX];
+	int fd, seg, err;
+
+	if (memchr(line, '\n', len))
+		return -EINVAL; /* one record, one line */
+	if ((size_t)snprintf(lock, sizeof(lock), "%s/" LOCK_NAME, j->dir) >= sizeof(lock))
+		return -ENAMETOOLONG;
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 && errno == ENOENT) {
+		if ((err = fs_mkdir_p(j->dir, 0755)))
+			return err;
+		fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	}
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX) && errno == EINTR)
+		;
+	seg = append_locked(j, line, len, at);
+	close(fd); /* and the lock with it */
+	if (seg < 0)
+		return seg;
+	/* Synced outside the lock: concurrent executors' syncs overlap (the
+	 * filesystem commits them together) instead of queueing one by one.
+	 * Ours covers our line, written before it began. */
+	err = fdatasync(seg) ? -errno : 0;
+	close(seg);
+	return err;
+}
+
+int journal_space(const struct journal *j, uint64_t *free_bytes)
+{
+	char path[PATH_MAX], *slash;
+	struct statvfs st;
+
+	/* The journal's filesystem: that of its nearest existing ancestor
+	 * while it is not created yet (a check has no side effect). */
+	snprintf(path, sizeof(path), "%s", j->dir);
+	*free_bytes = 0;
+	while (statvfs(path, &st)) {
+		if (errno != ENOENT || !(slash = strrchr(path, '/')) || !strcmp(path, "/"))
+			return -errno;
+		slash[slash == path] = '\0'; /* "/x" -> "/" */
+	}
+	*free_bytes = (uint64_t)st.f_bavail * st.f_frsize;
+	return *free_bytes < j->reserve_bytes ? -ENOSPC : 0;
+}
+
+void journal_space_describe(const struct journal *j, uint64_t free_bytes, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s has %.1f MiB free, below the reserve of %.1f MiB", j->dir,
+		 (double)free_bytes / (1 << 20), (double)j->reserve_bytes / (1 << 20));
+}

@@ -1,0 +1,92 @@
+/* The outcome journal: the one durable record of every outcome on a node.
+ *
+ * Where: <state>/journal/, <state> = $SANDGUARD_STATE_DIR (the executors)
+ * or the agent's --state-dir, default /var/lib/sandguard; on a node they
+ * are the same directory. Files:
+ *   outcomes-0000000001.jsonl, outcomes-0000000002.jsonl, ...  segments
+ *   .lock                                                       the append lock
+ *
+ * Appending (executors: `sandguard exec`, `serve`): one JSON line per
+ * outcome (telemetry/journal_record.h), under an flock of .lock, in one
+ * writev to the newest segment, then fdatasync; only then does the
+ * executor return the result. A segment past segment_bytes is closed and
+ * the next one started (its directory entry fsync'd); at that moment the
+ * segments older than the newest `keep` are deleted. A torn last line (an
+ * executor killed in the middle of a write) is ended with a newline by the
+ * next append, so it stays one bad line and never swallows a good one. A
+ * failed write is cut back off the file (ftruncate) before the lock is let
+ * go: no reader ever sees half a record followed by a good one.
+ *
+ * Reading (the agent's fold, `sandguard top` without an agent, tests,
+ * `sandguard explain`): segments in order, complete lines only
+ * (journal_read.h). A segment is never rewritten, so (segment, offset) is
+ * a stable position: the agent's checkpoint stores it.
+ *
+ * Disk: journal_space() says whether the journal's filesystem has at least
+ * reserve_bytes free. Executors refuse new runs below it (platform_error
+ * naming the path), and the agent's readiness goes red, so that the runs
+ * already admitted can still book into the reserve.
+ *
+ * Tuning (environment, read by executors and the agent alike):
+ *   SANDGUARD_JOURNAL_SEGMENT_BYTES  default 4 MiB, at least 4096
+ *   SANDGUARD_JOURNAL_KEEP           segments kept, default 16, at least 2
+ *   SANDGUARD_JOURNAL_RESERVE_BYTES  default 8 MiB (0 turns the check off)
+ * An invalid value is warned about and the default used. */
+#ifndef SG_JOURNAL_H
+#define SG_JOURNAL_H
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SG_STATE_DIR_ENV              "SANDGUARD_STATE_DIR"
+#define SG_STATE_DIR_DEFAULT_PATH     "/var/lib/sandguard"
+#define JOURNAL_SUBDIR                "journal"
+#define JOURNAL_SEGMENT_BYTES_DEFAULT (4ull << 20)
+#define JOURNAL_KEEP_DEFAULT          16u
+#define JOURNAL_RESERVE_BYTES_DEFAULT (8ull << 20)
+
+struct journal {
+	char dir[PATH_MAX]; /* <state>/journal */
+	uint64_t segment_bytes;
+	unsigned keep;
+	uint64_t reserve_bytes;
+};
+
+/* A place in the journal: the byte `offset` of segment number `segment`.
+ * {0, 0} is "before the first record of the oldest segment". */
+struct journal_pos {
+	uint64_t segment;
+	uint64_t offset;
+};
+
+/* The state directory: $SANDGUARD_STATE_DIR or the default. */
+int journal_state_dir(char *buf, size_t len);
+
+/* The journal of `state_dir` (NULL: journal_state_dir()), tuned from the
+ * environment. 0 or -ENAMETOOLONG. Touches no file. */
+int journal_init(struct journal *j, const char *state_dir);
+
+/* Append one record (`line`, without its newline) durably. On return 0 the
+ * line is on disk (fdatasync'd); `at` (may be NULL) is where it starts.
+ * -errno otherwise (-ENOSPC for a full disk), and then no part of the line
+ * stays in the journal (unless fdatasync itself failed: -EIO, the line may
+ * stay). */
+int journal_append(const struct journal *j, const char *line, size_t len, struct journal_pos *at);
+
+/* Free bytes on the journal's filesystem (for the superuser's peers: the
+ * blocks available to unprivileged writers). Creates the directory if it
+ * is missing. 0, or -ENOSPC when below the reserve, or -errno. */
+int journal_space(const struct journal *j, uint64_t *free_bytes);
+
+/* One line for a full disk: "<dir> has 1.2 MiB free, below the reserve of
+ * 8 MiB". */
+void journal_space_describe(const struct journal *j, uint64_t free_bytes, char *buf, size_t len);
+
+/* The segment numbers present, ascending (malloc'd; *n may be 0). */
+int journal_segments(const char *dir, uint64_t **seqs, size_t *n);
+
+/* The path of segment `seq`. */
+int journal_segment_path(const char *dir, uint64_t seq, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,214 @@
+/* The journal record codec (see journal_record.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include "abi/events.h"
+#include "event_json.h"
+#include "journal_record.h"
+#include "lib/json_text.h"
+#include "lib/rule_names.h"
+
+#define ID_PREFIX "{\"v\":1,\"id\":\""
+
+int journal_new_id(char *buf, size_t len)
+{
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		return -errno;
+	if ((size_t)snprintf(buf, len, "o-%016" PRIx64, r) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* A bounded C string field as JSON: null when empty. */
+static json_t *text_or_null(const char *s, size_t cap)
+{
+	size_t n = strnlen(s, cap);
+
+	return n ? json_string_lossy(s, n) : json_null();
+}
+
+static json_t *ts_json(uint64_t ms)
+{
+	char buf[32];
+
+	return event_format_ts((int64_t)ms, buf, sizeof(buf)) ? json_null() : json_string(buf);
+}
+
+int journal_record_encode(const struct sg_outcome *o, const char *detail, char **line, size_t *len)
+{
+	json_t *j;
+	bool scored = o->n_scores > 0;
+
+	*line = NULL;
+	if (!strnlen(o->id, sizeof(o->id)) || !strnlen(o->tenant, sizeof(o->tenant)) ||
+	    (unsigned)o->mode >= SG_MODE__COUNT || (unsigned)o->cause >= SG_CAUSE__COUNT)
+		return -EINVAL;
+	/* Insertion order is kept by jansson: "v" and "id" lead, so that the
+	 * fold's id scan (journal_record_id) needs no parse. */
+	j = json_object();
+	if (!j)
+		return -ENOMEM;
+	json_object_set_new(j, "v", json_integer(JOURNAL_RECORD_VERSION));
+	json_object_set_new(j, "id", text_or_null(o->id, sizeof(o->id)));
+	json_object_set_new(j, "ts", ts_json(o->ts_ms));
+	json_object_set_new(j, "started", ts_json(o->started_ms));
+	json_object_set_new(j, "pid", json_integer(o->pid));
+	json_object_set_new(j, "mode", json_string(mode_name(o->mode)));
+	json_object_set_new(j, "tenant", text_or_null(o->tenant, sizeof(o->tenant)));
+	json_object_set_new(j, "run_id", text_or_null(o->run_id, sizeof(o->run_id)));
+	json_object_set_new(j, "batch_id",
+			    json_string_lossy(o->batch_id,
+					      strnlen(o->batch_id, sizeof(o->batch_id))));
+	json_object_set_new(j, "sandbox", text_or_null(o->sandbox, sizeof(o->sandbox)));
+	json_object_set_new(j, "cgroup_id", json_integer((json_int_t)o->cgroup_id));
+	json_object_set_new(j, "attempt", json_integer(o->attempt));
+	json_object_set_new(j, "final", json_boolean(o->final));
+	json_object_set_new(j, "cause", json_string(cause_name(o->cause)));
+	json_object_set_new(j, "class",
+			    json_string(fault_class_name(outcome_class(o->mode, o->cause))));
+	json_object_set_new(j, "rule",
+			    rule_name(o->rule) ? json_string(rule_name(o->rule)) : json_null());
+	json_object_set_new(j, "wall_ms", json_integer((json_int_t)o->wall_ms));
+	json_object_set_new(j, "n_scores", json_integer(o->n_scores));
+	json_object_set_new(j, "score_mean",
+			    scored ? json_real_or_null(o->score_mean) : json_null());
+	json_object_set_new(j, "score_var", scored ? json_real_or_null(o->score_var) : json_null());
+	json_object_set_new(j, "constant", json_boolean(o->constant));
+	json_object_set_new(j, "invalid", json_boolean(o->invalid));
+	json_object_set_new(j, "detail",
+			    detail && *detail ? json_string_lossy(detail, strlen(detail))
+					      : json_null());
+	*line = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!*line)
+		return -ENOMEM;
+	*len = strlen(*line);
+	return 0;
+}
+
+int journal_record_id(const char *line, size_t len, char *id, size_t id_len)
+{
+	size_t pl = strlen(ID_PREFIX);
+	const char *start = line + pl, *end;
+
+	if (len <= pl || memcmp(line, ID_PREFIX, pl))
+		return -EBADMSG;
+	end = memchr(start, '"', len - pl);
+	/* A backslash would be an escape: leave that id to the parser. */
+	if (!end || end == start || (size_t)(end - start) >= id_len ||
+	    memchr(start, '\\', end - start))
+		return -EBADMSG;
+	memcpy(id, start, end - start);
+	id[end - start] = '\0';
+	return 0;
+}
+
+/* Copy a string field into a fixed buffer; "" for null when allowed. */
+static int copy_field(json_t *root, const char *key, char *buf, size_t len, bool nullable)
+{
+	json_t *v = json_object_get(root, key);
+	const char *s = json_string_value(v);
+
+	if (!s && nullable && (!v || json_is_null(v))) {
+		buf[0] = '\0';
+		return 0;
+	}
+	if (!s || json_string_length(v) >= len || strlen(s) != json_string_length(v))
+		return -1;
+	memcpy(buf, s, json_string_length(v) + 1);
+	return 0;
+}
+
+static int bad(char *why, size_t why_len, const char *what)
+{
+	snprintf(why, why_len, "%s", what);
+	return -EBADMSG;
+}
+
+static uint64_t ts_field(json_t *root, const char *key)
+{
+	int64_t ms = 0;
+	const char *s = json_string_value(json_object_get(root, key));
+
+	return s && !event_parse_ts(s, &ms) && ms > 0 ? (uint64_t)ms : 0;
+}
+
+static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
+{
+	json_t *rule = json_object_get(root, "rule");
+	json_int_t v = 0, pid = 0, cgid = 0, attempt = -1, wall = -1, n_scores = 0;
+	int final = 0, constant = 0, invalid = 0, mode, cause;
+	const char *m = NULL, *c = NULL;
+	double mean = 0, var = 0;
+
+	if (json_unpack(root, "{s:I, s:s, s:s, s:I, s:b, s:I}", "v", &v, "mode", &m, "cause", &c,
+			"attempt", &attempt, "final", &final, "wall_ms", &wall))
+		return bad(why, why_len, "expected v, mode, cause, attempt, final and wall_ms");
+	if (v != JOURNAL_RECORD_VERSION)
+		return bad(why, why_len, "unknown record version");
+	if (copy_field(root, "id", o->id, sizeof(o->id), false) || !o->id[0])
+		return bad(why, why_len, "id: expected a non-empty string of at most 127 bytes");
+	if (copy_field(root, "tenant", o->tenant, sizeof(o->tenant), false) ||
+	    !tenant_name_valid(o->tenant))
+		return bad(why, why_len, "tenant: expected a valid tenant name");
+	if (copy_field(root, "run_id", o->run_id, sizeof(o->run_id), true) ||
+	    copy_field(root, "batch_id", o->batch_id, sizeof(o->batch_id), true) ||
+	    copy_field(root, "sandbox", o->sandbox, sizeof(o->sandbox), true))
+		return bad(why, why_len, "run_id, batch_id, sandbox: expected strings or null");
+	if ((mode = mode_from_name(m)) < 0 || (cause = cause_from_name(c)) < 0)
+		return bad(why, why_len, "unknown mode or cause");
+	if (attempt < 0 || attempt > UINT32_MAX || wall < 0)
+		return bad(why, why_len, "attempt and wall_ms: expected counts");
+	if (json_unpack(root, "{s?I, s?I, s?I, s?b, s?b}", "pid", &pid, "cgroup_id", &cgid,
+			"n_scores", &n_scores, "constant", &constant, "invalid", &invalid) ||
+	    n_scores < 0 || n_scores > UINT32_MAX)
+		return bad(why, why_len, "pid, cgroup_id, n_scores, constant, invalid: wrong type");
+	if (rule && !json_is_null(rule) && rule_from_name(json_string_value(rule)) < 0)
+		return bad(why, why_len, "rule: expected a rule name or null");
+	if (cause == SG_CAUSE_TENANT_POLICY_VIOLATION &&
+	    rule_from_name(json_string_value(rule)) < 0)
+		return bad(why, why_len, "rule: a tenant_policy_violation names its rule");
+	mean = json_number_value(json_object_get(root, "score_mean"));
+	var = json_number_value(json_object_get(root, "score_var"));
+	o->mode = mode;
+	o->cause = cause;
+	o->rule = rule_from_name(json_string_value(rule));
+	o->attempt = (uint32_t)attempt;
+	o->final = final;
+	o->wall_ms = (uint64_t)wall;
+	o->pid = (int)pid;
+	o->cgroup_id = (uint64_t)cgid;
+	o->n_scores = (uint32_t)n_scores;
+	o->score_mean = mean;
+	o->score_var = var;
+	o->constant = constant;
+	o->invalid = invalid;
+	o->ts_ms = ts_field(root, "ts");
+	o->started_ms = ts_field(root, "started");
+	return 0;
+}
+
+int journal_record_decode(const char *line, size_t len, struct sg_outcome *o, char *why,
+			  size_t why_len)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	int err;
+
+	memset(o, 0, sizeof(*o));
+	o->rule = -1;
+	if (!json_is_object(root)) {
+		snprintf(why, why_len, "not a JSON object: %s", root ? "" : jerr.text);
+		json_decref(root);
+		return -EBADMSG;
+	}
+	err = decode(root, o, why, why_len);
+	json_decref(root);
+	return err;
+}

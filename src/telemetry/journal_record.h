@@ -1,0 +1,48 @@
+/* One journal record: an outcome as one JSON line (see journal.h for the
+ * journal). Version 1, the keys always in this order:
+ *
+ *   {"v": 1,
+ *    "id": "3f2a9c01-4242",            the outcome id: the attempt's sandbox id,
+ *                                      or "o-<16 hex>" for an outcome without
+ *                                      a sandbox (a refusal, a verifier
+ *                                      request's summary); the fold books the
+ *                                      first record of an id, never a later one
+ *    "ts": "2026-11-21T20:14:06.959Z", when it was booked (UTC, ms)
+ *    "started": "...Z",                when the attempt started (ts - wall_ms)
+ *    "pid": 28446,                     the executor that booked it
+ *    "mode": "batch"|"verify"|"run",
+ *    "tenant", "run_id" (or null), "batch_id", "sandbox" (or null), "cgroup_id",
+ *    "attempt": 1-based; 0 for a refusal before any sandbox ran,
+ *    "final": true on the attempt that ended the batch (counts as a batch),
+ *    "cause", "class" ("tenant_code", "platform", "verdict" or "none"),
+ *    "rule" (or null), "wall_ms", "n_scores", "score_mean", "score_var"
+ *    (null without scores), "constant", "invalid",
+ *    "detail" (or null): the human-readable reason, as in the result}
+ *
+ * A reader takes "class" from mode and cause (outcome_class()), so that an
+ * old record is judged by today's rule; the stored one is for people. */
+#ifndef SG_JOURNAL_RECORD_H
+#define SG_JOURNAL_RECORD_H
+#include <stddef.h>
+#include "outcome.h"
+
+#define JOURNAL_RECORD_VERSION 1
+
+/* The line (malloc'd, NUL-terminated, no newline) for `o` and `detail`
+ * (may be NULL). 0, -EINVAL for an outcome without an id or tenant, or
+ * -ENOMEM. */
+int journal_record_encode(const struct sg_outcome *o, const char *detail, char **line, size_t *len);
+
+/* Parse one line. 0 with *o filled (detail is not kept), or -EBADMSG with
+ * `why` saying what is wrong. */
+int journal_record_decode(const char *line, size_t len, struct sg_outcome *o, char *why,
+			  size_t why_len);
+
+/* Only the id, cheaply: 0, or -EBADMSG when the line does not start the
+ * way journal_record_encode() starts one (then decode it). */
+int journal_record_id(const char *line, size_t len, char *id, size_t id_len);
+
+/* A fresh random outcome id, "o-<16 hex digits>". 0 or -errno. */
+int journal_new_id(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,224 @@
+/* The agent suite: files and execs. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "abi/events.h"
+#include "agent_suite.h"
+#include "control/agent_client.h"
+#include "control/pinned.h"
+#include "lib/cgroup.h"
+#include "abi/maps.h"
+#include "control/enroll.h"
+
+void test_files(void)
+{
+	struct at_sandbox sb;
+	char link[PATH_MAX], scratch_file[PATH_MAX], outside[PATH_MAX + 32], locked[PATH_MAX + 32],
+		flags[32];
+	int st;
+
+	/* A sandbox per case: in fallback mode a refused open kills the task. */
+	if (at_sandbox_new(&env, "acme", &sb))
+		return at_result(false, "files: sandbox", "cannot create/register a sandbox");
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .path = "/etc/hostname", .flags = O_RDONLY });
+	at_result(refused(st), "files: open /etc/hostname is refused", "%s", describe(st));
+	at_result(at_event_seen(&env, 3000, sb.name, lsm ? "\"file_denied\"" : "\"file_tripped\"",
+				"/etc/hostname", NULL),
+		  "files: the refusal is evented with the resolved path", "no event");
+	at_sandbox_free(&sb);
+
+	at_sandbox_new(&env, "acme", &sb);
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .cwd = sb.scratch,
+					.path = "../../../../../../../../../etc/hostname",
+					.flags = O_RDONLY });
+	at_result(refused(st), "files: relative ../ path to /etc/hostname is refused", "%s",
+		  describe(st));
+	at_sandbox_free(&sb);
+
+	at_sandbox_new(&env, "acme", &sb);
+	snprintf(link, sizeof(link), "%s/link", sb.scratch);
+	if (symlink("/etc/hostname", link))
+		at_result(false, "files: symlink", "cannot create %s", link);
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .cwd = sb.scratch, .path = "link", .flags = O_RDONLY });
+	at_result(refused(st), "files: a symlink in scratch to /etc/hostname is refused", "%s",
+		  describe(st));
+	at_result(at_event_seen(&env, 3000, sb.name, "/etc/hostname", NULL),
+		  "files: the symlink's target (not the link) is in the event",
+		  "no event naming /etc/hostname");
+	at_sandbox_free(&sb);
+
+	at_sandbox_new(&env, "acme", &sb);
+	snprintf(scratch_file, sizeof(scratch_file), "%s/out.txt", sb.scratch);
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .path = scratch_file, .flags = O_WRONLY | O_CREAT });
+	at_result(returned(st, 0),
+		  "files: scratch is writable (a file created after the policy loaded)", "%s",
+		  describe(st));
+	st = run_in(&sb, child_open, &(struct open_arg){ .path = ro_file, .flags = O_RDONLY });
+	at_result(returned(st, 0), "files: the read-only allowlist is readable", "%s",
+		  describe(st));
+	st = run_in(&sb, child_open, &(struct open_arg){ .path = ro_file, .flags = O_WRONLY });
+	at_result(refused(st), "files: the read-only allowlist is not writable", "%s",
+		  describe(st));
+	at_sandbox_free(&sb);
+
+	/* A write outside the scratch is reported as a write, with its flags. */
+	at_sandbox_new(&env, "acme", &sb);
+	snprintf(outside, sizeof(outside), "%s/created-outside", env.dir);
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .path = outside, .flags = O_WRONLY | O_CREAT });
+	at_result(refused(st), "files: an O_CREAT|O_WRONLY open outside the scratch is refused",
+		  "%s", describe(st));
+	at_result(at_event_seen(&env, 3000, sb.name, "created-outside", "\"write\":true", NULL),
+		  "files: ... and evented as a write", "no event with write true");
+	at_sandbox_free(&sb);
+	if (!lsm) {
+		/* Refused before the agent saw a file (here by DAC; the
+		 * executor's Landlock in production): the request's flags. */
+		at_sandbox_new(&env, "acme", &sb);
+		snprintf(locked, sizeof(locked), "%s/locked", env.dir);
+		close(open(locked, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+		st = run_in(&sb, child_open,
+			    &(struct open_arg){
+				    .path = locked, .flags = O_WRONLY | O_CREAT, .uid = 65534 });
+		snprintf(flags, sizeof(flags), "\"flags\":%d", O_WRONLY | O_CREAT);
+		at_result(returned(st, EACCES) &&
+				  at_event_seen(&env, 3000, sb.name, "\"file_denied\"", "locked",
+						"\"requested\":true", "\"write\":true", flags,
+						NULL),
+			  "files: an open another layer refused is evented as the write it asked",
+			  "%s, or no event with write true and %s", describe(st), flags);
+		at_sandbox_free(&sb);
+	}
+
+	at_sandbox_new(&env, "acme", &sb);
+	st = run_in(&sb, child_uring_open, "/etc/hostname");
+	if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) >= 200)
+		at_skipped("files: io_uring openat",
+			   "io_uring unavailable here (setup failed, code %d)", WEXITSTATUS(st));
+	else if (lsm)
+		at_result(returned(st, EACCES),
+			  "files: io_uring openat of /etc/hostname gets EACCES", "%s",
+			  describe(st));
+	else
+		at_skipped("files: io_uring openat",
+			   "fallback mode does not see io_uring opens (%s); "
+			   "the executor's seccomp filter blocks io_uring, LSM mode refuses them",
+			   describe(st));
+	at_sandbox_free(&sb);
+}
+
+/* A path `depth` directories deep below dir, made. */
+static void make_deep(const char *dir, int depth, char *path, size_t len)
+{
+	size_t n = (size_t)snprintf(path, len, "%s", dir);
+
+	for (int i = 0; i < depth && n + 3 < len; i++) {
+		n += (size_t)snprintf(path + n, len - n, "/d");
+		mkdir(path, 0777);
+	}
+}
+
+/* A scratch of its own (a tmpfs, as the executor mounts it) is judged by
+ * its filesystem, at any depth; a directory scratch by its ancestors,
+ * which the walk stops looking for after SG_WALK_DEPTH (fail closed). */
+void test_scratch(void)
+{
+	struct sg_enroll_result res;
+	char deep[PATH_MAX], file[PATH_MAX + 8];
+	struct at_sandbox sb;
+	int st;
+
+	if (at_sandbox_enroll(&env, "acme", &sb, true, &res) || !res.enforced)
+		return at_result(false, "scratch: tmpfs sandbox", "not enrolled: %s", res.detail);
+	make_deep(sb.scratch, 40, deep, sizeof(deep));
+	snprintf(file, sizeof(file), "%s/f", deep);
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .path = file, .flags = O_WRONLY | O_CREAT });
+	at_result(returned(st, 0),
+		  "scratch: a file 40 directories deep in a tmpfs scratch is written (no walk)",
+		  "%s", describe(st));
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .path = "/etc/hostname", .flags = O_RDONLY });
+	at_result(refused(st), "scratch: outside a tmpfs scratch is still refused", "%s",
+		  describe(st));
+	at_sandbox_free(&sb);
+
+	at_sandbox_new(&env, "acme", &sb);
+	make_deep(sb.scratch, SG_WALK_DEPTH + 4, deep, sizeof(deep));
+	snprintf(file, sizeof(file), "%s/f", deep);
+	st = run_in(&sb, child_open,
+		    &(struct open_arg){ .path = file, .flags = O_WRONLY | O_CREAT });
+	at_result(refused(st),
+		  "scratch: in a directory scratch, past the ancestor walk, refused (fail closed)",
+		  "%s", describe(st));
+	at_sandbox_free(&sb);
+}
+
+/* Read-only paths are identities: the same file seen through a bind
+ * mount (a sandbox's minimal root is made of them) is the same file. */
+void test_bind_mounts(void)
+{
+	char ro_dir[PATH_MAX + 8], view[PATH_MAX + 16];
+	struct at_sandbox sb;
+	int st;
+
+	snprintf(ro_dir, sizeof(ro_dir), "%s/ro", env.dir);
+	at_sandbox_new(&env, "acme", &sb);
+	snprintf(view, sizeof(view), "%s/view", sb.scratch);
+	st = run_in(&sb, child_open_bound, &(struct bind_arg){ ro_dir, view, "data", O_RDONLY });
+	at_result(returned(st, 0), "bind: a read-only path seen through a bind mount is readable",
+		  "%s", describe(st));
+	at_sandbox_free(&sb);
+
+	at_sandbox_new(&env, "acme", &sb);
+	snprintf(view, sizeof(view), "%s/etc", sb.scratch);
+	st = run_in(&sb, child_open_bound,
+		    &(struct bind_arg){ "/etc", view, "hostname", O_RDONLY });
+	at_result(refused(st), "bind: /etc bind-mounted into the scratch is still refused", "%s",
+		  describe(st));
+	at_sandbox_free(&sb);
+}
+
+void test_exec(void)
+{
+	struct at_sandbox sb;
+	char marker[PATH_MAX], filename[PATH_MAX + 16];
+	int st;
+
+	at_sandbox_new(&env, "acme", &sb);
+	snprintf(marker, sizeof(marker), "%s/allowed-ran", sb.scratch);
+	st = run_in(&sb, child_exec, &(struct exec_arg){ busybox, marker });
+	at_result(returned(st, 0) && access(marker, F_OK) == 0, "exec: an allowlisted exec runs",
+		  "%s", describe(st));
+	snprintf(filename, sizeof(filename), "\"filename\":\"%s\"", busybox);
+	at_result(at_event_seen(&env, 3000, sb.name, "\"type\":\"exec\"", filename, "\"touch\"",
+				NULL),
+		  "exec: evented with filename and argv", "no exec event with %s", filename);
+	at_sandbox_free(&sb);
+
+	at_sandbox_new(&env, "acme", &sb);
+	snprintf(marker, sizeof(marker), "%s/forbidden-ran", sb.scratch);
+	st = run_in(&sb, child_exec, &(struct exec_arg){ forbidden_exe, marker });
+	at_result(refused(st) && access(marker, F_OK) != 0,
+		  lsm ? "exec: a disallowed exec fails at bprm_check with EACCES"
+		      : "exec: a disallowed exec is killed before any of its code runs",
+		  "%s, marker %s", describe(st), access(marker, F_OK) ? "absent" : "PRESENT");
+	at_result(at_event_seen(&env, 3000, sb.name, "\"exec_denied\"",
+				lsm ? "\"mode\":\"lsm\"" : "\"mode\":\"fallback\"", NULL),
+		  "exec: the refusal is evented with the mode that refused it", "no event");
+	at_sandbox_free(&sb);
+}

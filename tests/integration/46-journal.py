@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Exactly once, under load and faults. Every outcome is journaled before
+its result is returned, and the agent's ledger is the fold of the journal:
+
+  - 300 concurrent `sandguard exec` runs: 0 lost, 0 platform_error;
+  - `kill -9` of the agent (twice) while batches run, then a restart: every
+    batch booked exactly once, in the journal and in the ledger;
+  - a second record of an outcome id (what the orphan reaper writes for an
+    attempt its executor had booked) changes nothing, and is counted as a
+    duplicate in `status`;
+  - an executor in the middle of a run keeps talking to a restarted agent
+    (its connection is opened again; no "no verdict" fallback).
+
+The exactly-once check is tests/lib/sgjournal.py's, which the chaos stage
+reuses."""
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgagent import Agent, PY, SANDGUARD, check, finish  # noqa: E402
+import sgjournal  # noqa: E402
+from sgtest import uid_base  # noqa: E402
+
+GOOD = """import json, sys
+b = json.load(sys.stdin)
+print(json.dumps([0.25 * (i % 4) for i in range(len(b["items"]))]))
+"""
+# Waits (without a deadline of its own) until the test creates a flag file.
+WAIT_FOR_FLAG = """import json, os, sys, time
+b = json.load(sys.stdin)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+print(json.dumps([1.0] * len(b["items"])))
+"""
+TENANTS = ["t1", "t2", "t3", "t4"]
+POLICY = {"limits": {"timeout_ms": 60000, "memory_mb": 256, "max_tasks": 32, "concurrency": 8,
+                     "on_excess": "wait", "queue_timeout_ms": 3600000}}
+
+
+class Batches:
+    """Batch files and `sandguard exec` processes, started at once."""
+
+    def __init__(self, a, prog, tag):
+        self.a, self.prog, self.tag, self.procs, self.ids = a, prog, tag, [], {}
+
+    def start(self, tenant, n):
+        for _ in range(n):
+            bid = "%s-%s-%d" % (self.tag, tenant, len(self.procs))
+            path = os.path.join(self.a.dir, "batches", bid + ".json")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                json.dump({"batch_id": bid, "items": [{"prompt": "p", "completion": "c%d" % i}
+                                                      for i in range(3)]}, f)
+            self.ids.setdefault(tenant, set()).add(bid)
+            self.procs.append(subprocess.Popen(
+                [SANDGUARD, "exec", "--tenant", tenant, "--policy-dir", self.a.policy_dir,
+                 "--batch", path, "--", PY, self.prog],
+                env=self.a.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL, text=True))
+
+    def wait(self):
+        """[(result or None, stderr)] in start order."""
+        out = []
+        for p in self.procs:
+            stdout, stderr = p.communicate(timeout=1800)
+            try:
+                out.append((json.loads(stdout), stderr))
+            except ValueError:
+                out.append((None, stderr))
+        return out
+
+
+def concurrent_300(a, state, progs):
+    # Under the sanitizers (check-asan) each executor is several times
+    # heavier: a third of them says the same thing without starving the box.
+    n = 100 if os.environ.get("SANDGUARD_ASAN") else 300
+    b = Batches(a, progs["good"], "conc")
+    for i in range(n):
+        b.start(TENANTS[i % len(TENANTS)], 1)
+    results = b.wait()
+    causes = {}
+    for r, _ in results:
+        causes[r["cause"] if r else "no result"] = causes.get(r["cause"] if r else "no result", 0) + 1
+    print("%d concurrent runs: causes %s" % (n, causes))
+    check(causes == {"ok": n}, "%d concurrent exec runs: all ok, 0 platform_error" % n, str(causes))
+    rep = sgjournal.exactly_once(state, sgjournal.settled(a), b.ids)
+    print("%d concurrent runs: %s" % (n, sgjournal.summary(rep)))
+    check(not rep["problems"] and rep["lost"] == 0,
+          "%d concurrent exec runs: 0 lost, 0 counted twice, one final record per batch" % n,
+          "; ".join(rep["problems"]))
+
+
+def kill_during_batches(a, state, progs):
+    """Batches run while the agent is killed with SIGKILL (twice) and
+    restarted; none is lost or counted twice."""
+    b = Batches(a, progs["good"], "kill")
+    stop = threading.Event()
+    kills = []
+
+    def killer():
+        for _ in range(2):
+            time.sleep(1.5)
+            if stop.is_set():
+                return
+            a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait()
+            kills.append(time.time())
+            time.sleep(0.5)
+            a.start()
+
+    for t in TENANTS[:2]:
+        b.start(t, 20)
+    k = threading.Thread(target=killer)
+    k.start()
+    for t in TENANTS[2:]:
+        b.start(t, 20)
+    results = b.wait()
+    stop.set()
+    k.join()
+    causes = {}
+    for r, _ in results:
+        causes[r["cause"] if r else "no result"] = causes.get(r["cause"] if r else "no result", 0) + 1
+    print("kill -9 of the agent x%d during %d batches: causes %s" % (len(kills), len(results), causes))
+    check(len(kills) == 2, "the agent was killed twice while batches ran", str(kills))
+    check(causes == {"ok": len(results)}, "batches around agent kills are all ok", str(causes))
+    a.stop()
+    if not a.start():
+        check(False, "the agent restarts after kill -9", "")
+        return
+    rep = sgjournal.exactly_once(state, sgjournal.settled(a), b.ids)
+    print("kill -9 x2, restart: " + sgjournal.summary(rep))
+    check(not rep["problems"], "kill -9 of the agent during batches, restart: every batch booked "
+          "exactly once (journal and ledger)", "; ".join(rep["problems"]))
+
+
+def duplicate_ids(a, state):
+    """The orphan reaper's record of an attempt its executor had booked:
+    the same outcome id, booked again as platform_error. Ignored."""
+    before = sgjournal.settled(a)
+    recs = sgjournal.read(state)
+    victim = next(r for r in recs if r["final"] and r["cause"] == "ok")
+    dup = dict(victim, cause="platform_error", **{"class": "platform"}, detail="executor died")
+    seg = sgjournal.segments(state)[-1]
+    with open(os.path.join(sgjournal.journal_dir(state), ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open(seg, "a") as f:
+            f.write(json.dumps(dup) + "\n")
+    dups = 0
+    deadline = time.time() + 30
+    while time.time() < deadline and dups < 1:
+        dups = sgjournal.status(a).get("ledger", {}).get("duplicates", 0)
+        time.sleep(0.1)
+    after = sgjournal.top(a)
+    check(dups == 1, "a second record of an outcome id is seen and ignored (status: 1 duplicate)",
+          str(sgjournal.status(a).get("ledger")))
+    check(before.get("tenants") == after.get("tenants"),
+          "a second record of an outcome id changes no count", "")
+    rep = sgjournal.exactly_once(state, after)
+    check(not rep["problems"] and rep["duplicates_ignored"] == 1,
+          "journal and ledger agree after the duplicate: " + sgjournal.summary(rep),
+          "; ".join(rep["problems"]))
+
+
+def reconnect(a, progs):
+    """An executor mid-run when the agent restarts: its next call (the
+    verdict) goes to the new agent over a new connection."""
+    for how in ("SIGTERM", "SIGKILL"):
+        flag = os.path.join(a.programs, "flag-" + how)
+        bid = "b-reconnect-%s" % how
+        path = os.path.join(a.dir, "batches", bid + ".json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"batch_id": bid, "items": [{"prompt": "p", "completion": "c"}]}, f)
+        p = subprocess.Popen([SANDGUARD, "exec", "--tenant", "t1", "--policy-dir", a.policy_dir,
+                              "--batch", path, "--", PY, progs["wait"], flag],
+                             env=a.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Registered and running: the sandbox cgroup exists.
+        tdir = os.path.join(a.env["SANDGUARD_CGROUP_ROOT"], "t1")
+        deadline = time.time() + 30
+        while time.time() < deadline and not (os.path.isdir(tdir) and any(
+                os.path.isdir(os.path.join(tdir, d)) for d in os.listdir(tdir))):
+            time.sleep(0.05)
+        a.proc.send_signal(getattr(signal, how))
+        a.proc.wait()
+        ok = a.start()
+        with open(flag, "w"):
+            pass
+        out, err = p.communicate(timeout=120)
+        try:
+            r = json.loads(out)
+        except ValueError:
+            r = None
+        check(ok and r is not None and r["cause"] == "ok",
+              "agent restarted (%s) during a run: the batch is ok" % how, out[-200:] + err[-300:])
+        check("no verdict" not in err and "no answer" not in err,
+              "agent restarted (%s) during a run: the executor reached the new agent" % how, err[-300:])
+
+
+def main():
+    a = Agent({t: POLICY for t in TENANTS}, name="journal")
+    a.env["SANDGUARD_UID_BASE"] = str(uid_base(64000))
+    state = a.env["SANDGUARD_STATE_DIR"]
+    try:
+        progs = {"good": a.program("good.py", GOOD), "wait": a.program("wait.py", WAIT_FOR_FLAG)}
+        if not a.start():
+            check(False, "agent starts", open(os.path.join(a.dir, "agent.log")).read()[-500:])
+            return
+        concurrent_300(a, state, progs)
+        kill_during_batches(a, state, progs)
+        duplicate_ids(a, state)
+        reconnect(a, progs)
+    finally:
+        a.cleanup()
+
+
+main()
+finish()

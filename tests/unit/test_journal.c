@@ -1,0 +1,391 @@
+/* The outcome journal: the record codec, durable appends in order,
+ * rotation and retention, readers that see complete lines only, a torn
+ * line that never swallows the next record, a failed write cut back off,
+ * appends from many processes at once, and the disk reserve. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "abi/events.h"
+#include "telemetry/journal.h"
+#include "telemetry/journal_read.h"
+#include "telemetry/journal_record.h"
+
+static char state[64];
+static struct journal j;
+
+static int setup(void **s)
+{
+	snprintf(state, sizeof(state), "/tmp/sg-journal-XXXXXX");
+	if (!mkdtemp(state))
+		return -1;
+	unsetenv("SANDGUARD_JOURNAL_SEGMENT_BYTES");
+	unsetenv("SANDGUARD_JOURNAL_KEEP");
+	unsetenv("SANDGUARD_JOURNAL_RESERVE_BYTES");
+	return journal_init(&j, state);
+}
+
+static int teardown(void **s)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", state);
+	return system(cmd);
+}
+
+static struct sg_outcome outcome(const char *id, const char *tenant, enum sg_cause cause)
+{
+	struct sg_outcome o = { .cause = cause, .rule = -1, .attempt = 1, .final = true };
+
+	snprintf(o.id, sizeof(o.id), "%s", id);
+	snprintf(o.tenant, sizeof(o.tenant), "%s", tenant);
+	snprintf(o.batch_id, sizeof(o.batch_id), "b-%s", id);
+	return o;
+}
+
+/* Append the record of `o`; returns where it went. */
+static struct journal_pos append(const struct sg_outcome *o)
+{
+	struct journal_pos at;
+	char *line;
+	size_t len;
+
+	assert_int_equal(journal_record_encode(o, "some detail", &line, &len), 0);
+	assert_int_equal(journal_append(&j, line, len, &at), 0);
+	free(line);
+	return at;
+}
+
+/* Read every line from `from`; the ids in order, joined by spaces. */
+static int read_ids(const struct journal_pos *from, char *ids, size_t cap, uint64_t *gaps)
+{
+	struct journal_cursor c;
+	struct journal_pos at;
+	struct sg_outcome o;
+	char why[128], *line;
+	size_t len;
+	int n = 0;
+
+	ids[0] = '\0';
+	journal_cursor_init(&c, j.dir, from);
+	while (journal_next(&c, &line, &len, &at) > 0) {
+		if (journal_record_decode(line, len, &o, why, sizeof(why)))
+			snprintf(ids + strlen(ids), cap - strlen(ids), "BAD ");
+		else
+			snprintf(ids + strlen(ids), cap - strlen(ids), "%s ", o.id);
+		n++;
+	}
+	if (gaps)
+		*gaps = c.gap_segments;
+	journal_cursor_close(&c);
+	return n;
+}
+
+static void test_record_codec(void **s)
+{
+	struct sg_outcome o = outcome("3f2a9c01-4242", "acme", SG_CAUSE_TENANT_POLICY_VIOLATION),
+			  back;
+	char *line, why[160], id[SG_ID_BUF];
+	size_t len;
+
+	o.rule = SG_RULE_EGRESS;
+	o.mode = SG_MODE_RUN;
+	o.attempt = 2;
+	o.wall_ms = 1234;
+	o.ts_ms = 1790000000123ull;
+	o.started_ms = o.ts_ms - 1234;
+	o.pid = 4242;
+	o.cgroup_id = 99;
+	snprintf(o.sandbox, sizeof(o.sandbox), "3f2a9c01-4242");
+	assert_int_equal(journal_record_encode(&o, "killed by the agent: egress rule", &line, &len),
+			 0);
+	assert_null(memchr(line, '\n', len));
+	assert_int_equal(strncmp(line, "{\"v\":1,\"id\":\"3f2a9c01-4242\",\"ts\":\"2026-", 39), 0);
+	/* The class a reader sees: a run-once violation is a verdict. */
+	assert_non_null(strstr(line, "\"class\":\"verdict\""));
+	assert_non_null(strstr(line, "\"detail\":\"killed by the agent: egress rule\""));
+	assert_int_equal(journal_record_id(line, len, id, sizeof(id)), 0);
+	assert_string_equal(id, "3f2a9c01-4242");
+	assert_int_equal(journal_record_decode(line, len, &back, why, sizeof(why)), 0);
+	assert_string_equal(back.id, o.id);
+	assert_string_equal(back.tenant, "acme");
+	assert_string_equal(back.sandbox, o.sandbox);
+	assert_int_equal(back.mode, SG_MODE_RUN);
+	assert_int_equal(back.cause, SG_CAUSE_TENANT_POLICY_VIOLATION);
+	assert_int_equal(back.rule, SG_RULE_EGRESS);
+	assert_int_equal(back.attempt, 2);
+	assert_true(back.final);
+	assert_int_equal(back.wall_ms, 1234);
+	assert_int_equal(back.ts_ms, o.ts_ms);
+	assert_int_equal(back.started_ms, o.started_ms);
+	assert_int_equal(back.pid, 4242);
+	assert_int_equal(back.cgroup_id, 99);
+	free(line);
+
+	/* Without an id or a tenant there is no record. */
+	o.id[0] = '\0';
+	assert_int_equal(journal_record_encode(&o, NULL, &line, &len), -EINVAL);
+
+	const char *bad[] = {
+		"",
+		"[]",
+		"{\"v\":2,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1}",
+		"{\"v\":1,\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1}",
+		"{\"v\":1,\"id\":\"\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1}",
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"Not Valid\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1}",
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"nope\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1}",
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"tenant_bogus\",\"attempt\":1,\"final\":true,\"wall_ms\":1}",
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":-1,\"final\":true,\"wall_ms\":1}",
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"tenant_policy_violation\",\"attempt\":1,\"final\":true,\"wall_ms\":1,\"rule\":null}",
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1,\"rule\":\"teleport\"}",
+		"{\"v\":1,\"id\":\"x\",\"id\":\"y\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		assert_int_equal(journal_record_decode(bad[i], strlen(bad[i]), &back, why,
+						       sizeof(why)),
+				 -EBADMSG);
+		assert_true(why[0]);
+	}
+	/* The smallest valid one. */
+	const char *ok =
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\","
+		"\"attempt\":0,\"final\":true,\"wall_ms\":0}";
+	assert_int_equal(journal_record_decode(ok, strlen(ok), &back, why, sizeof(why)), 0);
+
+	assert_int_equal(journal_new_id(id, sizeof(id)), 0);
+	assert_int_equal(strlen(id), 18);
+	assert_int_equal(strncmp(id, "o-", 2), 0);
+}
+
+static void test_append_and_read(void **s)
+{
+	struct journal_pos p1, p2, p3;
+	struct sg_outcome o;
+	char ids[256];
+
+	assert_int_equal(read_ids(&(struct journal_pos){ 0, 0 }, ids, sizeof(ids), NULL), 0);
+	o = outcome("a", "acme", SG_CAUSE_OK);
+	p1 = append(&o);
+	o = outcome("b", "acme", SG_CAUSE_TENANT_CRASH);
+	p2 = append(&o);
+	o = outcome("c", "beta", SG_CAUSE_OK);
+	p3 = append(&o);
+	assert_int_equal(p1.segment, 1);
+	assert_int_equal(p1.offset, 0);
+	assert_int_equal(p2.segment, 1);
+	assert_true(p2.offset > p1.offset && p3.offset > p2.offset);
+	assert_int_equal(read_ids(&(struct journal_pos){ 0, 0 }, ids, sizeof(ids), NULL), 3);
+	assert_string_equal(ids, "a b c ");
+	/* From a position on: what a checkpoint resumes from. */
+	assert_int_equal(read_ids(&p2, ids, sizeof(ids), NULL), 2);
+	assert_string_equal(ids, "b c ");
+	/* One record, one line. */
+	assert_int_equal(journal_append(&j, "{\"a\":\n1}", 8, NULL), -EINVAL);
+}
+
+/* A reader sees complete lines only; a torn line becomes one bad line
+ * once the next append ends it, and the next record is intact. */
+static void test_torn_line(void **s)
+{
+	struct journal_cursor c;
+	struct journal_pos at;
+	struct sg_outcome o = outcome("a", "acme", SG_CAUSE_OK);
+	char path[PATH_MAX], ids[256], *line;
+	size_t len;
+	int fd;
+
+	append(&o);
+	assert_int_equal(journal_segment_path(j.dir, 1, path, sizeof(path)), 0);
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "{\"v\":1,\"id\":\"torn", 17), 17); /* killed mid-write */
+	close(fd);
+
+	journal_cursor_init(&c, j.dir, &(struct journal_pos){ 0, 0 });
+	assert_int_equal(journal_next(&c, &line, &len, &at), 1);
+	assert_int_equal(journal_next(&c, &line, &len, &at), 0); /* the partial line waits */
+	o = outcome("b", "acme", SG_CAUSE_OK);
+	append(&o);
+	assert_int_equal(journal_next(&c, &line, &len, &at), 1);
+	assert_int_equal(len, 17); /* the torn part, alone */
+	assert_int_equal(journal_next(&c, &line, &len, &at), 1);
+	assert_non_null(strstr(line, "\"id\":\"b\""));
+	assert_int_equal(journal_next(&c, &line, &len, &at), 0);
+	journal_cursor_close(&c);
+	assert_int_equal(read_ids(&(struct journal_pos){ 0, 0 }, ids, sizeof(ids), NULL), 3);
+	assert_string_equal(ids, "a BAD b ");
+}
+
+static void test_rotation(void **s)
+{
+	struct sg_outcome o;
+	uint64_t *seqs, gaps;
+	size_t n;
+	char id[32], ids[65536];
+	int lines;
+
+	setenv("SANDGUARD_JOURNAL_SEGMENT_BYTES", "4096", 1);
+	setenv("SANDGUARD_JOURNAL_KEEP", "3", 1);
+	assert_int_equal(journal_init(&j, state), 0);
+	assert_int_equal(j.segment_bytes, 4096);
+	assert_int_equal(j.keep, 3);
+	for (int i = 0; i < 200; i++) {
+		snprintf(id, sizeof(id), "r%d", i);
+		o = outcome(id, "acme", SG_CAUSE_OK);
+		append(&o);
+	}
+	assert_int_equal(journal_segments(j.dir, &seqs, &n), 0);
+	assert_int_equal(n, 3); /* the newest three kept */
+	assert_true(seqs[0] > 1);
+	assert_int_equal(seqs[1], seqs[0] + 1);
+	assert_int_equal(seqs[2], seqs[0] + 2);
+	for (size_t k = 0; k < n; k++) {
+		char path[PATH_MAX];
+		struct stat st;
+		assert_int_equal(journal_segment_path(j.dir, seqs[k], path, sizeof(path)), 0);
+		assert_int_equal(stat(path, &st), 0);
+		assert_true(st.st_size <= 4096);
+	}
+	/* Read from the start: the retained records, in order, ending with r199. */
+	lines = read_ids(&(struct journal_pos){ 0, 0 }, ids, sizeof(ids), &gaps);
+	assert_true(lines > 10 && lines < 200);
+	assert_int_equal(gaps, 0);
+	assert_non_null(strstr(ids, "r198 r199 "));
+	assert_null(strstr(ids, "r0 "));
+	/* A position in a deleted segment: a gap, counted, and reading goes on. */
+	assert_int_equal(read_ids(&(struct journal_pos){ 1, 100 }, ids, sizeof(ids), &gaps), lines);
+	assert_int_equal(gaps, seqs[0] - 1);
+	free(seqs);
+
+	/* An invalid setting is warned about and the default used. */
+	setenv("SANDGUARD_JOURNAL_KEEP", "1", 1);
+	setenv("SANDGUARD_JOURNAL_SEGMENT_BYTES", "lots", 1);
+	assert_int_equal(journal_init(&j, state), 0);
+	assert_int_equal(j.keep, JOURNAL_KEEP_DEFAULT);
+	assert_int_equal(j.segment_bytes, JOURNAL_SEGMENT_BYTES_DEFAULT);
+}
+
+/* A write the filesystem refuses (here: RLIMIT_FSIZE, as a full disk
+ * would) leaves nothing behind, and the journal goes on afterwards. */
+static void test_failed_append(void **s)
+{
+	struct sg_outcome o = outcome("a", "acme", SG_CAUSE_OK);
+	char path[PATH_MAX], ids[256], *line;
+	struct rlimit old, lim;
+	struct stat before, after;
+	size_t len;
+
+	append(&o);
+	assert_int_equal(journal_segment_path(j.dir, 1, path, sizeof(path)), 0);
+	assert_int_equal(stat(path, &before), 0);
+	o = outcome("b-with-a-long-id-so-that-the-line-does-not-fit", "acme", SG_CAUSE_OK);
+	assert_int_equal(journal_record_encode(&o, NULL, &line, &len), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	getrlimit(RLIMIT_FSIZE, &old);
+	lim = old;
+	lim.rlim_cur = before.st_size + 10;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	assert_true(journal_append(&j, line, len, NULL) < 0);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(stat(path, &after), 0);
+	assert_int_equal(after.st_size, before.st_size); /* cut back off */
+	assert_int_equal(journal_append(&j, line, len, NULL), 0);
+	free(line);
+	assert_int_equal(read_ids(&(struct journal_pos){ 0, 0 }, ids, sizeof(ids), NULL), 2);
+	assert_string_equal(ids, "a b-with-a-long-id-so-that-the-line-does-not-fit ");
+}
+
+/* Executors append at once: every record whole, none lost. */
+static void test_concurrent_appends(void **s)
+{
+	enum { KIDS = 8, EACH = 100 };
+	char ids[1], id[32];
+	pid_t kids[KIDS];
+	int status;
+
+	setenv("SANDGUARD_JOURNAL_SEGMENT_BYTES", "65536", 1);
+	setenv("SANDGUARD_JOURNAL_KEEP", "1000", 1);
+	assert_int_equal(journal_init(&j, state), 0);
+	for (int k = 0; k < KIDS; k++) {
+		kids[k] = fork();
+		assert_true(kids[k] >= 0);
+		if (kids[k] == 0) {
+			for (int i = 0; i < EACH; i++) {
+				struct sg_outcome o;
+				snprintf(id, sizeof(id), "k%d-%d", k, i);
+				o = outcome(id, "acme", SG_CAUSE_OK);
+				char *line;
+				size_t len;
+				if (journal_record_encode(&o, NULL, &line, &len) ||
+				    journal_append(&j, line, len, NULL))
+					_exit(1);
+				free(line);
+			}
+			_exit(0);
+		}
+	}
+	for (int k = 0; k < KIDS; k++) {
+		assert_int_equal(waitpid(kids[k], &status, 0), kids[k]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	struct journal_cursor c;
+	struct journal_pos at;
+	struct sg_outcome o;
+	char why[128], *line;
+	size_t len;
+	int n = 0, bad = 0;
+
+	journal_cursor_init(&c, j.dir, &(struct journal_pos){ 0, 0 });
+	while (journal_next(&c, &line, &len, &at) > 0) {
+		n++;
+		bad += journal_record_decode(line, len, &o, why, sizeof(why)) != 0;
+	}
+	journal_cursor_close(&c);
+	assert_int_equal(n, KIDS * EACH);
+	assert_int_equal(bad, 0);
+	(void)ids;
+}
+
+static void test_space(void **s)
+{
+	uint64_t free_bytes;
+	char why[PATH_MAX + 128];
+
+	setenv("SANDGUARD_JOURNAL_RESERVE_BYTES", "0", 1);
+	assert_int_equal(journal_init(&j, state), 0);
+	assert_int_equal(journal_space(&j, &free_bytes), 0);
+	assert_true(free_bytes > 0);
+	setenv("SANDGUARD_JOURNAL_RESERVE_BYTES", "1152921504606846976", 1); /* 2^60 */
+	assert_int_equal(journal_init(&j, state), 0);
+	assert_int_equal(journal_space(&j, &free_bytes), -ENOSPC);
+	journal_space_describe(&j, free_bytes, why, sizeof(why));
+	assert_non_null(strstr(why, j.dir));
+	assert_non_null(strstr(why, "below the reserve"));
+	/* No side effect: the directory is not created by a check. */
+	assert_int_equal(access(j.dir, F_OK), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_record_codec),
+		cmocka_unit_test_setup_teardown(test_append_and_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_append, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_appends, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_space, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
