@@ -34,8 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import exit_code, report  # noqa: E402
-from sgserve import (BIN, MAX_BODY, MEMORY_MB, OUTPUT_CAP, Env, Server, can_run, run_cases,  # noqa: E402
+from sgserve import (BIN, MAX_BODY, MEMORY_MB, OUTPUT_CAP, Server, run_suite,  # noqa: E402
                      verl_request, verl_verdict)
 
 PYTHON = "/usr/bin/python3"
@@ -504,48 +503,40 @@ def t_with_agent(env, _srv):
 
 # ---------------------------------------------------------------------------
 
+def policies(env):
+    env.policy("default")
+    env.policy("acme")
+    # Two tenants share the load, 3:1. Once the server's queue is full,
+    # load-a is at its own cap and load-b, whose cap the server's cannot
+    # let it reach, is refused for the server's sake (both 504 here).
+    # Their CPU shares fit the node's CPUs 4 at a time (the server's cap):
+    # the executor's CPU admission never refuses what runs.
+    share = min(1.0, len(os.sched_getaffinity(0)) / 4)
+    env.policy("load-a", limits={"concurrency": 3, "queue_timeout_ms": 5000, "cpu": share})
+    env.policy("load-b", limits={"concurrency": 10, "queue_timeout_ms": 5000, "cpu": share})
+    # (a deadline far from the program's need: a busy node must not make it
+    # a timeout)
+    env.policy("load-c", limits={"concurrency": 4, "queue_timeout_ms": LOAD_BOUND_S * 1000, "cpu": share,
+                                 "timeout_ms": 20000})
+    afile = os.path.join(env.dir, "not-a-directory")
+    open(afile, "w").close()
+    env.policy("broken", scratch_root=os.path.join(afile, "scratch"))
+    env.policy("badpolicy", raw='{"tenant": "badpolicy", "limits": {"memory_mb": "lots"}}')
+    if shutil.which("g++"):
+        env.policy("cpp", exec_allow=cpp_exec_allow(), limits={"timeout_ms": 20000, "memory_mb": 1024})
+
+
 def main():
-    if not can_run("serve"):
-        return 0
-    env = Env()
-    srv = None
-    try:
-        env.policy("default")
-        env.policy("acme")
-        # Two tenants share the load, 3:1. Once the server's queue is full,
-        # load-a is at its own cap (429) and load-b, whose cap the server's
-        # cannot let it reach, is refused for the server's sake (503).
-        # Their CPU shares fit the node's CPUs 4 at a time (the server's
-        # cap): the executor's CPU admission never refuses what runs.
-        share = min(1.0, len(os.sched_getaffinity(0)) / 4)
-        env.policy("load-a", limits={"concurrency": 3, "queue_timeout_ms": 5000, "cpu": share})
-        env.policy("load-b", limits={"concurrency": 10, "queue_timeout_ms": 5000, "cpu": share})
-        env.policy("load-c", limits={"concurrency": 4, "queue_timeout_ms": LOAD_BOUND_S * 1000, "cpu": share})
-        afile = os.path.join(env.dir, "not-a-directory")
-        open(afile, "w").close()
-        env.policy("broken", scratch_root=os.path.join(afile, "scratch"))
-        env.policy("badpolicy", raw='{"tenant": "badpolicy", "limits": {"memory_mb": "lots"}}')
-        langs = "python"
-        if shutil.which("g++"):
-            langs = "python,cpp"
-            env.policy("cpp", exec_allow=cpp_exec_allow(), limits={"timeout_ms": 20000, "memory_mb": 1024})
-        srv = Server(env, "--languages", langs)
-        cases = [("run_code: correct program", t_correct), ("run_code: wrong answer", t_wrong_answer),
-                 ("run_code: timeout", t_timeout), ("run_code: crash", t_crash),
-                 ("run_code: platform fault", t_platform_fault), ("run_code: output cap", t_output_cap),
-                 ("run_code: files and fetch_files", t_files), ("run_code: cpp", t_cpp),
-                 ("run_code: bad input is 4xx, never booked", t_bad_input),
-                 ("v1/score", t_score), ("v1/verify", t_verify),
-                 ("load: over capacity", t_load), ("load: all queued", t_load_queued),
-                 ("drain on SIGTERM", t_drain), ("run_code with the agent enforcing", t_with_agent)]
-        run_cases(cases, (env, srv), srv.log_tail)
-        if srv.proc.poll() is not None:
-            report("FAIL", "server alive", "exited %s" % srv.proc.returncode)
-    finally:
-        if srv:
-            srv.stop()
-        env.cleanup()
-    return exit_code()
+    return run_suite("serve", [
+        ("run_code: correct program", t_correct), ("run_code: wrong answer", t_wrong_answer),
+        ("run_code: timeout", t_timeout), ("run_code: crash", t_crash),
+        ("run_code: platform fault", t_platform_fault), ("run_code: output cap", t_output_cap),
+        ("run_code: files and fetch_files", t_files), ("run_code: cpp", t_cpp),
+        ("run_code: bad input is 4xx, never booked", t_bad_input),
+        ("v1/score", t_score), ("v1/verify", t_verify),
+        ("load: over capacity", t_load), ("load: all queued", t_load_queued),
+        ("drain on SIGTERM", t_drain), ("run_code with the agent enforcing", t_with_agent)],
+        setup=policies, server_args=("--languages", "python,cpp" if shutil.which("g++") else "python"))
 
 
 if __name__ == "__main__":

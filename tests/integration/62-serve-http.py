@@ -29,8 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import exit_code  # noqa: E402
-from sgserve import Env, Server, can_run, run_cases, verl_request  # noqa: E402
+from sgserve import Server, run_suite, verl_request  # noqa: E402
 
 ATTACKERS = 530
 LINE_EVERY_S = 10
@@ -243,24 +242,12 @@ def t_caps(env, srv):
 
 
 def main():
-    if not can_run("serve http"):
-        return 0
-    env = Env()
-    srv = None
-    try:
-        env.policy("default")
-        srv = Server(env)
-        cases = [("caps on tests and files", t_caps),
-                 ("530 slowloris + 530 idle connections: legitimate requests still answered", t_slowloris),
-                 ("connection cap: 503, not a reset", t_connection_cap),
-                 ("body deadline", t_body_deadline),
-                 ("kept-alive idle connection closed", t_keepalive_idle)]
-        run_cases(cases, (env, srv), srv.log_tail)
-    finally:
-        if srv:
-            srv.stop()
-        env.cleanup()
-    return exit_code()
+    return run_suite("serve http", [
+        ("caps on tests and files", t_caps),
+        ("530 slowloris + 530 idle connections: legitimate requests still answered", t_slowloris),
+        ("connection cap: 503, not a reset", t_connection_cap),
+        ("body deadline", t_body_deadline),
+        ("kept-alive idle connection closed", t_keepalive_idle)])
 
 
 if __name__ == "__main__":

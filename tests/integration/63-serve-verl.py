@@ -34,8 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import exit_code  # noqa: E402
-from sgserve import Env, Server, can_run, run_cases, verl_request  # noqa: E402
+from sgserve import Server, run_suite, verl_request  # noqa: E402
 import sgverl  # noqa: E402
 
 TESTS = 100
@@ -197,24 +196,12 @@ def t_identity(env, srv):
 
 
 def main():
-    if not can_run("serve verl"):
-        return 0
-    env = Env()
-    srv = None
-    try:
-        env.policy("default")
-        srv = Server(env)
-        cases = [("identity: request id in, batch and sandbox ids out", t_identity),
-                 ("a queued request whose client left is dropped", t_gone_client_dropped),
-                 ("504 before the client gives up, then its retry is served", t_early_504_then_retry),
-                 ("sized: 100 concurrent verl tests all TimeLimitExceeded", t_sized),
-                 ("undersized: only 200 and 504, no read timeout", t_undersized)]
-        run_cases(cases, (env, srv), srv.log_tail)
-    finally:
-        if srv:
-            srv.stop()
-        env.cleanup()
-    return exit_code()
+    return run_suite("serve verl", [
+        ("identity: request id in, batch and sandbox ids out", t_identity),
+        ("a queued request whose client left is dropped", t_gone_client_dropped),
+        ("504 before the client gives up, then its retry is served", t_early_504_then_retry),
+        ("sized: 100 concurrent verl tests all TimeLimitExceeded", t_sized),
+        ("undersized: only 200 and 504, no read timeout", t_undersized)])
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, remove_cgroup_tree, report, uid_base  # noqa: E402
+from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report, uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
@@ -170,6 +170,31 @@ def run_cases(cases, args, log=None):
         else:
             extra = getattr(fn, "summary", None)
             report("PASS", name + (" (%s)" % extra if extra else ""))
+
+
+def run_suite(suite, cases, setup=None, server_args=()):
+    """A suite's main() around one server: SKIP unless sandboxes can run,
+    an Env with the policies setup(env) writes (else just "default"), a
+    Server with server_args, each case run with (env, srv), then all of it
+    cleaned up. Returns the exit code."""
+    if not can_run(suite):
+        return 0
+    env = Env()
+    srv = None
+    try:
+        if setup:
+            setup(env)
+        else:
+            env.policy("default")
+        srv = Server(env, *server_args)
+        run_cases(cases, (env, srv), srv.log_tail)
+        if srv.proc.poll() is not None:
+            report("FAIL", "server alive", "exited %s" % srv.proc.returncode)
+    finally:
+        if srv:
+            srv.stop()
+        env.cleanup()
+    return exit_code()
 
 
 # ---- verl's side ---------------------------------------------------------

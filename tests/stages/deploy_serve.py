@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
 os.environ.setdefault("SANDGUARD_BIN", BIN)
 os.environ.setdefault("SANDGUARD_SRC", SRC)
-from sgtest import exit_code, report, uid_base  # noqa: E402
+from sgtest import exit_code, free_port, report, uid_base  # noqa: E402
 from sgagent import Agent  # noqa: E402
 
 UID_BASE = uid_base(63800)
@@ -141,15 +141,6 @@ def child_of(ppid):
             except (OSError, ValueError, IndexError):
                 pass
     return None
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def run_code(srv, token, code="print(6 * 7)", rid=None):
