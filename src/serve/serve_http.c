@@ -127,10 +127,11 @@ static enum MHD_Result send_reply(struct MHD_Connection *mc, struct serve_reply 
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 	size_t flags = JSON_COMPACT | (rp->real_digits ? JSON_REAL_PRECISION(rp->real_digits) : 0);
-	char *text = rp->body ? json_dumps(rp->body, flags) : NULL, after[16];
+	char *text, after[16];
 
 	if (rp->no_reply)
 		return MHD_NO; /* the client is gone: close */
+	text = rp->body ? json_dumps(rp->body, flags) : NULL;
 	if (!text)
 		text = strdup("{\"error\":\"out of memory\"}");
 	if (!text)
@@ -438,9 +439,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 		return answer(r);
 	if (*upload_size) {
 		if (clock_ms(CLOCK_MONOTONIC) > r->body_due_ms) {
-			sg_info("serve: a request body was not complete %u s after its headers: "
-				"connection closed",
-				h->srv->cfg.body_timeout_s);
+			if (log_window_take(&refusals))
+				sg_info("serve: a request body was not complete %u s after its "
+					"headers: connection closed",
+					h->srv->cfg.body_timeout_s);
 			return MHD_NO;
 		}
 		if (keep(r, upload, *upload_size))
