@@ -4,7 +4,7 @@
 # measured in the same run. Prints one table; writes <build>/bench/results.json.
 # By hand only (never in CI); the machine should be as idle as you can get it.
 #
-#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5] [--programs N]
+#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6] [--programs N]
 #
 # --quick: about a minute, scaled down (fewer rounds, cycles, events and 16
 # verifier programs instead of 1024). Without it: the full run, ~10 minutes.
@@ -43,6 +43,20 @@ for helper in plainrun hookloop eventgen cgjoin; do
             -o "$out/$helper" "$src/scripts/bench/$helper.c"
     fi
 done
+
+# The layers helper runs sandguard's own sandbox code: it links the build's
+# component archives (and uses the tests' sandbox_run for whole launches).
+make --no-print-directory -C "$src" BUILD="$build" "$build/tests/sandbox_run" \
+    "$build/lib/libsg_sandbox.a" >/dev/null
+ln -sf "$build/tests/sandbox_run" "$out/sandbox_run"
+if [ ! -x "$out/layers" ] || [ "$src/scripts/bench/layers.c" -nt "$out/layers" ] ||
+   [ "$build/lib/libsg_sandbox.a" -nt "$out/layers" ]; then
+    ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation \
+        -D_GNU_SOURCE -I"$src/include" -I"$src/src" -I"$build" -o "$out/layers" \
+        "$src/scripts/bench/layers.c" -Wl,--start-group "$build"/lib/libsg_sandbox.a \
+        "$build"/lib/libsg_control.a "$build"/lib/libsg_telemetry.a "$build"/lib/libsg_policy.a \
+        "$build"/lib/libsg_lib.a -Wl,--end-group -ljansson -lbpf -lelf -lz -lpthread -lm
+fi
 
 exec /usr/bin/python3 -B "$src/scripts/bench/bench.py" --sandguard "$build/sandguard" \
     --tools "$out" --out "$out/results.json" "${args[@]}"
