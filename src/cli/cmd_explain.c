@@ -239,6 +239,8 @@ static void print_event(json_t *e)
 		snprintf(pid, sizeof(pid), "%lld", num(e, "pid"));
 	printf("  %s  %-15s pid %-7s ", clock_of(str(e, "ts"), clk), str(e, "type"), pid);
 	put_safe(str(e, "comm") ?: "-");
+	if (json_is_true(json_object_get(e, "sandbox_init")))
+		printf(" (sandbox init)");
 	printf("  ");
 	put_safe(str(e, "summary"));
 	if (enforcement)

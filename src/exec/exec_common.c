@@ -460,6 +460,7 @@ static void notes_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 				     .decision = decision,
 				     .policy = policy_path(p, path, len),
 				     .uid = b->run ? b->run->uid : 0,
+				     .init_pid = b->run ? b->run->init_pid : 0,
 				     .limits = p && b->run ? &p->limits : NULL,
 				     .timeout_ms = timeout,
 				     .test = b->test };

@@ -501,6 +501,7 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 		return fail(r, -errno, "clone: %s", strerror(errno));
 	if (r->pid == 0)
 		sb_init_run(&plan);
+	r->res->init_pid = r->pid;
 	fs_close(&r->in[0]);
 	fs_close(&r->out[1]);
 	fs_close(&r->err[1]);

@@ -64,6 +64,8 @@ static void put_notes(json_t *j, const struct journal_notes *n)
 	json_object_set_new(j, "reason", text_or_null_c(n->reason));
 	json_object_set_new(j, "decision", text_or_null_c(n->decision));
 	json_object_set_new(j, "uid", n->uid ? json_integer(n->uid) : json_null());
+	json_object_set_new(j, "init_pid",
+			    n->init_pid > 0 ? json_integer(n->init_pid) : json_null());
 	json_object_set_new(j, "limits", limits_json(n));
 	json_object_set_new(j, "policy", text_or_null_c(n->policy));
 	json_object_set_new(j, "test", n->test ? json_integer(n->test - 1) : json_null());

@@ -24,6 +24,9 @@
  *                        ("the deadline of 2000 ms passed while ...")
  *    "decision" (or null): "retried: ..." or "final: ...", and why
  *    "uid" (or null): the slot uid the attempt ran as
+ *    "init_pid" (or null): the host pid of the sandbox's init, which is
+ *                        sandguard's (it never runs tenant code), so that
+ *                        its events are told from the tenant's
  *    "limits" (or null): {"timeout_ms", "memory_mb", "max_tasks", "max_forks",
  *                        "cpu", "output_bytes"}, as the attempt ran under them
  *    "policy" (or null): the policy file it ran under ("<embedded>" for the
@@ -47,6 +50,7 @@ struct journal_notes {
 	const char *decision;           /* "retried: ..." / "final: ..." */
 	const char *policy;             /* the policy file */
 	uint32_t uid;                   /* the slot uid; 0 = not known */
+	int32_t init_pid;               /* the sandbox's init; 0 = not known */
 	const struct sg_limits *limits; /* NULL = not known */
 	uint64_t timeout_ms;            /* the deadline it ran under; 0 = limits' own */
 	uint32_t test;                  /* verifier mode: 1 + the test's index; 0 = none */

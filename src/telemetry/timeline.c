@@ -74,9 +74,11 @@ static json_t *executions(json_t *records)
 static json_t *attempt_of(json_t *rec)
 {
 	json_t *a = json_object();
-	static const char *const keys[] = { "attempt", "test",    "sandbox", "cgroup_id", "uid",
-					    "limits",  "started", "wall_ms", "cause",     "class",
-					    "rule",    "detail",  "reason",  "decision" };
+	static const char *const keys[] = {
+		"attempt",  "test",   "sandbox", "cgroup_id", "uid",
+		"init_pid", "limits", "started", "wall_ms",   "cause",
+		"class",    "rule",   "detail",  "reason",    "decision"
+	};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		json_t *v = json_object_get(rec, keys[i]);
@@ -206,6 +208,17 @@ static void sort_events(json_t *events)
 	free(v);
 }
 
+/* An event of the attempt's own init is sandguard's, not the tenant's:
+ * marked "sandbox_init" (the record names the init's pid). */
+static void attach_to_attempt(json_t *a, json_t *e)
+{
+	json_t *init = json_object_get(a, "init_pid");
+
+	if (json_is_integer(init) && json_equal(init, json_object_get(e, "pid")))
+		json_object_set_new(e, "sandbox_init", json_true());
+	json_array_append(json_object_get(a, "events"), e);
+}
+
 /* Each event into the attempt of its sandbox, or the batch's others. */
 static void attach_events(json_t *batches, json_t *events)
 {
@@ -221,7 +234,7 @@ static void attach_events(json_t *batches, json_t *events)
 			{
 				if (str(a, "sandbox") && str(e, "sandbox") &&
 				    !strcmp(str(a, "sandbox"), str(e, "sandbox"))) {
-					json_array_append(json_object_get(a, "events"), e);
+					attach_to_attempt(a, e);
 					placed = true;
 					break;
 				}

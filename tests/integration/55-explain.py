@@ -35,10 +35,13 @@ b = json.load(sys.stdin)
 open("/proc/self/status").read()
 print(json.dumps([1.0] * len(b["items"])))
 """
-HANG = """import sys
+# Asleep, not spinning: a CPU-bound program on a loaded node may miss its
+# deadline for want of CPU, which is booked platform_error (starved), not
+# tenant_timeout.
+HANG = """import sys, time
 sys.stdin.read()
 while True:
-    pass
+    time.sleep(1)
 """
 # Attempt 1 waits at the gate (a FIFO the test opens once it is there),
 # then fails; the test has made the flag by then, so attempt 2 passes.
@@ -152,6 +155,17 @@ def uid_of(a, sandbox):
     return ex[0]["uid"] if ex else None
 
 
+def record_of(a, sandbox):
+    return next(x for x in sgjournal.read(a.env["SANDGUARD_STATE_DIR"]) if x["sandbox"] == sandbox)
+
+
+def init_exit(a, sandbox, status):
+    """The exit of the sandbox's init (its pid from the journal record),
+    marked as sandguard's: optional, as a kill can outrun it."""
+    return ("?", r"  %s  exit            pid %-7d sandguard \(sandbox init\)  %s"
+            % (T, record_of(a, sandbox)["init_pid"], status))
+
+
 def check_record(a, r):
     """The journal's records of a result carry tenant, run, batch and the
     sandbox of each attempt, its uid, limits, reason and policy."""
@@ -168,6 +182,12 @@ def check_record(a, r):
             problems.append("uid %s, the exec event says %s" % (x.get("uid"), uid_of(a, x["sandbox"])))
         if not x.get("limits") or not x.get("reason") or not x.get("policy"):
             problems.append("limits/reason/policy missing: %s" % x)
+        # The init's pid: a process of the sandbox that never exec'd.
+        ev = events_of(a, x["sandbox"])
+        if not isinstance(x.get("init_pid"), int) or x["init_pid"] <= 0 \
+                or any(e["type"] == "exec" and e["pid"] == x["init_pid"] for e in ev):
+            problems.append("init_pid %s (the sandbox's execs: %s)"
+                            % (x.get("init_pid"), [e["pid"] for e in ev if e["type"] == "exec"]))
     # Once the agent writes them, events carry the batch and run of their sandbox.
     for s in r["sandboxes"]:
         for e in events_of(a, s["sandbox"]):
@@ -264,6 +284,7 @@ def main():
         kill = line_of(beta, '"egress": "kill"')
         dst = "tcp 127.0.0.1:%d" % port
         exit_line = ("?", r"  %s  exit            pid %-7d python3  signal 9 SIGKILL" % (T, pid))
+        init_killed = init_exit(a, s1, "signal 9 SIGKILL")
         want = header(a, r["batch_id"], "beta", beta, files) + attempt_head(1, s1, uid_of(a, s1), limits_beta) + [
             exec_line(pid, egress),
             r"  %s  egress_denied   pid %-7d python3  %s \(connect4\)  \[denied\]" % (T, pid, re.escape(dst)),
@@ -271,11 +292,11 @@ def main():
             place("egress.allow", "1 entry", beta, allow, '"allow": ['),
         ] + listed(beta, "egress", [{"cidr": "10.0.0.0/8", "port": 443, "proto": "tcp"}]) + [
             place("actions.egress", "kill", beta, kill, '"egress": "kill",'),
-            exit_line,
+            init_killed, exit_line, init_killed,
             r"  %s  sandbox_killed  pid -       -  rule egress after egress_denied, empty in [0-9.]+ ms "
             r"\(cgroup\.kill\)  \[killed\]" % T,
             place("actions.egress", "kill", beta, kill, '"egress": "kill",'),
-            exit_line,
+            init_killed, exit_line, init_killed,
             r"  %s  ended           tenant_policy_violation \(rule egress\): killed by the agent: egress rule" % T,
             ("=", "                 why: the agent killed the sandbox for its egress rule (the policy's action for "
                   "egress is kill): a policy violation is the code's own doing, never retried"),
@@ -305,6 +326,7 @@ def main():
         ftype = "file_tripped" if "file_tripped" in trip else "file_denied"
         action = "killed" if trip.endswith("[killed]") else "denied"
         exit_line = ("?", r"  %s  exit            pid %-7d python3  signal 9 SIGKILL" % (T, pid))
+        init_killed = init_exit(a, s1, "signal 9 SIGKILL")
         want = header(a, r["batch_id"], "beta", beta, files) + attempt_head(1, s1, uid_of(a, s1), limits_beta) + [
             exec_line(pid, outside),
             r"  %s  %-15s pid %-7d python3  /proc/self/status \(read, fallback\)  \[%s\]" % (T, ftype, pid, action),
@@ -312,11 +334,11 @@ def main():
             place("files.read_only", "%d entries" % n_ro, beta, ro, '"read_only": ['),
         ] + listed(beta, "files", read_only) + [
             place("actions.file", "kill", beta, fkill, '"file": "kill",'),
-            exit_line,
+            init_killed, exit_line, init_killed,
             r"  %s  sandbox_killed  pid -       -  rule file after %s, empty in [0-9.]+ ms \(cgroup\.kill\)  "
             r"\[killed\]" % (T, ftype),
             place("actions.file", "kill", beta, fkill, '"file": "kill",'),
-            exit_line,
+            init_killed, exit_line, init_killed,
             r"  %s  ended           tenant_policy_violation \(rule file\): killed by the agent: file rule" % T,
             ("=", "                 why: the agent killed the sandbox for its file rule (the policy's action for "
                   "file is kill): a policy violation is the code's own doing, never retried"),
@@ -342,7 +364,9 @@ def main():
             pid = [e for e in events_of(a, sb) if e["type"] == "exec"][0]["pid"]
             want += attempt_head(n, sb, uid_of(a, sb), limits_acme) + [
                 exec_line(pid, hang),
+                init_exit(a, sb, "signal 9 SIGKILL"),
                 r"  %s  exit            pid %-7d python3  signal 9 SIGKILL" % (T, pid),
+                init_exit(a, sb, "signal 9 SIGKILL"),
                 r"  %s  ended           tenant_timeout: deadline of 1000 ms passed: the sandbox was killed.*" % T,
                 ("=", "                 why: the program was still running when its deadline of 1000 ms "
                       "(limits.timeout_ms) passed, so the executor killed the sandbox"),
@@ -370,6 +394,7 @@ def main():
             want += attempt_head(n, sb, uid_of(a, sb), limits_acme) + [exec_line(pid, flaky)]
             if n == 1:
                 want += [r"  %s  exit            pid %-7d python3  exit 3" % (T, pid),
+                         init_exit(a, sb, "exit 0")[1],
                          r"  %s  ended           tenant_crash: exited with code 3" % T,
                          ("=", "                 why: the program exited with code 3 by itself: no deadline, memory "
                                "limit or agent kill ended it"),
@@ -377,6 +402,7 @@ def main():
                                "(attempt 1 of 2)")]
             else:
                 want += [r"  %s  exit            pid %-7d python3  exit 0" % (T, pid),
+                         init_exit(a, sb, "exit 0")[1],
                          r"  %s  ended           ok" % T,
                          ("=", "                 why: the program exited 0 and its stdout passed the schema gate "
                                "(a JSON array of one finite number per item)")]

@@ -46,6 +46,7 @@ static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
 	snprintf(r->sandbox_id, sizeof(r->sandbox_id), "fake-%d", calls);
 	r->cgroup_id = 1000 + calls;
 	r->uid = 60000 + (uint32_t)calls;
+	r->init_pid = 7000 + calls;
 	r->wall_ms = 7;
 	if (s->detail)
 		snprintf(r->detail, sizeof(r->detail), "%s", s->detail);
@@ -563,6 +564,7 @@ static void test_ids_and_reasons(void **state)
 	for (size_t i = 0; i < 3; i++) {
 		json_t *rec = json_array_get(all, i);
 		assert_int_equal(num(rec, "uid"), 60001 + (json_int_t)i);
+		assert_int_equal(num(rec, "init_pid"), 7001 + (json_int_t)i);
 		assert_int_equal(num(json_object_get(rec, "limits"), "timeout_ms"), 2000);
 		assert_int_equal(num(json_object_get(rec, "limits"), "max_tasks"),
 				 policy.limits.max_tasks);

@@ -137,7 +137,7 @@ static void test_record_codec(void **s)
 	assert_int_equal(journal_record_encode(&o, NULL, &line, &len), 0);
 	assert_non_null(strstr(line,
 			       "\"detail\":null,\"reason\":null,\"decision\":null,\"uid\":null,"
-			       "\"limits\":null,\"policy\":null,\"test\":null}"));
+			       "\"init_pid\":null,\"limits\":null,\"policy\":null,\"test\":null}"));
 	free(line);
 	struct sg_limits lim = { .timeout_ms = 2000,
 				 .memory_mb = 256,
@@ -152,16 +152,18 @@ static void test_record_codec(void **s)
 								     .decision = "final: x",
 								     .policy = "/p/acme.json",
 								     .uid = 61234,
+								     .init_pid = 4321,
 								     .limits = &lim,
 								     .timeout_ms = 1500,
 								     .test = 3 },
 					    &line, &len),
 		0);
 	assert_non_null(strstr(
-		line, "\"detail\":\"d\",\"reason\":\"why\",\"decision\":\"final: x\","
-		      "\"uid\":61234,\"limits\":{\"timeout_ms\":1500,\"memory_mb\":256,"
-		      "\"max_tasks\":32,\"max_forks\":1024,\"cpu\":1.5,\"output_bytes\":4096},"
-		      "\"policy\":\"/p/acme.json\",\"test\":2}"));
+		line,
+		"\"detail\":\"d\",\"reason\":\"why\",\"decision\":\"final: x\","
+		"\"uid\":61234,\"init_pid\":4321,\"limits\":{\"timeout_ms\":1500,\"memory_mb\":256,"
+		"\"max_tasks\":32,\"max_forks\":1024,\"cpu\":1.5,\"output_bytes\":4096},"
+		"\"policy\":\"/p/acme.json\",\"test\":2}"));
 	assert_int_equal(journal_record_decode(line, len, &back, why, sizeof(why)), 0);
 	assert_string_equal(back.id, o.id);
 	free(line);
