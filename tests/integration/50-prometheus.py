@@ -28,10 +28,12 @@ CRASH = """import os, sys
 sys.stdin.read()
 os.abort()
 """
-HANG = """import sys
+# Asleep, not spinning: a CPU-bound program on a loaded node may miss its
+# deadline for want of CPU, which is booked platform_error (starved).
+HANG = """import sys, time
 sys.stdin.read()
 while True:
-    pass
+    time.sleep(1)
 """
 GOOD = """import json, sys
 b = json.load(sys.stdin)
