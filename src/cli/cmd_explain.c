@@ -280,7 +280,12 @@ static void print_attempt(json_t *a)
 	bool shown = false;
 	size_t i;
 
-	if (num(a, "attempt") == 0) {
+	if (!json_is_integer(json_object_get(a, "attempt"))) { /* from its events alone */
+		printf("sandbox %s  (no outcome booked)", str(a, "sandbox") ?: "-");
+		if (json_is_integer(json_object_get(a, "uid")))
+			printf("  uid %lld", num(a, "uid"));
+		printf("  first event %s UTC\n", clock_of(str(a, "started"), clk));
+	} else if (num(a, "attempt") == 0) {
 		printf("admission  (no sandbox ran)\n");
 	} else {
 		if (json_is_integer(json_object_get(a, "test")))
@@ -298,6 +303,10 @@ static void print_attempt(json_t *a)
 		print_event(e);
 		shown |= json_is_object(json_object_get(e, "policy")) && str(e, "action") &&
 			 strcmp(str(e, "action"), "allowed");
+	}
+	if (!str(a, "cause")) {
+		printf("  (no outcome record for this sandbox)\n");
+		return;
 	}
 	printf("  %s  %-15s %s", clock_of(str(a, "ended"), clk),
 	       num(a, "attempt") ? "ended" : "refused", str(a, "cause"));
@@ -329,7 +338,10 @@ static void print_batch(json_t *b, json_t *sources)
 		printf(", run ");
 		put_safe(str(b, "run_id"));
 	}
-	printf(" (%s mode, executor pid %lld)\n", str(b, "mode"), num(b, "executor_pid"));
+	if (str(b, "mode"))
+		printf(" (%s mode, executor pid %lld)\n", str(b, "mode"), num(b, "executor_pid"));
+	else
+		printf(" (no outcome record: from the agent's events alone)\n");
 	if (str(pol, "file"))
 		printf("policy   %s%s\n", str(pol, "file"),
 		       json_is_true(json_object_get(pol, "changed_after"))

@@ -128,6 +128,89 @@ static json_t *batch_of(json_t *group)
 	return b;
 }
 
+/* ---- a batch no record names yet: from the events tagged with it ---- */
+
+static bool same_string(json_t *a, json_t *b)
+{
+	return json_is_string(a) ? json_equal(a, b) : !json_is_string(b);
+}
+
+static json_t *unbooked_batch(json_t *e)
+{
+	static const char *const none[] = { "mode",   "executor_pid", "cause",    "class",  "rule",
+					    "detail", "score_mean",   "constant", "summary" };
+	json_t *b = json_object();
+
+	json_object_set(b, "batch_id", json_object_get(e, "batch_id"));
+	json_object_set(b, "tenant", json_object_get(e, "tenant"));
+	json_object_set(b, "run_id", json_object_get(e, "run_id") ?: json_null());
+	for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+		json_object_set_new(b, none[i], json_null());
+	json_object_set_new(b, "booked", json_false());
+	json_object_set_new(b, "attempts", json_array());
+	json_object_set_new(b, "other_events", json_array());
+	return b;
+}
+
+/* An attempt known from its sandbox's events alone (attempt_of(NULL): every
+ * key of a record null). */
+static json_t *unbooked_attempt(json_t *e)
+{
+	json_t *a = attempt_of(NULL);
+
+	json_object_set(a, "sandbox", json_object_get(e, "sandbox"));
+	json_object_set(a, "started", json_object_get(e, "ts"));
+	json_object_set_new(a, "ended", json_null());
+	json_object_set_new(a, "final", json_false());
+	return a;
+}
+
+static json_t *find_unbooked(json_t *batches, json_t *e)
+{
+	json_t *b;
+	size_t i;
+
+	json_array_foreach(batches, i, b)
+	{
+		if (same_string(json_object_get(b, "tenant"), json_object_get(e, "tenant")) &&
+		    same_string(json_object_get(b, "run_id"), json_object_get(e, "run_id")))
+			return b;
+	}
+	b = unbooked_batch(e);
+	json_array_append_new(batches, b);
+	return b;
+}
+
+/* Events (oldest first) into batches, one per tenant and run, and their
+ * attempts, one per sandbox in the order they appeared: the life of a
+ * batch whose executor is still running, or died before it booked. */
+static void unbooked_batches(json_t *events, json_t *batches)
+{
+	json_t *e, *a;
+	size_t i, j;
+
+	json_array_foreach(events, i, e)
+	{
+		json_t *attempts, *attempt = NULL;
+		if (!str(e, "sandbox"))
+			continue;
+		attempts = json_object_get(find_unbooked(batches, e), "attempts");
+		json_array_foreach(attempts, j, a)
+		{
+			if (!strcmp(str(a, "sandbox"), str(e, "sandbox")))
+				attempt = a;
+		}
+		if (!attempt) {
+			attempt = unbooked_attempt(e);
+			json_array_append_new(attempts, attempt);
+		}
+		/* The uid the kernel saw it run as. */
+		if (!json_is_integer(json_object_get(attempt, "uid")) &&
+		    json_is_integer(json_object_get(e, "uid")))
+			json_object_set(attempt, "uid", json_object_get(e, "uid"));
+	}
+}
+
 static int cmp_cstr(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -389,17 +472,36 @@ int timeline_build(const struct timeline_query *q, const struct timeline_sources
 
 	*doc = NULL;
 	ret = find_groups(q, s, &groups, &js, err, err_len);
+	if (ret == -ESRCH && q->batch_id && !q->sandbox) {
+		/* No record yet: what the agent tagged with the batch id. */
+		em = (struct event_match){ .batch_id = q->batch_id,
+					   .run_id = q->run_id,
+					   .any_run = !q->run_id,
+					   .tenant = q->tenant,
+					   .to_ms = INT64_MAX };
+		if (!timeline_read_events(s->events_file, &em, events, files, &es, eerr,
+					  sizeof(eerr)) &&
+		    json_array_size(events)) {
+			sort_events(events);
+			unbooked_batches(events, batches);
+			ret = 0;
+		}
+		eerr[0] = '\0';
+	} else if (!ret) {
+		json_array_foreach(groups, i, g) json_array_append_new(batches, batch_of(g));
+		em.sandboxes = sandboxes_of(batches, &em.n_sandboxes, &em.from_ms, &em.to_ms);
+		em.batch_id = json_array_size(batches) == 1
+				      ? str(json_array_get(batches, 0), "batch_id")
+				      : NULL;
+		em.run_id = em.batch_id ? str(json_array_get(batches, 0), "run_id") : NULL;
+		em.tenant = json_array_size(batches) == 1
+				    ? str(json_array_get(batches, 0), "tenant")
+				    : NULL;
+		/* An unreadable event stream leaves the journal's side: eerr says why. */
+		timeline_read_events(s->events_file, &em, events, files, &es, eerr, sizeof(eerr));
+	}
 	if (ret)
 		goto out;
-	json_array_foreach(groups, i, g) json_array_append_new(batches, batch_of(g));
-	em.sandboxes = sandboxes_of(batches, &em.n_sandboxes, &em.from_ms, &em.to_ms);
-	em.batch_id = json_array_size(batches) == 1 ? str(json_array_get(batches, 0), "batch_id")
-						    : NULL;
-	em.run_id = em.batch_id ? str(json_array_get(batches, 0), "run_id") : NULL;
-	em.tenant = json_array_size(batches) == 1 ? str(json_array_get(batches, 0), "tenant")
-						  : NULL;
-	/* An unreadable event stream leaves the journal's side: eerr says why. */
-	timeline_read_events(s->events_file, &em, events, files, &es, eerr, sizeof(eerr));
 	attach_events(batches, events);
 	json_array_foreach(batches, i, b)
 	{

@@ -47,7 +47,10 @@ struct timeline_sources {
 };
 
 /* 0 with *doc (the caller json_decref()s it); -ESRCH when no record
- * matches, -errno when the journal cannot be read; `err` says which. An
+ * matches, -errno when the journal cannot be read; `err` says which. A
+ * batch id no record names yet (its executor is still running, or died
+ * before booking) is looked up in the events the agent tagged with it:
+ * "booked": false, each sandbox an attempt whose record keys are null. An
  * unreadable event stream or policy file is not an error: the document
  * says so and the timeline shows what the journal has. */
 int timeline_build(const struct timeline_query *q, const struct timeline_sources *s, json_t **doc,

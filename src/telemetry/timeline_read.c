@@ -144,7 +144,7 @@ static json_t *event_entry(const struct event_match *m, const char *line)
 	       (!m->tenant || (r.tenant && !strcmp(r.tenant, m->tenant))) &&
 	       (in_set(m, r.sandbox) ||
 		(m->batch_id && string_is(r.root, "batch_id", m->batch_id) &&
-		 same_run(r.root, m->run_id)));
+		 (m->any_run || same_run(r.root, m->run_id))));
 	e = ours ? json_copy(r.root) : NULL;
 	if (e) {
 		json_object_set_new(e, "summary", json_string(r.summary));

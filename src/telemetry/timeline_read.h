@@ -6,6 +6,7 @@
 #ifndef SG_TIMELINE_READ_H
 #define SG_TIMELINE_READ_H
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,14 +31,15 @@ struct scan_stats {
 int timeline_read_records(const char *journal_dir, const struct record_match *m, json_t *out,
 			  struct scan_stats *st, char *err, size_t err_len);
 
-/* Which events: of one of the sandboxes (sorted, for bsearch), or (once the
- * agent writes them) carrying batch_id/run_id of one of the batches, within
- * [from_ms, to_ms]. */
+/* Which events: of one of the sandboxes (sorted, for bsearch), or carrying
+ * the batch_id and run_id of the batch (the agent tags every event with
+ * its sandbox's), within [from_ms, to_ms]. */
 struct event_match {
 	const char *const *sandboxes; /* sorted with strcmp */
 	size_t n_sandboxes;
 	const char *batch_id; /* NULL: by sandbox only */
 	const char *run_id;   /* with batch_id: the batch's run (NULL: none) */
+	bool any_run;         /* with batch_id: of whichever run (run_id unused) */
 	const char *tenant;
 	int64_t from_ms, to_ms;
 };
