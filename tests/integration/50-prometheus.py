@@ -28,8 +28,10 @@ CRASH = """import os, sys
 sys.stdin.read()
 os.abort()
 """
-# Asleep, not spinning: a CPU-bound program on a loaded node may miss its
-# deadline for want of CPU, which is booked platform_error (starved).
+# Asleep, not spinning, under a deadline (alpha's 4 s) far longer than its
+# start: a run that misses its deadline having waited for a CPU a quarter
+# of its time is booked platform_error (starved), not tenant_timeout, and
+# a loaded node makes even a start wait.
 HANG = """import sys, time
 sys.stdin.read()
 while True:
@@ -202,7 +204,7 @@ def main():
     if not prometheus:
         skip("prometheus: real scrape", "the 'prometheus' package is not installed (apt-get install prometheus)")
         return
-    a = Agent({"alpha": {"limits": {"timeout_ms": 1500}}, "bravo": {"limits": {"timeout_ms": 1500}},
+    a = Agent({"alpha": {"limits": {"timeout_ms": 4000}}, "bravo": {"limits": {"timeout_ms": 1500}},
                "charlie": {"health": {"window": 2, "constant_rate": 0.5}}},
               name="prom")
     a.env["SANDGUARD_UID_BASE"] = str(uid_base(65500))

@@ -4,24 +4,28 @@ agent in fallback mode, real `sandguard exec` batches: one killed for
 egress, one for a file, one timed out, one retried and then ok. Each
 timeline is asserted line by line against what the result, the journal,
 the events and the policy files say; the event stream and the journal are
-rotated so that explain has to read older files. Also --sandbox, --run,
---json, and bad input."""
+rotated so that explain has to read older files. Also a batch whose executor was
+killed before it booked anything, found by the batch id the agent tags
+every event with; --sandbox, --run, --json, and bad input."""
 import json
 import os
 import re
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgagent import Agent, check, finish  # noqa: E402
+from sgagent import SANDGUARD, Agent, check, finish  # noqa: E402
 from sgtest import uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 
 UID_BASE = uid_base(65000)
 SLOTS = 256
 RUN = "r42"
+RUN_KILLED = "r43"
 
 EGRESS = """import json, socket, sys
 b = json.load(sys.stdin)
@@ -35,9 +39,14 @@ b = json.load(sys.stdin)
 open("/proc/self/status").read()
 print(json.dumps([1.0] * len(b["items"])))
 """
-# Asleep, not spinning: a CPU-bound program on a loaded node may miss its
-# deadline for want of CPU, which is booked platform_error (starved), not
-# tenant_timeout.
+# Asleep, not spinning, under a deadline (acme's 4 s) far longer than its
+# start: a run that misses its deadline having waited for a CPU a quarter
+# of its time is booked platform_error (starved), not tenant_timeout, and
+# a loaded node makes even a start wait.
+GOOD = """import json, sys
+b = json.load(sys.stdin)
+print(json.dumps([0.5] * len(b["items"])))
+"""
 HANG = """import sys, time
 sys.stdin.read()
 while True:
@@ -95,13 +104,21 @@ def explain(a, *args):
     return a.run(["explain", "--events", a.events] + list(args))
 
 
-def events_of(a, sandbox):
-    """The sandbox's events from the stream and every rotated file."""
+def stream(a, **want):
+    """The events with these keys, from the stream and every rotated file,
+    oldest first (a file rotated away meanwhile is skipped: call again)."""
     out = []
     for i in range(nfiles(a) - 1, -1, -1):
-        with open("%s.%d" % (a.events, i) if i else a.events) as f:
-            out += [e for e in map(json.loads, f) if e.get("sandbox") == sandbox]
+        try:
+            with open("%s.%d" % (a.events, i) if i else a.events) as f:
+                out += [e for e in map(json.loads, f) if all(e.get(k) == v for k, v in want.items())]
+        except FileNotFoundError:
+            pass
     return out
+
+
+def events_of(a, sandbox):
+    return stream(a, sandbox=sandbox)
 
 
 def header(a, batch, tenant, policy, nfiles):
@@ -196,6 +213,31 @@ def check_record(a, r):
     return problems
 
 
+def killed_executor(a, prog):
+    """A batch of gamma (a 60 s deadline) whose executor is SIGKILLed once
+    its program's exec event is in the stream: nothing is booked. Returns
+    the batch id, or None with why."""
+    batch = os.path.join(a.dir, "batch-killed.json")
+    batch_id = "b-killed-%d" % time.monotonic_ns()
+    with open(batch, "w") as f:
+        json.dump({"batch_id": batch_id, "items": [{"prompt": "p", "completion": "c"}]}, f)
+    p = subprocess.Popen([SANDGUARD, "exec",
+                          "--tenant", "gamma", "--policy-dir", a.policy_dir, "--batch", batch,
+                          "--run-id", RUN_KILLED, "--", "/usr/bin/python3", prog],
+                         env=a.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and p.poll() is None:
+        if stream(a, type="exec", tenant="gamma"):
+            break
+        time.sleep(0.05)
+    if p.poll() is not None:
+        return None, "the executor ended (rc %s) before its program's exec event" % p.returncode
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    return batch_id, None
+
+
 def run_flaky(a, prog, gate, flag):
     out = {}
     th = threading.Thread(target=lambda: out.update(r=a.exec_batch("acme", prog, extra=["--run-id", RUN])))
@@ -223,7 +265,8 @@ def main():
     listener.setblocking(False)
     port = listener.getsockname()[1]
     a = Agent({"beta": {"egress": {"allow": [{"cidr": "10.0.0.0/8", "port": 443, "proto": "tcp"}]}},
-               "acme": {"limits": {"timeout_ms": 1000}, "failure": {"mode": "retry", "max_retries": 1}}},
+               "acme": {"limits": {"timeout_ms": 4000}, "failure": {"mode": "retry", "max_retries": 1}},
+               "gamma": {"limits": {"timeout_ms": 60000}}},
               name="explain")
     a.env["SANDGUARD_UID_BASE"] = str(UID_BASE)
     a.env["SANDGUARD_JOURNAL_SEGMENT_BYTES"] = "4096"  # a few records per segment
@@ -271,7 +314,7 @@ def main():
                     if f.endswith(".jsonl")])
         check(segs > 1, "the journal was rotated into segments", "%d segments" % segs)
         limits_beta = "timeout_ms 3000, memory_mb 256, max_tasks 32, max_forks 1024, cpu 1, output_bytes 1048576"
-        limits_acme = limits_beta.replace("timeout_ms 3000", "timeout_ms 1000")
+        limits_acme = limits_beta.replace("timeout_ms 3000", "timeout_ms 4000")
         files = nfiles(a)
 
         # --- egress ---
@@ -357,7 +400,7 @@ def main():
         # --- timeout, retried, then final ---
         r = results["timeout"]
         x = explain(a, r["batch_id"])
-        tline = line_of(acme, '"timeout_ms": 1000')
+        tline = line_of(acme, '"timeout_ms": 4000')
         want = header(a, r["batch_id"], "acme", acme, files)
         for n, s in enumerate(r["sandboxes"], 1):
             sb = s["sandbox"]
@@ -367,17 +410,17 @@ def main():
                 init_exit(a, sb, "signal 9 SIGKILL"),
                 r"  %s  exit            pid %-7d python3  signal 9 SIGKILL" % (T, pid),
                 init_exit(a, sb, "signal 9 SIGKILL"),
-                r"  %s  ended           tenant_timeout: deadline of 1000 ms passed: the sandbox was killed.*" % T,
-                ("=", "                 why: the program was still running when its deadline of 1000 ms "
+                r"  %s  ended           tenant_timeout: deadline of 4000 ms passed: the sandbox was killed.*" % T,
+                ("=", "                 why: the program was still running when its deadline of 4000 ms "
                       "(limits.timeout_ms) passed, so the executor killed the sandbox"),
-                place("limits.timeout_ms", "1000", acme, tline, '"timeout_ms": 1000,'),
+                place("limits.timeout_ms", "4000", acme, tline, '"timeout_ms": 4000,'),
                 ("=", "                 retried: tenant_timeout is retried under failure mode retry (attempt 1 of 2)"
                  if n == 1 else "                 final: the attempt budget is spent (2 attempts: 1 + "
                  "failure.max_retries)"),
             ]
         want += ["", r"verdict: batch %s of tenant acme \(run %s\) was booked tenant_timeout after 2 attempts \(1 "
-                     r"retried\): the program was still running when its deadline of 1000 ms \(limits\.timeout_ms\) "
-                     r"passed, so the executor killed the sandbox \(limits\.timeout_ms = 1000 at acme\.json:%d\)\. "
+                     r"retried\): the program was still running when its deadline of 4000 ms \(limits\.timeout_ms\) "
+                     r"passed, so the executor killed the sandbox \(limits\.timeout_ms = 4000 at acme\.json:%d\)\. "
                      r"This was the tenant's code, not the platform\." % (re.escape(r["batch_id"]), RUN, tline)]
         why = expect_lines(x.stdout, want)
         check(x.returncode == 0 and why is None and r["cause"] == "tenant_timeout",
@@ -452,6 +495,47 @@ def main():
         x = explain(a, results["retried"]["batch_id"])
         check(x.returncode == 0 and ("policy   %s  (CHANGED since this batch began: lines shown are today's)" % acme)
               in x.stdout.split("\n"), "a policy file changed after the batch is flagged", x.stdout[:400])
+
+        # --- an executor killed before it booked: the events name the batch ---
+        killed, why = killed_executor(a, hang)
+        check(killed is not None, "killed executor: its program ran, then the executor was SIGKILLed", why or "")
+        if killed:
+            x = explain(a, killed, "--policy-dir", a.policy_dir)
+            ev = [e for e in stream(a, tenant="gamma") if e.get("sandbox")]
+            sb = ev[0]["sandbox"] if ev else "?"
+            tagged = all(e.get("batch_id") == killed and e.get("run_id") == RUN_KILLED for e in ev)
+            pid = [e for e in ev if e["type"] == "exec"][0]["pid"] if ev else 0
+            died = ("?", r"  %s  exit            pid \d+\s+(python3|sandguard)  signal 9 SIGKILL" % T)
+            want = [
+                r"batch %s of tenant gamma, run %s \(no outcome record: from the agent's events alone\)"
+                % (killed, RUN_KILLED),
+                ("=", "policy   " + os.path.join(a.policy_dir, "gamma.json")),
+                header(a, killed, "gamma", "", files)[2],
+                r"events   %s \(\d+ files? read\)" % re.escape(a.events),
+                "", r"sandbox %s  \(no outcome booked\)  uid %d  first event %s UTC" % (re.escape(sb), uid_of(a, sb) or 0, T),
+                exec_line(pid, hang), died, died,
+                ("=", "  (no outcome record for this sandbox)"),
+                "",
+                ("=", "verdict: batch %s of tenant gamma (run %s): no final outcome is booked (the executor is still "
+                      "running, or died before booking it; an orphan is booked as platform_error when reaped)"
+                 % (killed, RUN_KILLED)),
+            ]
+            why = expect_lines(x.stdout, want)
+            check(x.returncode == 0 and ev and tagged and why is None,
+                  "killed executor: nothing booked, the batch's events found by the batch_id and run_id they carry",
+                  "%s rc %d %s\n%s\nevents %s" % (why, x.returncode, x.stderr[-300:], x.stdout, ev))
+            # The next executor's admission books the orphan; explain then
+            # joins the same events by the sandbox its record names.
+            a.exec_batch("gamma", a.program("ok.py", GOOD))
+            x = explain(a, killed, "--policy-dir", a.policy_dir)
+            lines = x.stdout.split("\n")
+            check(x.returncode == 0 and re.fullmatch(r"attempt 1  sandbox %s  uid not recorded  started %s UTC"
+                                                     % (re.escape(sb), T), lines[5] if len(lines) > 5 else "")
+                  and re.fullmatch(exec_line(pid, hang), lines[7] if len(lines) > 7 else "")
+                  and any(re.fullmatch(r"  %s  ended           platform_error: executor died" % T, l) for l in lines)
+                  and "was booked platform_error after 1 attempt" in x.stdout,
+                  "killed executor: the orphan booked by the next executor, its events joined by sandbox",
+                  "rc %d %s\n%s" % (x.returncode, x.stderr[-300:], x.stdout))
 
         # --- bad input ---
         x = explain(a, "b-no-such-batch")
