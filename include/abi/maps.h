@@ -110,10 +110,34 @@ struct sg_exec_key {
 
 /* Pinned maps no program reads (the agent creates them, its peers read
  * them): sg_tenant_names (ARRAY, slot -> name, "" = free), sg_tenant_index
- * (HASH, name -> slot: the tenants whose own policy is compiled), and
+ * (HASH, name -> slot: the tenants whose own policy is compiled),
  * sg_killed (HASH, cgroup id -> enum sg_rule + 1 of a kill the agent
  * carried out: a verdict read from the pins never claims a kill that
- * did not happen). */
+ * did not happen), and sg_sandbox_ids (HASH, cgroup id -> struct
+ * sg_sandbox_ids). */
+
+/* sg_sandbox_ids: who a sandbox runs for, written by its executor when it
+ * enrolls the sandbox (before sg_sandboxes, so before any of its code
+ * runs), read by the agent to put the run and batch ids on every event
+ * line, even when it was down at enrollment; deleted with the sandbox's
+ * other entries. NUL-terminated strings, "" = unknown. */
+#define SG_IDS_TENANT_LEN 64  /* SG_TENANT_MAX */
+#define SG_IDS_ID_LEN     128 /* SG_ID_BUF */
+struct sg_sandbox_ids {
+	char tenant[SG_IDS_TENANT_LEN];
+	char sandbox[SG_IDS_ID_LEN];
+	char run_id[SG_IDS_ID_LEN];
+	char batch_id[SG_IDS_ID_LEN];
+};
+
+/* Terminates each string, whoever wrote the entry (readers call it). */
+static inline void sg_sandbox_ids_terminate(struct sg_sandbox_ids *ids)
+{
+	ids->tenant[SG_IDS_TENANT_LEN - 1] = 0;
+	ids->sandbox[SG_IDS_ID_LEN - 1] = 0;
+	ids->run_id[SG_IDS_ID_LEN - 1] = 0;
+	ids->batch_id[SG_IDS_ID_LEN - 1] = 0;
+}
 
 /* sg_config[0]: global switches written by the agent. */
 struct sg_config {

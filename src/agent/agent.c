@@ -34,10 +34,17 @@ enum { TAG_RINGBUF = 1, TAG_INOTIFY, TAG_SIGNAL, TAG_TIMER, TAG_CONTROL, TAG_JOU
 
 #define KILL_WAIT_MS 100
 
-void agent_emit_line(struct agent *a, const char *line)
+/* Lines are batched (event_log.h) and written once per turn of the loop,
+ * so a busy ring-buffer drain costs one write, not one per event. */
+static void emit(struct agent *a, const char *line, size_t len)
 {
 	/* a failed write is counted by the event log (agent_events_lost) */
-	event_log_write(a->events, line);
+	event_log_append(a->events, line, len);
+}
+
+void agent_emit_line(struct agent *a, const char *line)
+{
+	emit(a, line, strlen(line));
 }
 
 /* Whose a sandbox is: its own record, else (not adopted yet) the name of
@@ -49,12 +56,21 @@ static const char *tenant_of(struct agent *a, const struct sg_sandbox_entry *s, 
 	return s ? s->tenant : t ? t->name : NULL;
 }
 
-static void event_context(struct agent *a, const struct sg_sandbox_entry *s, uint32_t slot,
+static const char *id_or_null(const char *id)
+{
+	return id[0] ? id : NULL;
+}
+
+static void event_context(struct agent *a, struct sg_sandbox_entry *s, uint32_t slot,
 			  struct event_ctx *ctx)
 {
+	if (s)
+		registry_event_ids(&a->reg, s);
 	ctx->node = a->opts.node;
 	ctx->tenant = tenant_of(a, s, slot);
 	ctx->sandbox = s ? s->name : NULL;
+	ctx->batch_id = s ? id_or_null(s->batch_id) : NULL;
+	ctx->run_id = s ? id_or_null(s->run_id) : NULL;
 	ctx->boot_to_real_ns = a->boot_to_real_ns;
 }
 
@@ -75,7 +91,7 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 	char path[PATH_MAX], line[EVENT_JSON_MAX];
 	struct event_ctx ctx;
 	double latency_s;
-	int err;
+	int err, n;
 
 	if (s->kill_handled)
 		return 0;
@@ -122,8 +138,9 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 	a->ledger_dirty = true;
 
 	event_context(a, s, 0, &ctx);
-	if (event_kill_json(&ctx, clock_ns(CLOCK_REALTIME), &k, line, sizeof(line)) > 0)
-		agent_emit_line(a, line);
+	n = event_kill_json(&ctx, clock_ns(CLOCK_REALTIME), &k, line, sizeof(line));
+	if (n > 0)
+		emit(a, line, (size_t)n);
 	else
 		a->events_lost++;
 	return err;
@@ -161,6 +178,7 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 	const char *tenant;
 	struct event_ctx ctx;
 	char line[EVENT_JSON_MAX];
+	int n;
 
 	if (size < sizeof(*e)) {
 		a->events_lost++;
@@ -169,8 +187,9 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 	a->events_seen++;
 	s = registry_find(&a->reg, e->cgroup_id);
 	event_context(a, s, e->tenant, &ctx);
-	if (event_to_json(e, &ctx, line, sizeof(line)) > 0) {
-		agent_emit_line(a, line);
+	n = event_to_json(e, &ctx, line, sizeof(line));
+	if (n > 0) {
+		emit(a, line, (size_t)n);
 	} else {
 		a->events_lost++;
 		sg_warn("event of type %u action %u could not be encoded", e->type, e->action);
@@ -345,6 +364,7 @@ static void loop(struct agent *a)
 		}
 		if (n == 0 && agent_outcomes_pending(a))
 			agent_outcomes_fold(a, false);
+		event_log_flush(a->events);
 	}
 }
 
@@ -469,6 +489,7 @@ int agent_run(struct agent_opts *opts)
 		loop(a);
 		/* Events still queued belong in the stream before we go. */
 		ring_buffer__consume(a->rb);
+		event_log_flush(a->events);
 	}
 	agent_outcomes_stop(a); /* fold the rest, save the checkpoint */
 	if (opts->ready_file[0])

@@ -141,8 +141,13 @@ static json_t *do_register(void *ctx, json_t *req)
 		return control_error("register: %s", strerror(-err));
 	if (s->cgid != (uint64_t)cgid)
 		return control_error("register: cgroup id does not match %s", sandbox);
-	snprintf(s->run_id, sizeof(s->run_id), "%s", run_id ? run_id : "");
-	snprintf(s->batch_id, sizeof(s->batch_id), "%s", batch_id ? batch_id : "");
+	/* The pinned sg_sandbox_ids are the executor's word; an older
+	 * executor's message is the only one. */
+	if (!s->ids_known && ((run_id && *run_id) || (batch_id && *batch_id))) {
+		snprintf(s->run_id, sizeof(s->run_id), "%s", run_id ? run_id : "");
+		snprintf(s->batch_id, sizeof(s->batch_id), "%s", batch_id ? batch_id : "");
+		s->ids_known = true;
+	}
 	/* The executor keeps its own preventive layers where ours only
 	 * detect (fallback mode): it needs to know which. */
 	return json_pack("{s:b, s:b, s:s}", "ok", 1, "enforced", 1, "files",

@@ -283,7 +283,11 @@ static int load_objects(struct sg_bpf *b)
 		return b->tenant_index_fd;
 	b->killed_fd = open_user_map("sg_killed", BPF_MAP_TYPE_HASH, sizeof(uint64_t),
 				     sizeof(uint32_t), SG_MAX_SANDBOXES);
-	return b->killed_fd < 0 ? b->killed_fd : 0;
+	if (b->killed_fd < 0)
+		return b->killed_fd;
+	b->ids_fd = open_user_map("sg_sandbox_ids", BPF_MAP_TYPE_HASH, sizeof(uint64_t),
+				  sizeof(struct sg_sandbox_ids), SG_MAX_SANDBOXES);
+	return b->ids_fd < 0 ? b->ids_fd : 0;
 }
 
 static int attach_objects(struct sg_bpf *b, const char *cgroup_root, const char *dir)
@@ -353,7 +357,7 @@ int sg_bpf_load(struct sg_bpf *b, const struct sg_features *f, const struct sg_m
 	int err;
 
 	memset(b, 0, sizeof(*b));
-	b->tenant_names_fd = b->tenant_index_fd = b->killed_fd = -1;
+	b->tenant_names_fd = b->tenant_index_fd = b->killed_fd = b->ids_fd = -1;
 	err = ensure_pin_root();
 	if (err)
 		return err;
@@ -404,7 +408,7 @@ fail:
 
 void sg_bpf_close(struct sg_bpf *b)
 {
-	int *user_fds[] = { &b->tenant_names_fd, &b->tenant_index_fd, &b->killed_fd };
+	int *user_fds[] = { &b->tenant_names_fd, &b->tenant_index_fd, &b->killed_fd, &b->ids_fd };
 
 	egress_bpf__destroy(b->egress);
 	tasks_bpf__destroy(b->tasks);

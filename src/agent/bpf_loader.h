@@ -22,7 +22,7 @@ struct sg_bpf {
 	int sandboxes_fd, state_fd, policies_fd, paths_fd, exec_files_fd;
 	int config_fd, events_fd, drops_fd;
 	/* pinned maps no program reads (include/abi/maps.h) */
-	int tenant_names_fd, tenant_index_fd, killed_fd;
+	int tenant_names_fd, tenant_index_fd, killed_fd, ids_fd;
 };
 
 /* Load every object for the chosen modes, attach to cgroup_root and the

@@ -57,6 +57,27 @@ static void scratch_identity(const struct registry *r, const struct sg_tenant *t
 			 path);
 }
 
+/* The ids its executor enrolled the sandbox with, when they are there. */
+static void load_ids(struct registry *r, struct sg_sandbox_entry *e)
+{
+	struct sg_sandbox_ids ids;
+
+	if (bpf_map_lookup_elem(r->bpf->ids_fd, &e->cgid, &ids))
+		return;
+	sg_sandbox_ids_terminate(&ids);
+	snprintf(e->run_id, sizeof(e->run_id), "%s", ids.run_id);
+	snprintf(e->batch_id, sizeof(e->batch_id), "%s", ids.batch_id);
+	e->ids_known = true;
+}
+
+void registry_event_ids(struct registry *r, struct sg_sandbox_entry *s)
+{
+	if (s->ids_known || s->ids_retried)
+		return;
+	s->ids_retried = true;
+	load_ids(r, s);
+}
+
 static uint32_t count_slots(const struct registry *r)
 {
 	uint32_t n = 0;
@@ -148,6 +169,7 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 	snprintf(e->tenant, sizeof(e->tenant), "%s", tenant);
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->added_ns = clock_ns(CLOCK_BOOTTIME);
+	load_ids(r, e);
 	r->n_sandboxes++;
 	tenants_use(r, e->slot, +1);
 	sg_debug("sandbox %s/%s (cgroup %llu) enforced", tenant, name, (unsigned long long)cgid);
@@ -156,14 +178,21 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 	return 0;
 }
 
+/* Every pinned entry of a sandbox. */
+static void delete_entries(struct registry *r, uint64_t cgid)
+{
+	bpf_map_delete_elem(r->bpf->sandboxes_fd, &cgid);
+	bpf_map_delete_elem(r->bpf->state_fd, &cgid);
+	bpf_map_delete_elem(r->bpf->killed_fd, &cgid);
+	bpf_map_delete_elem(r->bpf->ids_fd, &cgid);
+}
+
 void registry_remove(struct registry *r, uint64_t cgid)
 {
 	struct sg_sandbox_entry *e = registry_find(r, cgid);
 	uint32_t s, next;
 
-	bpf_map_delete_elem(r->bpf->sandboxes_fd, &cgid);
-	bpf_map_delete_elem(r->bpf->state_fd, &cgid);
-	bpf_map_delete_elem(r->bpf->killed_fd, &cgid);
+	delete_entries(r, cgid);
 	if (!e)
 		return;
 	tenants_use(r, e->slot, -1);
@@ -339,6 +368,7 @@ void registry_sweep_maps(struct registry *r)
 	unaccounted(r, r->bpf->sandboxes_fd, &stray);
 	unaccounted(r, r->bpf->state_fd, &stray);
 	unaccounted(r, r->bpf->killed_fd, &stray);
+	unaccounted(r, r->bpf->ids_fd, &stray);
 	if (stray.n) {
 		/* An executor enrolled it (adopted now), or it is gone. */
 		scan_root(r, &seen);
@@ -347,9 +377,7 @@ void registry_sweep_maps(struct registry *r)
 
 			if (registry_find(r, id) || cgid_set_has(&seen, id))
 				continue;
-			bpf_map_delete_elem(r->bpf->sandboxes_fd, &id);
-			bpf_map_delete_elem(r->bpf->state_fd, &id);
-			bpf_map_delete_elem(r->bpf->killed_fd, &id);
+			delete_entries(r, id);
 		}
 	}
 	free(stray.ids);

@@ -44,8 +44,10 @@ struct sg_sandbox_entry {
 	uint32_t slot;              /* its policy slot (sg_sandbox.tenant) */
 	char tenant[SG_TENANT_MAX]; /* whose it is: its cgroup, events and ledger */
 	char name[SG_ID_BUF];
-	char run_id[SG_ID_BUF];
-	char batch_id[SG_ID_BUF];
+	char run_id[SG_ID_BUF];   /* "" = unknown */
+	char batch_id[SG_ID_BUF]; /* "" = unknown */
+	bool ids_known;           /* read from sg_sandbox_ids, or told by the executor */
+	bool ids_retried;         /* looked up once more at an event (see registry_event_ids) */
 	uint64_t added_ns;        /* CLOCK_BOOTTIME */
 	bool killed;              /* the agent emptied its cgroup */
 	bool kill_handled;        /* killed, or found tripped after its last task ended */
@@ -105,6 +107,13 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 		 struct sg_sandbox_entry **out);
 void registry_remove(struct registry *r, uint64_t cgid);
 struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid);
+
+/* Make sure the sandbox's run and batch ids are loaded before an event of
+ * it is written: they are read from the pinned sg_sandbox_ids when the
+ * sandbox is adopted, and once more at its first event when they were not
+ * there yet (the agent saw its cgroup appear before the executor enrolled
+ * it; no event can come before the enrollment). */
+void registry_event_ids(struct registry *r, struct sg_sandbox_entry *s);
 
 /* Map entries no sandbox of ours accounts for: adopted when their cgroup
  * exists (an executor enrolled it), deleted when it is gone. */

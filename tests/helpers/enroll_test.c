@@ -60,6 +60,14 @@ static int slots_in_use(void)
 	return n;
 }
 
+/* `"sandbox":..,"batch_id":..,"run_id":..,` of an event line of sb. */
+static const char *ids_of(const struct at_sandbox *sb, char *buf, size_t len)
+{
+	snprintf(buf, len, "\"sandbox\":\"%s\",\"batch_id\":\"%s\",\"run_id\":\"%s\",", sb->name,
+		 sb->batch_id, sb->run_id);
+	return buf;
+}
+
 static void test_default_slot(void)
 {
 	struct sg_enroll_result res;
@@ -149,6 +157,7 @@ static void test_agent_down(void)
 	int st, st2, err, rule = -1, trip = -1, killed, tripped;
 	struct agent_conn *c;
 	uint64_t cgid = 0;
+	char ids[512];
 
 	at_agent_stop(&env);
 	err = at_sandbox_enroll(&env, "acme", &sb, false, &res);
@@ -183,6 +192,14 @@ static void test_agent_down(void)
 				NULL),
 		  "enroll: the restarted agent adopts it: the denial is attributed to the sandbox",
 		  "no event naming %s", sb.name);
+	/* An event after the restart: the ids come from the pins. */
+	st = run_in(&sb, child_net, &connect_tcp4);
+	at_result(
+		returned(st, EPERM) && at_event_seen(&env, 5000, ids_of(&sb, ids, sizeof(ids)),
+						     "\"egress_denied\"", NULL),
+		"ids: an event of a sandbox enrolled while the agent was down carries its run and "
+		"batch ids",
+		"%s; no egress_denied line with %s", describe(st), ids);
 	c = agent_connect(env.sock);
 	killed = agent_kill_verdict(c, cgid, &rule, 2000);
 	agent_close(c);
@@ -191,6 +208,37 @@ static void test_agent_down(void)
 		  "verdict %d rule %d", killed, rule);
 	at_sandbox_free(&sb);
 	at_sandbox_free(&strict);
+}
+
+/* Event identity, for on-call: every event line of a sandbox carries the
+ * run and batch ids its executor enrolled it with. They come from the
+ * pins (sg_sandbox_ids), not from the best-effort notification: here the
+ * executor does not notify the agent at all. */
+static void test_ids(void)
+{
+	struct sg_enroll_result res;
+	struct at_sandbox sb;
+	char ids[512];
+	int err, st;
+
+	at_enroll_notify = false;
+	err = at_sandbox_enroll(&env, "strict", &sb, false, &res);
+	at_enroll_notify = true;
+	if (err || !res.enforced)
+		return at_result(false, "ids: enrolled without a notification", "not enrolled: %s",
+				 res.detail);
+	st = run_in(&sb, child_net, &connect_tcp4);
+	ids_of(&sb, ids, sizeof(ids));
+	at_result(!res.notified && sigkilled(st) &&
+			  at_event_seen(&env, 5000, ids, "\"type\":\"egress_denied\"", NULL) &&
+			  at_event_seen(&env, 5000, ids, "\"type\":\"sandbox_killed\"", NULL),
+		  "ids: the events of a sandbox the agent was never told about carry its run and "
+		  "batch ids (from the pins)",
+		  "notified %d, %s; no egress_denied and sandbox_killed lines with %s",
+		  res.notified, describe(st), ids);
+	at_sandbox_free(&sb);
+	err = sg_pinned_sandbox_ids(0, &(struct sg_sandbox_ids){ 0 });
+	at_result(err == 0, "ids: no entry for a cgroup nobody enrolled", "got %d", err);
 }
 
 /* A kill the agent carried out is reported as one. */
@@ -352,6 +400,7 @@ int main(int argc, char **argv)
 		test_invented_tenants();
 		test_no_pins();
 		test_verdict_kill();
+		test_ids();
 		test_stuck_client();
 		test_agent_down();
 	}
