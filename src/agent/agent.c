@@ -22,6 +22,7 @@
 #include "agent_metrics.h"
 #include "lib/cgroup.h"
 #include "control/control_server.h"
+#include "control/ondemand.h"
 #include "telemetry/event_json.h"
 #include "telemetry/event_log.h"
 #include "telemetry/health.h"
@@ -30,9 +31,21 @@
 #include "probe.h"
 #include "lib/rule_names.h"
 
-enum { TAG_RINGBUF = 1, TAG_INOTIFY, TAG_SIGNAL, TAG_TIMER, TAG_CONTROL, TAG_JOURNAL };
+enum {
+	TAG_RINGBUF = 1,
+	TAG_INOTIFY,
+	TAG_SIGNAL,
+	TAG_TIMER,
+	TAG_CONTROL,
+	TAG_JOURNAL,
+	TAG_DRAIN,
+};
 
 #define KILL_WAIT_MS 100
+/* The on-demand programs stay attached this long after the last sandbox
+ * is gone (attaching them again costs the next launch; the environment
+ * variable is for tests). */
+#define DETACH_AFTER_IDLE_MS 5000
 
 /* Lines are batched (event_log.h) and written once per turn of the loop,
  * so a busy ring-buffer drain costs one write, not one per event. */
@@ -253,6 +266,57 @@ static void sweep_sandboxes(struct agent *a)
 	}
 }
 
+/* With no sandbox for a while, the on-demand programs (the fallback's
+ * syscall tracepoints, which slow every task's system calls) are
+ * detached; the next enrollment attaches them again
+ * (src/control/ondemand.h). */
+static void detach_when_idle(struct agent *a)
+{
+	uint64_t now = clock_ns(CLOCK_BOOTTIME);
+	int n;
+
+	if (a->reg.n_sandboxes) {
+		a->idle_since_ns = 0;
+		return;
+	}
+	if (!a->idle_since_ns)
+		a->idle_since_ns = now;
+	if (now - a->idle_since_ns < a->detach_after_idle_ns)
+		return;
+	n = sg_ondemand_detach_if_idle();
+	if (n > 0)
+		sg_info("no sandbox for %llu ms: the file programs are detached until the next one",
+			(unsigned long long)(a->detach_after_idle_ns / 1000000));
+	else if (n < 0)
+		sg_warn("cannot detach the file programs: %s", strerror(-n));
+}
+
+/* Events submitted without a wakeup (execs, exits, logged ones) are read
+ * every SG_DRAIN_MS while sandboxes exist; no timer otherwise. */
+static void arm_drain(struct agent *a)
+{
+	bool want = a->reg.n_sandboxes > 0;
+	struct itimerspec its = { 0 };
+
+	if (want == a->draining)
+		return;
+	if (want) {
+		its.it_interval.tv_nsec = SG_DRAIN_MS * 1000000L;
+		its.it_value = its.it_interval;
+	}
+	if (timerfd_settime(a->drain_fd, 0, &its, NULL) == 0)
+		a->draining = want;
+}
+
+static void on_drain(struct agent *a)
+{
+	uint64_t expirations;
+
+	if (read(a->drain_fd, &expirations, sizeof(expirations)) < 0)
+		return;
+	ring_buffer__consume(a->rb);
+}
+
 static void on_tick(struct agent *a)
 {
 	uint64_t expirations;
@@ -263,6 +327,7 @@ static void on_tick(struct agent *a)
 	agent_outcomes_tick(a);
 	agent_metrics_tick(a);
 	sweep_sandboxes(a);
+	detach_when_idle(a);
 }
 
 static void on_signal(struct agent *a)
@@ -305,8 +370,9 @@ static int setup_loop(struct agent *a)
 	loop_signals(&mask);
 	a->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	a->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	a->drain_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (a->signal_fd < 0 || a->timer_fd < 0 || a->epoll_fd < 0)
+	if (a->signal_fd < 0 || a->timer_fd < 0 || a->drain_fd < 0 || a->epoll_fd < 0)
 		return -errno;
 	timerfd_settime(a->timer_fd, 0, &its, NULL);
 
@@ -322,6 +388,8 @@ static int setup_loop(struct agent *a)
 		err = epoll_add(a->epoll_fd, a->signal_fd, TAG_SIGNAL);
 	if (!err)
 		err = epoll_add(a->epoll_fd, a->timer_fd, TAG_TIMER);
+	if (!err)
+		err = epoll_add(a->epoll_fd, a->drain_fd, TAG_DRAIN);
 	if (!err)
 		err = epoll_add(a->epoll_fd, control_fd(a->control), TAG_CONTROL);
 	if (!err && agent_outcomes_fd(a) >= 0)
@@ -360,11 +428,15 @@ static void loop(struct agent *a)
 			case TAG_JOURNAL:
 				agent_outcomes_fold(a, true);
 				break;
+			case TAG_DRAIN:
+				on_drain(a);
+				break;
 			}
 		}
 		if (n == 0 && agent_outcomes_pending(a))
 			agent_outcomes_fold(a, false);
 		event_log_flush(a->events);
+		arm_drain(a);
 	}
 }
 
@@ -478,7 +550,11 @@ int agent_run(struct agent_opts *opts)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	a->opts = *opts;
-	a->signal_fd = a->timer_fd = a->epoll_fd = -1;
+	a->signal_fd = a->timer_fd = a->drain_fd = a->epoll_fd = -1;
+	a->detach_after_idle_ns = (uint64_t)DETACH_AFTER_IDLE_MS * 1000000;
+	if (getenv("SANDGUARD_DETACH_AFTER_IDLE_MS"))
+		a->detach_after_idle_ns =
+			strtoull(getenv("SANDGUARD_DETACH_AFTER_IDLE_MS"), NULL, 10) * 1000000;
 	a->started_realtime_s = time(NULL);
 	pthread_mutex_init(&a->lock, NULL);
 	rc = start(a);
@@ -505,6 +581,8 @@ int agent_run(struct agent_opts *opts)
 	ledger_free(a->ledger);
 	if (a->epoll_fd >= 0)
 		close(a->epoll_fd);
+	if (a->drain_fd >= 0)
+		close(a->drain_fd);
 	free(a);
 	return rc;
 }

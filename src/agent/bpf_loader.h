@@ -38,6 +38,10 @@ void sg_bpf_close(struct sg_bpf *b);
 /* Remove every pin (`sandguard agent --cleanup`): detaches everything. */
 int sg_bpf_cleanup(void);
 
+/* Forget every file verdict the programs remember (struct
+ * sg_verdict_key): after a policy is swapped in or removed. 0 or -errno. */
+int sg_bpf_new_verdict_epoch(const struct sg_bpf *b);
+
 /* Events the ring buffer had no room for, summed over CPUs. */
 uint64_t sg_bpf_drops(const struct sg_bpf *b);
 

@@ -18,6 +18,7 @@
 #include "lib/host_path.h"
 #include "lib/log.h"
 #include "control/enroll.h"
+#include "control/ondemand.h"
 #include "registry.h"
 
 static uint32_t slot_of(uint64_t cgid)
@@ -108,7 +109,7 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 	struct sg_sandbox_state st = { 0 };
 	struct sg_sandbox sb = { 0 };
 	struct sg_sandbox_entry *e;
-	char path[PATH_MAX];
+	char path[PATH_MAX], why[300];
 	uint64_t cgid;
 	uint32_t s;
 	int err;
@@ -158,6 +159,11 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 			if (err != -EEXIST || bpf_map_lookup_elem(r->bpf->sandboxes_fd, &cgid, &sb))
 				return err;
 		}
+		/* Entries first, then the programs that judge them, as an
+		 * executor does (src/control/ondemand.h). */
+		err = sg_ondemand_attach(-1, 0, why, sizeof(why));
+		if (err)
+			sg_error("sandbox %s/%s: its opens are not watched: %s", tenant, name, why);
 	}
 	for (s = slot_of(cgid); r->slots[s].cgid; s = (s + 1) % SG_REG_SLOTS)
 		;

@@ -21,6 +21,7 @@
 #include "enroll.h"
 #include "lib/host_path.h"
 #include "lib/log.h"
+#include "ondemand.h"
 #include "pinned.h"
 #include "lib/ids.h"
 #include "policy/policy.h"
@@ -179,6 +180,27 @@ fail:
 	return err;
 }
 
+/* The entries are written: attach the programs that judge opens, where
+ * they are attached on demand (the fallback's), before any of the
+ * sandbox's code runs (src/control/ondemand.h). */
+static int watch_opens(const struct pins *p, const struct sg_enroll_request *req, uint32_t slot,
+		       struct sg_enroll_result *res)
+{
+	char why[200];
+	int err = sg_ondemand_attach(-1, 0, why, sizeof(why));
+
+	if (err) {
+		take_back(p, req->cgroup_id);
+		snprintf(res->detail, sizeof(res->detail),
+			 "the agent's file programs could not be attached for sandbox %s: %s",
+			 req->sandbox, why);
+		return err;
+	}
+	res->enforced = true;
+	res->slot = slot;
+	return 0;
+}
+
 /* No pins: no agent ever ran here (or its pins were removed). */
 static int no_agent(const struct sg_enroll_request *req, struct sg_enroll_result *res)
 {
@@ -235,11 +257,8 @@ static int enroll(const struct pins *p, const struct sg_enroll_request *req,
 		if (err)
 			return err;
 		/* The slot may have been given up since it was read. */
-		if (current_slot(p, req->tenant, own, &again) == 0 && again == slot) {
-			res->enforced = true;
-			res->slot = slot;
-			return 0;
-		}
+		if (current_slot(p, req->tenant, own, &again) == 0 && again == slot)
+			return watch_opens(p, req, slot, res);
 		take_back(p, req->cgroup_id);
 	}
 	snprintf(res->detail, sizeof(res->detail),

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "agent_suite.h"
 #include "control/agent_client.h"
 #include "control/enroll.h"
+#include "control/ondemand.h"
 #include "control/pinned.h"
 #include "lib/cgroup.h"
 
@@ -227,7 +229,11 @@ static void test_ids(void)
 	if (err || !res.enforced)
 		return at_result(false, "ids: enrolled without a notification", "not enrolled: %s",
 				 res.detail);
-	st = run_in(&sb, child_net, &connect_tcp4);
+	st = run_in(&sb, child_net,
+		    &(struct net_arg){ .family = AF_INET,
+				       .type = SOCK_STREAM,
+				       .port = port_tcp4,
+				       .then_sleep = true });
 	ids_of(&sb, ids, sizeof(ids));
 	at_result(!res.notified && sigkilled(st) &&
 			  at_event_seen(&env, 5000, ids, "\"type\":\"egress_denied\"", NULL) &&
@@ -239,6 +245,88 @@ static void test_ids(void)
 	at_sandbox_free(&sb);
 	err = sg_pinned_sandbox_ids(0, &(struct sg_sandbox_ids){ 0 });
 	at_result(err == 0, "ids: no entry for a cgroup nobody enrolled", "got %d", err);
+}
+
+/* The fallback's file programs are attached only while a sandbox exists
+ * (src/control/ondemand.h): detached once none is left, attached by the
+ * executor's enrollment before the sandbox's first instruction, and never
+ * detached under a live sandbox, even by a detacher racing every
+ * enrollment. */
+static volatile bool detacher_stop;
+static int detaches;
+
+static void *detacher(void *arg)
+{
+	while (!detacher_stop)
+		if (sg_ondemand_detach_if_idle() > 0)
+			detaches++;
+	return NULL;
+}
+
+/* One enrollment as the executor does it, checked: the programs are
+ * attached when it returns, and an open outside the policy is refused. */
+static bool enroll_watched(double *took_ms)
+{
+	struct sg_enroll_result res;
+	struct at_sandbox sb;
+	uint64_t cgid = 0;
+	double t0 = now_ms();
+	int attached, st;
+	bool ok;
+
+	if (at_sandbox_enroll(&env, "acme", &sb, false, &res) || !res.enforced) {
+		at_sandbox_free(&sb);
+		return false;
+	}
+	*took_ms = now_ms() - t0;
+	attached = sg_ondemand_attached();
+	st = run_in(&sb, child_open, &(struct open_arg){ .path = "/etc/hostname" });
+	ok = attached == 1 && refused(st);
+	if (!ok)
+		fprintf(stderr, "enroll_test: attached %d, open: %s\n", attached, describe(st));
+	cgroup_id_of(sb.cg, &cgid);
+	at_sandbox_free(&sb);
+	sg_enroll_release(cgid);
+	return ok;
+}
+
+static void test_on_demand(void)
+{
+	double took, worst = 0;
+	int bad = 0, n = 100, attached = -1;
+	pthread_t t;
+
+	if (lsm)
+		return at_skipped("ondemand: file programs",
+				  "LSM mode: lsm/file_open stays attached, nothing is on demand");
+	/* The agent detaches them on its tick once it has no sandbox. */
+	for (double end = now_ms() + 10000; now_ms() < end; usleep(50000))
+		if ((attached = sg_ondemand_attached()) == 0)
+			break;
+	at_result(attached == 0, "ondemand: with no sandbox left, the file programs are detached",
+		  "attached: %d", attached);
+	at_result(enroll_watched(&took),
+		  "ondemand: an enrollment attaches them before the sandbox's first instruction",
+		  "see stderr");
+	printf("# enrollment that attached the file programs: %.1f ms\n", took);
+
+	detacher_stop = false;
+	detaches = 0;
+	if (pthread_create(&t, NULL, detacher, NULL))
+		return at_result(false, "ondemand: race", "no thread: %s", strerror(errno));
+	for (int i = 0; i < n; i++) {
+		bad += !enroll_watched(&took);
+		if (took > worst)
+			worst = took;
+	}
+	detacher_stop = true;
+	pthread_join(t, NULL);
+	printf("# %d enrollments racing a detacher: %d detaches, slowest enrollment %.1f ms\n", n,
+	       detaches, worst);
+	at_result(bad == 0 && detaches > 0,
+		  "ondemand: enrollments racing a detacher: every sandbox watched from its first "
+		  "instruction",
+		  "%d of %d sandboxes unwatched (%d detaches in between)", bad, n, detaches);
 }
 
 /* A kill the agent carried out is reported as one. */
@@ -371,6 +459,9 @@ int main(int argc, char **argv)
 		return 64;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* The agent detaches the on-demand programs as soon as it has no
+	 * sandbox: every case runs through attach and detach. */
+	setenv("SANDGUARD_DETACH_AFTER_IDLE_MS", "0", 1);
 	if (getuid() != 0) {
 		printf("SKIP: enroll: needs root\n");
 		return 0;
@@ -401,6 +492,7 @@ int main(int argc, char **argv)
 		test_no_pins();
 		test_verdict_kill();
 		test_ids();
+		test_on_demand();
 		test_stuck_client();
 		test_agent_down();
 	}
