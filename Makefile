@@ -6,6 +6,7 @@
 #   make check        = scripts/check.sh: install deps, build, run every test (CI)
 #   make demo         = scripts/demo.sh: the main job, end to end
 #   make vmtest       LSM mode on stock Debian kernels under qemu
+#   make vmbench      the hook-overhead loops in LSM mode, in those VMs (by hand)
 #   make check-asan   unit + integration tests under ASan/UBSan
 #   make fuzz         libFuzzer targets, bounded (FUZZ_SECONDS)
 #   make bench        benchmarks (by hand; QUICK=1 for a short run)
@@ -108,7 +109,7 @@ test_agent_client_LINK  := control lib
 HELPER_LINK := agent control sandbox telemetry policy lib
 
 .SECONDARY:
-.PHONY: all deps tools tests check unit integration demo vmtest check-asan fuzz bench \
+.PHONY: all deps tools tests check unit integration demo vmtest vmbench check-asan fuzz bench \
         format format-check clean
 all: tools $(BUILD)/sandguard
 
@@ -216,6 +217,9 @@ demo:
 
 vmtest: deps
 	$(Q)scripts/vmtest/run.sh
+
+vmbench: deps
+	$(Q)VMTEST_PAYLOAD=bench VMTEST_KERNELS="$${VMTEST_KERNELS:-bookworm trixie}" scripts/vmtest/run.sh
 
 check-asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CC=clang \

@@ -29,9 +29,9 @@ static uint32_t slot_of(uint64_t cgid)
 struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid)
 {
 	for (uint32_t i = 0, s = slot_of(cgid); i < SG_REG_SLOTS; i++, s = (s + 1) % SG_REG_SLOTS) {
-		if (r->slots[s].cgid == cgid)
+		if (r->cgids[s] == cgid)
 			return &r->slots[s];
-		if (!r->slots[s].cgid)
+		if (!r->cgids[s])
 			return NULL;
 	}
 	return NULL;
@@ -165,11 +165,12 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 		if (err)
 			sg_error("sandbox %s/%s: its opens are not watched: %s", tenant, name, why);
 	}
-	for (s = slot_of(cgid); r->slots[s].cgid; s = (s + 1) % SG_REG_SLOTS)
+	for (s = slot_of(cgid); r->cgids[s]; s = (s + 1) % SG_REG_SLOTS)
 		;
 	e = &r->slots[s];
 	memset(e, 0, sizeof(*e));
 	e->cgid = cgid;
+	r->cgids[s] = cgid;
 	e->slot = sb.tenant;
 	e->kill_rule = -1;
 	snprintf(e->tenant, sizeof(e->tenant), "%s", tenant);
@@ -206,13 +207,16 @@ void registry_remove(struct registry *r, uint64_t cgid)
 	/* Backward-shift deletion keeps the probe chains intact. */
 	s = e - r->slots;
 	memset(e, 0, sizeof(*e));
-	for (next = (s + 1) % SG_REG_SLOTS; r->slots[next].cgid; next = (next + 1) % SG_REG_SLOTS) {
-		uint32_t home = slot_of(r->slots[next].cgid);
+	r->cgids[s] = 0;
+	for (next = (s + 1) % SG_REG_SLOTS; r->cgids[next]; next = (next + 1) % SG_REG_SLOTS) {
+		uint32_t home = slot_of(r->cgids[next]);
 		bool movable = (s <= next) ? (home <= s || home > next)
 					   : (home <= s && home > next);
 		if (movable) {
 			r->slots[s] = r->slots[next];
+			r->cgids[s] = r->cgids[next];
 			memset(&r->slots[next], 0, sizeof(r->slots[next]));
+			r->cgids[next] = 0;
 			s = next;
 		}
 	}
@@ -223,7 +227,7 @@ struct sg_sandbox_entry *registry_next(struct registry *r, struct sg_sandbox_ent
 	uint32_t s = prev ? (uint32_t)(prev - r->slots) + 1 : 0;
 
 	for (; s < SG_REG_SLOTS; s++)
-		if (r->slots[s].cgid)
+		if (r->cgids[s])
 			return &r->slots[s];
 	return NULL;
 }
@@ -415,7 +419,8 @@ int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root
 		return -errno;
 	}
 	r->slots = calloc(SG_REG_SLOTS, sizeof(*r->slots));
-	if (!r->slots)
+	r->cgids = calloc(SG_REG_SLOTS, sizeof(*r->cgids));
+	if (!r->slots || !r->cgids)
 		return -ENOMEM;
 	r->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (r->inotify_fd < 0) {
@@ -448,6 +453,7 @@ void registry_free(struct registry *r)
 {
 	tenants_free(r);
 	free(r->slots);
+	free(r->cgids);
 	free(r->watches);
 	if (r->inotify_fd >= 0)
 		close(r->inotify_fd);

@@ -71,6 +71,10 @@ struct registry {
 	int host_root_fd;
 	struct sg_tenant *tenants[SG_MAX_TENANTS]; /* by slot */
 	uint32_t n_tenants;                        /* slots in use are below this */
+	/* Open addressing: cgids[i] is slots[i].cgid, kept apart so that a
+	 * lookup or a pass over the table touches 128 KiB, not the entries
+	 * (8 MiB, in memory only where sandboxes are). */
+	uint64_t *cgids;
 	struct sg_sandbox_entry *slots;
 	uint32_t n_sandboxes;
 	int inotify_fd;

@@ -183,8 +183,13 @@ static __always_inline __u64 sg_task_ancestor_cgid(__u32 level)
 
 static __always_inline struct sg_sandbox *sg_sandbox_of(__u64 *cgid)
 {
-	struct sg_sandbox *sb = bpf_map_lookup_elem(&sg_sandboxes, cgid);
+	struct sg_sandbox *sb;
 
+	/* 0: the task's cgroup is not as deep as sandboxes are (most of a
+	 * node's processes): no lookup at all. */
+	if (!*cgid)
+		return NULL;
+	sb = bpf_map_lookup_elem(&sg_sandboxes, cgid);
 	return sb && sg_gen_active() ? sb : NULL;
 }
 
