@@ -97,7 +97,8 @@ void json_out_bytes(struct json_out *o, const char *s, size_t n)
 			i += l;
 		} else {
 			/* The text \xNN, its backslash escaped. */
-			char seq[5] = { '\\', '\\', 'x', hex_lower[u[i] >> 4], hex_lower[u[i] & 15] };
+			char seq[5] = { '\\', '\\', 'x', hex_lower[u[i] >> 4],
+					hex_lower[u[i] & 15] };
 
 			json_out_raw(o, seq, sizeof(seq));
 			i++;

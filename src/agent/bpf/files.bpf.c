@@ -54,9 +54,9 @@ struct {
 
 /* How the walk up a file's ancestors ended. */
 enum walk_end {
-	WALK_DENY = 0,    /* no allowed ancestor within SG_WALK_DEPTH: fail closed */
-	WALK_SCRATCH,     /* inside the sandbox's directory scratch */
-	WALK_ALLOWLIST,   /* an allowlisted identity: *access says for what */
+	WALK_DENY = 0,  /* no allowed ancestor within SG_WALK_DEPTH: fail closed */
+	WALK_SCRATCH,   /* inside the sandbox's directory scratch */
+	WALK_ALLOWLIST, /* an allowlisted identity: *access says for what */
 };
 
 /* Walk from the file up its dentry ancestors, crossing mounts (so bind
@@ -65,9 +65,8 @@ enum walk_end {
  * names walked are kept in it for the event; without, nothing is copied
  * (the allowed path: names are only wanted for a denial). */
 static __always_inline enum walk_end walk(const struct sg_sandbox *sb,
-					  const struct sg_policy_k *pol,
-					  const struct path *path, __u8 *access,
-					  struct sg_file_detail *d)
+					  const struct sg_policy_k *pol, const struct path *path,
+					  __u8 *access, struct sg_file_detail *d)
 {
 	struct dentry *dentry = BPF_CORE_READ(path, dentry);
 	struct vfsmount *vfsmnt = BPF_CORE_READ(path, mnt);
