@@ -30,7 +30,7 @@ struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid)
 {
 	for (uint32_t i = 0, s = slot_of(cgid); i < SG_REG_SLOTS; i++, s = (s + 1) % SG_REG_SLOTS) {
 		if (r->cgids[s] == cgid)
-			return &r->slots[s];
+			return &r->pool[r->at[s]];
 		if (!r->cgids[s])
 			return NULL;
 	}
@@ -167,9 +167,13 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 	}
 	for (s = slot_of(cgid); r->cgids[s]; s = (s + 1) % SG_REG_SLOTS)
 		;
-	e = &r->slots[s];
+	/* Entries are dense in the pool, reused last freed first: memory in
+	 * use follows the sandboxes alive, not the table's size. */
+	r->at[s] = r->n_free ? r->free[--r->n_free] : r->pool_used++;
+	e = &r->pool[r->at[s]];
 	memset(e, 0, sizeof(*e));
 	e->cgid = cgid;
+	e->table_slot = s;
 	r->cgids[s] = cgid;
 	e->slot = sb.tenant;
 	e->kill_rule = -1;
@@ -205,17 +209,21 @@ void registry_remove(struct registry *r, uint64_t cgid)
 	tenants_use(r, e->slot, -1);
 	r->n_sandboxes--;
 	/* Backward-shift deletion keeps the probe chains intact. */
-	s = e - r->slots;
+	s = e->table_slot;
+	r->free[r->n_free++] = r->at[s];
+	/* (table_slot stays: registry_next() goes on from there when the
+	 * entry is removed in the middle of a pass) */
 	memset(e, 0, sizeof(*e));
+	e->table_slot = s;
 	r->cgids[s] = 0;
 	for (next = (s + 1) % SG_REG_SLOTS; r->cgids[next]; next = (next + 1) % SG_REG_SLOTS) {
 		uint32_t home = slot_of(r->cgids[next]);
 		bool movable = (s <= next) ? (home <= s || home > next)
 					   : (home <= s && home > next);
 		if (movable) {
-			r->slots[s] = r->slots[next];
 			r->cgids[s] = r->cgids[next];
-			memset(&r->slots[next], 0, sizeof(r->slots[next]));
+			r->at[s] = r->at[next];
+			r->pool[r->at[s]].table_slot = s;
 			r->cgids[next] = 0;
 			s = next;
 		}
@@ -224,11 +232,11 @@ void registry_remove(struct registry *r, uint64_t cgid)
 
 struct sg_sandbox_entry *registry_next(struct registry *r, struct sg_sandbox_entry *prev)
 {
-	uint32_t s = prev ? (uint32_t)(prev - r->slots) + 1 : 0;
+	uint32_t s = prev ? prev->table_slot + 1 : 0;
 
 	for (; s < SG_REG_SLOTS; s++)
 		if (r->cgids[s])
-			return &r->slots[s];
+			return &r->pool[r->at[s]];
 	return NULL;
 }
 
@@ -418,9 +426,11 @@ int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root
 		sg_error("--host-root %s: %s", host_root, strerror(errno));
 		return -errno;
 	}
-	r->slots = calloc(SG_REG_SLOTS, sizeof(*r->slots));
 	r->cgids = calloc(SG_REG_SLOTS, sizeof(*r->cgids));
-	if (!r->slots || !r->cgids)
+	r->at = calloc(SG_REG_SLOTS, sizeof(*r->at));
+	r->pool = calloc(SG_MAX_SANDBOXES, sizeof(*r->pool));
+	r->free = calloc(SG_MAX_SANDBOXES, sizeof(*r->free));
+	if (!r->cgids || !r->at || !r->pool || !r->free)
 		return -ENOMEM;
 	r->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (r->inotify_fd < 0) {
@@ -452,8 +462,10 @@ int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root
 void registry_free(struct registry *r)
 {
 	tenants_free(r);
-	free(r->slots);
 	free(r->cgids);
+	free(r->at);
+	free(r->pool);
+	free(r->free);
 	free(r->watches);
 	if (r->inotify_fd >= 0)
 		close(r->inotify_fd);

@@ -53,6 +53,7 @@ struct sg_sandbox_entry {
 	bool kill_handled;        /* killed, or found tripped after its last task ended */
 	int kill_rule;            /* enum sg_rule of the kill */
 	uint64_t kill_latency_ns; /* violation to empty cgroup */
+	uint32_t table_slot;      /* where the registry's table holds it */
 };
 
 #define SG_REG_SLOTS 16384 /* open addressing, >= 2 x SG_MAX_SANDBOXES */
@@ -71,11 +72,15 @@ struct registry {
 	int host_root_fd;
 	struct sg_tenant *tenants[SG_MAX_TENANTS]; /* by slot */
 	uint32_t n_tenants;                        /* slots in use are below this */
-	/* Open addressing: cgids[i] is slots[i].cgid, kept apart so that a
-	 * lookup or a pass over the table touches 128 KiB, not the entries
-	 * (8 MiB, in memory only where sandboxes are). */
+	/* Open addressing over cgids[] (0 = free), at[i] the entry of
+	 * cgids[i] in pool[]: a lookup or a pass touches the small table, and
+	 * the entries (half a KiB each) are in memory only for the sandboxes
+	 * that exist. */
 	uint64_t *cgids;
-	struct sg_sandbox_entry *slots;
+	uint32_t *at;
+	struct sg_sandbox_entry *pool; /* SG_MAX_SANDBOXES */
+	uint32_t *free;                /* pool entries given back, last first */
+	uint32_t n_free, pool_used;
 	uint32_t n_sandboxes;
 	int inotify_fd;
 	int root_wd, policy_wd;
