@@ -16,6 +16,7 @@ import time
 import hooks
 import killlat
 import launch
+import layers
 import pipeline
 import report
 import syscost
@@ -29,6 +30,7 @@ QUICK = {
     "hook_costs": True, "kills": 40, "syscost_rounds": 3,
     "rates": [50000, 100000, 200000, 0], "rate_seconds": 2, "sinks": ["tmpfs"],
     "programs": 16, "chunks": 2,
+    "layer_rounds": 20,
 }
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
@@ -38,6 +40,7 @@ FULL = {
     "rates": [25000, 50000, 100000, 200000, 400000, 0], "rate_seconds": 5,
     "sinks": ["tmpfs", "/dev/null"],
     "programs": 1024, "chunks": 16,
+    "layer_rounds": 100,
 }
 
 
@@ -60,7 +63,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -68,8 +71,8 @@ def main():
         cfg["programs"] = a.programs
     only = set(a.only.split(","))
     tools = {k: os.path.join(a.tools, k)
-             for k in ("plainrun", "hookloop", "eventgen", "cgjoin", "progstats", "syscost",
-                       "syscost.bpf.o")}
+             for k in ("plainrun", "hookloop", "eventgen", "cgjoin", "layers", "sandbox_run",
+                       "progstats", "syscost", "syscost.bpf.o")}
     nproc = os.cpu_count() or 1
 
     doc = {"mode": "quick" if a.quick else "full", "config": cfg, "machine": machine(),
@@ -99,6 +102,11 @@ def main():
             doc["launch_breakdown"] = launch.breakdown(
                 env, tools, cfg["breakdown_runs"],
                 os.path.join(cgroup2_mount(), "sandguard-%s-cgjoin" % env.tag))
+        if "6" in only:
+            log("scenario 6: isolation layers, %d interleaved rounds" % cfg["layer_rounds"])
+            rows, doc["layer_samples_ms"] = layers.measure(env, tools, cfg["layer_rounds"])
+            doc["rows"] += rows
+            doc["rows"] += layers.relay_launch(env, tools["sandbox_run"], cfg["layer_rounds"], port)
         if "4" in only:
             log("scenario 4: event pipeline, rates %s, %d s each" % (cfg["rates"], cfg["rate_seconds"]))
             results = pipeline.measure(env, tools, agent, cfg["rates"], cfg["rate_seconds"],
@@ -115,8 +123,8 @@ def main():
             doc["pipeline"] = results
             doc["pipeline_profile"] = pipeline.profile(env, tools, agent, 3 if a.quick else 5)
             doc["rows"] += pipeline.rows(results)
-        if "6" in only:
-            log("scenario 6: kill latency, %d kills" % cfg["kills"])
+        if "7" in only:
+            log("scenario 7: kill latency, %d kills" % cfg["kills"])
             doc["kill_latency"] = killlat.measure(env, tools, cfg["kills"], hooks.free_port())
             doc["rows"] += killlat.rows(doc["kill_latency"])
         if "5" in only:
@@ -141,14 +149,14 @@ def main():
             if cfg["hook_costs"]:
                 doc["hook_costs"] = hooks.hook_costs(env, tools, agent, cfg["hook_iters"], port)
                 hooks.annotate(hook_rows, doc["hook_costs"])
-        if "7" in only:
-            log("scenario 7: fallback hook shapes, %d rounds" % cfg["syscost_rounds"])
+        if "8" in only:
+            log("scenario 8: fallback hook shapes, %d rounds" % cfg["syscost_rounds"])
             doc["hook_shapes"] = syscost.measure(tools, cfg["syscost_rounds"])
             doc["rows"] += syscost.rows(doc["hook_shapes"])
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4, "6": 5, "7": 6}
+    order = {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4, "6": 5, "7": 6, "8": 7}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"][0], 9))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))

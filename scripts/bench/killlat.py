@@ -1,4 +1,4 @@
-"""Scenario 6, violation-to-empty-cgroup kill latency: a process in a fresh
+"""Scenario 7, violation-to-empty-cgroup kill latency: a process in a fresh
 registered sandbox whose policy says "egress": "kill" makes one denied
 connect and waits (build/bench/hookloop violate); the agent empties the
 sandbox. The agent measures the latency itself, from the kernel's
@@ -97,7 +97,7 @@ def rows(result):
     lat = result["samples_ms"]
     if not lat:
         return []
-    return [{"scenario": "6 kill latency", "name": "violation to empty cgroup (egress kill)",
+    return [{"scenario": "7 kill latency", "name": "violation to empty cgroup (egress kill)",
              "unit": "ms", "value": {"median": result["p50_ms"], "min": min(lat), "max": max(lat),
                                      "n": len(lat)},
              "baseline": None, "baseline_name": "the build before (docs/performance.md)",

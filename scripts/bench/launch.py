@@ -175,11 +175,12 @@ def phases_sandguard(ev):
     t_reg_done = end_of_call(ev, parent, "poll", t_reg)
     i = first_index(ev, parent, lambda t: t.startswith("clone(") or t.startswith("clone3("), t_reg_done)
     t_clone = ev[i][1]
-    child = returned(ev, i)
-    t_exec = first(ev, child, lambda t: t.startswith("execve("))[0]
+    child = returned(ev, i)  # the sandbox's init; the tenant's command is its child, main
+    main_pid, t_exec = next((p, ts) for p, ts, text, _ in ev
+                            if ts >= t_clone and p != parent and text.startswith("execve("))
     join = sum(d for p, ts, text, d in ev
                if p == child and ts < t_exec and text.startswith("write(") and "cgroup.procs" in text and d)
-    t_exit = first(ev, child, lambda t: t.startswith("+++ exited") or t.startswith("exit_group("))[0]
+    t_exit = first(ev, main_pid, lambda t: t.startswith("+++ exited") or t.startswith("exit_group("))[0]
     # (openat is not traced: the journal's lock is seen when it is taken,
     # strace -yy naming the file behind the fd)
     t_report = first(ev, parent, lambda t: t.startswith("flock(") and "/journal/" in t, t_exit)[0]
@@ -192,7 +193,7 @@ def phases_sandguard(ev):
         "cgroup create (v2 + 3 v1) + limits": ms(t_cg, t_reg),
         "agent register round trip": ms(t_reg, t_reg_done),
         "Landlock + seccomp build, pipes": ms(t_reg_done, t_clone),
-        "child setup until execve": ms(t_clone, t_exec),
+        "sandbox setup until execve (init: namespaces, root, relay; main)": ms(t_clone, t_exec),
         "  of which cgroup.procs writes": join * 1000.0,
         "reward program (execve to exit)": ms(t_exec, t_exit),
         "teardown: kill, verdict, unregister, rmdir, scratch": ms(t_exit, t_report),

@@ -4,7 +4,7 @@
 # measured in the same run. Prints one table; writes <build>/bench/results.json.
 # By hand only (never in CI); the machine should be as idle as you can get it.
 #
-#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6,7] [--programs N]
+#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6,7,8] [--programs N]
 #
 # --quick: about a minute, scaled down (fewer rounds, cycles, events and 16
 # verifier programs instead of 1024). Without it: the full run, ~10 minutes.
@@ -45,13 +45,27 @@ for helper in plainrun hookloop eventgen cgjoin progstats; do
     fi
 done
 
-# Scenario 7's programs: built against the tree's vmlinux.h (make made it).
+# Scenario 8's programs: built against the tree's vmlinux.h (make made it).
 if [ ! -f "$out/syscost.bpf.o" ] || [ "$src/scripts/bench/syscost.bpf.c" -nt "$out/syscost.bpf.o" ]; then
     ${CLANG:-clang} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -I"$build" \
         -c "$src/scripts/bench/syscost.bpf.c" -o "$out/syscost.bpf.o"
 fi
 if [ ! -x "$out/syscost" ] || [ "$src/scripts/bench/syscost.c" -nt "$out/syscost" ]; then
     ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -o "$out/syscost" "$src/scripts/bench/syscost.c" -lbpf
+fi
+
+# The layers helper runs sandguard's own sandbox code: it links the build's
+# component archives (and uses the tests' sandbox_run for whole launches).
+make --no-print-directory -C "$src" BUILD="$build" "$build/tests/sandbox_run" \
+    "$build/lib/libsg_sandbox.a" >/dev/null
+ln -sf "$build/tests/sandbox_run" "$out/sandbox_run"
+if [ ! -x "$out/layers" ] || [ "$src/scripts/bench/layers.c" -nt "$out/layers" ] ||
+   [ "$build/lib/libsg_sandbox.a" -nt "$out/layers" ]; then
+    ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation \
+        -D_GNU_SOURCE -I"$src/include" -I"$src/src" -I"$build" -o "$out/layers" \
+        "$src/scripts/bench/layers.c" -Wl,--start-group "$build"/lib/libsg_sandbox.a \
+        "$build"/lib/libsg_control.a "$build"/lib/libsg_telemetry.a "$build"/lib/libsg_policy.a \
+        "$build"/lib/libsg_lib.a -Wl,--end-group -ljansson -lbpf -lelf -lz -lpthread -lm
 fi
 
 exec /usr/bin/python3 -B "$src/scripts/bench/bench.py" --sandguard "$build/sandguard" \

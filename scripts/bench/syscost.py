@@ -1,4 +1,4 @@
-"""Scenario 7, the shapes a fallback file hook could take, each measured by
+"""Scenario 8, the shapes a fallback file hook could take, each measured by
 build/bench/syscost (scripts/bench/syscost.c) as what it adds to an
 open+close and to a getppid() of a task outside every sandbox: the
 per-syscall exit tracepoint the agent uses, with the enter tracepoint it
@@ -44,7 +44,7 @@ def rows(result):
         for key, what in (("open_ns", "open+close"), ("getppid_ns", "getppid()")):
             v = {"median": r[key], "min": r[key], "max": r[key], "n": 1}
             b = {"median": base[key], "min": base[key], "max": base[key], "n": 1}
-            out.append({"scenario": "7 fallback hook shapes", "name": "%s: %s" % (label, what),
+            out.append({"scenario": "8 fallback hook shapes", "name": "%s: %s" % (label, what),
                         "unit": "ns/op", "value": v, "baseline": b,
                         "baseline_name": "nothing attached (fastest chunk)",
                         "ratio": r[key] / base[key], "target": None, "lower_is_better": True,

@@ -49,6 +49,15 @@
  *    then platform_error "... still full after N ms". A refusal is an
  *    admission decision of the node, never a tenant fault; the detail says
  *    to retry later (the HTTP server maps it to 429).
+ *  - the node's CPUs are committed (node_cpu.h): the same, with
+ *    EXEC_REFUSED_NODE_CPU(_TIMEOUT), in the time left of the same wait.
+ *  - first of all, at most once a second per process, orphans of killed
+ *    executors are reclaimed and booked (exec_reap_orphans()).
+ *
+ * A deadline missed by a run that was starved of CPU (it got less than
+ * half of its share, min(limits.cpu, node CPUs), and waited for a CPU a
+ * quarter of its time or more) is platform_error "starved ...", not
+ * tenant_timeout: the node's overload is never the tenant's fault.
  *
  * Verifier mode and run-once run model-written code, whose failures are
  * the verdict (a reward of 0, a non-zero return code), not faults of the
@@ -83,6 +92,12 @@ enum exec_refusal {
 	EXEC_REFUSED_CONCURRENCY, /* platform_error: the tenant's cap is full; retry later */
 	EXEC_REFUSED_STATE,       /* platform_error: the node's state could not be read */
 	EXEC_REFUSED_DISK,        /* platform_error: the journal's disk is below its reserve */
+	/* platform_error: the node's CPUs are committed to running sandboxes
+	 * (node_cpu.h, docs/oncall.md): refused at once (on_excess refuse),
+	 * or still committed after queue_timeout_ms (on_excess wait). Retry
+	 * later; the HTTP server answers 503 with Retry-After. */
+	EXEC_REFUSED_NODE_CPU,
+	EXEC_REFUSED_NODE_CPU_TIMEOUT,
 };
 
 typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_result *result);
@@ -277,6 +292,12 @@ enum sg_cause exec_book_refusal(const struct exec_ctx *ctx, const char *mode, co
  * is withheld"), or, when `cause` was a platform error already, appends
  * why it is not booked. */
 enum sg_cause exec_book_failed(int err, enum sg_cause cause, char *detail, size_t len);
+
+/* Reclaim what killed executors left (cgroups, scratch, processes) and
+ * book each orphaned attempt once, final, platform_error "executor died",
+ * through exec_book() with the agent connection `agent` (may be NULL).
+ * Returns how many were reaped, or -errno. */
+int exec_reap_orphans(struct agent_conn *agent);
 
 /* snprintf-append to a detail buffer (truncates quietly: details are
  * human-readable). */

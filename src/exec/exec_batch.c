@@ -115,10 +115,10 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		return 0;
 	}
 
-	exec_spec_init(ctx, p, batch->batch_id, timeout, &spec);
+	exec_spec_init(ctx, p, "batch", batch->batch_id, timeout, &spec);
 	spec.stdin_data = batch->json;
 	spec.stdin_len = batch->json_len;
-	for (uint32_t attempt = 1;; attempt++) {
+	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct sandbox_result r;
 		struct score_stats st = { 0 };
 		char detail[EXEC_DETAIL_MAX];

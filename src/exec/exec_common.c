@@ -1,6 +1,7 @@
 /* What the executor's modes share: the meaning of a sandbox run, admission
  * and booking (see src/exec/exec.h for the rules). */
 #include <errno.h>
+#include <pthread.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,6 +17,10 @@
 #include "telemetry/journal_record.h"
 #include "lib/clock.h"
 #include "lib/rule_names.h"
+#include "node_cpu.h"
+#include "sandbox/sandbox_record.h"
+
+#define REAP_EVERY_MS 1000
 
 void detail_append(char *detail, size_t len, const char *fmt, ...)
 {
@@ -41,11 +46,13 @@ uint32_t exec_attempt_budget(const struct sg_policy *p)
 	return 1 + p->max_retries;
 }
 
-void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy,
+void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy, const char *mode,
 		    const char *batch_id, uint64_t timeout_ms, struct sandbox_spec *spec)
 {
 	memset(spec, 0, sizeof(*spec));
 	spec->policy = policy;
+	spec->mode = mode;
+	spec->attempt = 1;
 	spec->tenant = ctx->tenant;
 	spec->run_id = ctx->run_id;
 	spec->batch_id = batch_id;
@@ -73,11 +80,48 @@ static const char *signal_name(int sig, char *buf, size_t len)
 	return buf;
 }
 
+/* The CPU a run may use: its quota, at most the node's CPUs. */
+static double share_of(const struct sg_limits *lim)
+{
+	double node = (double)node_cpu_count();
+
+	return lim->cpu > 0 && lim->cpu < node ? lim->cpu : node;
+}
+
+static uint64_t deadline_of(const struct sandbox_result *r, const struct sandbox_spec *spec)
+{
+	if (r->timeout_ms)
+		return r->timeout_ms;
+	return spec->timeout_ms ? spec->timeout_ms : spec->policy->limits.timeout_ms;
+}
+
+static const char *known(bool is_known, uint64_t v, char *buf, size_t len)
+{
+	if (!is_known)
+		return "unknown";
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+/* Starved: it got less than half of its CPU share over the run, and some
+ * task of it waited for a CPU at least a quarter of the time. A program
+ * that sleeps or blocks gets little CPU too, but waits for none: that
+ * timeout stays the tenant's. Without the measures, it is the tenant's. */
+static bool starved(const struct sandbox_result *r, const struct sg_limits *lim)
+{
+	double wall = (double)r->wall_ms;
+
+	if (!r->cpu_known || !r->cpu_wait_known || r->wall_ms == 0)
+		return false;
+	return (double)r->cpu_ms < 0.5 * share_of(lim) * wall &&
+	       (double)r->cpu_wait_ms >= 0.25 * wall;
+}
+
 enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
 			    int *rule, char *detail, size_t detail_len)
 {
 	const struct sg_limits *lim = &spec->policy->limits;
-	char sig[32];
+	char sig[32], wait[24];
 
 	*rule = -1;
 	detail[0] = '\0';
@@ -97,9 +141,23 @@ enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct
 			 signal_name(r->signal, sig, sizeof(sig)));
 		return SG_CAUSE_TENANT_CRASH;
 	case SB_TIMEOUT:
+		if (starved(r, lim)) {
+			snprintf(detail, detail_len,
+				 "platform error: starved of CPU: the run got %llu ms of CPU in "
+				 "%llu ms (its share: %.2f cores) and waited %llu ms for one; "
+				 "deadline of %llu ms missed for the node's overload",
+				 (unsigned long long)r->cpu_ms, (unsigned long long)r->wall_ms,
+				 share_of(lim), (unsigned long long)r->cpu_wait_ms,
+				 (unsigned long long)deadline_of(r, spec));
+			return SG_CAUSE_PLATFORM_ERROR;
+		}
 		snprintf(detail, detail_len, "deadline of %llu ms passed: the sandbox was killed",
-			 (unsigned long long)(spec->timeout_ms ? spec->timeout_ms
-							       : lim->timeout_ms));
+			 (unsigned long long)deadline_of(r, spec));
+		if (r->cpu_known)
+			detail_append(detail, detail_len,
+				      " (it got %llu ms of CPU, waited %s ms for one)",
+				      (unsigned long long)r->cpu_ms,
+				      known(r->cpu_wait_known, r->cpu_wait_ms, wait, sizeof(wait)));
 		return SG_CAUSE_TENANT_TIMEOUT;
 	case SB_OOM:
 		snprintf(detail, detail_len, "memory limit of %llu MB exceeded",
@@ -153,16 +211,110 @@ static const char *agent_sock(void)
 	return s && *s ? s : SG_AGENT_SOCK;
 }
 
+/* Book one orphan (see exec_reap_orphans()). */
+static int book_orphan(const struct sb_record *rec, void *arg)
+{
+	struct sandbox_result run = { .rule = -1 };
+	struct exec_ctx ctx = { .tenant = rec->tenant,
+				.run_id = rec->run_id[0] ? rec->run_id : NULL,
+				.agent = arg };
+	uint64_t now = clock_ms(CLOCK_REALTIME);
+
+	/* The attempt's id is its sandbox id: a journal that already has
+	 * this attempt (the executor booked it, then died) keeps one. */
+	snprintf(run.sandbox_id, sizeof(run.sandbox_id), "%s", rec->sandbox);
+	return exec_book(&ctx, &(struct exec_booking){
+				       .mode = rec->mode[0] ? rec->mode : "batch",
+				       .batch_id = rec->batch_id,
+				       .attempt = rec->attempt,
+				       .final = true,
+				       .cause = SG_CAUSE_PLATFORM_ERROR,
+				       .rule = -1,
+				       .wall_ms = now > rec->started_ms ? now - rec->started_ms : 0,
+				       .run = &run,
+				       .outcome_id = rec->sandbox,
+				       .detail = "executor died" });
+}
+
+int exec_reap_orphans(struct agent_conn *agent)
+{
+	return sb_records_reap(book_orphan, agent);
+}
+
+/* At most once a second per process: a CLI run reaps at its start, serve
+ * every second it takes requests. */
+static void reap_now_and_then(struct agent_conn *agent)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static uint64_t last;
+	uint64_t now = clock_ms(CLOCK_MONOTONIC);
+	int n;
+
+	if (pthread_mutex_trylock(&lock))
+		return; /* another thread is at it */
+	if (!last || now - last >= REAP_EVERY_MS) {
+		last = now;
+		n = exec_reap_orphans(agent);
+		if (n < 0)
+			sg_warn("exec: cannot look for orphaned sandboxes: %s", strerror(-n));
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* The node CPU of one sandbox, in the time left of the wait. */
+static enum sg_cause admit_cpu(const struct exec_ctx *ctx, struct tenant_slot *slot,
+			       uint64_t wait_ms, enum exec_refusal *refusal, char *detail,
+			       size_t detail_len)
+{
+	const struct sg_limits *lim = &ctx->policy->limits;
+	uint32_t used, cap;
+	int ret = node_cpu_commit(lim->cpu, wait_ms, &slot->cpu, &used, &cap);
+
+	if (!ret)
+		return SG_CAUSE_OK;
+	*refusal = ret == -EBUSY       ? EXEC_REFUSED_NODE_CPU
+		   : ret == -ETIMEDOUT ? EXEC_REFUSED_NODE_CPU_TIMEOUT
+				       : EXEC_REFUSED_STATE;
+	if (ret == -EBUSY || ret == -ETIMEDOUT)
+		snprintf(detail, detail_len,
+			 "platform error: node CPUs committed: %.2f of %.2f cores are held by "
+			 "running sandboxes and tenant %s needs %.2f (limits.cpu)%s; retry later",
+			 used / 1000.0, cap / 1000.0, ctx->tenant, lim->cpu,
+			 ret == -ETIMEDOUT ? " after waiting queue_timeout_ms" : "");
+	else
+		snprintf(detail, detail_len,
+			 "platform error: cannot commit node CPU for tenant %s: %s%s", ctx->tenant,
+			 strerror(-ret),
+			 ret == -EINVAL ? " ($SANDGUARD_NODE_CPUS must be a number of cores)" : "");
+	return SG_CAUSE_PLATFORM_ERROR;
+}
+
+bool exec_admit_more(const struct exec_ctx *ctx, struct tenant_slot *slot)
+{
+	uint32_t used, cap;
+
+	if (tenant_slot_acquire(ctx->tenant, ctx->policy->limits.concurrency, 0, slot))
+		return false;
+	if (!node_cpu_commit(ctx->policy->limits.cpu, 0, &slot->cpu, &used, &cap))
+		return true;
+	tenant_slot_release(slot);
+	return false;
+}
+
 enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 			 enum exec_refusal *refusal, char *detail, size_t detail_len)
 {
 	const struct sg_limits *lim = &ctx->policy->limits;
+	uint64_t start = clock_ms(CLOCK_MONOTONIC), waited;
 	char info[1024], why[512];
 	uint64_t wait_ms;
+	enum sg_cause cause;
 	int ret;
 
 	slot->fd = -1;
 	slot->index = -1;
+	slot->cpu.fd = -1;
+	reap_now_and_then(ctx->agent);
 	*refusal = EXEC_REFUSED_DISK;
 	if (exec_journal_full(detail, detail_len))
 		return SG_CAUSE_PLATFORM_ERROR;
@@ -223,6 +375,13 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 			 "platform error: cannot take a concurrency slot for tenant %s: %s",
 			 ctx->tenant, strerror(-ret));
 		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	waited = clock_ms(CLOCK_MONOTONIC) - start;
+	cause = admit_cpu(ctx, slot, wait_ms > waited ? wait_ms - waited : 0, refusal, detail,
+			  detail_len);
+	if (cause != SG_CAUSE_OK) {
+		tenant_slot_release(slot);
+		return cause;
 	}
 	*refusal = EXEC_ADMITTED;
 	return SG_CAUSE_OK;

@@ -16,8 +16,9 @@ uint64_t exec_timeout_ms(const struct exec_ctx *ctx);
 /* 1 + max_retries: the attempt budget of every mode. */
 uint32_t exec_attempt_budget(const struct sg_policy *p);
 
-/* A spec with what every mode sets; the caller adds stdin, files, ... */
-void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy,
+/* A spec with what every mode sets, for attempt 1 (the caller counts
+ * spec->attempt up); the caller adds stdin, files, ... */
+void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy, const char *mode,
 		    const char *batch_id, uint64_t timeout_ms, struct sandbox_spec *spec);
 
 /* ctx->run, or sandbox_run. */
@@ -38,5 +39,9 @@ bool exec_journal_full(char *detail, size_t len);
  * *slot held, or the refusal's cause with *refusal and `detail` set. */
 enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 			 enum exec_refusal *refusal, char *detail, size_t detail_len);
+
+/* One more slot and its node CPU, only if both are free right now
+ * (verifier mode's extra parallel tests). */
+bool exec_admit_more(const struct exec_ctx *ctx, struct tenant_slot *slot);
 
 #endif

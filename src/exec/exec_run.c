@@ -55,7 +55,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	memcpy(policy, base, sizeof(*policy));
 	policy->limits.memory_mb = res->memory_mb;
 
-	exec_spec_init(ctx, policy, req->request_id, res->timeout_ms, &spec);
+	exec_spec_init(ctx, policy, "run", req->request_id, res->timeout_ms, &spec);
 	spec.stdin_data = req->stdin_data;
 	spec.stdin_len = req->stdin_len;
 	spec.files = req->files;
@@ -63,7 +63,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	spec.fetch = req->fetch;
 	spec.n_fetch = req->n_fetch;
 	spec.allow_exec_in_scratch = req->allow_exec_in_scratch;
-	for (uint32_t attempt = 1;; attempt++) {
+	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct sandbox_result r;
 		int rule, rc = exec_call_runner(ctx, &spec, &r);
 		enum sg_cause cause =

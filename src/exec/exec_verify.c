@@ -84,10 +84,10 @@ static void run_test(struct verify_job *job, size_t i)
 	uint32_t budget = exec_attempt_budget(ctx->policy);
 	struct sandbox_spec spec;
 
-	exec_spec_init(ctx, ctx->policy, job->batch_id, job->timeout_ms, &spec);
+	exec_spec_init(ctx, ctx->policy, "verify", job->batch_id, job->timeout_ms, &spec);
 	spec.stdin_data = tc->input;
 	spec.stdin_len = tc->input_len;
-	for (uint32_t attempt = 1;; attempt++) {
+	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct sandbox_result r;
 		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 32];
 		int rule, rc = exec_call_runner(ctx, &spec, &r);
@@ -244,8 +244,7 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 	}
 	n_slots = 1;
 	/* More slots only if free right now: never wait or refuse for them. */
-	while (n_slots < want && !tenant_slot_acquire(ctx->tenant, ctx->policy->limits.concurrency,
-						      0, &slots[n_slots]))
+	while (n_slots < want && exec_admit_more(ctx, &slots[n_slots]))
 		n_slots++;
 	res->tests = calloc(tests->n, sizeof(*res->tests));
 	if (!res->tests) {

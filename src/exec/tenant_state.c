@@ -17,25 +17,14 @@
 
 #define SLOT_POLL_MS 20
 
-static int dir_from_env(const char *env, const char *def, char *buf, size_t len)
-{
-	const char *v = getenv(env);
-
-	if (!v || !*v)
-		v = def;
-	if ((size_t)snprintf(buf, len, "%s", v) >= len)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 int tenant_state_dir(char *buf, size_t len)
 {
-	return dir_from_env("SANDGUARD_STATE_DIR", SG_STATE_DIR_DEFAULT, buf, len);
+	return fs_env_dir("SANDGUARD_STATE_DIR", SG_STATE_DIR_DEFAULT, buf, len);
 }
 
 int tenant_run_dir(char *buf, size_t len)
 {
-	return dir_from_env("SANDGUARD_RUN_DIR", SG_RUN_DIR_DEFAULT, buf, len);
+	return fs_run_dir(buf, len);
 }
 
 /* <state>/paused, and <state>/paused/<tenant> when tenant is non-NULL. */
@@ -210,6 +199,7 @@ int tenant_slot_acquire(const char *tenant, uint32_t cap, uint64_t wait_ms,
 
 	slot->fd = -1;
 	slot->index = -1;
+	slot->cpu.fd = -1;
 	if (!cap || !tenant_name_valid(tenant))
 		return -EINVAL;
 	if ((ret = tenant_run_dir(run, sizeof(run))))
@@ -236,4 +226,5 @@ void tenant_slot_release(struct tenant_slot *slot)
 		close(slot->fd); /* drops the flock */
 	slot->fd = -1;
 	slot->index = -1;
+	node_cpu_release(&slot->cpu);
 }

@@ -14,9 +14,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "node_cpu.h"
 
 #define SG_STATE_DIR_DEFAULT "/var/lib/sandguard"
-#define SG_RUN_DIR_DEFAULT   "/run/sandguard"
 
 int tenant_state_dir(char *buf, size_t len); /* <state> */
 int tenant_run_dir(char *buf, size_t len);   /* <run> */
@@ -36,6 +36,7 @@ int tenant_list_paused(int (*fn)(const char *tenant, const char *info, void *arg
 struct tenant_slot {
 	int fd; /* -1 when not held */
 	int index;
+	struct node_cpu_commit cpu; /* the node CPU it commits (node_cpu.h) */
 };
 
 /* Take one of `cap` slots. wait_ms = 0: do not wait (-EBUSY when all are
@@ -43,6 +44,7 @@ struct tenant_slot {
  * Other failures: -errno (a platform error). */
 int tenant_slot_acquire(const char *tenant, uint32_t cap, uint64_t wait_ms,
 			struct tenant_slot *slot);
+/* Releases the slot and its CPU commitment. */
 void tenant_slot_release(struct tenant_slot *slot);
 
 #endif

@@ -31,6 +31,34 @@ int fs_mkdir_p(const char *dir, mode_t mode)
 	return 0;
 }
 
+int fs_env_dir(const char *env, const char *def, char *buf, size_t len)
+{
+	const char *v = getenv(env);
+
+	if (!v || !*v)
+		v = def;
+	if ((size_t)snprintf(buf, len, "%s", v) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int fs_run_dir(char *buf, size_t len)
+{
+	return fs_env_dir("SANDGUARD_RUN_DIR", FS_RUN_DIR_DEFAULT, buf, len);
+}
+
+int fs_run_subdir(const char *sub, mode_t mode, char *buf, size_t len)
+{
+	char run[PATH_MAX];
+	int err = fs_run_dir(run, sizeof(run));
+
+	if (err)
+		return err;
+	if ((size_t)snprintf(buf, len, "%s/%s", run, sub) >= len)
+		return -ENAMETOOLONG;
+	return mode ? fs_mkdir_p(buf, mode) : 0;
+}
+
 void fs_close(int *fd)
 {
 	if (*fd >= 0)

@@ -7,6 +7,17 @@
 /* mkdir -p: create `dir` and missing parents with `mode`. 0 or -errno. */
 int fs_mkdir_p(const char *dir, mode_t mode);
 
+/* $env if set and non-empty, else `def`, into buf. 0 or -ENAMETOOLONG. */
+int fs_env_dir(const char *env, const char *def, char *buf, size_t len);
+
+/* The node's run directory: $SANDGUARD_RUN_DIR, else /run/sandguard (the
+ * concurrency slots, the in-flight records, the CPU commitments). */
+#define FS_RUN_DIR_DEFAULT "/run/sandguard"
+int fs_run_dir(char *buf, size_t len);
+
+/* <run>/<sub> into buf, created (mkdir -p) with `mode` unless it is 0. */
+int fs_run_subdir(const char *sub, mode_t mode, char *buf, size_t len);
+
 /* Close *fd if open, and mark it closed (-1). */
 void fs_close(int *fd);
 

@@ -38,6 +38,8 @@ void policy_defaults(struct sg_policy *p)
 		"/etc/localtime",
 		"/etc/locale.alias",
 		"/etc/python3.11",
+		"/etc/ssl",
+		"/sys/devices/system/cpu/online",
 		"/dev/null",
 		"/dev/zero",
 		"/dev/urandom",
@@ -62,10 +64,16 @@ void policy_defaults(struct sg_policy *p)
 		.on_excess = SG_EXCESS_WAIT,
 		.queue_timeout_ms = 30000,
 		.output_bytes = 1048576,
+		.open_files = 1024,
+		.file_size_mb = 256,
 	};
 	p->n_egress = 0;
 	p->allow_unix = false;
+	p->allow_listen = false;
+	p->max_connections = 64;
 	snprintf(p->scratch_root, sizeof(p->scratch_root), "/var/lib/sandguard/scratch");
+	p->scratch_mb = 256;
+	p->scratch_inodes = 32768;
 	for (size_t i = 0; i < ARRAY_LEN(read_only); i++)
 		snprintf(p->read_only[p->n_read_only++], SG_POLICY_PATHLEN, "%s", read_only[i]);
 	for (size_t i = 0; i < ARRAY_LEN(exec_allow); i++)

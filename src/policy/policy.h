@@ -34,6 +34,12 @@ struct sg_limits {
 	enum sg_excess_mode on_excess;
 	uint64_t queue_timeout_ms; /* bounded wait when on_excess = wait */
 	uint64_t output_bytes;     /* cap on stdout and on stderr, each */
+	uint32_t open_files;       /* RLIMIT_NOFILE of every sandbox process */
+	uint64_t file_size_mb;     /* RLIMIT_FSIZE: the largest file a sandbox may write */
+	/* io.max (v2) or blkio throttling (v1) on the block devices behind
+	 * the read-only paths; 0: no limit. */
+	uint64_t io_read_mbps, io_write_mbps;
+	uint64_t io_read_iops, io_write_iops;
 };
 
 struct sg_health {
@@ -52,7 +58,11 @@ struct sg_policy {
 	struct sg_egress_allow egress[SG_POLICY_EGRESS];
 	int n_egress;
 	bool allow_unix;
+	bool allow_listen;        /* listen() and accept() inside the sandbox */
+	uint32_t max_connections; /* relayed egress connections open at once */
 	char scratch_root[SG_POLICY_PATHLEN];
+	uint64_t scratch_mb;     /* the scratch tmpfs: size= */
+	uint64_t scratch_inodes; /* and nr_inodes= */
 	char read_only[SG_POLICY_PATHS][SG_POLICY_PATHLEN];
 	int n_read_only;
 	char exec_allow[SG_POLICY_GLOBS][SG_POLICY_PATHLEN];
@@ -68,7 +78,7 @@ struct sg_policy {
 struct sg_policy_error {
 	char file[SG_POLICY_PATHLEN];
 	int line, col;
-	char msg[256];
+	char msg[512];
 };
 
 /* Where the agent, the executor and the server read policies unless told

@@ -103,6 +103,12 @@ static const struct field limits_fields[] = {
 	CHOICE("on_excess", limits.on_excess, excess_modes),
 	INT("queue_timeout_ms", limits.queue_timeout_ms, 0, 3600000),
 	INT("output_bytes", limits.output_bytes, 1, 1073741824),
+	INT("open_files", limits.open_files, 16, 1048576),
+	INT("file_size_mb", limits.file_size_mb, 1, 1048576),
+	INT("io_read_mbps", limits.io_read_mbps, 0, 1048576),
+	INT("io_write_mbps", limits.io_write_mbps, 0, 1048576),
+	INT("io_read_iops", limits.io_read_iops, 0, 10000000),
+	INT("io_write_iops", limits.io_write_iops, 0, 10000000),
 	{ .key = NULL },
 };
 
@@ -127,11 +133,15 @@ static const struct field egress_fields[] = {
 	  .count_off = offsetof(struct sg_policy, n_egress),
 	  .max = SG_POLICY_EGRESS },
 	BOOL("allow_unix", allow_unix),
+	BOOL("allow_listen", allow_listen),
+	INT("max_connections", max_connections, 1, 4096),
 	{ .key = NULL },
 };
 
 static const struct field files_fields[] = {
 	{ .key = "scratch_root", .kind = K_DIR, P(scratch_root) },
+	INT("scratch_mb", scratch_mb, 1, 1048576),
+	INT("scratch_inodes", scratch_inodes, 64, 16777216),
 	{ .key = "read_only",
 	  .kind = K_DIR_LIST,
 	  P(read_only),
@@ -229,7 +239,7 @@ static void set_position(struct ctx *c, long off)
 __attribute__((format(printf, 3, 4))) static int fail(struct ctx *c, bool at_key, const char *fmt,
 						      ...)
 {
-	char where[160], what[200];
+	char where[160], what[360];
 	va_list ap;
 
 	set_position(c, json_locate(c->text, c->len, c->path, c->depth, at_key));
@@ -478,7 +488,7 @@ static int walk_field(struct ctx *c, const struct field *f, const json_t *v, cha
 
 static int walk_object(struct ctx *c, const json_t *obj, const struct field *fields, void *base)
 {
-	char got[96], keys[200];
+	char got[96], keys[320];
 	const char *key;
 	json_t *v;
 	size_t n = 0;

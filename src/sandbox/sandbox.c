@@ -1,11 +1,13 @@
 /* One run of tenant code in a fresh sandbox (see src/sandbox/sandbox.h).
  *
- * Order matters: the node agent finds a sandbox by its cgroup and its
- * scratch by convention, so the scratch exists before the cgroup, the
- * cgroup before the agent hears of it, and the agent enforces before any
- * tenant code runs. Teardown runs whatever happened, in reverse: cgroup
- * emptied, files fetched, verdict asked, agent told, cgroups removed,
- * scratch removed, slot released. */
+ * Order matters: the in-flight record exists before anything it names, so
+ * a killed executor leaves nothing the next one cannot find. The node
+ * agent finds a sandbox by its cgroup and its scratch by convention, so the
+ * scratch exists before the cgroup, the cgroup before the agent hears of
+ * it, and the agent enforces before any tenant code runs. Teardown runs
+ * whatever happened, in reverse: cgroup emptied, files fetched, verdict
+ * asked, agent told, cgroups removed, scratch unmounted, slot released;
+ * the record goes when the caller has booked the attempt. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,6 +33,7 @@
 #include "sandbox.h"
 #include "sandbox_cgroup.h"
 #include "sandbox_child.h"
+#include "sandbox_cpu.h"
 #include "sandbox_io.h"
 #include "sandbox_landlock.h"
 #include "sandbox_scratch.h"
@@ -43,6 +46,7 @@
 #define AGENT_VERDICT_MS  200  /* bounds the round trip, and a kill notice in flight */
 #define KILL_WAIT_MS      2000
 #define PIPE_BYTES        (256 * 1024)
+#define HOSTNAME          "sandbox" /* the same for every sandbox: nothing of the node */
 
 /* Everything one run holds, so teardown can undo exactly what was done. */
 struct run {
@@ -54,13 +58,20 @@ struct run {
 	struct sb_cgroup cg;
 	bool cgroup_made;
 	bool registered;
+	bool enrolled; /* our entries are in the pinned maps */
 	int landlock_fd;
+	uint64_t proc_read; /* Landlock rights on the sandbox's /proc paths */
 	struct sb_seccomp seccomp;
 	bool have_seccomp;
-	int in[2], out[2], err[2], report[2];
-	pid_t pid;
+	struct sb_root_plan root;
+	struct sb_net_plan net;
+	bool relay; /* the policy allows TCP egress: a relay in the sandbox */
+	int in[2], out[2], err[2], report[2], status_pipe[2];
+	pid_t pid; /* the sandbox's init */
 	bool reaped;
-	int status;
+	int status;                 /* init's wait status */
+	struct sb_init_status init; /* main's, as init reported it */
+	bool init_reported;
 	char home[PATH_MAX + 8];
 	char *envp[4];
 	char exec_buf[2][PATH_MAX];
@@ -93,6 +104,7 @@ static int check_spec(struct run *r)
 	    (s->n_fetch && !s->fetch))
 		return fail(r, -EINVAL, "invalid sandbox spec: missing data");
 	r->timeout_ms = s->timeout_ms ? s->timeout_ms : s->policy->limits.timeout_ms;
+	r->res->timeout_ms = r->timeout_ms;
 	if (!r->timeout_ms)
 		return fail(r, -EINVAL,
 			    "invalid sandbox spec: no timeout (limits.timeout_ms is 0)");
@@ -111,16 +123,46 @@ static int check_spec(struct run *r)
 	return 0;
 }
 
-/* Slot, id and scratch: a fresh random id until its scratch is new. */
+/* The in-flight record of sandbox `id`, before anything of it exists. */
+static int record(struct run *r, char *detail, size_t dlen)
+{
+	const struct sandbox_spec *s = r->spec;
+	struct sb_record rec = { .attempt = s->attempt, .executor = getpid() };
+	int err;
+
+	snprintf(rec.tenant, sizeof(rec.tenant), "%s", s->tenant);
+	snprintf(rec.run_id, sizeof(rec.run_id), "%s", s->run_id ? s->run_id : "");
+	snprintf(rec.batch_id, sizeof(rec.batch_id), "%s", s->batch_id ? s->batch_id : "");
+	snprintf(rec.mode, sizeof(rec.mode), "%s", s->mode ? s->mode : "");
+	snprintf(rec.sandbox, sizeof(rec.sandbox), "%s", r->res->sandbox_id);
+	snprintf(rec.scratch_root, sizeof(rec.scratch_root), "%s", s->policy->scratch_root);
+	rec.started_ms = clock_ms(CLOCK_REALTIME);
+	err = sb_cgroup_root(rec.cgroup_root, sizeof(rec.cgroup_root));
+	if (err) {
+		snprintf(detail, dlen, "cannot find the sandguard cgroup root: %s", strerror(-err));
+		return err;
+	}
+	return sb_record_open(&rec, &r->res->record, detail, dlen);
+}
+
+/* Slot, id, record and scratch: a fresh random id until its scratch is new. */
 static int make_scratch(struct run *r)
 {
 	const struct sg_policy *p = r->spec->policy;
+	struct sb_scratch_spec sp = { .root = p->scratch_root,
+				      .tenant = r->spec->tenant,
+				      .size_mb = p->scratch_mb,
+				      .inodes = p->scratch_inodes,
+				      .exec = r->spec->allow_exec_in_scratch };
 	char detail[256];
 	int err;
 
 	err = sb_slot_acquire(&r->slot, detail, sizeof(detail));
 	if (err)
 		return fail(r, err, "%s", detail);
+	sp.uid = r->slot.uid;
+	sp.gid = r->slot.gid;
+	sp.id = r->res->sandbox_id;
 	for (int attempt = 0; attempt < 8; attempt++) {
 		uint32_t rnd;
 
@@ -128,11 +170,13 @@ static int make_scratch(struct run *r)
 			return fail(r, -errno, "getrandom: %s", strerror(errno));
 		snprintf(r->res->sandbox_id, sizeof(r->res->sandbox_id), "%08x-%d", rnd,
 			 (int)getpid());
-		err = sb_scratch_create(p->scratch_root, r->spec->tenant, r->res->sandbox_id,
-					r->slot.uid, r->slot.gid, r->scratch, sizeof(r->scratch),
-					detail, sizeof(detail));
+		err = record(r, detail, sizeof(detail));
+		if (!err)
+			err = sb_scratch_create(&sp, r->scratch, sizeof(r->scratch), detail,
+						sizeof(detail));
 		if (err != -EEXIST)
 			break;
+		sb_record_release(&r->res->record);
 	}
 	if (err)
 		return fail(r, err, "%s", err == -EEXIST ? "no unused sandbox id" : detail);
@@ -170,6 +214,7 @@ static int register_with_agent(struct run *r)
 	if (err)
 		return fail(r, err, "sandbox %s not started: %s", r->res->sandbox_id, res.detail);
 	r->registered = res.notified;
+	r->enrolled = res.enforced;
 	r->res->agent_enforced = res.enforced;
 	if (!res.enforced) {
 		sg_warn("sandbox %s: %s", r->res->sandbox_id, res.detail);
@@ -191,7 +236,7 @@ static int make_cgroup(struct run *r)
 	char detail[256];
 	int err;
 
-	err = sb_cgroup_create(&r->cg, s->tenant, r->res->sandbox_id, &s->policy->limits, detail,
+	err = sb_cgroup_create(&r->cg, s->tenant, r->res->sandbox_id, s->policy, detail,
 			       sizeof(detail));
 	if (err)
 		return fail(r, err, "%s", detail);
@@ -214,7 +259,8 @@ static int make_layers(struct run *r)
 {
 	const struct sg_policy *p = r->spec->policy;
 	struct sb_seccomp_rules rules = { .allow_unix = p->allow_unix,
-					  .allow_udp = egress_has_udp(p) };
+					  .allow_udp = egress_has_udp(p),
+					  .allow_listen = p->allow_listen };
 	struct landlock_delegation to_agent = { 0 };
 	char detail[256];
 	int fd, err;
@@ -226,7 +272,7 @@ static int make_layers(struct run *r)
 		to_agent.reads = agent_files_preventive(r->spec->agent);
 	}
 	fd = landlock_ruleset_build(p, r->scratch, r->spec->allow_exec_in_scratch, &to_agent,
-				    detail, sizeof(detail));
+				    &r->proc_read, detail, sizeof(detail));
 	if (fd == -EOPNOTSUPP) {
 		sg_warn("this kernel has no Landlock; sandbox %s runs without its filesystem layer",
 			r->res->sandbox_id);
@@ -240,6 +286,14 @@ static int make_layers(struct run *r)
 	else if (err)
 		return fail(r, err, "cannot build the seccomp filter: %s", strerror(-err));
 	r->have_seccomp = !err;
+	err = fs_mkdir_p(SB_ROOT_BASE, 0755);
+	if (err)
+		return fail(r, err, "cannot create %s: %s", SB_ROOT_BASE, strerror(-err));
+	err = sb_root_plan(&r->root, p, r->scratch, SB_ROOT_BASE, r->spec->allow_exec_in_scratch,
+			   detail, sizeof(detail));
+	if (err)
+		return fail(r, err, "%s", detail);
+	r->relay = sb_net_plan(&r->net, p);
 	return 0;
 }
 
@@ -262,9 +316,9 @@ static int above_stdio(int *fd)
 
 static int make_pipes(struct run *r)
 {
-	int *pairs[] = { r->in, r->out, r->err, r->report };
+	int *pairs[] = { r->in, r->out, r->err, r->report, r->status_pipe };
 
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		if (pipe2(pairs[i], O_CLOEXEC))
 			return fail(r, -errno, "pipe: %s", strerror(errno));
 		for (int end = 0; end < 2; end++)
@@ -282,6 +336,7 @@ static int make_pipes(struct run *r)
 	fcntl(r->err[0], F_SETFL, O_NONBLOCK);
 	fcntl(r->out[0], F_SETPIPE_SZ, PIPE_BYTES);
 	fcntl(r->err[0], F_SETPIPE_SZ, PIPE_BYTES);
+	fcntl(r->status_pipe[0], F_SETFL, O_NONBLOCK);
 	return 0;
 }
 
@@ -306,22 +361,25 @@ static void make_plan(struct run *r, struct sb_child_plan *plan)
 	plan->stdio[1] = r->out[1];
 	plan->stdio[2] = r->err[1];
 	plan->report_fd = r->report[1];
-	plan->parent = getpid();
+	plan->status_fd = r->status_pipe[1];
 	plan->uid = r->slot.uid;
 	plan->gid = r->slot.gid;
 	plan->scratch = r->scratch;
 	plan->landlock_fd = r->landlock_fd;
+	plan->proc_read = r->proc_read;
 	plan->seccomp = r->have_seccomp ? &r->seccomp : NULL;
-	/* SysV IPC objects die with the sandbox's own IPC namespace instead
-	 * of outliving it (uncharged, readable by the slot's next tenant).
-	 * With no egress allowed at all, a network namespace of its own (a
-	 * loopback left down) leaves nothing to reach: UDP, MPTCP, netlink
-	 * and TCP on kernels without Landlock's TCP rules included. */
-	plan->unshare_flags = CLONE_NEWIPC;
-	if (r->spec->policy->n_egress == 0)
-		plan->unshare_flags |= CLONE_NEWNET;
+	/* Its own everything (the PID namespace comes with init's clone):
+	 * a minimal root, a host name that says nothing of the node, SysV
+	 * IPC that dies with it, and a network with nothing in it but what
+	 * the relay lets through. */
+	plan->unshare_flags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET;
+	plan->hostname = HOSTNAME;
+	plan->root = &r->root;
+	plan->net = r->relay ? &r->net : NULL;
 	/* No core dumps: they would land in the scratch. */
 	add_rlimit(plan, RLIMIT_CORE, 0);
+	add_rlimit(plan, RLIMIT_NOFILE, lim->open_files);
+	add_rlimit(plan, RLIMIT_FSIZE, (rlim_t)lim->file_size_mb << 20);
 	/* The last resort where no cgroup controller is usable. */
 	if (r->cg.where[SB_CTRL_PIDS] == SB_WHERE_RLIMIT && lim->max_tasks)
 		add_rlimit(plan, RLIMIT_NPROC, lim->max_tasks); /* per uid = per slot */
@@ -408,36 +466,54 @@ static int wait_for_exec(struct run *r, uint64_t deadline)
 		return 0;
 	if (n != (ssize_t)sizeof(rep))
 		return fail(r, -EIO, "sandbox %s: short report from the child", r->res->sandbox_id);
+	if (rep.step == SB_STEP_ROOT && rep.op >= 0 && (size_t)rep.op < r->root.n_ops)
+		return fail(r, -rep.err, "sandbox setup failed while %s (%s, at %s): %s",
+			    sb_child_step_name(rep.step), r->res->sandbox_id,
+			    sb_root_str(&r->root, r->root.ops[rep.op].path), strerror(rep.err));
 	return fail(r, -rep.err, "sandbox setup failed while %s (%s): %s",
 		    sb_child_step_name(rep.step),
 		    rep.step == SB_STEP_EXEC ? r->spec->argv[0] : r->res->sandbox_id,
 		    strerror(rep.err));
 }
 
+/* How main ended, as init wrote it before exiting (nothing there when
+ * init was killed: by the deadline, the agent, or someone else). */
+static void read_init_status(struct run *r)
+{
+	ssize_t n = read(r->status_pipe[0], &r->init, sizeof(r->init));
+
+	r->init_reported = n == (ssize_t)sizeof(r->init) && r->init.main_ran;
+}
+
 static int start_and_watch(struct run *r, struct sb_pump *pump)
 {
 	const struct sg_limits *lim = &r->spec->policy->limits;
 	struct sb_child_plan plan;
+	struct sb_cpu_stats cpu;
 	uint64_t start;
 	int ret;
 
 	make_plan(r, &plan);
 	start = clock_ms(CLOCK_MONOTONIC);
-	r->pid = fork();
+	r->pid = sb_clone(CLONE_NEWPID);
 	if (r->pid < 0)
-		return fail(r, -errno, "fork: %s", strerror(errno));
+		return fail(r, -errno, "clone: %s", strerror(errno));
 	if (r->pid == 0)
-		sb_child_run(&plan);
+		sb_init_run(&plan);
 	fs_close(&r->in[0]);
 	fs_close(&r->out[1]);
 	fs_close(&r->err[1]);
 	fs_close(&r->report[1]);
+	fs_close(&r->status_pipe[1]);
 	fs_close(&r->landlock_fd);
 	sb_cgroup_close_join_fds(&r->cg);
 
+	/* Setting up is the platform's time: the deadline counts from the
+	 * tenant's execve, and bounds the setup too. */
 	ret = wait_for_exec(r, start + r->timeout_ms);
 	if (ret)
 		return ret;
+	start = clock_ms(CLOCK_MONOTONIC);
 	pump->pid = r->pid;
 	pump->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
 	pump->in = (struct sb_feed){ .fd = r->in[1],
@@ -457,19 +533,29 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 		return fail(r, ret, "sandbox %s: watching the run failed: %s", r->res->sandbox_id,
 			    strerror(-ret));
 	r->res->wall_ms = pump->end_ms - start;
+	/* Before the kill: schedstat needs the tasks alive. */
+	sb_cpu_read(&r->cg, &cpu);
+	r->res->cpu_known = cpu.usage_known;
+	r->res->cpu_ms = cpu.usage_us / 1000;
+	r->res->cpu_wait_known = cpu.wait_known;
+	r->res->cpu_wait_ms = cpu.wait_us / 1000;
 	/* Early exit or not, nothing outlives the main process. */
 	kill_all(r);
+	read_init_status(r);
 	return ret;
 }
 
-/* What ended the run. Our own kills (deadline, stdout) are certain; else
- * the main process's fate, explained by the OOM and pids counters when it
- * failed; and the agent's word on top of everything, since its kill is
- * what a SIGKILL or a timeout may really have been. */
-static void decide(struct run *r, int pump_end)
+/* What ended the run. Our own kills (deadline, stdout) are certain, and
+ * so is a run that ended past its deadline; else main's fate, explained
+ * by the OOM and pids counters when it failed; and the agent's word on top
+ * of everything, since its kill is what a SIGKILL or a timeout may really
+ * have been. Returns 0, or -ECHILD when nothing explains an init that died
+ * without a word (a platform error). */
+static int decide(struct run *r, int pump_end)
 {
 	struct sandbox_result *res = r->res;
-	int status = r->status, rule = -1, verdict;
+	/* No report from init: it was killed, and main with it. */
+	int status = r->init_reported ? r->init.wait_status : SIGKILL, rule = -1, verdict;
 
 	if (WIFEXITED(status))
 		res->exit_code = WEXITSTATUS(status);
@@ -478,7 +564,7 @@ static void decide(struct run *r, int pump_end)
 	res->rule = -1;
 	if (pump_end == SB_PUMP_OVERSIZE) {
 		res->end = SB_OUTPUT_OVERSIZE;
-	} else if (pump_end == SB_PUMP_DEADLINE) {
+	} else if (pump_end == SB_PUMP_DEADLINE || res->wall_ms > r->timeout_ms) {
 		res->end = SB_TIMEOUT;
 	} else if (WIFEXITED(status) && res->exit_code == 0) {
 		res->end = SB_EXITED;
@@ -491,16 +577,24 @@ static void decide(struct run *r, int pump_end)
 	} else {
 		res->end = WIFSIGNALED(status) ? SB_SIGNALED : SB_EXITED;
 	}
-	if (!r->spec->agent)
-		return;
-	verdict = agent_kill_verdict(r->spec->agent, r->cg.id, &rule, AGENT_VERDICT_MS);
-	if (verdict == 1) {
-		res->end = SB_KILLED_BY_AGENT;
-		res->rule = rule;
-	} else if (verdict < 0) {
-		sg_debug("sandbox %s: no kill verdict from the agent: %s", res->sandbox_id,
-			 strerror(-verdict));
+	if (r->spec->agent) {
+		verdict = agent_kill_verdict(r->spec->agent, r->cg.id, &rule, AGENT_VERDICT_MS);
+		if (verdict == 1) {
+			res->end = SB_KILLED_BY_AGENT;
+			res->rule = rule;
+			return 0;
+		}
+		if (verdict < 0)
+			sg_debug("sandbox %s: no kill verdict from the agent: %s", res->sandbox_id,
+				 strerror(-verdict));
 	}
+	if (!r->init_reported && res->end != SB_TIMEOUT && res->end != SB_OUTPUT_OVERSIZE &&
+	    res->end != SB_OOM && res->end != SB_FORK_LIMIT)
+		return fail(r, -ECHILD,
+			    "sandbox %s: its init was killed from outside (no agent kill, no limit "
+			    "hit)",
+			    res->sandbox_id);
+	return 0;
 }
 
 static int take_outputs(struct run *r, struct sb_pump *pump)
@@ -542,15 +636,20 @@ static void teardown(struct run *r)
 		cg_err = sb_cgroup_destroy(&r->cg);
 	else
 		sb_cgroup_close_join_fds(&r->cg);
+	/* Our map entries go with the cgroup (the agent would sweep them,
+	 * but there may be no agent). */
+	if (r->enrolled && !cg_err)
+		sg_enroll_release(r->cg.id);
 	if (cg_err) {
 		/* A process may still run as the slot's uid: keep the slot
 		 * locked for this process's life rather than share the uid,
-		 * and leave its scratch alone rather than walk a tree it can
-		 * still move under us. */
+		 * and the scratch mounted; the in-flight record stays for a
+		 * reaper to finish once the cgroup can be emptied. */
 		sg_error("sandbox %s: slot uid %u stays reserved and scratch %s stays "
 			 "(cgroup not removed)",
 			 r->res->sandbox_id, (unsigned)r->slot.uid,
 			 r->scratch_made ? r->scratch : "(none)");
+		r->res->record.abandon = true;
 	} else {
 		if (r->scratch_made)
 			sb_scratch_remove(r->spec->policy->scratch_root, r->spec->tenant,
@@ -561,7 +660,9 @@ static void teardown(struct run *r)
 	close_pair(r->out);
 	close_pair(r->err);
 	close_pair(r->report);
+	close_pair(r->status_pipe);
 	fs_close(&r->landlock_fd);
+	sb_root_plan_free(&r->root);
 }
 
 static void free_outputs(struct sandbox_result *res)
@@ -598,7 +699,7 @@ int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 	r->slot.lock_fd = -1;
 	r->landlock_fd = -1;
 	for (int i = 0; i < 2; i++)
-		r->in[i] = r->out[i] = r->err[i] = r->report[i] = -1;
+		r->in[i] = r->out[i] = r->err[i] = r->report[i] = r->status_pipe[i] = -1;
 	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++)
 		r->cg.join_fd[i] = -1;
 
@@ -614,10 +715,10 @@ int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 		ret = make_pipes(r);
 	if (!ret)
 		ret = start_and_watch(r, &pump);
-	if (ret > 0) {
-		decide(r, ret);
+	if (ret > 0)
+		ret = decide(r, ret);
+	if (ret >= 0)
 		ret = take_outputs(r, &pump);
-	}
 	sb_pump_close(&pump);
 	free(pump.out.data);
 	free(pump.err.data);
@@ -637,6 +738,7 @@ void sandbox_result_free(struct sandbox_result *res)
 	if (!res)
 		return;
 	free_outputs(res);
+	sb_record_release(&res->record);
 	memset(res, 0, sizeof(*res));
 	res->rule = -1;
 }

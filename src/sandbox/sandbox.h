@@ -1,7 +1,9 @@
 /* One run of tenant code in a fresh sandbox: a cgroup <root>/<tenant>/<id>,
- * a scratch directory <scratch_root>/<tenant>/<id>, an unprivileged slot
- * uid, Landlock, seccomp and the policy's resource contract. The caller
- * (batch or verifier orchestration) decides what the outcome means. */
+ * a tmpfs scratch on <scratch_root>/<tenant>/<id>, an unprivileged slot
+ * uid, PID, mount, UTS, IPC and network namespaces of its own with a
+ * minimal root, Landlock, seccomp and the policy's resource contract (see
+ * docs/sandbox.md). The caller (batch or verifier orchestration) decides
+ * what the outcome means. */
 #ifndef SG_SANDBOX_H
 #define SG_SANDBOX_H
 #include <stdbool.h>
@@ -9,6 +11,7 @@
 #include <stdint.h>
 #include "policy/policy.h"
 #include "lib/ids.h"
+#include "sandbox_record.h"
 
 struct agent_conn;
 
@@ -24,6 +27,8 @@ struct sandbox_spec {
 	const char *tenant;
 	const char *run_id;     /* may be NULL */
 	const char *batch_id;   /* may be NULL */
+	const char *mode;       /* "batch", "verify", "run": for the in-flight record */
+	uint32_t attempt;       /* likewise */
 	char *const *argv;      /* the tenant's command; argv[0] resolved via PATH=/usr/bin:/bin */
 	const void *stdin_data; /* fed to the program's stdin, then closed */
 	size_t stdin_len;
@@ -39,7 +44,8 @@ struct sandbox_spec {
 enum sandbox_end {
 	SB_EXITED = 1,      /* the main process exited (see exit_code) */
 	SB_SIGNALED,        /* the main process died of `signal` */
-	SB_TIMEOUT,         /* the deadline passed; the cgroup was killed */
+	SB_TIMEOUT,         /* the deadline passed (the cgroup was killed), or the run
+			     * ended after it, whatever its exit status */
 	SB_OOM,             /* the memory limit was hit (OOM kill counted) */
 	SB_KILLED_BY_AGENT, /* the agent killed the sandbox for `rule` */
 	SB_FORK_LIMIT,      /* the pids limit was hit (own layer) */
@@ -68,17 +74,31 @@ struct sandbox_result {
 	char sandbox_id[SG_ID_BUF];
 	uint64_t cgroup_id;
 	bool agent_enforced; /* the agent acknowledged the registration */
+	/* What it got of the CPU (src/sandbox/sandbox_cpu.h), from the moment
+	 * its cgroup was made to the end of the run. */
+	uint64_t cpu_ms;
+	uint64_t cpu_wait_ms;
+	bool cpu_known, cpu_wait_known;
+	uint64_t timeout_ms; /* the deadline it ran under */
+	/* Held from before the sandbox existed until sandbox_result_free():
+	 * free the result only once the attempt is booked. */
+	struct sb_record_lock record;
 	struct sandbox_fetched *fetched;
 	size_t n_fetched;
 	char detail[256]; /* human-readable; the reason of a platform error */
 };
 
 /* Runs spec->argv in a fresh sandbox and tears it down (cgroup emptied and
- * removed, scratch removed) before returning, whatever happened.
+ * removed, scratch unmounted) before returning, whatever happened. Its
+ * in-flight record stays until sandbox_result_free(), so that an executor
+ * killed before it booked the attempt leaves an orphan the next one books
+ * (src/sandbox/sandbox_record.h).
  * Returns 0 when the tenant code ran (see result->end), or -errno for a
  * platform error (no cgroup, fork failed, disk full, ...) with
  * result->detail saying what; a platform error is never the tenant's. */
 int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *result);
+/* Frees the outputs and releases the in-flight record. */
 void sandbox_result_free(struct sandbox_result *result);
+
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include "lib/cgroup.h"
 #include "lib/log.h"
@@ -15,6 +16,15 @@ static const char *const ctrl_name[SB_CTRL__COUNT] = {
 	[SB_CTRL_PIDS] = "pids",
 	[SB_CTRL_MEMORY] = "memory",
 	[SB_CTRL_CPU] = "cpu",
+	[SB_CTRL_IO] = "io",
+};
+
+/* The same controllers' names on cgroup v1. */
+static const char *const v1_name[SB_CTRL__COUNT] = {
+	[SB_CTRL_PIDS] = "pids",
+	[SB_CTRL_MEMORY] = "memory",
+	[SB_CTRL_CPU] = "cpu",
+	[SB_CTRL_IO] = "blkio",
 };
 
 #define CPU_PERIOD_US 100000
@@ -92,7 +102,7 @@ static int create_v1(struct sb_cgroup *cg, enum sb_ctrl c, const char *base, con
 	char mnt[PATH_MAX], dir[PATH_MAX];
 	int err = 0;
 
-	if (cgroup_v1_mount(ctrl_name[c], mnt, sizeof(mnt)))
+	if (cgroup_v1_mount(v1_name[c], mnt, sizeof(mnt)))
 		return 1;
 	if ((size_t)snprintf(cg->v1[c], sizeof(cg->v1[c]), "%s/%s/%s/%s", mnt, base, tenant, id) >=
 	    sizeof(cg->v1[c])) {
@@ -122,6 +132,54 @@ static int set_limit(const char *dir, const char *file, const char *value, bool 
 	if (err)
 		snprintf(detail, dlen, "cannot set %s/%s to %s: %s", dir, file, value,
 			 strerror(-err));
+	return err;
+}
+
+static bool wants_io(const struct sg_limits *lim)
+{
+	return lim->io_read_mbps || lim->io_write_mbps || lim->io_read_iops || lim->io_write_iops;
+}
+
+/* "max" for 0 (no limit), else the number scaled. */
+static const char *io_value(uint64_t v, uint64_t scale, char *buf, size_t len)
+{
+	if (!v)
+		return "max";
+	snprintf(buf, len, "%" PRIu64, v * scale);
+	return buf;
+}
+
+/* io.max on v2: one line per device. v1: the throttle files, one value
+ * per file and device (a 0 there would mean "no limit" too). */
+static int apply_io(struct sb_cgroup *cg, const struct sg_policy *p, char *detail, size_t dlen)
+{
+	static const char *const v1_files[4] = { "blkio.throttle.read_bps_device",
+						 "blkio.throttle.write_bps_device",
+						 "blkio.throttle.read_iops_device",
+						 "blkio.throttle.write_iops_device" };
+	const struct sg_limits *lim = &p->limits;
+	uint64_t v[4] = { lim->io_read_mbps << 20, lim->io_write_mbps << 20, lim->io_read_iops,
+			  lim->io_write_iops };
+	char devs[SB_IO_MAX_DEVS][32], line[256], a[32], b[32], c[32], d[32];
+	int n = sb_io_devices(p, devs, SB_IO_MAX_DEVS), err = 0;
+
+	for (int i = 0; i < n && !err; i++) {
+		if (cg->where[SB_CTRL_IO] == SB_WHERE_V2) {
+			snprintf(line, sizeof(line), "%s rbps=%s wbps=%s riops=%s wiops=%s",
+				 devs[i], io_value(lim->io_read_mbps, 1 << 20, a, sizeof(a)),
+				 io_value(lim->io_write_mbps, 1 << 20, b, sizeof(b)),
+				 io_value(lim->io_read_iops, 1, c, sizeof(c)),
+				 io_value(lim->io_write_iops, 1, d, sizeof(d)));
+			err = set_limit(cg->v2, "io.max", line, false, detail, dlen);
+			continue;
+		}
+		for (int f = 0; f < 4 && !err; f++) {
+			if (!v[f])
+				continue;
+			snprintf(line, sizeof(line), "%s %" PRIu64, devs[i], v[f]);
+			err = set_limit(cg->v1[SB_CTRL_IO], v1_files[f], line, false, detail, dlen);
+		}
+	}
 	return err;
 }
 
@@ -191,17 +249,23 @@ static int open_join_fds(struct sb_cgroup *cg, char *detail, size_t dlen)
 	return 0;
 }
 
-int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
-		     const struct sg_limits *lim, char *detail, size_t dlen)
+int sb_cgroup_root(char *buf, size_t len)
 {
-	char root[PATH_MAX], tenant_dir[PATH_MAX];
+	return sandguard_root(buf, len, false);
+}
+
+int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
+		     const struct sg_policy *p, char *detail, size_t dlen)
+{
+	const struct sg_limits *lim = &p->limits;
+	char *root = cg->root, tenant_dir[PATH_MAX];
 	const char *base;
 	int err;
 
 	memset(cg, 0, sizeof(*cg));
 	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++)
 		cg->join_fd[i] = -1;
-	err = sandguard_root(root, sizeof(root), true);
+	err = sandguard_root(root, sizeof(cg->root), true);
 	if (err) {
 		snprintf(detail, dlen, "cannot create the sandguard cgroup root: %s",
 			 strerror(-err));
@@ -220,7 +284,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		return err;
 	}
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
-		if (v2_enable(root, tenant_dir, ctrl_name[c]))
+		if ((c != SB_CTRL_IO || wants_io(lim)) && v2_enable(root, tenant_dir, ctrl_name[c]))
 			cg->where[c] = SB_WHERE_V2;
 	err = make_dir(cg->v2, true, detail, dlen);
 	if (err) {
@@ -230,18 +294,25 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	base = strrchr(root, '/');
 	base = base ? base + 1 : root;
 	for (int c = 0; c < SB_CTRL__COUNT && !err; c++) {
-		if (cg->where[c] == SB_WHERE_V2)
+		if (cg->where[c] == SB_WHERE_V2 || (c == SB_CTRL_IO && !wants_io(lim)))
 			continue;
 		err = create_v1(cg, c, base, tenant, id, detail, dlen);
 		if (!err)
 			cg->where[c] = SB_WHERE_V1;
 		else if (err == 1) {
-			cg->where[c] = SB_WHERE_RLIMIT; /* not usable anywhere */
+			/* not usable anywhere (IO: no limit, see docs/sandbox.md) */
+			cg->where[c] = c == SB_CTRL_IO ? SB_WHERE_NONE : SB_WHERE_RLIMIT;
 			err = 0;
 		}
 	}
 	if (!err)
 		err = apply_limits(cg, lim, detail, dlen);
+	if (!err && cg->where[SB_CTRL_IO] != SB_WHERE_NONE)
+		err = apply_io(cg, p, detail, dlen);
+	if (!err && wants_io(lim) && cg->where[SB_CTRL_IO] == SB_WHERE_NONE)
+		sg_warn("no io controller (v2 or v1 blkio) here: the IO limits of tenant %s "
+			"are not applied",
+			tenant);
 	if (!err)
 		err = open_join_fds(cg, detail, dlen);
 	if (!err && cgroup_id_of(cg->v2, &cg->id)) {
@@ -366,4 +437,70 @@ int sb_cgroup_destroy(struct sb_cgroup *cg)
 		cg->v2[0] = '\0';
 	}
 	return err;
+}
+
+/* rmdir, waiting briefly for the last tasks to leave; ENOENT is done. */
+static int reclaim_dir(const char *path)
+{
+	int err;
+
+	if (access(path, F_OK))
+		return 0;
+	err = cgroup_kill(path, 2000);
+	return err ? err : remove_dir(path);
+}
+
+int sb_cgroup_reclaim(const char *root, const char *tenant, const char *id)
+{
+	const char *base = strrchr(root, '/') ? strrchr(root, '/') + 1 : root;
+	char path[PATH_MAX], mnt[PATH_MAX];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", root, tenant, id);
+	err = reclaim_dir(path);
+	for (int c = 0; c < SB_CTRL__COUNT && !err; c++) {
+		if (cgroup_v1_mount(v1_name[c], mnt, sizeof(mnt)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/%s/%s", mnt, base, tenant, id);
+		err = reclaim_dir(path);
+	}
+	return err;
+}
+
+/* The whole disk of a partition: io.max and blkio take disks only. */
+static void whole_disk(unsigned maj, unsigned min, char *dev, size_t len)
+{
+	char path[128], buf[32];
+	FILE *f;
+
+	snprintf(dev, len, "%u:%u", maj, min);
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/partition", maj, min);
+	if (access(path, F_OK))
+		return;
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/../dev", maj, min);
+	f = fopen(path, "re");
+	if (f && fgets(buf, sizeof(buf), f))
+		snprintf(dev, len, "%.*s", (int)strcspn(buf, "\n"), buf);
+	if (f)
+		fclose(f);
+}
+
+int sb_io_devices(const struct sg_policy *p, char devs[][32], int max)
+{
+	int n = 0;
+
+	for (int i = 0; i < p->n_read_only; i++) {
+		struct stat st;
+		char dev[32];
+		bool seen = false;
+
+		if (stat(p->read_only[i], &st) || major(st.st_dev) == 0)
+			continue;
+		whole_disk(major(st.st_dev), minor(st.st_dev), dev, sizeof(dev));
+		for (int k = 0; k < n; k++)
+			seen = seen || !strcmp(devs[k], dev);
+		if (!seen && n < max)
+			snprintf(devs[n++], 32, "%s", dev);
+	}
+	return n;
 }

@@ -9,6 +9,8 @@
  * <tenant>/<id> by default, <v1 mount>/<basename $SANDGUARD_CGROUP_ROOT>/...
  * when that is set.
  *
+ * The v1 controller of IO is blkio.
+ *
  * pids.max is limits.max_tasks: a hard ceiling where fork() fails with
  * EAGAIN. The agent's fork rule (max_tasks live, max_forks over the
  * sandbox's life) kills and attributes on its own; with both at max_tasks
@@ -20,7 +22,9 @@
 #include <stdint.h>
 #include "policy/policy.h"
 
-enum sb_ctrl { SB_CTRL_PIDS, SB_CTRL_MEMORY, SB_CTRL_CPU, SB_CTRL__COUNT };
+enum sb_ctrl { SB_CTRL_PIDS, SB_CTRL_MEMORY, SB_CTRL_CPU, SB_CTRL_IO, SB_CTRL__COUNT };
+
+#define SB_IO_MAX_DEVS 8
 
 enum sb_ctrl_where { SB_WHERE_NONE, SB_WHERE_V2, SB_WHERE_V1, SB_WHERE_RLIMIT };
 
@@ -30,12 +34,27 @@ struct sb_cgroup {
 	enum sb_ctrl_where where[SB_CTRL__COUNT];
 	int join_fd[1 + SB_CTRL__COUNT]; /* cgroup.procs files the child joins; -1 */
 	uint64_t id;                     /* cgroup2 id */
+	char root[PATH_MAX];             /* the sandguard cgroup2 root it is under */
 };
 
-/* Create the cgroups and apply the limits. Returns 0 or -errno with
- * `detail` filled in; on error nothing is left behind. */
+/* Create the cgroups and apply the limits: pids, memory, cpu, and the IO
+ * limits (io.max on v2, blkio throttling on v1, on the block devices of
+ * the policy's read-only paths; only when the policy sets one). Returns 0
+ * or -errno with `detail` filled in; on error nothing is left behind. */
 int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
-		     const struct sg_limits *lim, char *detail, size_t dlen);
+		     const struct sg_policy *p, char *detail, size_t dlen);
+
+/* The sandguard cgroup2 root new sandboxes go under (for the in-flight
+ * record). 0 or -errno. */
+int sb_cgroup_root(char *buf, size_t len);
+
+/* What a dead executor left of sandbox <root>/<tenant>/<id>: empty and
+ * remove it, and its v1 mirrors. 0 when none of it is left. */
+int sb_cgroup_reclaim(const char *root, const char *tenant, const char *id);
+
+/* The whole-disk block devices ("MAJ:MIN") behind the policy's read-only
+ * paths; virtual filesystems (major 0) have none. Returns how many. */
+int sb_io_devices(const struct sg_policy *p, char devs[][32], int max);
 
 /* Child side, right after fork and before anything else: move the calling
  * process into every cgroup. Only async-signal-safe calls; 0 or -errno. */

@@ -1,7 +1,7 @@
-/* The sandbox child from fork to execve (see src/sandbox/sandbox_child.h).
- * Only async-signal-safe calls: raw syscalls for the identity change (the
- * glibc wrappers would try to broadcast to threads the child no longer
- * has), no malloc, no stdio. */
+/* The sandbox's main process from init's clone to the tenant's execve
+ * (see src/sandbox/sandbox_child.h). Only async-signal-safe calls: raw
+ * syscalls for the identity change (the glibc wrappers would try to
+ * broadcast to threads the child no longer has), no malloc, no stdio. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -17,7 +17,7 @@
 
 static const char *const step_names[] = {
 	[SB_STEP_CGROUP] = "joining the sandbox cgroups",
-	[SB_STEP_UNSHARE] = "entering new IPC/network namespaces",
+	[SB_STEP_UNSHARE] = "entering new mount, UTS, IPC and network namespaces",
 	[SB_STEP_SETSID] = "setsid",
 	[SB_STEP_STDIO] = "setting up stdin/stdout/stderr",
 	[SB_STEP_CLOSE_FDS] = "closing inherited fds",
@@ -30,6 +30,10 @@ static const char *const step_names[] = {
 	[SB_STEP_LANDLOCK] = "enforcing Landlock",
 	[SB_STEP_SECCOMP] = "installing the seccomp filter",
 	[SB_STEP_EXEC] = "execve",
+	[SB_STEP_HOSTNAME] = "setting the host name",
+	[SB_STEP_NETWORK] = "setting up the sandbox's network",
+	[SB_STEP_ROOT] = "building the sandbox's root filesystem",
+	[SB_STEP_FORK] = "starting a process in the sandbox",
 };
 
 const char *sb_child_step_name(int step)
@@ -39,14 +43,25 @@ const char *sb_child_step_name(int step)
 	return "unknown step";
 }
 
-_Noreturn static void fail(const struct sb_child_plan *p, int step, int err)
+pid_t sb_clone(unsigned long flags)
 {
-	struct sb_child_report r = { .step = step, .err = err > 0 ? err : -err };
+	/* Stack 0: the child runs on a copy of ours, like fork(). */
+	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+}
+
+_Noreturn void sb_child_fail(const struct sb_child_plan *p, int step, int err, int op)
+{
+	struct sb_child_report r = { .step = step, .err = err > 0 ? err : -err, .op = op };
 
 	if (write(p->report_fd, &r, sizeof(r)) < 0) {
 		/* nothing left to tell it with; the exit status says enough */
 	}
 	_exit(127);
+}
+
+static _Noreturn void fail(const struct sb_child_plan *p, int step, int err)
+{
+	sb_child_fail(p, step, err, -1);
 }
 
 /* Every fd above stderr becomes close-on-exec: the tenant starts with 0, 1
@@ -67,7 +82,7 @@ static int cloexec_above_stdio(void)
 	return 0;
 }
 
-static int reset_signals(void)
+int sb_child_reset_signals(void)
 {
 	struct sigaction sa = { .sa_handler = SIG_DFL };
 	sigset_t none;
@@ -83,7 +98,7 @@ static int reset_signals(void)
 	return 0;
 }
 
-static int drop_identity(uid_t uid, gid_t gid)
+int sb_child_drop_identity(uid_t uid, gid_t gid)
 {
 	if (syscall(__NR_setgroups, 0, NULL) || syscall(__NR_setresgid, gid, gid, gid) ||
 	    syscall(__NR_setresuid, uid, uid, uid))
@@ -93,19 +108,10 @@ static int drop_identity(uid_t uid, gid_t gid)
 	return 0;
 }
 
-_Noreturn void sb_child_run(const struct sb_child_plan *p)
+_Noreturn void sb_child_exec(const struct sb_child_plan *p)
 {
 	int err = 0;
 
-	/* First, so that anything the child does is inside the sandbox and
-	 * dies with it. */
-	err = sb_cgroup_join_self(p->cg);
-	if (err)
-		fail(p, SB_STEP_CGROUP, err);
-	/* While still root; the namespaces' memory is charged to the
-	 * sandbox's cgroup, which it has just joined. */
-	if (p->unshare_flags && syscall(__NR_unshare, p->unshare_flags))
-		fail(p, SB_STEP_UNSHARE, errno);
 	if (setsid() < 0)
 		fail(p, SB_STEP_SETSID, errno);
 	for (int i = 0; i < 3; i++)
@@ -114,17 +120,18 @@ _Noreturn void sb_child_run(const struct sb_child_plan *p)
 	err = cloexec_above_stdio();
 	if (err)
 		fail(p, SB_STEP_CLOSE_FDS, err);
-	err = reset_signals();
+	err = sb_child_reset_signals();
 	if (err)
 		fail(p, SB_STEP_SIGNALS, err);
-	err = drop_identity(p->uid, p->gid);
+	err = sb_child_drop_identity(p->uid, p->gid);
 	if (err)
 		fail(p, SB_STEP_IDENTITY, err);
-	/* After the uid change, which clears the parent-death signal. If
-	 * the parent died before this point, getppid() already changed. */
+	/* After the uid change, which clears the parent-death signal. The
+	 * parent is the sandbox's init; if it is gone already, so is this
+	 * PID namespace. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
 		fail(p, SB_STEP_PDEATHSIG, errno);
-	if (getppid() != p->parent)
+	if (getppid() != 1)
 		_exit(127);
 	for (int i = 0; i < p->n_rlimits; i++)
 		if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim))

@@ -4,6 +4,7 @@
  * spelled out from the kernel's stable uapi. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 #include "lib/log.h"
 #include "sandbox_landlock.h"
+#include "sandbox_scratch.h"
 
 #ifndef __NR_landlock_create_ruleset
 #define __NR_landlock_create_ruleset 444
@@ -79,15 +81,30 @@ static uint64_t fs_rights_for_abi(int abi)
 	return r;
 }
 
+int landlock_allow_fd(int ruleset, int fd, uint64_t rights)
+{
+	struct ll_path_beneath_attr attr = { 0 };
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		rights &= FS_FILE_RIGHTS;
+	attr.allowed_access = rights;
+	attr.parent_fd = fd;
+	if (attr.allowed_access &&
+	    syscall(__NR_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &attr, 0))
+		return -errno;
+	return 0;
+}
+
 /* Allow `rights` beneath `path` (masked to file rights for a file).
  * A path that does not exist on this node is skipped: a read-only
  * allowlist names what may be read, not what must exist. */
 static int allow_path(int ruleset, const char *path, uint64_t rights, uint64_t handled,
 		      bool must_exist, char *detail, size_t dlen)
 {
-	struct ll_path_beneath_attr attr = { 0 };
-	struct stat st;
-	int fd = open(path, O_PATH | O_CLOEXEC), err = 0;
+	int fd = open(path, O_PATH | O_CLOEXEC), err;
 
 	if (fd < 0) {
 		if (errno == ENOENT && !must_exist) {
@@ -97,22 +114,10 @@ static int allow_path(int ruleset, const char *path, uint64_t rights, uint64_t h
 		snprintf(detail, dlen, "landlock: cannot open %s: %s", path, strerror(errno));
 		return -errno;
 	}
-	if (fstat(fd, &st)) {
-		err = -errno;
-		snprintf(detail, dlen, "landlock: cannot stat %s: %s", path, strerror(errno));
-		close(fd);
-		return err;
-	}
-	if (!S_ISDIR(st.st_mode))
-		rights &= FS_FILE_RIGHTS;
-	attr.allowed_access = rights & handled;
-	attr.parent_fd = fd;
-	if (attr.allowed_access &&
-	    syscall(__NR_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &attr, 0)) {
-		err = -errno;
+	err = landlock_allow_fd(ruleset, fd, rights & handled);
+	if (err)
 		snprintf(detail, dlen, "landlock: cannot add a rule for %s: %s", path,
-			 strerror(errno));
-	}
+			 strerror(-err));
 	close(fd);
 	return err;
 }
@@ -147,9 +152,18 @@ static int allow_tcp_ports(int ruleset, const struct sg_policy *p, char *detail,
 	return 0;
 }
 
-int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool exec_in_scratch,
-			   const struct landlock_delegation *to_agent, char *detail, size_t dlen)
+/* path is /proc or below it. */
+static bool on_procfs(const char *path)
 {
+	return !strncmp(path, "/proc", 5) && (path[5] == '\0' || path[5] == '/');
+}
+
+int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool exec_in_scratch,
+			   const struct landlock_delegation *to_agent, uint64_t *proc_read,
+			   char *detail, size_t dlen)
+{
+	static const char *const private_dirs[] = { "", "/" SB_SCRATCH_TMP, "/" SB_SCRATCH_SHM };
+	char path[PATH_MAX];
 	struct ll_ruleset_attr attr = { 0 };
 	uint64_t read_rights = FS_READ_FILE | FS_READ_DIR | FS_EXECUTE;
 	uint64_t scratch_rights;
@@ -170,7 +184,9 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 	if (to_agent->reads)
 		attr.handled_access_fs &= ~(FS_READ_FILE | FS_READ_DIR);
 	if (abi >= 4) {
-		attr.handled_access_net = NET_BIND_TCP;
+		/* No bind, unless the policy allows listeners: then any port
+		 * of the sandbox's own network namespace. */
+		attr.handled_access_net = p->allow_listen ? 0 : NET_BIND_TCP;
 		if (!to_agent->tcp_connect && tcp_ports_enforceable(p))
 			attr.handled_access_net |= NET_CONNECT_TCP;
 	}
@@ -185,8 +201,14 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 			 strerror(errno));
 		return -errno;
 	}
+	/* The sandbox has its own procfs: its /proc rules are added in the
+	 * child, on its inodes (sb_root_enter()). */
+	*proc_read = attr.handled_access_fs & (FS_READ_FILE | FS_READ_DIR);
 	for (int i = 0; i < p->n_read_only && !err; i++) {
 		uint64_t rights = read_rights;
+
+		if (on_procfs(p->read_only[i]))
+			continue;
 
 		/* Writing to /dev/null is harmless and many programs open it
 		 * read-write (subprocess.DEVNULL, shell redirections). */
@@ -200,9 +222,14 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 	scratch_rights = attr.handled_access_fs & ~(FS_MAKE_CHAR | FS_MAKE_BLOCK | FS_IOCTL_DEV);
 	if (!exec_in_scratch)
 		scratch_rights &= ~FS_EXECUTE;
-	if (!err)
-		err = allow_path(fd, scratch, scratch_rights, attr.handled_access_fs, true, detail,
+	/* The scratch, and its directories that are the sandbox's /tmp and
+	 * /dev/shm: Landlock meets those bind mounts' roots, not the
+	 * scratch's, on its walk up from a file in them. */
+	for (size_t i = 0; i < sizeof(private_dirs) / sizeof(private_dirs[0]) && !err; i++) {
+		snprintf(path, sizeof(path), "%s%s", scratch, private_dirs[i]);
+		err = allow_path(fd, path, scratch_rights, attr.handled_access_fs, true, detail,
 				 dlen);
+	}
 	if (!err && (attr.handled_access_net & NET_CONNECT_TCP))
 		err = allow_tcp_ports(fd, p, detail, dlen);
 	if (err) {

@@ -20,6 +20,7 @@
 #define SG_SANDBOX_LANDLOCK_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "policy/policy.h"
 
 /* The kernel's Landlock ABI version, 0 when Landlock is unavailable. */
@@ -32,9 +33,18 @@ struct landlock_delegation {
 };
 
 /* Build the sandbox's ruleset. Returns its fd (O_CLOEXEC), -EOPNOTSUPP
- * when the kernel has no Landlock, or -errno with `detail` filled in. */
+ * when the kernel has no Landlock, or -errno with `detail` filled in.
+ * The policy's /proc paths are left out (the sandbox has a procfs of its
+ * own, whose inodes exist only in the child): *proc_read says which read
+ * rights the child grants on them with landlock_allow_fd(). */
 int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool exec_in_scratch,
-			   const struct landlock_delegation *to_agent, char *detail, size_t dlen);
+			   const struct landlock_delegation *to_agent, uint64_t *proc_read,
+			   char *detail, size_t dlen);
+
+/* Allow `rights` (already within the ruleset's handled rights) beneath the
+ * file or directory open at fd; file rights only for a file.
+ * Async-signal-safe; 0 or -errno. */
+int landlock_allow_fd(int ruleset, int fd, uint64_t rights);
 
 /* Child side, after PR_SET_NO_NEW_PRIVS: enforce the ruleset on the
  * calling thread (and its future children). Async-signal-safe; 0 or -errno. */

@@ -1,5 +1,4 @@
 /* Sandbox scratch directories (see src/sandbox/sandbox_scratch.h). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -7,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -89,24 +89,59 @@ static int open_tenant_dir(const char *root, const char *tenant, bool create, ch
 	return fd;
 }
 
-int sb_scratch_create(const char *root, const char *tenant, const char *id, uid_t uid, gid_t gid,
-		      char *path, size_t plen, char *detail, size_t dlen)
+/* The tmpfs's options: bounded, owned by the slot, closed to others. */
+static int tmpfs_options(const struct sb_scratch_spec *sp, char *buf, size_t len)
 {
-	int tfd, fd, err;
+	if ((size_t)snprintf(buf, len, "size=%llum,nr_inodes=%llu,mode=0700,uid=%u,gid=%u",
+			     (unsigned long long)sp->size_mb, (unsigned long long)sp->inodes,
+			     (unsigned)sp->uid, (unsigned)sp->gid) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
 
-	if ((size_t)snprintf(path, plen, "%s/%s/%s", root, tenant, id) >= plen) {
+/* The sandbox's /tmp and /dev/shm, inside the scratch. */
+static int make_private_dirs(const char *path, uid_t uid, gid_t gid)
+{
+	static const char *const names[] = { SB_SCRATCH_TMP, SB_SCRATCH_SHM };
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !err; i++)
+		if (mkdirat(fd, names[i], 0700) || fchownat(fd, names[i], uid, gid, 0))
+			err = -errno;
+	close(fd);
+	return err;
+}
+
+int sb_scratch_create(const struct sb_scratch_spec *sp, char *path, size_t plen, char *detail,
+		      size_t dlen)
+{
+	unsigned long flags = MS_NOSUID | MS_NODEV | (sp->exec ? 0 : MS_NOEXEC);
+	char root[PATH_MAX], opts[160];
+	int tfd, err;
+
+	err = fs_mkdir_p(sp->root, 0755);
+	if (err) {
+		snprintf(detail, dlen, "cannot create scratch root %s: %s", sp->root,
+			 strerror(-err));
+		return err;
+	}
+	/* Canonical: the sandbox's root has the scratch at this path. */
+	if (!realpath(sp->root, root)) {
+		snprintf(detail, dlen, "cannot resolve scratch root %s: %s", sp->root,
+			 strerror(errno));
+		return -errno;
+	}
+	if ((size_t)snprintf(path, plen, "%s/%s/%s", root, sp->tenant, sp->id) >= plen ||
+	    tmpfs_options(sp, opts, sizeof(opts))) {
 		snprintf(detail, dlen, "scratch path too long");
 		return -ENAMETOOLONG;
 	}
-	err = fs_mkdir_p(root, 0755);
-	if (err) {
-		snprintf(detail, dlen, "cannot create scratch root %s: %s", root, strerror(-err));
-		return err;
-	}
-	tfd = open_tenant_dir(root, tenant, true, detail, dlen);
+	tfd = open_tenant_dir(root, sp->tenant, true, detail, dlen);
 	if (tfd < 0)
 		return tfd;
-	if (mkdirat(tfd, id, 0700)) {
+	if (mkdirat(tfd, sp->id, 0700)) {
 		err = -errno;
 		if (err != -EEXIST)
 			snprintf(detail, dlen, "cannot create scratch %s: %s", path,
@@ -114,19 +149,22 @@ int sb_scratch_create(const char *root, const char *tenant, const char *id, uid_
 		close(tfd);
 		return err;
 	}
-	fd = openat(tfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fchown(fd, uid, gid) || fchmod(fd, 0700)) {
+	/* Its own tmpfs: a size and an inode bound of its own, pages charged
+	 * to the memory cgroup of whoever writes them (the sandbox), no
+	 * setuid, no devices, no execution, and a teardown that is one
+	 * unmount however deep the tenant nested its directories. */
+	if (mount("sandguard-scratch", path, "tmpfs", flags, opts)) {
 		err = -errno;
-		snprintf(detail, dlen, "cannot set up scratch %s: %s", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		unlinkat(tfd, id, AT_REMOVEDIR);
-		close(tfd);
-		return err;
+		snprintf(detail, dlen, "cannot mount the scratch tmpfs on %s: %s", path,
+			 strerror(errno));
+	} else if ((err = make_private_dirs(path, sp->uid, sp->gid))) {
+		snprintf(detail, dlen, "cannot set up scratch %s: %s", path, strerror(-err));
+		umount2(path, MNT_DETACH);
 	}
-	close(fd);
+	if (err)
+		unlinkat(tfd, sp->id, AT_REMOVEDIR);
 	close(tfd);
-	return 0;
+	return err;
 }
 
 static int write_all(int fd, const char *data, size_t len)
@@ -306,152 +344,23 @@ int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner, size_t c
 	return 0;
 }
 
-/* The directories remove_contents() descended through, by identity, so
- * that climbing back through ".." can check it lands where it came from. */
-struct dir_trail {
-	struct {
-		dev_t dev;
-		ino_t ino;
-	} * at;
-	size_t n, cap;
-};
-
-static int trail_push(struct dir_trail *t, int fd)
-{
-	struct stat st;
-
-	if (fstat(fd, &st))
-		return -errno;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 64;
-		void *at = realloc(t->at, cap * sizeof(*t->at));
-
-		if (!at)
-			return -ENOMEM;
-		t->at = at;
-		t->cap = cap;
-	}
-	t->at[t->n].dev = st.st_dev;
-	t->at[t->n].ino = st.st_ino;
-	t->n++;
-	return 0;
-}
-
-/* Pop the last directory and check that fd is it. */
-static int trail_pop_check(struct dir_trail *t, int fd)
-{
-	struct stat st;
-
-	if (fstat(fd, &st))
-		return -errno;
-	t->n--;
-	if (st.st_dev != t->at[t->n].dev || st.st_ino != t->at[t->n].ino)
-		return -ESTALE;
-	return 0;
-}
-
-/* Remove everything below dirfd with one directory fd at a time (a tenant
- * can nest directories deeper than we have fds or stack): descend into the
- * first non-empty subdirectory, and climb back through ".." once a
- * directory is empty. The caller makes sure no tenant process is alive
- * any more, so nothing should move under us; should a directory move all
- * the same, ".." is not where we came from and the removal stops there
- * (-ESTALE) rather than continue in some other tree. unlinkat never
- * follows a symlink. */
-static int remove_contents(int dirfd)
-{
-	struct dir_trail trail = { 0 };
-	int cur = dup(dirfd), err = 0;
-
-	if (cur < 0)
-		return -errno;
-	for (;;) {
-		/* A fresh open file description: a dup would share (and
-		 * inherit the end-of-directory) offset of the last pass. */
-		int scan = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), next = -1;
-		DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
-		struct dirent *e;
-
-		if (!d) {
-			err = -errno;
-			if (scan >= 0)
-				close(scan);
-			break;
-		}
-		while ((e = readdir(d))) {
-			const char *name = e->d_name;
-
-			if (!strcmp(name, ".") || !strcmp(name, ".."))
-				continue;
-			if (!unlinkat(cur, name, 0))
-				continue;
-			if (errno != EISDIR) {
-				err = -errno;
-				break;
-			}
-			if (!unlinkat(cur, name, AT_REMOVEDIR))
-				continue;
-			if (errno != ENOTEMPTY && errno != EEXIST) {
-				err = -errno;
-				break;
-			}
-			next = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (next < 0)
-				err = -errno;
-			break;
-		}
-		closedir(d);
-		if (!err && next >= 0)
-			err = trail_push(&trail, cur);
-		if (err) {
-			if (next >= 0)
-				close(next);
-			break;
-		}
-		if (next >= 0) {
-			close(cur);
-			cur = next;
-			continue;
-		}
-		if (trail.n == 0)
-			break;
-		/* cur is empty; the parent's next pass removes it. */
-		next = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (next < 0) {
-			err = -errno;
-			break;
-		}
-		close(cur);
-		cur = next;
-		err = trail_pop_check(&trail, cur);
-		if (err)
-			break;
-	}
-	close(cur);
-	free(trail.at);
-	return err;
-}
-
 int sb_scratch_remove(const char *root, const char *tenant, const char *id)
 {
-	char detail[256];
-	int tfd, fd, err;
+	char detail[256], path[PATH_MAX];
+	int tfd, err = 0;
 
 	tfd = open_tenant_dir(root, tenant, false, detail, sizeof(detail));
 	if (tfd < 0)
-		return tfd;
-	fd = openat(tfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		err = errno == ENOENT ? 0 : -errno;
-		close(tfd);
-		return err;
-	}
-	err = remove_contents(fd);
-	close(fd);
-	if (!err && unlinkat(tfd, id, AT_REMOVEDIR))
+		return tfd == -ENOENT ? 0 : tfd;
+	snprintf(path, sizeof(path), "%s/%s/%s", root, tenant, id);
+	/* Lazily: a process that still holds the tmpfs (there should be
+	 * none: the cgroup was emptied first) keeps it alive on its own. */
+	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) && errno != EINVAL && errno != ENOENT)
+		err = -errno;
+	if (!err && unlinkat(tfd, id, AT_REMOVEDIR) && errno != ENOENT)
 		err = -errno;
 	if (err)
-		sg_error("cannot remove scratch %s/%s/%s: %s", root, tenant, id, strerror(-err));
+		sg_error("cannot remove scratch %s: %s", path, strerror(-err));
 	close(tfd);
 	return err;
 }

@@ -8,14 +8,30 @@
 #define SG_SANDBOX_SCRATCH_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include "sandbox.h"
 
-/* Create the scratch (and the root and tenant directories if missing) and
- * put its path in `path`. Returns 0, -EEXIST when the id is taken (pick
- * another), or -errno with `detail` filled in. */
-int sb_scratch_create(const char *root, const char *tenant, const char *id, uid_t uid, gid_t gid,
-		      char *path, size_t plen, char *detail, size_t dlen);
+/* The sandbox's /tmp and /dev/shm: directories of the scratch tmpfs, so
+ * that everything a sandbox may write is on one superblock. */
+#define SB_SCRATCH_TMP ".tmp"
+#define SB_SCRATCH_SHM ".shm"
+
+struct sb_scratch_spec {
+	const char *root, *tenant, *id;
+	uid_t uid;
+	gid_t gid;
+	uint64_t size_mb, inodes; /* the tmpfs's size= and nr_inodes= */
+	bool exec;                /* no noexec (compiled languages) */
+};
+
+/* Create the scratch: a tmpfs of its own mounted on <root>/<tenant>/<id>
+ * (the root and tenant directories are made if missing), owned by the
+ * slot uid, with the .tmp and .shm directories in it. Puts its canonical
+ * path in `path`. Returns 0, -EEXIST when the id is taken (pick another),
+ * or -errno with `detail` filled in. */
+int sb_scratch_create(const struct sb_scratch_spec *sp, char *path, size_t plen, char *detail,
+		      size_t dlen);
 
 /* Write spec files into a fresh scratch, owned by uid/gid. -ENOSPC when the
  * disk is full, -EINVAL for a bad relative path. */
@@ -28,7 +44,8 @@ int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files
 int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner, size_t cap,
 		     struct sandbox_fetched *out);
 
-/* Remove <root>/<tenant>/<id> and everything in it. */
+/* Unmount the scratch tmpfs on <root>/<tenant>/<id> (everything in it goes
+ * with it) and remove the mount point. 0 when it is gone. */
 int sb_scratch_remove(const char *root, const char *tenant, const char *id);
 
 /* A relative path that stays inside the scratch: no leading '/', no "..",

@@ -4,6 +4,7 @@
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -102,6 +103,9 @@ enum label {
 	L_INET_STREAM,
 	L_INET_DGRAM,
 	L_MEMFD,
+	L_SEND_FLAGS2, /* sendmsg: flags in args[2] */
+	L_SEND_FLAGS3, /* sendto, sendmmsg: flags in args[3] */
+	L_SETSOCKOPT,
 	L__COUNT
 };
 
@@ -156,11 +160,11 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 	return -EOPNOTSUPP;
 #else
 	struct builder b = { .f = f };
-	/* The low 32 bits of args[0..2]: clone's flags, socket()'s and
-	 * memfd_create's int arguments. */
-	uint32_t arg_lo[3];
+	/* The low 32 bits of args[0..3]: clone's flags, socket()'s,
+	 * memfd_create's, setsockopt's and the send calls' int arguments. */
+	uint32_t arg_lo[4];
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		arg_lo[i] = (uint32_t)(offsetof(struct seccomp_data, args) + 8 * i);
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 		arg_lo[i] += 4;
@@ -181,6 +185,16 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, L_ENOSYS, L_NEXT);
 #endif
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NEXT);
+	/* listen() without bind() takes an ephemeral port nobody granted;
+	 * a listener is no business of a reward unless the policy says so. */
+	if (!rules->allow_listen)
+		emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_listen, L_EPERM, L_NEXT);
+	/* TCP Fast Open connects inside a send, where connect rules do not
+	 * look: no MSG_FASTOPEN, no TCP_FASTOPEN(_CONNECT). */
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_sendmsg, L_SEND_FLAGS2, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_sendto, L_SEND_FLAGS3, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_sendmmsg, L_SEND_FLAGS3, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_setsockopt, L_SETSOCKOPT, L_NEXT);
 #ifdef __NR_memfd_create
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, L_MEMFD, L_NEXT);
 #endif
@@ -215,6 +229,18 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[2], 0, 0);
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_NEXT);
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, L_ALLOW, L_EPERM);
+	place(&b, L_SEND_FLAGS2);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[2], 0, 0);
+	emit(&b, BPF_JMP | BPF_JSET | BPF_K, MSG_FASTOPEN, L_EPERM, L_ALLOW);
+	place(&b, L_SEND_FLAGS3);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[3], 0, 0);
+	emit(&b, BPF_JMP | BPF_JSET | BPF_K, MSG_FASTOPEN, L_EPERM, L_ALLOW);
+	place(&b, L_SETSOCKOPT);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[1], 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, L_NEXT, L_ALLOW);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[2], 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, TCP_FASTOPEN_CONNECT, L_EPERM, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, TCP_FASTOPEN, L_EPERM, L_ALLOW);
 #ifdef __NR_memfd_create
 	/* An executable memfd runs code that never was in the scratch
 	 * (execveat, /proc/self/fd/N); a sealed non-executable one is a

@@ -13,7 +13,12 @@
  *   IPPROTO_TCP; not MPTCP), plus UDP (SOCK_DGRAM, 0 or IPPROTO_UDP) when
  *   the egress allowlist has a UDP or any-protocol entry; AF_UNIX only when
  *   the policy allows unix sockets; every other family (AF_NETLINK,
- *   AF_PACKET, ...) EPERM. socketpair() stays allowed (multiprocessing).
+ *   AF_PACKET, ...) EPERM. socketpair() stays allowed (multiprocessing):
+ *   in the sandbox's mount and network namespaces, no pathname or abstract
+ *   unix name of the host is reachable from it;
+ *   listen() (EPERM) unless the policy allows listeners;
+ *   TCP Fast Open: sendto/sendmsg/sendmmsg with MSG_FASTOPEN, and
+ *   setsockopt(IPPROTO_TCP, TCP_FASTOPEN_CONNECT or TCP_FASTOPEN) (EPERM).
  * Syscalls of another ABI (i386 on x86_64, arm32 on arm64) get ENOSYS: they
  * would bypass a table written in native numbers. x32 calls get EPERM. */
 #ifndef SG_SANDBOX_SECCOMP_H
@@ -30,8 +35,9 @@ struct sb_seccomp {
 
 /* What the policy opens up in the filter. */
 struct sb_seccomp_rules {
-	bool allow_unix; /* socket(AF_UNIX, ...) */
-	bool allow_udp;  /* socket(AF_INET{,6}, SOCK_DGRAM, 0|IPPROTO_UDP) */
+	bool allow_unix;   /* socket(AF_UNIX, ...) */
+	bool allow_udp;    /* socket(AF_INET{,6}, SOCK_DGRAM, 0|IPPROTO_UDP) */
+	bool allow_listen; /* listen() */
 };
 
 /* Build the filter (in the parent). 0, or -EOPNOTSUPP on an architecture

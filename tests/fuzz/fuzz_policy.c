@@ -140,6 +140,13 @@ static void check_policy(const struct sg_policy *p, const char *name)
 	CHECK(l->on_excess == SG_EXCESS_WAIT || l->on_excess == SG_EXCESS_REFUSE);
 	CHECK(l->queue_timeout_ms <= 3600000);
 	CHECK(l->output_bytes >= 1 && l->output_bytes <= 1073741824);
+	CHECK(l->open_files >= 16 && l->open_files <= 1048576);
+	CHECK(l->file_size_mb >= 1 && l->file_size_mb <= 1048576);
+	CHECK(l->io_read_mbps <= 1048576 && l->io_write_mbps <= 1048576);
+	CHECK(l->io_read_iops <= 10000000 && l->io_write_iops <= 10000000);
+	CHECK(p->max_connections >= 1 && p->max_connections <= 4096);
+	CHECK(p->scratch_mb >= 1 && p->scratch_mb <= 1048576);
+	CHECK(p->scratch_inodes >= 64 && p->scratch_inodes <= 16777216);
 	CHECK(p->n_egress >= 0 && p->n_egress <= SG_POLICY_EGRESS);
 	for (int i = 0; i < p->n_egress; i++)
 		check_egress_rule(&p->egress[i]);
@@ -174,9 +181,15 @@ static bool same_policy(const struct sg_policy *a, const struct sg_policy *b, bo
 		    x->max_forks == y->max_forks && x->cpu == y->cpu &&
 		    x->concurrency == y->concurrency && x->on_excess == y->on_excess &&
 		    x->queue_timeout_ms == y->queue_timeout_ms &&
-		    x->output_bytes == y->output_bytes && a->n_egress == b->n_egress &&
-		    a->allow_unix == b->allow_unix && !strcmp(a->scratch_root, b->scratch_root) &&
-		    a->n_read_only == b->n_read_only && a->n_exec_allow == b->n_exec_allow &&
+		    x->output_bytes == y->output_bytes && x->open_files == y->open_files &&
+		    x->file_size_mb == y->file_size_mb && x->io_read_mbps == y->io_read_mbps &&
+		    x->io_write_mbps == y->io_write_mbps && x->io_read_iops == y->io_read_iops &&
+		    x->io_write_iops == y->io_write_iops && a->n_egress == b->n_egress &&
+		    a->allow_unix == b->allow_unix && a->allow_listen == b->allow_listen &&
+		    a->max_connections == b->max_connections && a->scratch_mb == b->scratch_mb &&
+		    a->scratch_inodes == b->scratch_inodes &&
+		    !strcmp(a->scratch_root, b->scratch_root) && a->n_read_only == b->n_read_only &&
+		    a->n_exec_allow == b->n_exec_allow &&
 		    !memcmp(a->action, b->action, sizeof(a->action)) && a->failure == b->failure &&
 		    a->max_retries == b->max_retries && a->health.window == b->health.window &&
 		    a->health.constant_rate == b->health.constant_rate &&
@@ -229,8 +242,9 @@ static json_t *policy_json(const struct sg_policy *p)
 	for (int i = 0; egress && i < p->n_egress; i++)
 		CHECK(json_array_append_new(egress, egress_rule_json(&p->egress[i])) == 0);
 	return json_pack("{s:s, s:b, s:b,"
-			 " s:{s:I, s:I, s:I, s:I, s:f, s:I, s:s, s:I, s:I},"
-			 " s:{s:o, s:b}, s:{s:s, s:o}, s:{s:o},"
+			 " s:{s:I, s:I, s:I, s:I, s:f, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
+			 " s:I},"
+			 " s:{s:o, s:b, s:b, s:I}, s:{s:s, s:I, s:I, s:o}, s:{s:o},"
 			 " s:{s:s, s:s, s:s, s:s, s:s}, s:{s:s, s:I},"
 			 " s:{s:I, s:f, s:f, s:I, s:f}}",
 			 "tenant", p->tenant, "enabled", p->enabled, "require_agent",
@@ -240,8 +254,15 @@ static json_t *policy_json(const struct sg_policy *p)
 			 l->cpu, "concurrency", (json_int_t)l->concurrency, "on_excess",
 			 l->on_excess == SG_EXCESS_WAIT ? "wait" : "refuse", "queue_timeout_ms",
 			 (json_int_t)l->queue_timeout_ms, "output_bytes",
-			 (json_int_t)l->output_bytes, "egress", "allow", egress, "allow_unix",
-			 p->allow_unix, "files", "scratch_root", p->scratch_root, "read_only",
+			 (json_int_t)l->output_bytes, "open_files", (json_int_t)l->open_files,
+			 "file_size_mb", (json_int_t)l->file_size_mb, "io_read_mbps",
+			 (json_int_t)l->io_read_mbps, "io_write_mbps", (json_int_t)l->io_write_mbps,
+			 "io_read_iops", (json_int_t)l->io_read_iops, "io_write_iops",
+			 (json_int_t)l->io_write_iops, "egress", "allow", egress, "allow_unix",
+			 p->allow_unix, "allow_listen", p->allow_listen, "max_connections",
+			 (json_int_t)p->max_connections, "files", "scratch_root", p->scratch_root,
+			 "scratch_mb", (json_int_t)p->scratch_mb, "scratch_inodes",
+			 (json_int_t)p->scratch_inodes, "read_only",
 			 strings_json(p->read_only, p->n_read_only), "exec", "allow",
 			 strings_json(p->exec_allow, p->n_exec_allow), "actions", "egress",
 			 policy_action_name(p->action[SG_RULE_EGRESS]), "file",

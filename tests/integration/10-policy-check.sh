@@ -64,7 +64,7 @@ bad "JSON syntax" bad2.json '3:1: invalid JSON: string or '"'}'"' expected near 
   "tenant": "bad2",
 }
 '
-bad "unknown key" bad3.json '3:5: limits.max_task: unknown key (expected one of: timeout_ms, memory_mb, max_tasks, max_forks, cpu, concurrency, on_excess, queue_timeout_ms, output_bytes)' \
+bad "unknown key" bad3.json '3:5: limits.max_task: unknown key (expected one of: timeout_ms, memory_mb, max_tasks, max_forks, cpu, concurrency, on_excess, queue_timeout_ms, output_bytes, open_files, file_size_mb, io_read_mbps, io_write_mbps, io_read_iops, io_write_iops)' \
 '{
   "limits": {
     "max_task": 3

@@ -183,8 +183,9 @@ def bad_output_case(program, detail=None, detail_has=None):
 def timeout_case(program):
     def t(env):
         rc, res, err, elapsed = run_batch(env, "rw-skip", program, batch("slow"))
+        # The detail goes on with what the run got of the CPU.
         why = expect(env, "rw-skip", rc, res, "tenant_timeout", 1,
-                     detail="deadline of %d ms passed: the sandbox was killed" % TIMEOUT_MS)
+                     detail_has="deadline of %d ms passed: the sandbox was killed (it got " % TIMEOUT_MS)
         if why:
             return why
         if not TIMEOUT_MS - 100 <= elapsed <= TIMEOUT_MS + SLACK_MS:
@@ -279,8 +280,12 @@ def t_write_outside(env):
         return why
     if left:
         return "written outside the scratch: %s" % left
-    if res["scores"] != [0.0] * len(outside) + [1.0]:
-        return "scores %s: want every outside write refused and the scratch writable" % res["scores"]
+    # /tmp and /dev/shm are the sandbox's own (in its scratch): writable,
+    # and nothing reached the host's (checked above).
+    want = [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    if res["scores"] != want:
+        return "scores %s, want %s: every host path refused, the scratch, /tmp and /dev/shm writable" % (
+            res["scores"], want)
 
 
 def t_flaky_retry(env):
@@ -474,6 +479,143 @@ def t_usage(env):
         return "malformed stdin batch: exit %d, %r" % (rc, err)
 
 
+def cgroup_dirs(tenant, sandbox):
+    """The sandbox's cgroup directories that exist (v2 and the v1 mirrors)."""
+    found = []
+    for line in open("/proc/self/mountinfo"):
+        left, _, right = line.partition(" - ")
+        fs = right.split()
+        point = left.split()[4]
+        if fs[0] in ("cgroup", "cgroup2"):
+            path = os.path.join(point, "sandguard", tenant, sandbox)
+            if os.path.isdir(path):
+                found.append(path)
+    return found
+
+
+def t_killed_executor_reaped(env):
+    """kill -9 of `sandguard exec` mid-run (issue 12 item 5): the sandbox's
+    processes die with it (its init's parent-death signal empties the PID
+    namespace), and the next executor start reclaims the cgroups (v2 and
+    v1), the scratch and the record, and books the attempt once, final,
+    platform_error "executor died"."""
+    b = batch("killed-executor")
+    p = subprocess.Popen([BIN, "exec", "--tenant", "rw-long", "--policy-dir", env.policies, "--batch", "-",
+                          "--", PYTHON, os.path.join(env.progs, "rw_daemon_hang.py")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         env=env.env())
+    p.stdin.write(json.dumps(b).encode())
+    p.stdin.close()
+    sandbox = None
+    for _ in range(1000):
+        ready = [d for d in scratch_left(env, "rw-long")
+                 if os.path.exists(os.path.join(env.scratch, "rw-long", d, "ready"))]
+        if ready:
+            sandbox = ready[0]
+            break
+        time.sleep(0.01)
+    if not sandbox:
+        p.kill()
+        out = p.stdout.read().decode()
+        p.wait()
+        return "the batch never started: %s" % out[-300:]
+    running = len(slot_uid_procs(env))
+    p.kill()
+    p.wait()
+    # The processes go at once; the rest waits for the next executor.
+    deadline = time.monotonic() + 5
+    while slot_uid_procs(env) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    bad = []
+    if running < 2:
+        bad.append("only %d sandbox processes were running" % running)
+    if slot_uid_procs(env):
+        bad.append("processes outlived the killed executor: %s" % slot_uid_procs(env))
+    if not cgroup_dirs("rw-long", sandbox) or not os.path.isdir(os.path.join(env.scratch, "rw-long", sandbox)):
+        bad.append("nothing was left to reclaim: the test proves nothing")
+    records = os.path.join(env.run, "inflight", sandbox + ".json")
+    if not os.path.exists(records):
+        bad.append("no in-flight record for the killed sandbox")
+    rc, res, err, _ = run_batch(env, "rw-skip", "rw_good.py", batch("after-the-kill"))
+    if res is None or res["cause"] != "ok":
+        bad.append("the next batch: exit %d %s" % (rc, res))
+    left = cgroup_dirs("rw-long", sandbox)
+    if left:
+        bad.append("cgroups left: %s" % left)
+    if os.path.exists(os.path.join(env.scratch, "rw-long", sandbox)):
+        bad.append("scratch left")
+    if os.path.exists(records):
+        bad.append("record left")
+    booked = [o for o in env.outcomes() if o.get("batch_id") == "killed-executor"]
+    if len(booked) != 1 or booked[0]["cause"] != "platform_error" or not booked[0].get("final") \
+            or "executor died" not in json.dumps(booked[0]) or booked[0].get("sandbox") != sandbox:
+        bad.append("booked %s, want one final platform_error 'executor died' for %s" % (booked, sandbox))
+    # A third start finds nothing more to book.
+    run_batch(env, "rw-skip", "rw_good.py", batch("after-the-kill-2"))
+    if len([o for o in env.outcomes() if o.get("batch_id") == "killed-executor"]) != 1:
+        bad.append("booked again by a later executor")
+    return "; ".join(bad) or None
+
+
+def overload(env, tenant, n, extra_env):
+    """n correct CPU-bound batches at once: (tenant_* results, counts)."""
+    procs = []
+    for i in range(n):
+        bid = "%s-%d" % (tenant, i)
+        procs.append((bid, subprocess.Popen(
+            [BIN, "exec", "--tenant", tenant, "--policy-dir", env.policies, "--batch", "-", "--",
+             PYTHON, os.path.join(env.progs, "rw_cpu.py"), "300"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env.env(**extra_env))))
+        procs[-1][1].stdin.write(json.dumps(batch(bid, n=2)).encode())
+        procs[-1][1].stdin.close()
+    counts, tenant_faults = {}, []
+    for bid, p in procs:
+        out = p.stdout.read().decode()
+        p.wait()
+        res = json.loads(out) if out.strip() else {"cause": "no result (exit %d)" % p.returncode, "detail": ""}
+        detail = res.get("detail") or ""
+        kind = res["cause"]
+        if kind == "platform_error":
+            kind = ("platform_error (refused: node CPUs committed)" if "node CPUs committed" in detail
+                    else "platform_error (starved of CPU)" if "starved of CPU" in detail
+                    else "platform_error (other)")
+        elif kind == "ok" and res.get("scores") != [0.5, 0.5]:
+            kind = "ok with wrong scores"
+        counts[kind] = counts.get(kind, 0) + 1
+        if res["cause"].startswith("tenant_"):
+            tenant_faults.append("%s: %s %s" % (bid, res["cause"], detail[:160]))
+    print("# %s, %d batches: %s" % (tenant, n, ", ".join("%s %d" % kv for kv in sorted(counts.items()))),
+          flush=True)
+    return tenant_faults, counts
+
+
+def t_overload_admission(env):
+    """128 correct CPU-bound programs on this node (issue 12 item 9): the
+    node's CPU commitments queue them; none is booked tenant_timeout. Each
+    runs, waits its turn, or is refused as platform_error."""
+    faults, counts = overload(env, "rw-cpu", 128, {})
+    if faults:
+        return "booked to the tenant: %s" % "; ".join(faults[:5])
+    if not counts.get("ok"):
+        return "none ran: %s" % counts
+    return "some outcomes are neither ok nor a platform refusal: %s" % counts \
+        if set(counts) - {"ok", "platform_error (refused: node CPUs committed)", "platform_error (starved of CPU)"} \
+        else None
+
+
+def t_overload_starved(env):
+    """Admission off ($SANDGUARD_NODE_CPUS=64 on this 2-core node): 32
+    CPU-bound programs at once starve each other past their deadline. A
+    run that got less than half its CPU share while waiting for a CPU is
+    platform_error "starved of CPU" (retried), never tenant_timeout."""
+    faults, counts = overload(env, "rw-starve", 32, {"SANDGUARD_NODE_CPUS": "64"})
+    if faults:
+        return "booked to the tenant: %s" % "; ".join(faults[:5])
+    if not counts.get("platform_error (starved of CPU)"):
+        return "SKIP nothing was starved on this run (%s): the node was not loaded enough to show it" % counts
+    return None
+
+
 CASES = [
     ("exec-good-ok", t_good),
     ("exec-nan-bad-output", bad_output_case("rw_nan.py", detail="score at index 0 is NaN, not a finite number")),
@@ -497,6 +639,9 @@ CASES = [
     ("exec-policy-unreadable-platform", t_policy_unreadable),
     ("exec-verifier-mode", t_verifier),
     ("exec-usage-errors", t_usage),
+    ("exec-killed-executor-orphans-reaped-booked-once", t_killed_executor_reaped),
+    ("exec-overload-128-cpu-bound-never-tenant-timeout", t_overload_admission),
+    ("exec-overload-starved-is-platform-error", t_overload_starved),
 ]
 
 
@@ -517,6 +662,10 @@ def main():
         env.policy("rw-cap", concurrency=1, on_excess="refuse")
         env.policy("rw-agent", require_agent=True)
         env.policy("rw-verify", failure="retry", retries=2)
+        env.policy("rw-long", timeout_ms=60000)
+        env.policy("rw-cpu", failure="retry", retries=1, concurrency=128, timeout_ms=5000, cpu=1.0,
+                   queue_timeout_ms=20000)
+        env.policy("rw-starve", failure="retry", retries=1, concurrency=64, timeout_ms=2000, cpu=1.0)
         only = sys.argv[1:]
         for name, fn in CASES:
             if only and name not in only:
@@ -525,7 +674,10 @@ def main():
                 why = fn(env)
             except Exception as e:  # a crash in a case is that case's failure
                 why = "%s: %s" % (type(e).__name__, e)
-            report("FAIL" if why else "PASS", name, why or "")
+            if why and why.startswith("SKIP "):
+                report("SKIP", name, why[5:])
+            else:
+                report("FAIL" if why else "PASS", name, why or "")
     finally:
         env.cleanup()
     return exit_code()

@@ -22,7 +22,7 @@ print(json.dumps([1.0] * len(b["items"])))
 """
 READ_OUTSIDE = """import json, sys
 b = json.load(sys.stdin)
-open("/etc/hostname").read()
+open("/proc/self/status").read()  # in the sandbox's root, not in its policy
 print(json.dumps([1.0] * len(b["items"])))
 """
 FORK_BOMB = """import os

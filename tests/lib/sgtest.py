@@ -30,6 +30,17 @@ def skip(name, why):
     report("SKIP", name, why)
 
 
+def accepts_nothing(listener, seconds=0.3):
+    """Whether a listening socket has no connection waiting (for a test
+    that must show the host side received nothing)."""
+    listener.settimeout(seconds)
+    try:
+        listener.accept()[0].close()
+        return False
+    except OSError:  # socket.timeout
+        return True
+
+
 def exit_code():
     """What a suite exits with: 1 if anything failed."""
     return 1 if failures else 0

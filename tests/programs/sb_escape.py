@@ -6,10 +6,20 @@
 #   clone-files (a process sharing the fd table)  memfd  memfd-noexec
 #   int80 (an i386 getpid: "ENOSYS", "ok", or "killed:SIG")
 #   shm:BYTES  msgq (SysV objects, left behind on purpose)
+# issue 13's escapes and weaknesses:
+#   unix-dgram:PATH (socketpair, then sendto a host path)  unix-unspec:PATH
+#   (connect(AF_UNSPEC) first)  abstract-send:NAME  abstract-recv:NAME:MS
+#   (bind the name, count datagrams for MS)  tfo:PORT (sendto MSG_FASTOPEN)
+#   tfo-connect:PORT (TCP_FASTOPEN_CONNECT)  listen-auto (listen() unbound:
+#   the port)  accept:PORT:MS ("none" or "accepted")  udp-to:HOST:PORT
+#   fallocate:MB  nofile:N (how many opened)  utime:PATH  hostname
+#   pids:MAX (how many pids kill(pid, 0) finds)  dlopen:SO (copied into the
+#   scratch)  ldso:BINARY (copied, run through the loader)  deep:N
+#   inotify:DIR,DIR (watch, write "ready", wait for "go", report names)
 # and what the process was given (values):
 #   fds (open fds above 2)  groups  pdeathsig  no-new-privs  session-leader
 #   netns ipcns (the namespace links)
-import ctypes, errno, json, mmap, os, signal, socket, subprocess, sys
+import ctypes, errno, json, mmap, os, shutil, signal, socket, subprocess, sys, time
 
 libc = ctypes.CDLL(None, use_errno=True)
 NR = {  # syscall numbers: x86_64, aarch64
@@ -50,6 +60,36 @@ def int80_getpid():
     if os.WIFSIGNALED(status):
         return "killed:" + signal.Signals(os.WTERMSIG(status)).name
     return {0: "ok", 1: "ENOSYS"}.get(os.WEXITSTATUS(status), "exit %d" % os.WEXITSTATUS(status))
+
+
+MSG_FASTOPEN = 0x20000000
+TCP_FASTOPEN_CONNECT = 30
+KEEP = []  # sockets that must outlive their probe
+
+
+def inotify_names(dirs):
+    """Watch the directories, tell the host (a "ready" file in the cwd),
+    wait for its "go" file, and list the names the watches reported."""
+    IN_ALL = 0xfff
+    fd = libc.inotify_init1(os.O_NONBLOCK)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "inotify_init1")
+    watched = [d for d in dirs if libc.inotify_add_watch(fd, d.encode(), IN_ALL) >= 0]
+    open("ready", "w").close()
+    for _ in range(500):
+        if os.path.exists("go"):
+            break
+        time.sleep(0.01)
+    names = []
+    try:
+        buf = os.read(fd, 65536)
+    except BlockingIOError:
+        buf = b""
+    while buf:
+        length = int.from_bytes(buf[12:16], "little")
+        names.append(buf[16:16 + length].rstrip(b"\0").decode(errors="replace"))
+        buf = buf[16 + length:]
+    return "watched %s: %s" % (",".join(watched), ",".join(sorted(set(names))) or "nothing")
 
 
 PR_GET_PDEATHSIG = 2
@@ -118,6 +158,110 @@ def probe(p):
             raise OSError(ctypes.get_errno(), "msgget")
     elif kind in ("netns", "ipcns"):
         return os.readlink("/proc/self/ns/" + kind[:-2])
+    elif kind in ("unix-dgram", "unix-unspec"):
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if kind == "unix-unspec":
+            unspec = ctypes.create_string_buffer(16)  # sa_family AF_UNSPEC (0)
+            if libc.connect(a.fileno(), unspec, 2) < 0:
+                raise OSError(ctypes.get_errno(), "connect AF_UNSPEC")
+        a.sendto(b"leak", arg)
+    elif kind == "abstract-send":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.sendto(b"leak", "\0" + arg)
+    elif kind == "abstract-recv":
+        name, ms = arg.rsplit(":", 1)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.bind("\0" + name)
+        s.settimeout(int(ms) / 1000)
+        got = 0
+        try:
+            while True:
+                s.recv(64)
+                got += 1
+        except socket.timeout:
+            pass
+        return "received %d" % got
+    elif kind == "tfo":
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(2)
+        s.sendto(b"leak", MSG_FASTOPEN, ("127.0.0.1", int(arg)))
+    elif kind == "tfo-connect":
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.IPPROTO_TCP, TCP_FASTOPEN_CONNECT, 1)
+        s.settimeout(2)
+        s.connect(("127.0.0.1", int(arg)))
+        s.sendall(b"leak")
+    elif kind == "listen-auto":
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.listen(8)
+        KEEP.append(s)
+        return str(s.getsockname()[1])
+    elif kind == "accept":
+        port, ms = arg.split(":")
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", int(port)))
+        s.listen(8)
+        s.settimeout(int(ms) / 1000)
+        try:
+            s.accept()[0].sendall(b"from the sandbox")
+            return "accepted"
+        except socket.timeout:
+            return "none"
+    elif kind == "udp-to":
+        host, port = arg.rsplit(":", 1)
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b"leak", (host, int(port)))
+    elif kind == "fallocate":
+        fd = os.open("fill.bin", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, int(arg) << 20)
+        finally:
+            os.close(fd)
+            os.unlink("fill.bin")
+    elif kind == "nofile":
+        fds = []
+        try:
+            for _ in range(int(arg)):
+                fds.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        n = len(fds)
+        for fd in fds:
+            os.close(fd)
+        return str(n)
+    elif kind == "utime":
+        os.utime(arg, (0, 0))
+    elif kind == "hostname":
+        return socket.gethostname()
+    elif kind == "pids":
+        found = 0
+        for pid in range(1, int(arg)):
+            try:
+                os.kill(pid, 0)
+                found += 1
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                found += 1
+        return str(found)
+    elif kind == "dlopen":
+        shutil.copy(arg, "copied.so")
+        ctypes.CDLL(os.path.abspath("copied.so"))
+    elif kind == "ldso":
+        shutil.copy(arg, "copied.bin")
+        os.chmod("copied.bin", 0o755)
+        loader = "/lib64/ld-linux-x86-64.so.2" if os.uname().machine == "x86_64" else "/lib/ld-linux-aarch64.so.1"
+        r = subprocess.run([loader, os.path.abspath("copied.bin")], capture_output=True)
+        if r.returncode:
+            return "failed: " + r.stderr.decode(errors="replace").strip().split("\n")[-1][-80:]
+    elif kind == "deep":
+        for _ in range(int(arg)):
+            os.mkdir("d")
+            os.chdir("d")
+        return "made"
+    elif kind == "inotify":
+        return inotify_names(arg.split(","))
     elif kind == "io_uring":
         params = ctypes.create_string_buffer(120)
         syscall("io_uring_setup", 4, params)

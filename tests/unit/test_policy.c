@@ -107,6 +107,12 @@ static void test_embedded_default_is_policy_defaults(void **state)
 	assert_int_equal(parsed.limits.on_excess, want.limits.on_excess);
 	assert_int_equal(parsed.limits.queue_timeout_ms, want.limits.queue_timeout_ms);
 	assert_int_equal(parsed.limits.output_bytes, want.limits.output_bytes);
+	assert_int_equal(parsed.limits.open_files, want.limits.open_files);
+	assert_int_equal(parsed.limits.file_size_mb, want.limits.file_size_mb);
+	assert_int_equal(parsed.scratch_mb, want.scratch_mb);
+	assert_int_equal(parsed.scratch_inodes, want.scratch_inodes);
+	assert_int_equal(parsed.allow_listen, want.allow_listen);
+	assert_int_equal(parsed.max_connections, want.max_connections);
 	assert_int_equal(parsed.n_egress, want.n_egress);
 	assert_int_equal(parsed.allow_unix, want.allow_unix);
 	assert_string_equal(parsed.scratch_root, want.scratch_root);
@@ -186,6 +192,24 @@ static void test_fields_override_defaults_and_lists_replace(void **state)
 	assert_int_equal(p.failure, SG_FAILURE_PAUSE);
 	assert_false(p.enabled);
 	assert_true(p.require_agent);
+
+	/* The sandbox's own bounds. */
+	expect_ok("t",
+		  "{\"limits\": {\"open_files\": 64, \"file_size_mb\": 8, \"io_read_mbps\": 100,"
+		  " \"io_write_iops\": 50},"
+		  " \"egress\": {\"allow_listen\": true, \"max_connections\": 3},"
+		  " \"files\": {\"scratch_mb\": 32, \"scratch_inodes\": 128}}",
+		  &p);
+	assert_int_equal(p.limits.open_files, 64);
+	assert_int_equal(p.limits.file_size_mb, 8);
+	assert_int_equal(p.limits.io_read_mbps, 100);
+	assert_int_equal(p.limits.io_write_mbps, 0);
+	assert_int_equal(p.limits.io_write_iops, 50);
+	assert_true(p.allow_listen);
+	assert_int_equal(p.max_connections, 3);
+	assert_int_equal(p.scratch_mb, 32);
+	assert_int_equal(p.scratch_inodes, 128);
+	assert_string_equal(p.scratch_root, "/var/lib/sandguard/scratch");
 	assert_string_equal(p.tenant, "default");
 	assert_string_equal(p.source, "t");
 }

@@ -78,7 +78,8 @@ static void test_unknown_keys_point_at_the_key(void **state)
 		"}\n",
 		4, 5,
 		"limits.max_task: unknown key (expected one of: timeout_ms, memory_mb, max_tasks, "
-		"max_forks, cpu, concurrency, on_excess, queue_timeout_ms, output_bytes)");
+		"max_forks, cpu, concurrency, on_excess, queue_timeout_ms, output_bytes, open_files, "
+		"file_size_mb, io_read_mbps, io_write_mbps, io_read_iops, io_write_iops)");
 	expect_error("t",
 		     "{\n"
 		     "  \"egress\": {\n"
@@ -99,7 +100,8 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	expect_error("t", "{\"failure\": {\"retries\": 5}}", 1, 14,
 		     "failure.retries: unknown key (expected one of: mode, max_retries)");
 	expect_error("t", "{\"files\": {\"scratch\": \"/tmp\"}}", 1, 12,
-		     "files.scratch: unknown key (expected one of: scratch_root, read_only)");
+		     "files.scratch: unknown key (expected one of: scratch_root, scratch_mb, "
+		     "scratch_inodes, read_only)");
 	expect_error("t", "{\"exec\": {\"deny\": []}}", 1, 11,
 		     "exec.deny: unknown key (expected one of: allow)");
 	/* The first problem in document order is the one reported. */
@@ -412,6 +414,24 @@ static const struct range_case ranges[] = {
 	   "an integer in 0..3600000", U64, 0, 3600000),
 	RC("limits", "output_bytes", limits.output_bytes, "1", "1073741824", "0", "1073741825",
 	   "an integer in 1..1073741824", U64, 1, 1073741824),
+	RC("limits", "open_files", limits.open_files, "16", "1048576", "15", "1048577",
+	   "an integer in 16..1048576", U32, 16, 1048576),
+	RC("limits", "file_size_mb", limits.file_size_mb, "1", "1048576", "0", "1048577",
+	   "an integer in 1..1048576", U64, 1, 1048576),
+	RC("limits", "io_read_mbps", limits.io_read_mbps, "0", "1048576", "-1", "1048577",
+	   "an integer in 0..1048576", U64, 0, 1048576),
+	RC("limits", "io_write_mbps", limits.io_write_mbps, "0", "1048576", "-1", "1048577",
+	   "an integer in 0..1048576", U64, 0, 1048576),
+	RC("limits", "io_read_iops", limits.io_read_iops, "0", "10000000", "-1", "10000001",
+	   "an integer in 0..10000000", U64, 0, 10000000),
+	RC("limits", "io_write_iops", limits.io_write_iops, "0", "10000000", "-1", "10000001",
+	   "an integer in 0..10000000", U64, 0, 10000000),
+	RC("egress", "max_connections", max_connections, "1", "4096", "0", "4097",
+	   "an integer in 1..4096", U32, 1, 4096),
+	RC("files", "scratch_mb", scratch_mb, "1", "1048576", "0", "1048577",
+	   "an integer in 1..1048576", U64, 1, 1048576),
+	RC("files", "scratch_inodes", scratch_inodes, "64", "16777216", "63", "16777217",
+	   "an integer in 64..16777216", U64, 64, 16777216),
 	RC("failure", "max_retries", max_retries, "0", "100", "-1", "101", "an integer in 0..100",
 	   U32, 0, 100),
 	RC("health", "window", health.window, "1", "100000", "0", "100001",

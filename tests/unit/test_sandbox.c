@@ -1,7 +1,8 @@
-/* Sandbox pieces that need no root: the seccomp filter (run through a small
- * classic-BPF interpreter on synthetic seccomp_data), scratch path
- * validation, fetching without following symlinks, and scratch removal
- * that neither follows symlinks nor stops at deep trees. */
+/* Sandbox pieces, mostly without root: the seccomp filter (run through a
+ * small classic-BPF interpreter on synthetic seccomp_data), scratch path
+ * validation, fetching without following symlinks, the minimal root's
+ * plan (symlinks recreated, nested paths bound once, private paths left
+ * alone), and, as root, the tmpfs scratch's teardown of a deep tree. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -18,13 +19,16 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/prctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <limits.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include "policy/policy.h"
 #include "sandbox/sandbox_landlock.h"
+#include "sandbox/sandbox_root.h"
 #include "sandbox/sandbox_scratch.h"
 #include "sandbox/sandbox_seccomp.h"
 
@@ -65,12 +69,18 @@ static uint32_t run_filter(const struct sb_seccomp *f, const struct seccomp_data
 	return 0;
 }
 
+static uint32_t verdict4(const struct sb_seccomp *f, uint32_t arch, int nr, uint64_t arg0,
+			 uint64_t arg1, uint64_t arg2, uint64_t arg3)
+{
+	struct seccomp_data d = { .nr = nr, .arch = arch, .args = { arg0, arg1, arg2, arg3 } };
+
+	return run_filter(f, &d);
+}
+
 static uint32_t verdict3(const struct sb_seccomp *f, uint32_t arch, int nr, uint64_t arg0,
 			 uint64_t arg1, uint64_t arg2)
 {
-	struct seccomp_data d = { .nr = nr, .arch = arch, .args = { arg0, arg1, arg2 } };
-
-	return run_filter(f, &d);
+	return verdict4(f, arch, nr, arg0, arg1, arg2, 0);
 }
 
 static uint32_t verdict(const struct sb_seccomp *f, uint32_t arch, int nr, uint64_t arg0)
@@ -210,6 +220,48 @@ static void test_seccomp_sockets(void **state)
 #endif
 }
 
+/* TCP Fast Open never; listen() only where the policy allows it. */
+static void test_seccomp_fastopen_listen(void **state)
+{
+#ifndef NATIVE
+	skip();
+#else
+	const uint32_t eperm = SECCOMP_RET_ERRNO | EPERM;
+	const struct sb_seccomp_rules closed = { 0 }, listening = { .allow_listen = true };
+	struct sb_seccomp f, g;
+
+	assert_int_equal(seccomp_filter_build(&f, &closed), 0);
+	assert_int_equal(seccomp_filter_build(&g, &listening), 0);
+	assert_int_equal(verdict(&f, NATIVE, __NR_listen, 3), eperm);
+	assert_int_equal(verdict(&g, NATIVE, __NR_listen, 3), SECCOMP_RET_ALLOW);
+	for (int i = 0; i < 2; i++) {
+		const struct sb_seccomp *x = i ? &g : &f;
+
+		assert_int_equal(verdict4(x, NATIVE, __NR_sendto, 3, 0, 4, MSG_FASTOPEN), eperm);
+		assert_int_equal(verdict4(x, NATIVE, __NR_sendto, 3, 0, 4,
+					  MSG_FASTOPEN | MSG_NOSIGNAL),
+				 eperm);
+		assert_int_equal(verdict4(x, NATIVE, __NR_sendto, 3, 0, 4, MSG_NOSIGNAL),
+				 SECCOMP_RET_ALLOW);
+		assert_int_equal(verdict3(x, NATIVE, __NR_sendmsg, 3, 0, MSG_FASTOPEN), eperm);
+		assert_int_equal(verdict3(x, NATIVE, __NR_sendmsg, 3, 0, 0), SECCOMP_RET_ALLOW);
+		assert_int_equal(verdict4(x, NATIVE, __NR_sendmmsg, 3, 0, 1, MSG_FASTOPEN), eperm);
+		assert_int_equal(verdict4(x, NATIVE, __NR_setsockopt, 3, IPPROTO_TCP,
+					  30 /* TCP_FASTOPEN_CONNECT */, 0),
+				 eperm);
+		assert_int_equal(verdict4(x, NATIVE, __NR_setsockopt, 3, IPPROTO_TCP,
+					  23 /* TCP_FASTOPEN */, 0),
+				 eperm);
+		assert_int_equal(verdict4(x, NATIVE, __NR_setsockopt, 3, IPPROTO_TCP,
+					  1 /* TCP_NODELAY */, 0),
+				 SECCOMP_RET_ALLOW);
+		/* Option 30 at another level is another option. */
+		assert_int_equal(verdict4(x, NATIVE, __NR_setsockopt, 3, SOL_SOCKET, 30, 0),
+				 SECCOMP_RET_ALLOW);
+	}
+#endif
+}
+
 /* ---- scratch paths --------------------------------------------------------- */
 
 static void test_scratch_path_valid(void **state)
@@ -278,6 +330,10 @@ static int tree_setup(void **state)
 	assert_int_equal(mkdir(path, 0711), 0);
 	snprintf(t->scratch, sizeof(t->scratch), "%s/t/id", t->root);
 	assert_int_equal(mkdir(t->scratch, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.tmp", t->scratch); /* as sb_scratch_create() */
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.shm", t->scratch);
+	assert_int_equal(mkdir(path, 0700), 0);
 	snprintf(t->outside, sizeof(t->outside), "%s/outside.txt", t->root);
 	write_text(t->outside, "keep me");
 	*state = t;
@@ -340,39 +396,141 @@ static void test_fetch(void **state)
 	free(f.path);
 }
 
-static void test_remove(void **state)
+/* As root: the scratch is a tmpfs of its own, with its /tmp and /dev/shm
+ * in it; removing it is an unmount, however deep the tree. */
+static void test_scratch_tmpfs(void **state)
 {
 	struct tree *t = *state;
-	char path[256];
+	struct sb_scratch_spec sp = { .root = t->root,
+				      .tenant = "t",
+				      .id = "tmpfs",
+				      .uid = 65534,
+				      .gid = 65534,
+				      .size_mb = 4,
+				      .inodes = 8192 };
+	char path[PATH_MAX], more[PATH_MAX + 16];
+	struct stat st, root_st;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/link", t->scratch);
-	assert_int_equal(symlink(t->root, path), 0);
-	snprintf(path, sizeof(path), "%s/file", t->scratch);
-	write_text(path, "x");
-	/* Deeper than we would like to hold fds or stack frames for. */
-	fd = open(t->scratch, O_RDONLY | O_DIRECTORY);
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(sb_scratch_create(&sp, path, sizeof(path), more, sizeof(more)), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(stat(t->root, &root_st), 0);
+	assert_true(st.st_dev != root_st.st_dev); /* a filesystem of its own */
+	assert_int_equal(st.st_uid, 65534);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	snprintf(more, sizeof(more), "%s/.tmp", path);
+	assert_int_equal(stat(more, &st), 0);
+	assert_int_equal(st.st_uid, 65534);
+	/* Deeper than any fd or stack budget of a walk. */
+	fd = open(path, O_RDONLY | O_DIRECTORY);
 	for (int i = 0; i < 3000; i++) {
 		int next;
 
 		assert_int_equal(mkdirat(fd, "d", 0700), 0);
-		close(openat(fd, "f", O_WRONLY | O_CREAT, 0600));
 		next = openat(fd, "d", O_RDONLY | O_DIRECTORY);
 		assert_true(next >= 0);
 		close(fd);
 		fd = next;
 	}
 	close(fd);
-	if (geteuid() == 0)
-		chmod(t->scratch, 0); /* a tenant's chmod 000 does not stop root's cleanup */
-
-	assert_int_equal(sb_scratch_remove(t->root, "t", "id"), 0);
-	assert_int_equal(access(t->scratch, F_OK), -1);
+	snprintf(more, sizeof(more), "%s/link", path);
+	assert_int_equal(symlink(t->root, more), 0);
+	assert_int_equal(sb_scratch_remove(t->root, "t", "tmpfs"), 0);
+	assert_int_equal(access(path, F_OK), -1);
 	assert_int_equal(access(t->outside, F_OK), 0); /* the symlink was not followed */
-	snprintf(path, sizeof(path), "%s/t", t->root);
-	assert_int_equal(access(path, F_OK), 0); /* the tenant dir stays */
 	/* Removing a scratch that is already gone is not an error. */
-	assert_int_equal(sb_scratch_remove(t->root, "t", "id"), 0);
+	assert_int_equal(sb_scratch_remove(t->root, "t", "tmpfs"), 0);
+	/* The id is taken while it exists. */
+	assert_int_equal(sb_scratch_create(&sp, path, sizeof(path), more, sizeof(more)), 0);
+	assert_int_equal(sb_scratch_create(&sp, path, sizeof(path), more, sizeof(more)), -EEXIST);
+	assert_int_equal(sb_scratch_remove(t->root, "t", "tmpfs"), 0);
+}
+
+/* ---- the minimal root's plan ----------------------------------------------- */
+
+static bool has_op(const struct sb_root_plan *rp, int kind, const char *path, const char *src)
+{
+	for (size_t i = 0; i < rp->n_ops; i++)
+		if (rp->ops[i].kind == kind && !strcmp(sb_root_str(rp, rp->ops[i].path), path) &&
+		    (!src || !strcmp(sb_root_str(rp, rp->ops[i].src), src)))
+			return true;
+	return false;
+}
+
+static int count_binds(const struct sb_root_plan *rp)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < rp->n_ops; i++)
+		n += rp->ops[i].kind == SB_OP_BIND;
+	return n;
+}
+
+static void test_root_plan(void **state)
+{
+	struct tree *t = *state;
+	struct sg_policy *p = calloc(1, sizeof(*p));
+	struct sb_root_plan rp;
+	char dir[256], link[256], inner[256], detail[256];
+
+	assert_non_null(p);
+	/* <root>/real/inner.txt, <root>/alias -> real (relative), a path
+	 * through the alias, a path below an entry already listed, a missing
+	 * path, private paths, and a FIFO. */
+	snprintf(dir, sizeof(dir), "%s/real", t->root);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(inner, sizeof(inner), "%s/inner.txt", dir);
+	write_text(inner, "x");
+	snprintf(link, sizeof(link), "%s/alias", t->root);
+	assert_int_equal(symlink("real", link), 0);
+	policy_defaults(p);
+	p->n_read_only = 0;
+	snprintf(p->read_only[p->n_read_only++], SG_POLICY_PATHLEN, "%s/inner.txt", link);
+	snprintf(p->read_only[p->n_read_only++], SG_POLICY_PATHLEN, "%s", dir);
+	snprintf(p->read_only[p->n_read_only++], SG_POLICY_PATHLEN, "%s/missing", t->root);
+	snprintf(p->read_only[p->n_read_only++], SG_POLICY_PATHLEN, "/proc/cpuinfo");
+	snprintf(p->read_only[p->n_read_only++], SG_POLICY_PATHLEN, "/dev/null");
+	snprintf(p->read_only[p->n_read_only++], SG_POLICY_PATHLEN, "%s/fifo", t->root);
+	snprintf(dir, sizeof(dir), "%s/fifo", t->root);
+	assert_int_equal(mkfifo(dir, 0600), 0);
+
+	assert_int_equal(sb_root_plan(&rp, p, t->scratch, "/run/sgtest-base", false, detail,
+				      sizeof(detail)),
+			 0);
+	snprintf(dir, sizeof(dir), "%s/real", t->root);
+	/* The directory is bound once, read-only; the alias recreated. */
+	assert_true(has_op(&rp, SB_OP_BIND, dir, dir));
+	assert_true(has_op(&rp, SB_OP_SYMLINK, link, "real"));
+	assert_false(has_op(&rp, SB_OP_BIND, inner, NULL));
+	/* /proc paths are Landlock rules on the sandbox's own procfs. */
+	assert_true(has_op(&rp, SB_OP_LANDLOCK_RD, "/proc/cpuinfo", NULL));
+	assert_true(has_op(&rp, SB_OP_PROC, "/proc", NULL));
+	/* The private /dev, /tmp and /dev/shm, and the scratch. */
+	assert_true(has_op(&rp, SB_OP_BIND, "/dev/null", "/dev/null"));
+	assert_true(has_op(&rp, SB_OP_TMPFS, "/dev", NULL));
+	snprintf(link, sizeof(link), "%s/.tmp", t->scratch);
+	assert_true(has_op(&rp, SB_OP_BIND, "/tmp", link));
+	snprintf(link, sizeof(link), "%s/.shm", t->scratch);
+	assert_true(has_op(&rp, SB_OP_BIND, "/dev/shm", link));
+	assert_true(has_op(&rp, SB_OP_BIND, t->scratch, t->scratch));
+	/* 4 devices, /tmp, /dev/shm, the real dir, the scratch: no missing
+	 * path, no FIFO. */
+	assert_int_equal(count_binds(&rp), 8);
+	for (size_t i = 0; i < rp.n_ops; i++)
+		if (rp.ops[i].kind == SB_OP_BIND && !(rp.ops[i].flags & MS_NOSUID))
+			fail_msg("bind %s without nosuid", sb_root_str(&rp, rp.ops[i].path));
+	assert_true(rp.ops[rp.n_ops - 1].kind == SB_OP_REMOUNT_RO);
+	sb_root_plan_free(&rp);
+
+	/* A path that is the sandbox's root base is refused. */
+	snprintf(p->read_only[0], SG_POLICY_PATHLEN, "/run");
+	p->n_read_only = 1;
+	assert_int_equal(sb_root_plan(&rp, p, t->scratch, "/run/sgtest-base", false, detail,
+				      sizeof(detail)),
+			 -EINVAL);
+	free(p);
 }
 
 /* ---- Landlock and the agent ------------------------------------------------ */
@@ -391,7 +549,10 @@ static int read_outside_under(const struct landlock_delegation *to_agent, const 
 	policy_defaults(p);
 	p->n_read_only = 1;
 	snprintf(p->read_only[0], sizeof(p->read_only[0]), "/usr");
-	fd = landlock_ruleset_build(p, scratch, false, to_agent, detail, sizeof(detail));
+	uint64_t proc_read;
+
+	fd = landlock_ruleset_build(p, scratch, false, to_agent, &proc_read, detail,
+				    sizeof(detail));
 	free(p);
 	if (fd == -EOPNOTSUPP)
 		return -1;
@@ -437,7 +598,9 @@ int main(void)
 		cmocka_unit_test(test_scratch_path_valid),
 		cmocka_unit_test(test_scratch_paths_conflict),
 		cmocka_unit_test_setup_teardown(test_fetch, tree_setup, tree_teardown),
-		cmocka_unit_test_setup_teardown(test_remove, tree_setup, tree_teardown),
+		cmocka_unit_test(test_seccomp_fastopen_listen),
+		cmocka_unit_test_setup_teardown(test_scratch_tmpfs, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_root_plan, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_landlock_reads_kept_unless_agent_prevents,
 						tree_setup, tree_teardown),
 	};

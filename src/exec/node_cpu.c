@@ -1,0 +1,166 @@
+/* Node-wide CPU commitments (see src/exec/node_cpu.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include "lib/clock.h"
+#include "lib/fs_util.h"
+#include "node_cpu.h"
+
+/* Queued admissions look again this often (plus up to as much again, at
+ * random, so that a crowd of waiters does not poll in step). */
+#define POLL_MS 50
+
+unsigned node_cpu_count(void)
+{
+	cpu_set_t set;
+	long online;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return (unsigned)CPU_COUNT(&set);
+	online = sysconf(_SC_NPROCESSORS_ONLN);
+	return online > 0 ? (unsigned)online : 1;
+}
+
+int node_cpu_capacity(uint32_t *milli)
+{
+	const char *env = getenv("SANDGUARD_NODE_CPUS");
+	char *end;
+	double v;
+
+	if (!env || !*env) {
+		*milli = node_cpu_count() * 1000;
+		return 0;
+	}
+	v = strtod(env, &end);
+	if (*end || !(v >= 0.01 && v <= 65536))
+		return -EINVAL;
+	*milli = (uint32_t)llround(v * 1000);
+	return 0;
+}
+
+/* Millicores held by live commitments; dead holders' files are removed. */
+static uint32_t committed(int dirfd)
+{
+	DIR *d = fdopendir(dup(dirfd));
+	struct dirent *e;
+	uint32_t sum = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		unsigned milli;
+		int fd;
+
+		if (sscanf(e->d_name, "c-%u-", &milli) != 1)
+			continue;
+		fd = openat(dirfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			unlinkat(dirfd, e->d_name, 0); /* its holder died */
+		else
+			sum += milli;
+		close(fd);
+	}
+	closedir(d);
+	return sum;
+}
+
+/* One attempt, under the directory's lock. 0 held, -EBUSY full, -errno. */
+static int try_commit(const char *dir, uint32_t milli, uint32_t cap, struct node_cpu_commit *c,
+		      uint32_t *used)
+{
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), lock = -1, err = 0;
+	uint32_t rnd = 0;
+
+	if (dirfd < 0)
+		return -errno;
+	lock = openat(dirfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX)) {
+		err = -errno;
+		goto out;
+	}
+	*used = committed(dirfd);
+	if (*used + milli > cap) {
+		err = -EBUSY;
+		goto out;
+	}
+	if (getrandom(&rnd, sizeof(rnd), 0) < 0)
+		rnd = (uint32_t)clock_ms(CLOCK_MONOTONIC);
+	snprintf(c->path, sizeof(c->path), "%s/c-%u-%d-%08x", dir, milli, (int)getpid(), rnd);
+	c->fd = open(c->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (c->fd < 0 || flock(c->fd, LOCK_EX)) {
+		err = -errno;
+		fs_close(&c->fd);
+		goto out;
+	}
+	c->milli = milli;
+out:
+	if (lock >= 0)
+		close(lock);
+	close(dirfd);
+	return err;
+}
+
+static unsigned jitter_ms(void)
+{
+	uint16_t r = 0;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) < 0)
+		r = (uint16_t)clock_ms(CLOCK_MONOTONIC);
+	return r % POLL_MS;
+}
+
+int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uint32_t *used,
+		    uint32_t *cap)
+{
+	uint64_t deadline = clock_ms(CLOCK_MONOTONIC) + wait_ms;
+	uint32_t milli = (uint32_t)llround(cpu * 1000), node = node_cpu_count() * 1000;
+	char dir[PATH_MAX];
+	int err;
+
+	c->fd = -1;
+	c->path[0] = '\0';
+	*used = 0;
+	err = node_cpu_capacity(cap);
+	if (err)
+		return err;
+	/* The whole node (or all it may commit), and no more: admissible
+	 * whenever the node is idle. */
+	if (milli > node)
+		milli = node;
+	if (milli > *cap)
+		milli = *cap;
+	if (milli == 0)
+		milli = 1;
+	err = fs_run_subdir("cpu", 0755, dir, sizeof(dir));
+	if (err)
+		return err;
+	for (;;) {
+		err = try_commit(dir, milli, *cap, c, used);
+		if (err != -EBUSY)
+			return err;
+		if (!wait_ms)
+			return -EBUSY;
+		if (clock_ms(CLOCK_MONOTONIC) >= deadline)
+			return -ETIMEDOUT;
+		usleep((POLL_MS + jitter_ms()) * 1000);
+	}
+}
+
+void node_cpu_release(struct node_cpu_commit *c)
+{
+	if (c->fd < 0)
+		return;
+	unlink(c->path); /* before the lock goes: no one counts it after */
+	fs_close(&c->fd);
+	c->path[0] = '\0';
+}

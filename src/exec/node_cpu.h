@@ -1,0 +1,42 @@
+/* Node-wide CPU commitments: admission keeps the CPU shares (policy
+ * limits.cpu) of the sandboxes running on a node within its CPUs, across
+ * every executor process (CLI runs and serve alike), so that a deadline is
+ * rarely missed for want of a CPU (see docs/oncall.md).
+ *
+ * A commitment is a file <run>/cpu/c-<millicores>-<pid>-<random>, flock'd
+ * by its holder for as long as it holds it (<run> = $SANDGUARD_RUN_DIR or
+ * /run/sandguard). The kernel drops the lock when the holder dies, so a
+ * killed executor never leaks CPU: the next admission finds the file
+ * unlocked and removes it. Admission scans the directory under
+ * <run>/cpu/.lock, so two admissions never both take the last core.
+ *
+ * Capacity: $SANDGUARD_NODE_CPUS (cores, may be fractional, may exceed the
+ * real count to overcommit on purpose), else the CPUs this process may run
+ * on. A commitment is min(limits.cpu, node CPUs): a policy asking for
+ * more than the node has gets the whole node, alone. */
+#ifndef SG_NODE_CPU_H
+#define SG_NODE_CPU_H
+#include <limits.h>
+#include <stdint.h>
+
+struct node_cpu_commit {
+	int fd; /* -1: none held */
+	char path[PATH_MAX];
+	uint32_t milli;
+};
+
+/* The CPUs this process may run on (at least 1). */
+unsigned node_cpu_count(void);
+
+/* What admission may commit, in millicores. 0 or -EINVAL (a bad
+ * $SANDGUARD_NODE_CPUS). */
+int node_cpu_capacity(uint32_t *milli);
+
+/* Commit `cpu` cores. wait_ms 0: do not wait. Returns 0 (held), -EBUSY
+ * (full, not waiting), -ETIMEDOUT (still full after wait_ms) with *used and
+ * *cap (millicores) set for the message, or -errno. */
+int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uint32_t *used,
+		    uint32_t *cap);
+void node_cpu_release(struct node_cpu_commit *c);
+
+#endif

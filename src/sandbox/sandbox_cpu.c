@@ -1,0 +1,88 @@
+/* CPU time and CPU wait of a sandbox (see src/sandbox/sandbox_cpu.h). */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include "sandbox_cpu.h"
+
+/* `key N` in a flat-keyed file such as cpu.stat. */
+static bool keyed(const char *dir, const char *file, const char *key, uint64_t *v)
+{
+	char path[PATH_MAX], k[64];
+	uint64_t n;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fscanf(f, "%63s %" SCNu64, k, &n) == 2)
+		if (!strcmp(k, key)) {
+			*v = n;
+			found = true;
+		}
+	fclose(f);
+	return found;
+}
+
+/* "some avg10=.. avg60=.. avg300=.. total=N" of cpu.pressure, in us. */
+static bool psi_some(const char *dir, uint64_t *total)
+{
+	char path[PATH_MAX], line[256];
+	const char *t;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cpu.pressure", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (fgets(line, sizeof(line), f) && !strncmp(line, "some ", 5) &&
+	    (t = strstr(line, "total=")))
+		found = sscanf(t + 6, "%" SCNu64, total) == 1;
+	fclose(f);
+	return found;
+}
+
+/* The sum of run_delay (ns) over the cgroup's live threads, in us. */
+static bool live_run_delay(const char *dir, uint64_t *us)
+{
+	char path[PATH_MAX];
+	uint64_t sum = 0;
+	int tid;
+	bool any = false;
+	FILE *threads;
+
+	snprintf(path, sizeof(path), "%s/cgroup.threads", dir);
+	threads = fopen(path, "re");
+	if (!threads)
+		return false;
+	while (fscanf(threads, "%d", &tid) == 1) {
+		uint64_t run, wait;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/schedstat", tid);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fscanf(f, "%" SCNu64 " %" SCNu64, &run, &wait) == 2) {
+			sum += wait;
+			any = true;
+		}
+		fclose(f);
+	}
+	fclose(threads);
+	*us = sum / 1000;
+	return any;
+}
+
+void sb_cpu_read(const struct sb_cgroup *cg, struct sb_cpu_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!cg->v2[0])
+		return;
+	st->usage_known = keyed(cg->v2, "cpu.stat", "usage_usec", &st->usage_us);
+	st->wait_from_psi = psi_some(cg->v2, &st->wait_us);
+	st->wait_known = st->wait_from_psi || live_run_delay(cg->v2, &st->wait_us);
+}

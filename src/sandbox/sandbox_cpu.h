@@ -1,0 +1,29 @@
+/* What a sandbox got of the CPU, and how long it waited for it: the
+ * executor's evidence that a missed deadline was the node's overload,
+ * not the tenant's code (exec_classify()).
+ *
+ *   CPU time   cgroup2 cpu.stat usage_usec (every cgroup2 has it, with or
+ *              without the cpu controller)
+ *   waiting    cgroup2 cpu.pressure "some" total: the time at least one
+ *              of the sandbox's tasks was runnable and not running (PSI,
+ *              Linux 4.20+, CONFIG_PSI, not booted with psi=0);
+ *              else the run_delay in /proc/<tid>/schedstat of the tasks
+ *              still alive when it is read (a lower bound: tasks that
+ *              exited earlier are not counted) */
+#ifndef SG_SANDBOX_CPU_H
+#define SG_SANDBOX_CPU_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "sandbox_cgroup.h"
+
+struct sb_cpu_stats {
+	uint64_t usage_us;
+	uint64_t wait_us;
+	bool usage_known, wait_known;
+	bool wait_from_psi; /* false: schedstat of the live tasks */
+};
+
+/* Read both, before the sandbox is emptied (schedstat needs live tasks). */
+void sb_cpu_read(const struct sb_cgroup *cg, struct sb_cpu_stats *st);
+
+#endif

@@ -1,0 +1,211 @@
+/* In-flight records and the orphan reaper (see src/sandbox/sandbox_record.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "lib/clock.h"
+#include "lib/fs_util.h"
+#include "lib/log.h"
+#include "sandbox_cgroup.h"
+#include "sandbox_record.h"
+#include "sandbox_scratch.h"
+
+#define RECORD_MAX_BYTES 16384
+#define SUFFIX           ".json"
+
+#define RECORDS "inflight" /* <run>/inflight */
+
+static json_t *record_json(const struct sb_record *r)
+{
+	return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:i, s:I}", "version", 1,
+			 "tenant", r->tenant, "run_id", r->run_id, "batch_id", r->batch_id, "mode",
+			 r->mode, "sandbox", r->sandbox, "attempt", (int)r->attempt, "cgroup_root",
+			 r->cgroup_root, "scratch_root", r->scratch_root, "executor",
+			 (int)r->executor, "started_ms", (json_int_t)r->started_ms);
+}
+
+static int copy_field(json_t *o, const char *key, char *dst, size_t len)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	if (!v || strlen(v) >= len)
+		return -EINVAL;
+	memcpy(dst, v, strlen(v) + 1);
+	return 0;
+}
+
+static int record_parse(const char *text, size_t n, struct sb_record *r)
+{
+	json_t *o = json_loadb(text, n, 0, NULL);
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	if (!o)
+		return -EINVAL;
+	err = copy_field(o, "tenant", r->tenant, sizeof(r->tenant));
+	err = err ?: copy_field(o, "run_id", r->run_id, sizeof(r->run_id));
+	err = err ?: copy_field(o, "batch_id", r->batch_id, sizeof(r->batch_id));
+	err = err ?: copy_field(o, "mode", r->mode, sizeof(r->mode));
+	err = err ?: copy_field(o, "sandbox", r->sandbox, sizeof(r->sandbox));
+	err = err ?: copy_field(o, "cgroup_root", r->cgroup_root, sizeof(r->cgroup_root));
+	err = err ?: copy_field(o, "scratch_root", r->scratch_root, sizeof(r->scratch_root));
+	r->attempt = (uint32_t)json_integer_value(json_object_get(o, "attempt"));
+	r->executor = (pid_t)json_integer_value(json_object_get(o, "executor"));
+	r->started_ms = (uint64_t)json_integer_value(json_object_get(o, "started_ms"));
+	json_decref(o);
+	/* Names that become paths: nothing but what the executor writes. */
+	if (!err && (!tenant_name_valid(r->tenant) || !r->sandbox[0] || strchr(r->sandbox, '/') ||
+		     r->sandbox[0] == '.'))
+		err = -EINVAL;
+	return err;
+}
+
+int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char *detail,
+		   size_t dlen)
+{
+	char dir[PATH_MAX], tmp[PATH_MAX + 32], *text = NULL;
+	json_t *j = record_json(rec);
+	uint32_t rnd = 0;
+	int err = fs_run_subdir(RECORDS, 0700, dir, sizeof(dir));
+
+	lk->fd = -1;
+	lk->path[0] = '\0';
+	lk->abandon = false;
+	if (!err && !j)
+		err = -ENOMEM;
+	if (!err && !(text = json_dumps(j, JSON_COMPACT)))
+		err = -ENOMEM;
+	json_decref(j);
+	if (err) {
+		free(text);
+		snprintf(detail, dlen, "cannot record sandbox %s: %s", rec->sandbox,
+			 strerror(-err));
+		return err;
+	}
+	if (getrandom(&rnd, sizeof(rnd), 0) < 0)
+		rnd = (uint32_t)getpid();
+	snprintf(tmp, sizeof(tmp), "%s/.tmp-%08x-%s", dir, rnd, rec->sandbox);
+	snprintf(lk->path, sizeof(lk->path), "%s/%s" SUFFIX, dir, rec->sandbox);
+	lk->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lk->fd < 0 || flock(lk->fd, LOCK_EX) || write(lk->fd, text, strlen(text)) < 0 ||
+	    rename(tmp, lk->path))
+		err = -errno;
+	free(text);
+	if (err) {
+		snprintf(detail, dlen, "cannot record sandbox %s in %s: %s", rec->sandbox, dir,
+			 strerror(-err));
+		unlink(tmp);
+		fs_close(&lk->fd);
+		lk->path[0] = '\0';
+	}
+	return err;
+}
+
+void sb_record_release(struct sb_record_lock *lk)
+{
+	if (!lk->path[0])
+		return;
+	if (!lk->abandon && unlink(lk->path) && errno != ENOENT)
+		sg_warn("cannot remove in-flight record %s: %s", lk->path, strerror(errno));
+	fs_close(&lk->fd);
+	lk->path[0] = '\0';
+}
+
+/* The orphan's resources, the way a dying executor would have removed
+ * them. 0 when nothing of the sandbox is left. */
+static int reclaim(const struct sb_record *r)
+{
+	int err = sb_cgroup_reclaim(r->cgroup_root, r->tenant, r->sandbox);
+
+	if (err) {
+		sg_warn("orphan sandbox %s/%s: cgroup not removed yet (%s); trying again later",
+			r->tenant, r->sandbox, strerror(-err));
+		return err;
+	}
+	return sb_scratch_remove(r->scratch_root, r->tenant, r->sandbox);
+}
+
+/* Reap one record if nobody holds it. 1 reaped, 0 live or gone, -errno. */
+static int reap_one(int dirfd, const char *name, sb_orphan_fn fn, void *arg)
+{
+	char text[RECORD_MAX_BYTES];
+	struct stat held, now;
+	struct sb_record rec;
+	ssize_t n;
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), err = 0;
+
+	if (fd < 0)
+		return 0;
+	/* Locked: its executor lives. Unlinked meanwhile: reaped by another. */
+	if (flock(fd, LOCK_EX | LOCK_NB) || fstat(fd, &held) ||
+	    fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) || held.st_ino != now.st_ino) {
+		close(fd);
+		return 0;
+	}
+	n = read(fd, text, sizeof(text));
+	if (n < 0 || record_parse(text, (size_t)n, &rec)) {
+		/* Died while writing it: nothing was made yet. */
+		sg_warn("discarding unreadable in-flight record %s", name);
+	} else {
+		err = reclaim(&rec);
+		if (!err) {
+			sg_warn("reclaimed sandbox %s of tenant %s, left by executor %d (batch %s, "
+				"attempt %u)",
+				rec.sandbox, rec.tenant, (int)rec.executor, rec.batch_id,
+				rec.attempt);
+			if (fn)
+				err = fn(&rec, arg);
+		}
+	}
+	if (!err)
+		unlinkat(dirfd, name, 0);
+	close(fd);
+	return err ? 0 : 1;
+}
+
+/* A record its executor died while writing (never renamed into place):
+ * nothing of its sandbox was made yet. */
+static void discard_unlocked(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd >= 0 && !flock(fd, LOCK_EX | LOCK_NB))
+		unlinkat(dirfd, name, 0);
+	if (fd >= 0)
+		close(fd);
+}
+
+int sb_records_reap(sb_orphan_fn fn, void *arg)
+{
+	char dir[PATH_MAX];
+	struct dirent *e;
+	int reaped = 0, err = fs_run_subdir(RECORDS, 0, dir, sizeof(dir));
+	DIR *d;
+
+	if (err)
+		return err;
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+
+		if (!strncmp(e->d_name, ".tmp-", 5)) {
+			discard_unlocked(dirfd(d), e->d_name);
+			continue;
+		}
+		if (e->d_name[0] == '.' || len <= strlen(SUFFIX) ||
+		    strcmp(e->d_name + len - strlen(SUFFIX), SUFFIX))
+			continue;
+		reaped += reap_one(dirfd(d), e->d_name, fn, arg);
+	}
+	closedir(d);
+	return reaped;
+}
