@@ -26,6 +26,7 @@ struct event_log {
 	char *path;
 	int fd; /* -1 after a failed reopen: retried per line */
 	bool is_stdout;
+	bool rotatable; /* a regular file: never rotate a FIFO, a device (/dev/null) */
 	uint64_t max_bytes;
 	unsigned keep;
 	uint64_t size;       /* of the current file */
@@ -53,6 +54,10 @@ static int open_file(struct event_log *log, bool truncate)
 	}
 	log->fd = fd;
 	log->size = (uint64_t)sb.st_size;
+	/* Renaming /dev/null (or a symlink to it) to make room would replace
+	 * it with a regular file for the whole node; a FIFO's reader would
+	 * lose its writer. Only a regular file has a size worth rotating. */
+	log->rotatable = S_ISREG(sb.st_mode);
 	return 0;
 }
 
@@ -146,7 +151,7 @@ static int rotate_if_full(struct event_log *log, uint64_t total)
 	char why[2 * PATH_MAX + 64];
 	int err;
 
-	if (log->is_stdout || !log->max_bytes || log->size == 0 ||
+	if (!log->rotatable || !log->max_bytes || log->size == 0 ||
 	    log->size + total <= log->max_bytes)
 		return 0;
 	err = rotate(log, why, sizeof(why));
@@ -222,7 +227,7 @@ static int append_locked(struct event_log *log, const char *line, size_t len)
 	}
 	/* A batch never crosses a rotation, nor overflows. */
 	if (log->batch_len && (log->batch_len + total > BATCH_BYTES ||
-			       (!log->is_stdout && log->max_bytes &&
+			       (log->rotatable && log->max_bytes &&
 				log->size + log->batch_len + total > log->max_bytes)))
 		err = flush_locked(log);
 	if (total > BATCH_BYTES) {

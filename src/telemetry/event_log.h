@@ -1,6 +1,7 @@
 /* The agent's events file: JSON lines, rotated by size (path -> path.1 ->
  * ... -> path.<keep>, the oldest dropped). "-" is standard output, never
- * rotated. Lines are appended to a buffer and written in batches, one
+ * rotated; nor is anything but a regular file (/dev/null, a FIFO, a
+ * symlink to either: written to, never renamed). Lines are appended to a buffer and written in batches, one
  * write(2) of whole lines per batch (a reader tailing the file sees whole
  * lines); a batch never crosses a rotation. A line that cannot be written
  * is counted and reported, never dropped silently. Safe to call from

@@ -469,6 +469,63 @@ static void test_threads_and_rotation(void **state)
 			assert_int_equal(seen[th][i], 1);
 }
 
+/* Writes 7 lines of 40 bytes to path with room for 100 bytes a file: a
+ * regular file would rotate three times. */
+static void write_past_max(struct event_log_stats *st)
+{
+	struct event_log *log = event_log_open(path, 100, 2);
+	char l[40];
+
+	assert_non_null(log);
+	for (int i = 1; i <= 7; i++)
+		assert_int_equal(event_log_write(log, line40(i, l)), 0);
+	event_log_get_stats(log, st);
+	event_log_close(log);
+	assert_int_equal(st->lines, 7);
+	assert_int_equal(st->rotations, 0);
+	assert_int_equal(st->rotate_failures, 0);
+	assert_file(".1", NULL);
+}
+
+/* `--events /dev/null` once renamed the node's /dev/null to /dev/null.1
+ * and made a regular file in its place. A FIFO and a symlink to /dev/null
+ * stand in for it here: written to, never renamed. */
+static void test_fifo_is_never_rotated(void **state)
+{
+	struct event_log_stats st;
+	char got[512];
+	struct stat sb;
+	ssize_t n;
+	int rd;
+
+	assert_int_equal(mkfifo(path, 0600), 0);
+	rd = open(path, O_RDONLY | O_NONBLOCK); /* a reader, so the writer's open does not wait */
+	assert_true(rd >= 0);
+	write_past_max(&st);
+	n = read(rd, got, sizeof(got));
+	close(rd);
+	assert_int_equal(n, 280); /* every line reached the reader */
+	assert_int_equal(lstat(path, &sb), 0);
+	assert_true(S_ISFIFO(sb.st_mode));
+}
+
+static void test_dev_null_is_never_rotated(void **state)
+{
+	struct event_log_stats st;
+	char target[64];
+	struct stat sb;
+	ssize_t n;
+
+	assert_int_equal(symlink("/dev/null", path), 0);
+	write_past_max(&st);
+	n = readlink(path, target, sizeof(target) - 1);
+	assert_int_equal(n, 9);
+	target[n] = 0;
+	assert_string_equal(target, "/dev/null");
+	assert_int_equal(stat("/dev/null", &sb), 0);
+	assert_true(S_ISCHR(sb.st_mode));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -488,6 +545,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_batch_failure_counts_every_line, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_line_longer_than_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fifo_is_never_rotated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dev_null_is_never_rotated, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
