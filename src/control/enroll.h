@@ -1,7 +1,8 @@
 /* Enrolling a sandbox with the kernel before any of its code runs: the
- * executor (root) writes the sandbox's sg_state and sg_sandboxes entries
- * into the agent's pinned maps itself, then tells the agent (best effort,
- * for attribution). A slow, absent or overloaded agent therefore never
+ * executor (root) writes the sandbox's sg_sandbox_ids (its tenant, run and
+ * batch ids, for the agent's event lines), sg_state and sg_sandboxes
+ * entries into the agent's pinned maps itself, then tells the agent (best
+ * effort). A slow, absent or overloaded agent therefore never
  * opens a gap: either the kernel enforces the tenant's policy from the
  * first instruction, or the run is refused. */
 #ifndef SG_CONTROL_ENROLL_H
