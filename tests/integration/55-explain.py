@@ -205,11 +205,15 @@ def check_record(a, r):
                 or any(e["type"] == "exec" and e["pid"] == x["init_pid"] for e in ev):
             problems.append("init_pid %s (the sandbox's execs: %s)"
                             % (x.get("init_pid"), [e["pid"] for e in ev if e["type"] == "exec"]))
-    # Once the agent writes them, events carry the batch and run of their sandbox.
+    # Every event of an attempt's sandbox carries the batch and run: the
+    # join explain makes when no record names the sandbox.
     for s in r["sandboxes"]:
-        for e in events_of(a, s["sandbox"]):
-            if "batch_id" in e and (e["batch_id"] != r["batch_id"] or e.get("run_id") != RUN):
-                problems.append("event %s says batch %s run %s" % (e["type"], e["batch_id"], e.get("run_id")))
+        ev = events_of(a, s["sandbox"])
+        if not ev:
+            problems.append("no event of sandbox %s" % s["sandbox"])
+        for e in ev:
+            if e.get("batch_id") != r["batch_id"] or e.get("run_id") != RUN:
+                problems.append("event %s says batch %s run %s" % (e["type"], e.get("batch_id"), e.get("run_id")))
     return problems
 
 
@@ -306,7 +310,8 @@ def main():
             check(True, "egress: the host's listener accepted nothing")
         for name, r in results.items():
             problems = check_record(a, r)
-            check(not problems, "%s: journal records carry tenant, run, batch, sandbox, uid, limits, reason"
+            check(not problems, "%s: journal records carry tenant, run, batch, sandbox, uid, init, limits, reason; "
+                  "its events carry the batch and run"
                   % name, "; ".join(problems))
         check(nfiles(a) > 2, "the event stream was rotated (explain must read the older files)",
               "%d files" % nfiles(a))
