@@ -106,7 +106,7 @@ static bool may_match(const struct event_match *m, const char *line, const char 
 
 	if (batch_needle && strstr(line, batch_needle))
 		return true;
-	if (!s)
+	if (!s || !m->n_sandboxes) /* bsearch() takes no NULL array */
 		return false;
 	s += strlen("\"sandbox\":\"");
 	end = strchr(s, '"');
@@ -119,7 +119,7 @@ static bool may_match(const struct event_match *m, const char *line, const char 
 
 static bool in_set(const struct event_match *m, const char *sandbox)
 {
-	return sandbox &&
+	return sandbox && m->n_sandboxes &&
 	       bsearch(sandbox, m->sandboxes, m->n_sandboxes, sizeof(char *), cmp_key) != NULL;
 }
 
