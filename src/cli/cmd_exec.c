@@ -187,6 +187,7 @@ static int policy_failure(const struct exec_ctx *ctx, const char *batch_id, bool
 
 	policy_error_format(perr, msg, sizeof(msg));
 	snprintf(res.batch_id, sizeof(res.batch_id), "%s", batch_id ? batch_id : "");
+	snprintf(res.run_id, sizeof(res.run_id), "%s", ctx->run_id ? ctx->run_id : "");
 	snprintf(res.detail, sizeof(res.detail), "platform error: cannot load the policy: %s", msg);
 	exec_book(ctx, &(struct exec_booking){ .mode = verify ? "verify" : "batch",
 					       .batch_id = res.batch_id,

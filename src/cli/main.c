@@ -14,6 +14,8 @@ static const struct {
 	{ "agent", cmd_agent, "load the eBPF programs and enforce tenant policies on this node" },
 	{ "exec", cmd_exec, "run a reward program over a batch (or tests) in a sandbox" },
 	{ "events", cmd_events, "show enforcement events (--tenant, --type, --since, --sandbox)" },
+	{ "explain", cmd_explain,
+	  "the life of one batch: attempts, events, the policy lines that decided, a verdict" },
 	{ "policy", cmd_policy, "policy check FILE...: validate policy files" },
 	{ "probe", cmd_probe, "print what this kernel supports and the mode chosen per feature" },
 	{ "top", cmd_top, "live per-tenant table: sandboxes, batches, failures, kills" },

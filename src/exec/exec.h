@@ -166,9 +166,33 @@ struct verify_result {
 	char detail[128]; /* "line 2 differs", "exited with code 1" */
 };
 
+/* One sandbox run of a request, for the result: each attempt's sandbox
+ * id joins the result to the kernel's events and the journal. */
+struct exec_attempt {
+	uint32_t attempt;        /* 1-based */
+	int test;                /* verifier mode: the test's index; else -1 */
+	char sandbox[SG_ID_BUF]; /* "" when setup failed before it had an id */
+	enum sg_cause cause;
+};
+
+struct exec_attempts {
+	struct exec_attempt *v; /* in the order they ran */
+	size_t n;
+};
+
+/* Append one (0, or -ENOMEM, logged: the result then lacks it). */
+int exec_attempts_add(struct exec_attempts *a, uint32_t attempt, int test, const char *sandbox,
+		      enum sg_cause cause);
+void exec_attempts_free(struct exec_attempts *a);
+/* [{"attempt": 1, "sandbox": "3f2a9c01-4242", "cause": "tenant_timeout"
+ *   (, "test": 0 in verifier mode)}, ...] */
+json_t *exec_attempts_json(const struct exec_attempts *a);
+
 /* A batch or verifier result: what `sandguard exec` prints. */
 struct exec_result {
-	char batch_id[SG_ID_BUF]; /* as given, or made up (verifier mode) */
+	char batch_id[SG_ID_BUF];  /* as given, or made up (verifier mode) */
+	char run_id[SG_ID_BUF];    /* the trainer's run, or "" */
+	struct exec_attempts runs; /* each sandbox run, with its id */
 	enum sg_cause cause;
 	int rule;       /* enum sg_rule for a policy violation, else -1 */
 	double *scores; /* batch mode, cause ok: n_scores scores */
@@ -194,8 +218,9 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		struct exec_result *res);
 void exec_result_free(struct exec_result *res);
 
-/* The result object: {"tenant", "batch_id", "status", "cause", "rule",
- * "scores", "detail", "attempts", "wall_ms", "stats" (ok batches),
+/* The result object: {"tenant", "run_id", "batch_id", "status", "cause",
+ * "rule", "scores", "detail", "attempts", "sandboxes" (exec_attempts_json),
+ * "wall_ms", "stats" (ok batches),
  * "stderr" (excerpt, EXEC_STDERR_EXCERPT bytes), and in verifier mode
  * "tests": [{"status", "wall_ms", "detail"}], "reward"}. */
 json_t *exec_result_json(const char *tenant, const struct exec_result *res);
@@ -234,6 +259,7 @@ struct exec_run_result {
 	uint64_t timeout_ms; /* effective limits of the run */
 	uint64_t memory_mb;
 	uint32_t attempts;
+	struct exec_attempts runs; /* each sandbox run, with its id */
 	enum exec_refusal refusal; /* why, when attempts is 0 */
 	char detail[EXEC_DETAIL_MAX];
 };
@@ -274,9 +300,12 @@ struct exec_booking {
 	const struct score_stats *stats;  /* NULL unless there are scores */
 	bool invalid;                     /* failed the schema gate */
 	const char *detail;
-	const char *outcome_id; /* NULL: the run's sandbox id, or a fresh one */
-	const char *sandbox;    /* when run is NULL: the sandbox it was about (a reaper) */
-	uint64_t cgroup_id;     /* likewise */
+	bool retried;                    /* another attempt follows this one */
+	uint32_t test;                   /* verifier mode: 1 + the test's index; 0 = none */
+	const struct sandbox_spec *spec; /* what ran (its limits and policy); NULL: ctx's */
+	const char *outcome_id;          /* NULL: the run's sandbox id, or a fresh one */
+	const char *sandbox;             /* when run is NULL: the sandbox it was about (a reaper) */
+	uint64_t cgroup_id;              /* likewise */
 };
 int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b);
 

@@ -23,24 +23,6 @@ int exec_exit_code(enum sg_cause cause)
 	}
 }
 
-/* Whether a failed attempt gets another one (budget permitting). */
-static bool retryable(enum sg_failure_mode mode, enum sg_cause cause)
-{
-	if (cause == SG_CAUSE_PLATFORM_ERROR)
-		return true;
-	if (mode != SG_FAILURE_RETRY)
-		return false;
-	switch (cause) {
-	case SG_CAUSE_TENANT_TIMEOUT:
-	case SG_CAUSE_TENANT_CRASH:
-	case SG_CAUSE_TENANT_OOM:
-	case SG_CAUSE_TENANT_BAD_OUTPUT:
-		return true;
-	default: /* ok, and a policy violation: final at once */
-		return false;
-	}
-}
-
 /* One attempt's verdict: the run's cause, then the schema gate on a clean
  * exit. On ok, *scores holds the batch's scores. */
 static enum sg_cause judge(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
@@ -107,6 +89,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	res->rule = -1;
 	res->reward = -1;
 	snprintf(res->batch_id, sizeof(res->batch_id), "%s", batch->batch_id);
+	snprintf(res->run_id, sizeof(res->run_id), "%s", ctx->run_id ? ctx->run_id : "");
 	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
 		res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
@@ -131,16 +114,18 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 					    detail, sizeof(detail));
 		if (cause == SG_CAUSE_OK)
 			scores_stats(scores, batch->n_items, &st);
-		again = attempt < budget && retryable(p->failure, cause);
+		again = attempt < budget && exec_retryable(p->failure, cause);
 		int err = exec_book(
 			ctx, &(struct exec_booking){ .mode = "batch",
 						     .batch_id = batch->batch_id,
 						     .attempt = attempt,
 						     .final = !again,
+						     .retried = again,
 						     .cause = cause,
 						     .rule = rule,
 						     .wall_ms = r.wall_ms,
 						     .run = &r,
+						     .spec = &spec,
 						     .stats = cause == SG_CAUSE_OK ? &st : NULL,
 						     .invalid = invalid,
 						     .detail = detail });
@@ -155,6 +140,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 			sg_debug("exec: %s/%s attempt %u: %s: %s", ctx->tenant, batch->batch_id,
 				 attempt, cause_name(cause), detail);
 
+		exec_attempts_add(&res->runs, attempt, -1, r.sandbox_id, cause);
 		/* The result keeps the last attempt's stderr. */
 		free(res->err);
 		res->err = r.err;
@@ -186,6 +172,7 @@ void exec_result_free(struct exec_result *res)
 	free(res->scores);
 	free(res->err);
 	free(res->tests);
+	exec_attempts_free(&res->runs);
 	memset(res, 0, sizeof(*res));
 }
 
@@ -218,6 +205,9 @@ json_t *exec_result_json(const char *tenant, const struct exec_result *res)
 			json_array_append_new(scores, json_real(res->scores[i]));
 	}
 	json_object_set_new(j, "tenant", json_string_lossy(tenant, strlen(tenant)));
+	json_object_set_new(j, "run_id",
+			    res->run_id[0] ? json_string_lossy(res->run_id, strlen(res->run_id))
+					   : json_null());
 	json_object_set_new(j, "batch_id",
 			    res->batch_id[0]
 				    ? json_string_lossy(res->batch_id, strlen(res->batch_id))
@@ -233,6 +223,7 @@ json_t *exec_result_json(const char *tenant, const struct exec_result *res)
 			    res->detail[0] ? json_string_lossy(res->detail, strlen(res->detail))
 					   : json_null());
 	json_object_set_new(j, "attempts", json_integer(res->attempts));
+	json_object_set_new(j, "sandboxes", exec_attempts_json(&res->runs));
 	json_object_set_new(j, "wall_ms", json_integer((json_int_t)res->wall_ms));
 	if (res->scores)
 		json_object_set_new(j, "stats",

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,7 +70,7 @@ int exec_call_runner(const struct exec_ctx *ctx, const struct sandbox_spec *spec
 	return ctx->run ? ctx->run(spec, r) : sandbox_run(spec, r);
 }
 
-static const char *signal_name(int sig, char *buf, size_t len)
+const char *exec_signal_name(int sig, char *buf, size_t len)
 {
 	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
 
@@ -138,7 +139,7 @@ enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct
 		return SG_CAUSE_TENANT_CRASH;
 	case SB_SIGNALED:
 		snprintf(detail, detail_len, "killed by signal %s",
-			 signal_name(r->signal, sig, sizeof(sig)));
+			 exec_signal_name(r->signal, sig, sizeof(sig)));
 		return SG_CAUSE_TENANT_CRASH;
 	case SB_TIMEOUT:
 		if (starved(r, lim)) {
@@ -427,16 +428,56 @@ static int outcome_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 	return 0;
 }
 
+/* The policy file as an absolute path, so that a reader in another
+ * directory finds it ("<embedded>" stays as it is). */
+static const char *policy_path(const struct sg_policy *p, char *buf, size_t len)
+{
+	char cwd[PATH_MAX];
+
+	if (!p)
+		return NULL;
+	if (p->source[0] == '/' || p->source[0] == '<' || !getcwd(cwd, sizeof(cwd)))
+		return p->source;
+	snprintf(buf, len, "%s/%s", cwd, p->source);
+	return buf;
+}
+
+/* What the record says beyond the outcome: why, what it ran under. */
+static void notes_of(const struct exec_ctx *ctx, const struct exec_booking *b,
+		     struct journal_notes *n, char *reason, char *decision, char *path, size_t len)
+{
+	const struct sg_policy *p = b->spec ? b->spec->policy : ctx->policy;
+	uint64_t timeout = b->spec && b->spec->timeout_ms ? b->spec->timeout_ms
+			   : p                            ? p->limits.timeout_ms
+							  : 0;
+
+	exec_reason(b, p ? &p->limits : NULL, timeout, reason, len);
+	decision[0] = '\0';
+	if (p)
+		exec_decision(b, p, decision, len);
+	*n = (struct journal_notes){ .detail = b->detail,
+				     .reason = reason,
+				     .decision = decision,
+				     .policy = policy_path(p, path, len),
+				     .uid = b->run ? b->run->uid : 0,
+				     .init_pid = b->run ? b->run->init_pid : 0,
+				     .limits = p && b->run ? &p->limits : NULL,
+				     .timeout_ms = timeout,
+				     .test = b->test };
+}
+
 int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b)
 {
 	struct sg_outcome o;
+	struct journal_notes notes;
 	struct journal j;
-	char *line = NULL;
+	char *line = NULL, reason[PATH_MAX], decision[PATH_MAX], path[PATH_MAX];
 	size_t len;
 	int ret;
 
+	notes_of(ctx, b, &notes, reason, decision, path, sizeof(reason));
 	if (!(ret = outcome_of(ctx, b, &o)) && !(ret = journal_init(&j, NULL)) &&
-	    !(ret = journal_record_encode(&o, b->detail, &line, &len)))
+	    !(ret = journal_record_encode_notes(&o, &notes, &line, &len)))
 		ret = journal_append(&j, line, len, NULL);
 	free(line);
 	if (ret)

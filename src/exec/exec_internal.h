@@ -30,6 +30,21 @@ int exec_call_runner(const struct exec_ctx *ctx, const struct sandbox_spec *spec
 enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
 			    int *rule, char *detail, size_t detail_len);
 
+/* "SIGABRT (6)" */
+const char *exec_signal_name(int sig, char *buf, size_t len);
+
+/* Whether a failed batch attempt gets another one (budget permitting):
+ * platform errors in every failure mode; timeouts, crashes, OOMs and bad
+ * output under "retry"; never a policy violation. */
+bool exec_retryable(enum sg_failure_mode mode, enum sg_cause cause);
+
+/* For the journal record (exec_reason.c): why booking `b` got its cause,
+ * from the evidence the classifier saw ("" when there is nothing to say),
+ * and why it was retried or final. */
+void exec_reason(const struct exec_booking *b, const struct sg_limits *lim, uint64_t timeout_ms,
+		 char *buf, size_t len);
+void exec_decision(const struct exec_booking *b, const struct sg_policy *p, char *buf, size_t len);
+
 /* Whether the journal's disk is below its reserve (or cannot be checked):
  * then `detail` says so, naming the path, and new runs are refused. */
 bool exec_journal_full(char *detail, size_t len);

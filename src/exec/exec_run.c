@@ -74,10 +74,12 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 						     .batch_id = id,
 						     .attempt = attempt,
 						     .final = !again,
+						     .retried = again,
 						     .cause = cause,
 						     .rule = rule,
 						     .wall_ms = r.wall_ms,
 						     .run = &r,
+						     .spec = &spec,
 						     .invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT,
 						     .detail = res->detail });
 
@@ -88,6 +90,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 			rc = -EIO;
 		}
 		res->attempts = attempt;
+		exec_attempts_add(&res->runs, attempt, -1, r.sandbox_id, cause);
 		if (again) {
 			sandbox_result_free(&r);
 			continue;
@@ -121,5 +124,6 @@ void exec_run_result_free(struct exec_run_result *res)
 
 	/* The buffers came from the sandbox: its free knows their layout. */
 	sandbox_result_free(&r);
+	exec_attempts_free(&res->runs);
 	memset(res, 0, sizeof(*res));
 }

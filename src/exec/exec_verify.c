@@ -60,12 +60,14 @@ static enum verify_status status_of(enum sg_cause cause)
 	}
 }
 
-/* Count a run; the result keeps the stderr of the first failing test
- * that wrote any. */
-static void note_run(struct verify_job *job, size_t i, bool failed, struct sandbox_result *r)
+/* Count a run and its sandbox; the result keeps the stderr of the first
+ * failing test that wrote any. */
+static void note_run(struct verify_job *job, size_t i, uint32_t attempt, enum sg_cause cause,
+		     bool failed, struct sandbox_result *r)
 {
 	pthread_mutex_lock(&job->lock);
 	job->runs++;
+	exec_attempts_add(&job->res->runs, attempt, (int)i, r->sandbox_id, cause);
 	if (failed && r->err && r->err_len && i < job->err_test) {
 		free(job->res->err);
 		job->res->err = r->err;
@@ -112,17 +114,20 @@ static void run_test(struct verify_job *job, size_t i)
 							    .batch_id = job->batch_id,
 							    .attempt = attempt,
 							    .final = false,
+							    .retried = again,
+							    .test = (uint32_t)i + 1,
 							    .cause = cause,
 							    .rule = rule,
 							    .wall_ms = r.wall_ms,
 							    .run = &r,
+							    .spec = &spec,
 							    .detail = detail[0] ? booked : NULL });
 		if (err) { /* unbooked: the test has no verdict */
 			cause = exec_book_failed(err, cause, detail, sizeof(detail));
 			status = VERIFY_ERROR;
 			again = false;
 		}
-		note_run(job, i, status != VERIFY_PASS && !again, &r);
+		note_run(job, i, attempt, cause, status != VERIFY_PASS && !again, &r);
 		t->status = status;
 		t->cause = cause;
 		t->rule = rule;
@@ -235,6 +240,7 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 	}
 	job.batch_id = batch_id;
 	snprintf(res->batch_id, sizeof(res->batch_id), "%s", batch_id);
+	snprintf(res->run_id, sizeof(res->run_id), "%s", ctx->run_id ? ctx->run_id : "");
 	res->cause = exec_admit(ctx, &slots[0], &res->refusal, res->detail, sizeof(res->detail));
 	if (res->cause != SG_CAUSE_OK) {
 		res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;

@@ -285,16 +285,21 @@ static bool prefix_match(const uint8_t net[16], const uint8_t addr[16], unsigned
 	return (net[whole] & mask) == (addr[whole] & mask);
 }
 
-bool egress_allowed(const struct sg_policy *p, const uint8_t addr16[16], uint16_t port,
-		    uint8_t proto)
+int egress_match(const struct sg_policy *p, const uint8_t addr16[16], uint16_t port, uint8_t proto)
 {
 	if (!p || !addr16)
-		return false;
+		return -1;
 	for (int i = 0; i < p->n_egress && i < SG_POLICY_EGRESS; i++) {
 		const struct sg_egress_allow *e = &p->egress[i];
 		if ((e->port == 0 || e->port == port) && (e->proto == 0 || e->proto == proto) &&
 		    prefix_match(e->addr, addr16, e->prefix > 128 ? 128 : e->prefix))
-			return true;
+			return i;
 	}
-	return false;
+	return -1;
+}
+
+bool egress_allowed(const struct sg_policy *p, const uint8_t addr16[16], uint16_t port,
+		    uint8_t proto)
+{
+	return egress_match(p, addr16, port, proto) >= 0;
 }

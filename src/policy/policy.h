@@ -122,5 +122,7 @@ bool glob_match(const char *pattern, const char *path);
 int cidr_parse(const char *text, struct sg_egress_allow *out); /* 0 or -EINVAL */
 bool egress_allowed(const struct sg_policy *p, const uint8_t addr16[16], uint16_t port,
 		    uint8_t proto);
+/* The index of the first allow rule that matches, or -1. */
+int egress_match(const struct sg_policy *p, const uint8_t addr16[16], uint16_t port, uint8_t proto);
 
 #endif

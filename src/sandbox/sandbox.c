@@ -160,6 +160,7 @@ static int make_scratch(struct run *r)
 	err = sb_slot_acquire(&r->slot, detail, sizeof(detail));
 	if (err)
 		return fail(r, err, "%s", detail);
+	r->res->uid = (uint32_t)r->slot.uid;
 	sp.uid = r->slot.uid;
 	sp.gid = r->slot.gid;
 	sp.id = r->res->sandbox_id;
@@ -500,6 +501,7 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 		return fail(r, -errno, "clone: %s", strerror(errno));
 	if (r->pid == 0)
 		sb_init_run(&plan);
+	r->res->init_pid = r->pid;
 	fs_close(&r->in[0]);
 	fs_close(&r->out[1]);
 	fs_close(&r->err[1]);

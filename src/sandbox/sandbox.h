@@ -73,6 +73,8 @@ struct sandbox_result {
 	uint64_t wall_ms;
 	char sandbox_id[SG_ID_BUF];
 	uint64_t cgroup_id;
+	uint32_t uid;        /* the slot uid it ran as; 0 before a slot was taken */
+	pid_t init_pid;      /* the host pid of its init (events name it); 0 before */
 	bool agent_enforced; /* the agent acknowledged the registration */
 	/* What it got of the CPU (src/sandbox/sandbox_cpu.h), from the moment
 	 * its cgroup was made to the end of the run. */

@@ -407,10 +407,12 @@ static void runcode_policy_error(struct serve_call *c, const char *detail, struc
 	rp->status = 200; /* as SandboxFusion: the body says SandboxError */
 	rp->body = runcode_response_new(c, "SandboxError", detail);
 	json_object_set_new(rp->body, "sandguard",
-			    json_pack("{s:s, s:s, s:s, s:n, s:o, s:i}", "tenant", c->tenant,
-				      "request_id", c->request_id, "cause",
-				      cause_name(SG_CAUSE_PLATFORM_ERROR), "rule", "detail",
-				      json_string_lossy(detail, strlen(detail)), "attempts", 0));
+			    json_pack("{s:s, s:s, s:o, s:[], s:[], s:s, s:n, s:o, s:i}", "tenant",
+				      c->tenant, "request_id", c->request_id, "run_id",
+				      c->run_id ? json_string(c->run_id) : json_null(), "batch_ids",
+				      "sandbox_ids", "cause", cause_name(SG_CAUSE_PLATFORM_ERROR),
+				      "rule", "detail", json_string_lossy(detail, strlen(detail)),
+				      "attempts", 0));
 }
 
 static void runcode_free(void *p)

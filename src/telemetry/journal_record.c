@@ -40,8 +40,48 @@ static json_t *ts_json(uint64_t ms)
 	return event_format_ts((int64_t)ms, buf, sizeof(buf)) ? json_null() : json_string(buf);
 }
 
+static json_t *text_or_null_c(const char *s)
+{
+	return s && *s ? json_string_lossy(s, strlen(s)) : json_null();
+}
+
+static json_t *limits_json(const struct journal_notes *n)
+{
+	const struct sg_limits *l = n->limits;
+
+	if (!l)
+		return json_null();
+	return json_pack("{s:I, s:I, s:I, s:I, s:o, s:I}", "timeout_ms",
+			 (json_int_t)(n->timeout_ms ? n->timeout_ms : l->timeout_ms), "memory_mb",
+			 (json_int_t)l->memory_mb, "max_tasks", (json_int_t)l->max_tasks,
+			 "max_forks", (json_int_t)l->max_forks, "cpu", json_real_or_null(l->cpu),
+			 "output_bytes", (json_int_t)l->output_bytes);
+}
+
+/* The keys after "detail" (see the header). */
+static void put_notes(json_t *j, const struct journal_notes *n)
+{
+	json_object_set_new(j, "reason", text_or_null_c(n->reason));
+	json_object_set_new(j, "decision", text_or_null_c(n->decision));
+	json_object_set_new(j, "uid", n->uid ? json_integer(n->uid) : json_null());
+	json_object_set_new(j, "init_pid",
+			    n->init_pid > 0 ? json_integer(n->init_pid) : json_null());
+	json_object_set_new(j, "limits", limits_json(n));
+	json_object_set_new(j, "policy", text_or_null_c(n->policy));
+	json_object_set_new(j, "test", n->test ? json_integer(n->test - 1) : json_null());
+}
+
 int journal_record_encode(const struct sg_outcome *o, const char *detail, char **line, size_t *len)
 {
+	return journal_record_encode_notes(o, &(struct journal_notes){ .detail = detail }, line,
+					   len);
+}
+
+int journal_record_encode_notes(const struct sg_outcome *o, const struct journal_notes *notes,
+				char **line, size_t *len)
+{
+	static const struct journal_notes none;
+	const struct journal_notes *n = notes ? notes : &none;
 	json_t *j;
 	bool scored = o->n_scores > 0;
 
@@ -81,9 +121,8 @@ int journal_record_encode(const struct sg_outcome *o, const char *detail, char *
 	json_object_set_new(j, "score_var", scored ? json_real_or_null(o->score_var) : json_null());
 	json_object_set_new(j, "constant", json_boolean(o->constant));
 	json_object_set_new(j, "invalid", json_boolean(o->invalid));
-	json_object_set_new(j, "detail",
-			    detail && *detail ? json_string_lossy(detail, strlen(detail))
-					      : json_null());
+	json_object_set_new(j, "detail", text_or_null_c(n->detail));
+	put_notes(j, n);
 	*line = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (!*line)

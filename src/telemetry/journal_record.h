@@ -17,20 +17,51 @@
  *    "cause", "class" ("tenant_code", "platform", "verdict" or "none"),
  *    "rule" (or null), "wall_ms", "n_scores", "score_mean", "score_var"
  *    (null without scores), "constant", "invalid",
- *    "detail" (or null): the human-readable reason, as in the result}
+ *    "detail" (or null): the human-readable reason, as in the result,
+ *    and then what the fold never reads, for people and `sandguard explain`
+ *    (added later in version 1: a reader takes a missing key as null):
+ *    "reason" (or null): why this cause, the evidence the classifier saw
+ *                        ("the deadline of 2000 ms passed while ...")
+ *    "decision" (or null): "retried: ..." or "final: ...", and why
+ *    "uid" (or null): the slot uid the attempt ran as
+ *    "init_pid" (or null): the host pid of the sandbox's init, which is
+ *                        sandguard's (it never runs tenant code), so that
+ *                        its events are told from the tenant's
+ *    "limits" (or null): {"timeout_ms", "memory_mb", "max_tasks", "max_forks",
+ *                        "cpu", "output_bytes"}, as the attempt ran under them
+ *    "policy" (or null): the policy file it ran under ("<embedded>" for the
+ *                        built-in default)
+ *    "test" (or null): verifier mode, the index of the test this run was}
  *
  * A reader takes "class" from mode and cause (outcome_class()), so that an
  * old record is judged by today's rule; the stored one is for people. */
 #ifndef SG_JOURNAL_RECORD_H
 #define SG_JOURNAL_RECORD_H
 #include <stddef.h>
+#include <stdint.h>
 #include "outcome.h"
 
 #define JOURNAL_RECORD_VERSION 1
 
-/* The line (malloc'd, NUL-terminated, no newline) for `o` and `detail`
+/* What a record says beyond the outcome; every field may be NULL / 0. */
+struct journal_notes {
+	const char *detail;             /* the result's detail */
+	const char *reason;             /* why this cause */
+	const char *decision;           /* "retried: ..." / "final: ..." */
+	const char *policy;             /* the policy file */
+	uint32_t uid;                   /* the slot uid; 0 = not known */
+	int32_t init_pid;               /* the sandbox's init; 0 = not known */
+	const struct sg_limits *limits; /* NULL = not known */
+	uint64_t timeout_ms;            /* the deadline it ran under; 0 = limits' own */
+	uint32_t test;                  /* verifier mode: 1 + the test's index; 0 = none */
+};
+
+/* The line (malloc'd, NUL-terminated, no newline) for `o` and `notes`
  * (may be NULL). 0, -EINVAL for an outcome without an id or tenant, or
  * -ENOMEM. */
+int journal_record_encode_notes(const struct sg_outcome *o, const struct journal_notes *notes,
+				char **line, size_t *len);
+/* The same with a detail alone. */
 int journal_record_encode(const struct sg_outcome *o, const char *detail, char **line, size_t *len);
 
 /* Parse one line. 0 with *o filled (detail is not kept), or -EBADMSG with

@@ -5,8 +5,9 @@
 # (deploy_manifests.py); a schema check of every document with the npm package
 # kubernetes-models (deploy_schema.js); promtool on the alert rules; the
 # ConfigMap is what deploy/gen-configmap.sh makes and its policies pass
-# `sandguard policy check`; the Dockerfile's runtime packages provide every
-# library the binary loads.
+# `sandguard policy check`; the Grafana dashboard's ConfigMap is what
+# deploy/gen-dashboard.sh makes (deploy_manifests.py); the Dockerfile's
+# runtime packages provide every library the binary loads.
 # Live, as root, against the running kernel with private cgroup/pin roots:
 # the agent runs with exactly the DaemonSet's capabilities, each of those
 # capabilities is needed, the probes see attached programs (and see them go),

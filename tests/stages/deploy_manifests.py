@@ -254,6 +254,36 @@ def t_rule_metrics():
     assert anchors <= heads, "runbook anchors missing in docs/oncall.md: %s" % sorted(anchors - heads)
 
 
+def t_dashboard():
+    """The Grafana dashboard's ConfigMap: what deploy/gen-dashboard.sh makes
+    of deploy/grafana/sandguard.json, labelled for the Grafana sidecar; its
+    queries name only metrics the agent exports and honour $node. (Each
+    query's results are tested against a real Prometheus in
+    tests/integration/50-prometheus.py.)"""
+    cm = only("ConfigMap", "sandguard-grafana-dashboard")
+    assert cm["metadata"]["labels"].get("grafana_dashboard") == "1", "no grafana_dashboard: \"1\" label"
+    with open(os.path.join(DEPLOY, "grafana", "sandguard.json")) as f:
+        dash = json.load(f)
+    assert json.loads(cm["data"]["sandguard.json"]) == dash, "the ConfigMap's dashboard is not deploy/grafana/sandguard.json"
+    gen = subprocess.run([os.path.join(DEPLOY, "gen-dashboard.sh")], capture_output=True, text=True)
+    with open(os.path.join(DEPLOY, "grafana-dashboard.yaml")) as f:
+        assert gen.returncode == 0 and gen.stdout == f.read(), \
+            "deploy/grafana-dashboard.yaml is not deploy/gen-dashboard.sh's output: regenerate it %s" % gen.stderr
+    names = [v["name"] for v in dash["templating"]["list"]]
+    assert {"datasource", "node", "tenant"} <= set(names), "template variables %s" % names
+    targets = [(p["title"], t) for p in dash["panels"] for t in p.get("targets", [])]
+    assert targets, "no panel has a query"
+    src = open(os.path.join(SRC, "src", "agent", "agent_metrics.c")).read()
+    known = set(re.findall(r'"(sandguard_[a-z_]+)"', src))
+    known |= {k + s for k in known for s in ("_bucket", "_sum", "_count")}
+    for title, t in targets:
+        used = set(re.findall(r"\bsandguard_[a-z_]+", t["expr"]))
+        assert used and used <= known, "%s: metrics the agent does not export: %s" % (title, sorted(used - known))
+        assert 'node=~"$node"' in t["expr"], "%s: the query ignores $node" % title
+        assert t["datasource"]["uid"] == "${datasource}", "%s: not on the $datasource variable" % title
+    return "%d panels, %d queries" % (len([p for p in dash["panels"] if p["type"] != "row"]), len(targets))
+
+
 def t_dockerfile():
     text = open(os.path.join(DEPLOY, "Dockerfile")).read()
     stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.M | re.I)
@@ -407,6 +437,7 @@ check_fn("daemonset-probes", t_probes)
 check_fn("daemonset-resources", t_resources)
 check_fn("podmonitor", t_podmonitor)
 check_fn("prometheusrule-metrics", t_rule_metrics)
+check_fn("grafana-dashboard", t_dashboard)
 check_fn("dockerfile", t_dockerfile)
 check_fn("serve-beside-the-agent", t_serve_beside_agent)
 check_fn("serve-privileges", t_serve_privileges)

@@ -132,6 +132,42 @@ static void test_record_codec(void **s)
 	assert_int_equal(back.cgroup_id, 99);
 	free(line);
 
+	/* The notes for people and `sandguard explain`: after "detail", in
+	 * order, null when not known; the fold decodes either form. */
+	assert_int_equal(journal_record_encode(&o, NULL, &line, &len), 0);
+	assert_non_null(strstr(line,
+			       "\"detail\":null,\"reason\":null,\"decision\":null,\"uid\":null,"
+			       "\"init_pid\":null,\"limits\":null,\"policy\":null,\"test\":null}"));
+	free(line);
+	struct sg_limits lim = { .timeout_ms = 2000,
+				 .memory_mb = 256,
+				 .max_tasks = 32,
+				 .max_forks = 1024,
+				 .cpu = 1.5,
+				 .output_bytes = 4096 };
+	assert_int_equal(
+		journal_record_encode_notes(&o,
+					    &(struct journal_notes){ .detail = "d",
+								     .reason = "why",
+								     .decision = "final: x",
+								     .policy = "/p/acme.json",
+								     .uid = 61234,
+								     .init_pid = 4321,
+								     .limits = &lim,
+								     .timeout_ms = 1500,
+								     .test = 3 },
+					    &line, &len),
+		0);
+	assert_non_null(strstr(
+		line,
+		"\"detail\":\"d\",\"reason\":\"why\",\"decision\":\"final: x\","
+		"\"uid\":61234,\"init_pid\":4321,\"limits\":{\"timeout_ms\":1500,\"memory_mb\":256,"
+		"\"max_tasks\":32,\"max_forks\":1024,\"cpu\":1.5,\"output_bytes\":4096},"
+		"\"policy\":\"/p/acme.json\",\"test\":2}"));
+	assert_int_equal(journal_record_decode(line, len, &back, why, sizeof(why)), 0);
+	assert_string_equal(back.id, o.id);
+	free(line);
+
 	/* Without an id or a tenant there is no record. */
 	o.id[0] = '\0';
 	assert_int_equal(journal_record_encode(&o, NULL, &line, &len), -EINVAL);

@@ -229,6 +229,13 @@ static void test_run_code_endings(void **state)
 			    "default");                    /* no header: the default policy */
 	assert_string_equal(last_argv0, srv.langs.python); /* /usr/bin/python3, resolved */
 	assert_string_equal(last_file, "main.py");
+	{
+		json_t *sg = json_object_get(j, "sandguard");
+		json_t *ids = json_object_get(sg, "sandbox_ids");
+		assert_true(json_is_null(json_object_get(sg, "run_id"))); /* no header */
+		assert_int_equal(json_array_size(ids), 1);
+		assert_non_null(strstr(json_string_value(json_array_get(ids, 0)), "fake-"));
+	}
 	json_decref(j);
 
 	script(0, SB_TIMEOUT, 0, "");
@@ -296,6 +303,13 @@ static void test_score_and_verify(void **state)
 	assert_string_equal(str(j, "tenant"), "acme");
 	assert_string_equal(str(j, "batch_id"), "b-1");
 	assert_true(json_real_value(json_array_get(json_object_get(j, "scores"), 0)) == 0.5);
+	/* Identity: the run, and the sandbox of each attempt. */
+	assert_string_equal(str(j, "run_id"), "run-7");
+	assert_int_equal(json_array_size(json_object_get(j, "sandboxes")), 1);
+	assert_non_null(
+		strstr(json_string_value(json_object_get(
+			       json_array_get(json_object_get(j, "sandboxes"), 0), "sandbox")),
+		       "fake-"));
 	json_decref(j);
 
 	script(0, SB_EXITED, 0, "[0.5]"); /* one score for two items */

@@ -1,0 +1,169 @@
+/* Why an attempt got its cause, and why it was retried or final: the
+ * sentences each journal record keeps for on-call (`sandguard explain`).
+ * The classifier (exec_classify) and the retry rule (exec_retryable) decide;
+ * this file only says, from the same evidence, what they saw. */
+#include <stdio.h>
+#include <string.h>
+#include "exec_internal.h"
+#include "lib/rule_names.h"
+
+bool exec_retryable(enum sg_failure_mode mode, enum sg_cause cause)
+{
+	if (cause == SG_CAUSE_PLATFORM_ERROR)
+		return true;
+	if (mode != SG_FAILURE_RETRY)
+		return false;
+	switch (cause) {
+	case SG_CAUSE_TENANT_TIMEOUT:
+	case SG_CAUSE_TENANT_CRASH:
+	case SG_CAUSE_TENANT_OOM:
+	case SG_CAUSE_TENANT_BAD_OUTPUT:
+		return true;
+	default: /* ok, and a policy violation: final at once */
+		return false;
+	}
+}
+
+/* Admission refused it: nothing ran. */
+static void refusal_reason(enum sg_cause cause, char *buf, size_t len)
+{
+	if (cause == SG_CAUSE_TENANT_PAUSED)
+		snprintf(buf, len,
+			 "refused at admission, before any sandbox ran: the tenant is paused or "
+			 "its policy disables it");
+	else
+		snprintf(buf, len,
+			 "refused at admission, before any sandbox ran: the node could not take it "
+			 "(see the detail); an admission refusal is never the tenant's fault");
+}
+
+/* What ended the sandbox, as the classifier saw it. */
+static void run_reason(const struct exec_booking *b, const struct sg_limits *lim,
+		       uint64_t timeout_ms, char *buf, size_t len)
+{
+	const struct sandbox_result *r = b->run;
+	const char *rule = rule_name(b->rule) ?: "unknown";
+	char sig[32];
+
+	switch (r->end) {
+	case SB_EXITED:
+		if (r->exit_code != 0)
+			snprintf(buf, len,
+				 "the program exited with code %d by itself: no deadline, memory "
+				 "limit or agent kill ended it",
+				 r->exit_code);
+		else if (b->cause == SG_CAUSE_OK)
+			snprintf(buf, len, "the program exited 0%s",
+				 !strcmp(b->mode, "batch")
+					 ? " and its stdout passed the schema gate (a JSON array "
+					   "of one finite number per item)"
+					 : "");
+		else if (b->cause == SG_CAUSE_TENANT_BAD_OUTPUT)
+			snprintf(buf, len,
+				 "the program exited 0, but its stdout failed the schema gate (a "
+				 "JSON array of one finite number per item, at most output_bytes)");
+		else
+			snprintf(buf, len,
+				 "the program exited 0; its output could not be judged "
+				 "on our side");
+		return;
+	case SB_SIGNALED:
+		snprintf(
+			buf, len,
+			"the program died of signal %s, which sandguard did not send: no deadline, "
+			"memory limit or agent kill was recorded",
+			exec_signal_name(r->signal, sig, sizeof(sig)));
+		return;
+	case SB_TIMEOUT:
+		if (b->cause == SG_CAUSE_TENANT_TIMEOUT)
+			snprintf(buf, len,
+				 "the program was still running when its deadline of %llu ms "
+				 "(limits.timeout_ms) passed, so the executor killed the sandbox",
+				 (unsigned long long)timeout_ms);
+		else
+			snprintf(buf, len,
+				 "the deadline of %llu ms passed, but the node, not the program, "
+				 "was the reason (see the detail)",
+				 (unsigned long long)timeout_ms);
+		return;
+	case SB_OOM:
+		snprintf(buf, len,
+			 "the kernel's OOM killer acted in the sandbox's memory cgroup "
+			 "(limits.memory_mb %llu)",
+			 (unsigned long long)(lim ? lim->memory_mb : 0));
+		return;
+	case SB_OUTPUT_OVERSIZE:
+		snprintf(buf, len, "stdout passed limits.output_bytes (%llu bytes)",
+			 (unsigned long long)(lim ? lim->output_bytes : 0));
+		return;
+	case SB_FORK_LIMIT:
+		snprintf(buf, len,
+			 "the sandbox hit its task limit (limits.max_tasks %u, max_forks %u): the "
+			 "kernel refused a fork; a fork limit is a policy violation, rule fork",
+			 lim ? lim->max_tasks : 0, lim ? lim->max_forks : 0);
+		return;
+	case SB_KILLED_BY_AGENT:
+		snprintf(buf, len,
+			 "the agent killed the sandbox for its %s rule (the policy's action for %s "
+			 "is kill): a policy violation is the code's own doing, never retried",
+			 rule, rule);
+		return;
+	}
+	snprintf(buf, len, "the sandbox ended in a way the executor does not know");
+}
+
+void exec_reason(const struct exec_booking *b, const struct sg_limits *lim, uint64_t timeout_ms,
+		 char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (!b->run && b->attempt == 0) {
+		refusal_reason(b->cause, buf, len);
+		return;
+	}
+	if (!b->run) /* a verifier request's summary, an orphan */
+		return;
+	if (!b->run->end) {
+		snprintf(buf, len,
+			 "the sandbox could not be set up or run (the tenant's program may never "
+			 "have started): a platform error, never the tenant's");
+		return;
+	}
+	run_reason(b, lim, timeout_ms, buf, len);
+	if (outcome_class(mode_from_name(b->mode), b->cause) == SG_CLASS_VERDICT)
+		detail_append(buf, len,
+			      "; in %s mode the program is model-written code, so this is its "
+			      "verdict (class verdict), nobody's fault",
+			      b->mode);
+}
+
+void exec_decision(const struct exec_booking *b, const struct sg_policy *p, char *buf, size_t len)
+{
+	bool batch = !strcmp(b->mode, "batch");
+	uint32_t budget = exec_attempt_budget(p);
+
+	buf[0] = '\0';
+	if (b->attempt == 0 || b->cause == SG_CAUSE_OK || (!batch && b->final && !b->run))
+		return;
+	if (b->retried) {
+		snprintf(buf, len, "retried: %s is retried %s (attempt %u of %u)",
+			 cause_name(b->cause),
+			 b->cause == SG_CAUSE_PLATFORM_ERROR ? "in every failure mode"
+							     : "under failure mode retry",
+			 b->attempt, budget);
+	} else if (!batch && b->cause != SG_CAUSE_PLATFORM_ERROR) {
+		snprintf(buf, len, "final: model-written code is judged on its first run");
+	} else if (batch ? exec_retryable(p->failure, b->cause)
+			 : b->cause == SG_CAUSE_PLATFORM_ERROR) {
+		snprintf(buf, len,
+			 "final: the attempt budget is spent (%u attempts: 1 + "
+			 "failure.max_retries)",
+			 budget);
+	} else if (b->cause == SG_CAUSE_TENANT_POLICY_VIOLATION) {
+		snprintf(buf, len, "final: a policy violation is never retried");
+	} else {
+		snprintf(buf, len,
+			 "final: failure mode %s ends the batch at its first tenant fault%s",
+			 failure_mode_name(p->failure),
+			 p->failure == SG_FAILURE_PAUSE ? " and pauses the tenant" : "");
+	}
+}
