@@ -256,8 +256,9 @@ void exec_run_result_free(struct exec_run_result *res);
  *
  * The outcome id makes a booking idempotent: the ledger counts the first
  * record of an id and ignores any later one. It is `outcome_id` when set,
- * else the run's sandbox id, else a fresh random id ("o-<16 hex>"): a
- * refusal before any run, a verifier request's summary.
+ * else the run's attempt id (its sandbox's id, or <id>.<n> for a later run
+ * in the same sandbox), else a fresh random id ("o-<16 hex>"): a refusal
+ * before any run, a verifier request's summary.
  *
  * Returns 0, or -errno when the record could not be written (logged as an
  * error); the caller then turns its result into a platform error

@@ -220,9 +220,10 @@ static int book_orphan(const struct sb_record *rec, void *arg)
 				.agent = arg };
 	uint64_t now = clock_ms(CLOCK_REALTIME);
 
-	/* The attempt's id is its sandbox id: a journal that already has
-	 * this attempt (the executor booked it, then died) keeps one. */
+	/* The run's outcome id: a journal that already has this attempt
+	 * (the executor booked it, then died) keeps one. */
 	snprintf(run.sandbox_id, sizeof(run.sandbox_id), "%s", rec->sandbox);
+	snprintf(run.attempt_id, sizeof(run.attempt_id), "%s", rec->outcome);
 	return exec_book(&ctx, &(struct exec_booking){
 				       .mode = rec->mode[0] ? rec->mode : "batch",
 				       .batch_id = rec->batch_id,
@@ -232,7 +233,7 @@ static int book_orphan(const struct sb_record *rec, void *arg)
 				       .rule = -1,
 				       .wall_ms = now > rec->started_ms ? now - rec->started_ms : 0,
 				       .run = &run,
-				       .outcome_id = rec->sandbox,
+				       .outcome_id = rec->outcome,
 				       .detail = "executor died" });
 }
 
@@ -405,6 +406,8 @@ static int outcome_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 	o->cgroup_id = b->run ? b->run->cgroup_id : b->cgroup_id;
 	if (b->outcome_id && *b->outcome_id)
 		snprintf(o->id, sizeof(o->id), "%s", b->outcome_id);
+	else if (b->run && b->run->attempt_id[0])
+		snprintf(o->id, sizeof(o->id), "%s", b->run->attempt_id);
 	else if (b->run && b->run->sandbox_id[0])
 		snprintf(o->id, sizeof(o->id), "%s", b->run->sandbox_id);
 	else if ((err = journal_new_id(o->id, sizeof(o->id))))

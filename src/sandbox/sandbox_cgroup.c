@@ -1,14 +1,19 @@
 /* A sandbox's cgroups, v2 and v1 (see src/sandbox/sandbox_cgroup.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include "lib/cgroup.h"
+#include "lib/fs_util.h"
 #include "lib/log.h"
 #include "sandbox_cgroup.h"
 
@@ -229,24 +234,58 @@ static int apply_limits(struct sb_cgroup *cg, const struct sg_limits *lim, char 
 	return err;
 }
 
+static int open_at(const char *dir, const char *file, int flags, int *fd, char *detail, size_t dlen)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s%s%s", dir, file ? "/" : "", file ? file : "");
+	*fd = open(path, flags | O_CLOEXEC);
+	if (*fd >= 0)
+		return 0;
+	snprintf(detail, dlen, "cannot open %s: %s", path, strerror(errno));
+	return -errno;
+}
+
+/* What the sandbox's init needs to start inside: the v2 directory (born
+ * there), its cgroup.procs (or moved there), the v1 `tasks` files. */
 static int open_join_fds(struct sb_cgroup *cg, char *detail, size_t dlen)
 {
-	const char *dirs[1 + SB_CTRL__COUNT] = { cg->v2 };
-	char path[PATH_MAX];
-	int n = 1;
+	int err = open_at(cg->v2, NULL, O_RDONLY | O_DIRECTORY, &cg->dir_fd, detail, dlen);
 
-	for (int c = 0; c < SB_CTRL__COUNT; c++)
+	err = err ?: open_at(cg->v2, "cgroup.procs", O_WRONLY, &cg->procs_fd, detail, dlen);
+	for (int c = 0; c < SB_CTRL__COUNT && !err; c++)
 		if (cg->v1[c][0])
-			dirs[n++] = cg->v1[c];
-	for (int i = 0; i < n; i++) {
-		snprintf(path, sizeof(path), "%s/cgroup.procs", dirs[i]);
-		cg->join_fd[i] = open(path, O_WRONLY | O_CLOEXEC);
-		if (cg->join_fd[i] < 0) {
-			snprintf(detail, dlen, "cannot open %s: %s", path, strerror(errno));
-			return -errno;
-		}
+			err = open_at(cg->v1[c], "tasks", O_WRONLY, &cg->tasks_fd[c], detail, dlen);
+	return err;
+}
+
+static void no_fds(struct sb_cgroup *cg)
+{
+	cg->dir_fd = cg->procs_fd = -1;
+	for (int c = 0; c < SB_CTRL__COUNT; c++)
+		cg->tasks_fd[c] = -1;
+}
+
+bool sb_clone3_works(void)
+{
+	static int works = -1;
+
+	/* A size below the first version's: EINVAL where clone3 exists. */
+	if (works < 0)
+		works = syscall(SYS_clone3, NULL, 0) < 0 && errno == EINVAL;
+	return works;
+}
+
+pid_t sb_clone_into(unsigned long flags, int cgroup_fd)
+{
+	struct clone_args args = { .flags = flags, .exit_signal = SIGCHLD };
+
+	if (cgroup_fd >= 0) {
+		args.flags |= CLONE_INTO_CGROUP;
+		args.cgroup = (uint64_t)cgroup_fd;
 	}
-	return 0;
+	/* No stack: the child runs on a copy of ours, like fork(). */
+	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 }
 
 int sb_cgroup_root(char *buf, size_t len)
@@ -263,8 +302,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	int err;
 
 	memset(cg, 0, sizeof(*cg));
-	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++)
-		cg->join_fd[i] = -1;
+	no_fds(cg);
 	err = sandguard_root(root, sizeof(cg->root), true);
 	if (err) {
 		snprintf(detail, dlen, "cannot create the sandguard cgroup root: %s",
@@ -324,25 +362,90 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	return err;
 }
 
-int sb_cgroup_join_self(const struct sb_cgroup *cg)
+int sb_cgroup_join_self(const struct sb_cgroup *cg, bool migrate)
 {
-	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++) {
-		if (cg->join_fd[i] < 0)
-			continue;
-		/* "0" is the writing process itself, in v1 and v2 alike. */
-		if (write(cg->join_fd[i], "0", 1) != 1)
+	/* "0" is the writer: the process in cgroup.procs, the calling
+	 * thread in `tasks` (the process has no other thread yet). */
+	if (migrate && write(cg->procs_fd, "0", 1) != 1)
+		return -errno;
+	for (int c = 0; c < SB_CTRL__COUNT; c++)
+		if (cg->tasks_fd[c] >= 0 && write(cg->tasks_fd[c], "0", 1) != 1)
 			return -errno;
-	}
 	return 0;
 }
 
 void sb_cgroup_close_join_fds(struct sb_cgroup *cg)
 {
-	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++) {
-		if (cg->join_fd[i] >= 0)
-			close(cg->join_fd[i]);
-		cg->join_fd[i] = -1;
+	fs_close(&cg->dir_fd);
+	fs_close(&cg->procs_fd);
+	for (int c = 0; c < SB_CTRL__COUNT; c++)
+		fs_close(&cg->tasks_fd[c]);
+}
+
+int sb_cgroup_leaf_make(const struct sb_cgroup *cg, unsigned n, struct sb_leaf *leaf, char *detail,
+			size_t dlen)
+{
+	int err;
+
+	leaf->dir_fd = leaf->procs_fd = -1;
+	if ((size_t)snprintf(leaf->path, sizeof(leaf->path), "%s/run-%u", cg->v2, n) >=
+	    sizeof(leaf->path)) {
+		leaf->path[0] = '\0';
+		snprintf(detail, dlen, "cgroup path too long");
+		return -ENAMETOOLONG;
 	}
+	err = make_dir(leaf->path, true, detail, dlen);
+	if (!err) {
+		err = open_at(leaf->path, NULL, O_RDONLY | O_DIRECTORY, &leaf->dir_fd, detail,
+			      dlen);
+		if (!err && !sb_clone3_works())
+			err = open_at(leaf->path, "cgroup.procs", O_WRONLY, &leaf->procs_fd, detail,
+				      dlen);
+		if (err)
+			sb_cgroup_leaf_remove(leaf, 0);
+	}
+	if (err)
+		leaf->path[0] = '\0';
+	return err;
+}
+
+void sb_cgroup_leaf_kill(const struct sb_leaf *leaf)
+{
+	if (leaf->path[0] && write_file(leaf->path, "cgroup.kill", "1") == -ENOENT)
+		cgroup_kill(leaf->path, 0); /* no cgroup.kill: the freezer's way */
+}
+
+int sb_cgroup_leaf_remove(struct sb_leaf *leaf, int timeout_ms)
+{
+	int err = 0;
+
+	fs_close(&leaf->dir_fd);
+	fs_close(&leaf->procs_fd);
+	if (!leaf->path[0])
+		return 0;
+	err = cgroup_kill(leaf->path, timeout_ms);
+	if (!err && rmdir(leaf->path) && errno != ENOENT)
+		err = -errno;
+	if (!err)
+		leaf->path[0] = '\0';
+	return err;
+}
+
+int sb_cgroup_own_procs(const struct sb_cgroup *cg, pid_t *pid)
+{
+	char path[PATH_MAX];
+	int n = 0, p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg->v2);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fscanf(f, "%d", &p) == 1)
+		if (n++ == 0)
+			*pid = p;
+	fclose(f);
+	return n;
 }
 
 int sb_cgroup_kill(struct sb_cgroup *cg, int timeout_ms)
@@ -400,9 +503,12 @@ uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg)
 }
 
 /* rmdir, retrying briefly: a cgroup stays busy for a moment while its
- * last tasks finish exiting. */
+ * last tasks finish exiting. The runs' cgroups below it go first. */
+static int remove_children(const char *path);
+
 static int remove_dir(const char *path)
 {
+	remove_children(path);
 	for (int i = 0; i < 200; i++) {
 		if (!rmdir(path) || errno == ENOENT)
 			return 0;
@@ -412,6 +518,29 @@ static int remove_dir(const char *path)
 	}
 	sg_error("cannot remove cgroup %s: %s", path, strerror(errno));
 	return -errno;
+}
+
+/* The runs' cgroups (one level below a sandbox's), emptied already. */
+static int remove_children(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	char sub[PATH_MAX];
+	int err = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d))) {
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+		for (int i = 0; i < 200 && rmdir(sub) && errno == EBUSY; i++)
+			usleep(5000);
+		if (!access(sub, F_OK) && !err)
+			err = -EBUSY;
+	}
+	closedir(d);
+	return err;
 }
 
 int sb_cgroup_destroy(struct sb_cgroup *cg)

@@ -1,4 +1,5 @@
 /* Sandbox scratch directories (see src/sandbox/sandbox_scratch.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,6 +10,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include "lib/fs_util.h"
 #include "lib/log.h"
@@ -362,5 +364,125 @@ int sb_scratch_remove(const char *root, const char *tenant, const char *id)
 	if (err)
 		sg_error("cannot remove scratch %s: %s", path, strerror(-err));
 	close(tfd);
+	return err;
+}
+
+int sb_scratch_mark(const char *path, uid_t uid, gid_t gid, struct sb_scratch_marks *m)
+{
+	struct stat root, tmp, shm;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &root) || fstatat(fd, SB_SCRATCH_TMP, &tmp, AT_SYMLINK_NOFOLLOW) ||
+	    fstatat(fd, SB_SCRATCH_SHM, &shm, AT_SYMLINK_NOFOLLOW))
+		err = -errno;
+	close(fd);
+	if (err)
+		return err;
+	*m = (struct sb_scratch_marks){ .dev = root.st_dev,
+					.root = root.st_ino,
+					.tmp = tmp.st_ino,
+					.shm = shm.st_ino,
+					.uid = uid,
+					.gid = gid };
+	return 0;
+}
+
+/* Remove everything below the directory open at dfd (but not `keep_a`
+ * and `keep_b`, at the top); depth-bounded. 0 or -errno. */
+static int empty_dir(int dfd, int depth, const char *keep_a, const char *keep_b)
+{
+	int copy = dup(dfd), err = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (copy < 0)
+		return -errno;
+	d = fdopendir(copy);
+	if (!d) {
+		close(copy);
+		return -errno;
+	}
+	while (!err && (e = readdir(d))) {
+		const char *name = e->d_name;
+		int sub;
+
+		if (!strcmp(name, ".") || !strcmp(name, "..") ||
+		    (keep_a && !strcmp(name, keep_a)) || (keep_b && !strcmp(name, keep_b)))
+			continue;
+		if (!unlinkat(dfd, name, 0) || errno == ENOENT)
+			continue;
+		if (errno != EISDIR)
+			err = -errno;
+		else if (depth >= SB_SCRATCH_RESET_DEPTH)
+			err = -EBUSY;
+		else if ((sub = openat(dfd, name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			err = -errno;
+		else {
+			err = empty_dir(sub, depth + 1, NULL, NULL);
+			close(sub);
+			if (!err && unlinkat(dfd, name, AT_REMOVEDIR))
+				err = -errno;
+		}
+	}
+	closedir(d);
+	return err;
+}
+
+/* Owner, mode and no extended attribute (ACLs included): as made. */
+static int restore(int fd, const struct sb_scratch_marks *m)
+{
+	char names[4096];
+	ssize_t len = flistxattr(fd, names, sizeof(names));
+
+	for (ssize_t off = 0; len > 0 && off < len; off += (ssize_t)strlen(names + off) + 1)
+		if (fremovexattr(fd, names + off) && errno != ENODATA)
+			return -errno;
+	if (len < 0 && errno != ENOTSUP)
+		return -errno;
+	if (fchown(fd, m->uid, m->gid) || fchmod(fd, 0700))
+		return -errno;
+	return 0;
+}
+
+/* .tmp or .shm: the very directory the sandbox's root binds, emptied. */
+static int reset_private(int root, const char *name, ino_t ino, const struct sb_scratch_marks *m)
+{
+	struct stat st;
+	int fd = openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err;
+
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? -EBUSY : -errno;
+	err = fstat(fd, &st) ? -errno : st.st_ino != ino || st.st_dev != m->dev ? -EBUSY : 0;
+	err = err ?: empty_dir(fd, 1, NULL, NULL);
+	err = err ?: restore(fd, m);
+	close(fd);
+	return err;
+}
+
+int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *detail, size_t dlen)
+{
+	int root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err;
+	struct stat st;
+
+	if (root < 0) {
+		snprintf(detail, dlen, "cannot open scratch %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	err = fstat(root, &st) ? -errno : st.st_ino != m->root || st.st_dev != m->dev ? -EBUSY : 0;
+	err = err ?: reset_private(root, SB_SCRATCH_TMP, m->tmp, m);
+	err = err ?: reset_private(root, SB_SCRATCH_SHM, m->shm, m);
+	err = err ?: empty_dir(root, 1, SB_SCRATCH_TMP, SB_SCRATCH_SHM);
+	err = err ?: restore(root, m);
+	close(root);
+	if (err == -EBUSY)
+		snprintf(detail, dlen,
+			 "scratch %s is not as it was made (its .tmp or .shm replaced, or a tree "
+			 "deeper than %d)",
+			 path, SB_SCRATCH_RESET_DEPTH);
+	else if (err)
+		snprintf(detail, dlen, "cannot reset scratch %s: %s", path, strerror(-err));
 	return err;
 }

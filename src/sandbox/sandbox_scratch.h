@@ -33,6 +33,29 @@ struct sb_scratch_spec {
 int sb_scratch_create(const struct sb_scratch_spec *sp, char *path, size_t plen, char *detail,
 		      size_t dlen);
 
+/* What a scratch is made of, to put it back between runs: the
+ * identities of its root and of its .tmp and .shm (the sandbox's /tmp and
+ * /dev/shm are binds of those very directories). */
+struct sb_scratch_marks {
+	dev_t dev;
+	ino_t root, tmp, shm;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Note a fresh scratch's marks. 0 or -errno. */
+int sb_scratch_mark(const char *path, uid_t uid, gid_t gid, struct sb_scratch_marks *m);
+
+/* Put a scratch back to what sb_scratch_create() made, for the sandbox's
+ * next run (its processes are gone): everything the run left removed, its
+ * root, .tmp and .shm owned by the slot, 0700, without extended
+ * attributes. Walks with directory fds, never following a symlink.
+ * -EBUSY (with `detail`) when the scratch is not as it was made (.tmp or
+ * .shm replaced) or its tree is deeper than SB_SCRATCH_RESET_DEPTH: then
+ * it is not reused (a fresh one is made); other -errno likewise. */
+#define SB_SCRATCH_RESET_DEPTH 64
+int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *detail, size_t dlen);
+
 /* Write spec files into a fresh scratch, owned by uid/gid. -ENOSPC when the
  * disk is full, -EINVAL for a bad relative path. */
 int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files, size_t n,
