@@ -55,7 +55,7 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 
 # Components, lowest layer first: a component includes only those before it
 # (tests/stages/tree_layers.py checks this).
-COMPONENTS := lib policy telemetry control sandbox exec serve agent cli
+COMPONENTS := lib policy telemetry control sandbox exec warm serve agent cli
 
 BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
 # The agent's objects are also built without fetching atomics, for kernels

@@ -70,6 +70,7 @@
 #ifndef SG_EXEC_H
 #define SG_EXEC_H
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +103,31 @@ enum exec_refusal {
 
 typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_result *result);
 
+/* Where a mode's sandboxes come from. Without one (ctx->sandboxes NULL)
+ * each is prepared when its run is due and destroyed once its last run is
+ * booked. The warm executor's pool is one (src/warm/warm_pool.h); so is
+ * struct exec_later. Both functions may be called from several threads. */
+struct exec_sandboxes {
+	/* A sandbox prepared for spec's policy, tenant and exec-in-scratch,
+	 * never run in. 0, or -errno with `detail` (a platform error). */
+	int (*take)(void *self, const struct sandbox_spec *spec, struct sandbox **sb, char *detail,
+		    size_t len);
+	/* Its last run is booked: tear it down, now or later. */
+	void (*retire)(void *self, struct sandbox *sb);
+	void *self;
+};
+
+/* Sandboxes prepared on the spot and destroyed by exec_later_finish(),
+ * once the result is out (`sandguard exec` prints first). */
+struct exec_later {
+	pthread_mutex_t lock;
+	struct sandbox **list;
+	size_t n, cap;
+	struct exec_sandboxes src;
+};
+void exec_later_init(struct exec_later *l);
+void exec_later_finish(struct exec_later *l);
+
 /* Who runs what: shared by every mode. */
 struct exec_ctx {
 	const struct sg_policy *policy;
@@ -110,7 +136,9 @@ struct exec_ctx {
 	char *const *argv;        /* the command; NULL-terminated */
 	uint64_t timeout_ms;      /* per run; 0 = policy; callers keep it <= the policy's */
 	struct agent_conn *agent; /* NULL: no agent */
-	sandbox_runner run;       /* NULL = sandbox_run (tests inject a fake) */
+	const struct exec_sandboxes *sandboxes; /* NULL: prepared on the spot */
+	const char *path;   /* "warm" (a long-lived executor) or "cold"; NULL: not said */
+	sandbox_runner run; /* tests inject a fake: no sandbox at all */
 };
 
 /* A batch as the trainer sends it: {"batch_id": "...", "items":
@@ -186,6 +214,7 @@ struct exec_result {
 	struct verify_result *tests;
 	size_t n_tests;
 	int reward; /* 0 or 1; -1 when there is none (failed) */
+	const char *path; /* ctx->path */
 };
 
 int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struct exec_result *res);
@@ -196,8 +225,9 @@ void exec_result_free(struct exec_result *res);
 
 /* The result object: {"tenant", "batch_id", "status", "cause", "rule",
  * "scores", "detail", "attempts", "wall_ms", "stats" (ok batches),
- * "stderr" (excerpt, EXEC_STDERR_EXCERPT bytes), and in verifier mode
- * "tests": [{"status", "wall_ms", "detail"}], "reward"}. */
+ * "stderr" (excerpt, EXEC_STDERR_EXCERPT bytes), "path" (when the caller
+ * said: "warm" or "cold"), and in verifier mode "tests": [{"status",
+ * "wall_ms", "detail"}], "reward"}. */
 json_t *exec_result_json(const char *tenant, const struct exec_result *res);
 int exec_exit_code(enum sg_cause cause);
 
@@ -236,6 +266,7 @@ struct exec_run_result {
 	uint32_t attempts;
 	enum exec_refusal refusal; /* why, when attempts is 0 */
 	char detail[EXEC_DETAIL_MAX];
+	const char *path; /* ctx->path */
 };
 
 /* Runs ctx->argv once (retrying only platform errors), with the same

@@ -61,14 +61,6 @@ void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy, 
 	spec->agent = ctx->agent;
 }
 
-int exec_call_runner(const struct exec_ctx *ctx, const struct sandbox_spec *spec,
-		     struct sandbox_result *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->rule = -1;
-	return ctx->run ? ctx->run(spec, r) : sandbox_run(spec, r);
-}
-
 static const char *signal_name(int sig, char *buf, size_t len)
 {
 	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
