@@ -52,7 +52,9 @@
  *  - the node's CPUs are committed (node_cpu.h): the same, with
  *    EXEC_REFUSED_NODE_CPU(_TIMEOUT), in the time left of the same wait.
  *  - first of all, at most once a second per process, orphans of killed
- *    executors are reclaimed and booked (exec_reap_orphans()).
+ *    executors are reclaimed and booked (exec_reap_orphans()); a
+ *    long-lived executor does it on its own thread instead
+ *    (ctx->reap_elsewhere).
  *
  * A deadline missed by a run that was starved of CPU (it got less than
  * half of its share, min(limits.cpu, node CPUs), and waited for a CPU a
@@ -137,8 +139,9 @@ struct exec_ctx {
 	uint64_t timeout_ms;      /* per run; 0 = policy; callers keep it <= the policy's */
 	struct agent_conn *agent; /* NULL: no agent */
 	const struct exec_sandboxes *sandboxes; /* NULL: prepared on the spot */
-	const char *path;   /* "warm" (a long-lived executor) or "cold"; NULL: not said */
-	sandbox_runner run; /* tests inject a fake: no sandbox at all */
+	const char *path;    /* "warm" (a long-lived executor) or "cold"; NULL: not said */
+	bool reap_elsewhere; /* orphans are reaped on another thread, not at admission */
+	sandbox_runner run;  /* tests inject a fake: no sandbox at all */
 };
 
 /* A batch as the trainer sends it: {"batch_id": "...", "items":
@@ -213,7 +216,7 @@ struct exec_result {
 	bool verify;
 	struct verify_result *tests;
 	size_t n_tests;
-	int reward; /* 0 or 1; -1 when there is none (failed) */
+	int reward;       /* 0 or 1; -1 when there is none (failed) */
 	const char *path; /* ctx->path */
 };
 

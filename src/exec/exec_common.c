@@ -307,7 +307,8 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 	slot->fd = -1;
 	slot->index = -1;
 	slot->cpu.fd = -1;
-	reap_now_and_then(ctx->agent);
+	if (!ctx->reap_elsewhere)
+		reap_now_and_then(ctx->agent);
 	*refusal = EXEC_REFUSED_DISK;
 	if (exec_journal_full(detail, detail_len))
 		return SG_CAUSE_PLATFORM_ERROR;

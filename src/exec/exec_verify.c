@@ -38,7 +38,7 @@ struct verify_job {
 	const struct verify_cases *tests;
 	struct exec_result *res;
 	uint64_t timeout_ms;
-	FILE *log; /* the requester's log stream (sg_log_to()) */
+	FILE *log;            /* the requester's log stream (sg_log_to()) */
 	pthread_mutex_t lock; /* guards the fields below and res->err */
 	size_t next;
 	uint32_t runs;

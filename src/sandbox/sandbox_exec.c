@@ -85,7 +85,9 @@ static int record_run(struct run *r)
 {
 	const struct sandbox_spec *s = r->spec;
 	struct sandbox *sb = r->sb;
-	struct sb_record rec = { .kind = SB_RECORD_RUN, .attempt = s->attempt, .executor = getpid() };
+	struct sb_record rec = { .kind = SB_RECORD_RUN,
+				 .attempt = s->attempt,
+				 .executor = getpid() };
 	char detail[256];
 	int err;
 
@@ -160,7 +162,8 @@ static int encode(struct run *r, struct sb_start *m)
 		m->n_exec_paths = 2;
 	}
 	if (err)
-		return fail(r, err, "the command is too long for the sandbox (%d arguments, %d bytes)",
+		return fail(r, err,
+			    "the command is too long for the sandbox (%d arguments, %d bytes)",
 			    SB_START_ARGS, SB_START_STRINGS);
 	/* No core dumps: they would land in the scratch. */
 	add_rlimit(m, RLIMIT_CORE, 0);
@@ -172,7 +175,8 @@ static int encode(struct run *r, struct sb_start *m)
 	if (cg->where[SB_CTRL_MEMORY] == SB_WHERE_RLIMIT && lim->memory_mb)
 		add_rlimit(m, RLIMIT_AS, (rlim_t)lim->memory_mb << 20);
 	if (cg->where[SB_CTRL_CPU] == SB_WHERE_RLIMIT && lim->cpu > 0)
-		add_rlimit(m, RLIMIT_CPU, (rlim_t)ceil(lim->cpu * (double)r->timeout_ms / 1000.0) + 1);
+		add_rlimit(m, RLIMIT_CPU,
+			   (rlim_t)ceil(lim->cpu * (double)r->timeout_ms / 1000.0) + 1);
 	return 0;
 }
 
@@ -184,7 +188,9 @@ static int send_start(struct run *r)
 	char cbuf[CMSG_SPACE(sizeof(fds))] = { 0 };
 	struct sb_start *m = malloc(sizeof(*m));
 	struct iovec iov;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf,
 			     .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 	int err;
@@ -243,7 +249,8 @@ static int init_says(struct run *r)
 			snprintf(detail, sizeof(detail),
 				 "sandbox setup failed while %s (%s, at %s): %s",
 				 sb_child_step_name(msg.step), sb->id,
-				 sb_root_str(&sb->root, sb->root.ops[msg.op].path), strerror(msg.err));
+				 sb_root_str(&sb->root, sb->root.ops[msg.op].path),
+				 strerror(msg.err));
 		return fail(r, err, "%s", detail);
 	}
 	return fail(r, got < 0 ? got : -EPROTO, "sandbox %s: its init ended before the run started",
@@ -262,7 +269,8 @@ static int wait_for_exec(struct run *r, uint64_t deadline)
 					 { .fd = r->sb->ctl, .events = POLLIN } };
 		uint64_t now = clock_ms(CLOCK_MONOTONIC);
 		uint64_t left = now < deadline ? deadline - now : 0;
-		int ready = poll(pfd, r->done_read ? 1 : 2, left > INT_MAX ? INT_MAX : (int)left), err;
+		int ready = poll(pfd, r->done_read ? 1 : 2, left > INT_MAX ? INT_MAX : (int)left),
+		    err;
 
 		if (ready < 0 && errno == EINTR)
 			continue;
@@ -552,7 +560,8 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 	if (!sb->used)
 		return 0;
 	if (sb->broken)
-		return not_reused(sb, -EBUSY, detail, dlen, "its last run failed or its init ended");
+		return not_reused(sb, -EBUSY, detail, dlen,
+				  "its last run failed or its init ended");
 	/* The relay's listeners outlive a run: a connection the last run
 	 * left queued must not reach the next one. */
 	if (sb->relay)

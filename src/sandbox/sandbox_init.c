@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -144,6 +145,9 @@ static void set_up(const struct sb_init_plan *p, struct init_state *st)
 	err = sb_root_enter(p->root, p->child.landlock_fd, p->proc_read, &op);
 	if (err)
 		fail(p, SB_STEP_ROOT, err, (int)op);
+	/* A pool prepares at a lower priority; the runs get the normal one. */
+	if (setpriority(PRIO_PROCESS, 0, 0))
+		fail(p, SB_STEP_CAPABILITIES, errno, -1);
 	err = keep_only_needed_caps();
 	if (err)
 		fail(p, SB_STEP_CAPABILITIES, err, -1);

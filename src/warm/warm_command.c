@@ -104,7 +104,8 @@ static int parse_option(const struct warm_io *io, int c, struct exec_opts *o, ch
 		v = strtoull(optarg, &end, 10);
 		if (errno || end == optarg || *end || optarg[0] == '-' || !v)
 			return usage_error(
-				io, "--timeout-ms must be a positive integer (milliseconds), got '%s'",
+				io,
+				"--timeout-ms must be a positive integer (milliseconds), got '%s'",
 				optarg);
 		o->timeout_ms = v;
 		return 0;
@@ -148,7 +149,8 @@ static int parse_args(const struct warm_io *io, int argc, char **argv, struct ex
 	if (!o->tenant)
 		return usage_error(io, "--tenant is required");
 	if (!tenant_name_valid(o->tenant))
-		return usage_error(io, "invalid tenant name '%s': expected [a-z0-9][a-z0-9_-]{0,62}",
+		return usage_error(io,
+				   "invalid tenant name '%s': expected [a-z0-9][a-z0-9_-]{0,62}",
 				   o->tenant);
 	if (!o->batch_path == !o->tests_path)
 		return usage_error(io, "give exactly one of --batch FILE and --tests FILE");
@@ -156,9 +158,9 @@ static int parse_args(const struct warm_io *io, int argc, char **argv, struct ex
 		return usage_error(io,
 				   "--batch-id is for --tests: a batch carries its own batch_id");
 	if (end == argc || strcmp(argv[end - 1], "--"))
-		return usage_error(io, end == argc
-					       ? "missing the command: ... -- CMD [ARGS...]"
-					       : "the command must follow '--': ... -- CMD [ARGS...]");
+		return usage_error(
+			io, end == argc ? "missing the command: ... -- CMD [ARGS...]"
+					: "the command must follow '--': ... -- CMD [ARGS...]");
 	o->argv = argv + end;
 	return 0;
 }
@@ -225,7 +227,8 @@ static int run(const struct warm_io *io, const struct exec_opts *o, struct exec_
 
 	exec_later_init(&later);
 	ctx->sandboxes = io->sandboxes ? io->sandboxes : &later.src;
-	ret = o->batch_path ? exec_batch(ctx, batch, &res) : exec_verify(ctx, o->batch_id, tests, &res);
+	ret = o->batch_path ? exec_batch(ctx, batch, &res)
+			    : exec_verify(ctx, o->batch_id, tests, &res);
 	if (ret) {
 		sg_error("exec: %s", strerror(-ret));
 		code = exec_exit_code(SG_CAUSE_PLATFORM_ERROR);
@@ -245,7 +248,7 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 	struct verify_cases tests = { 0 };
 	struct sg_policy_error perr;
 	struct sg_policy *policy = NULL;
-	struct exec_ctx ctx = { .path = io->path };
+	struct exec_ctx ctx = { .path = io->path, .reap_elsewhere = io->reap_elsewhere };
 	const char *path, *name;
 	char *text = NULL, err[512];
 	size_t len;
@@ -281,7 +284,8 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 		code = policy_failure(io, &ctx, o.batch_path ? batch.batch_id : o.batch_id,
 				      !o.batch_path, &perr);
 	} else if (o.timeout_ms > policy->limits.timeout_ms) {
-		code = usage_error(io, "--timeout-ms %llu exceeds the policy's timeout_ms %llu (%s)",
+		code = usage_error(io,
+				   "--timeout-ms %llu exceeds the policy's timeout_ms %llu (%s)",
 				   (unsigned long long)o.timeout_ms,
 				   (unsigned long long)policy->limits.timeout_ms, policy->source);
 	} else {

@@ -10,13 +10,14 @@
 #include "exec/exec.h"
 
 struct warm_io {
-	FILE *out;      /* the result (stdout) */
-	FILE *err;      /* usage errors (stderr); log lines go where sg_log_to() says */
-	int in_fd;      /* what "--batch -" and "--tests -" read */
-	const char *path; /* "cold" or "warm", said in the result */
-	struct agent_conn *agent;               /* NULL: connect to the agent here */
+	FILE *out;                /* the result (stdout) */
+	FILE *err;                /* usage errors (stderr); log lines go where sg_log_to() says */
+	int in_fd;                /* what "--batch -" and "--tests -" read */
+	const char *path;         /* "cold" or "warm", said in the result */
+	struct agent_conn *agent; /* NULL: connect to the agent here */
 	const struct exec_sandboxes *sandboxes; /* NULL: prepared here, destroyed after the
 						   result is out */
+	bool reap_elsewhere; /* a long-lived executor reaps orphans on its own thread */
 };
 
 /* Run `sandguard exec` with argv[0] = "exec". Returns the exit code: 0 ok,
