@@ -369,6 +369,19 @@ int sb_read_init(struct sandbox *sb, struct sb_child_report *msg, int timeout_ms
 	return n < 0 && errno != ECONNRESET ? -errno : -EPIPE;
 }
 
+void sb_on_ready(struct sandbox *sb)
+{
+	char (*rel)[PATH_MAX] = calloc(SB_SCRATCH_KEEP, PATH_MAX);
+	size_t n;
+
+	sb->ready = true;
+	if (!rel)
+		return;
+	n = sb_root_in_scratch(&sb->root, rel, SB_SCRATCH_KEEP);
+	sb->marked = n <= SB_SCRATCH_KEEP && !sb_scratch_mark_kept(sb->scratch, rel, n, &sb->marks);
+	free(rel);
+}
+
 int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t dlen)
 {
 	struct sb_child_report msg;
@@ -378,7 +391,7 @@ int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t 
 		return 0;
 	got = sb_read_init(sb, &msg, timeout_ms);
 	if (got == 1 && msg.type == SB_REPORT_READY) {
-		sb->ready = true;
+		sb_on_ready(sb);
 		return 0;
 	}
 	sb->broken = true;

@@ -230,7 +230,7 @@ static int init_says(struct run *r)
 	int got = sb_read_init(sb, &msg, 0), err;
 
 	if (got == 1 && msg.type == SB_REPORT_READY) {
-		sb->ready = true;
+		sb_on_ready(sb);
 		return 0;
 	}
 	if (got == 1 && msg.type == SB_REPORT_DONE) {
@@ -566,6 +566,9 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 	 * left queued must not reach the next one. */
 	if (sb->relay)
 		return not_reused(sb, -EBUSY, detail, dlen, "it relays egress");
+	if (!sb->marked)
+		return not_reused(sb, -EBUSY, detail, dlen,
+				  "its root build's entries in the scratch could not be noted");
 	err = sb_cgroup_leaf_remove(&sb->leaf, SB_KILL_WAIT_MS);
 	if (err)
 		return not_reused(sb, err, detail, dlen, "its last run's cgroup would not empty");

@@ -49,6 +49,7 @@ struct sandbox {
 	pid_t init;
 	bool init_reaped;
 	bool ready;  /* init said READY */
+	bool marked; /* what its root build made in the scratch is noted: resettable */
 	bool used;   /* a run happened since the last reset */
 	bool broken; /* cannot serve another run: destroy it */
 	unsigned runs;
@@ -59,6 +60,10 @@ struct sandbox {
  * timeout_ms: 1 with *msg, 0 on timeout, -EPIPE when init is gone (the
  * sandbox is broken), -errno. */
 int sb_read_init(struct sandbox *sb, struct sb_child_report *msg, int timeout_ms);
+
+/* init said READY: note what its root build made in the scratch (what a
+ * reset keeps). */
+void sb_on_ready(struct sandbox *sb);
 
 /* The agent's enrollment of the sandbox (its counters start at zero);
  * the agent is told when `notify` (once is enough). */

@@ -389,11 +389,32 @@ int sb_scratch_mark(const char *path, uid_t uid, gid_t gid, struct sb_scratch_ma
 	return 0;
 }
 
-/* Remove everything below the directory open at dfd (but not `keep_a`
- * and `keep_b`, at the top); depth-bounded. 0 or -errno. */
-static int empty_dir(int dfd, int depth, const char *keep_a, const char *keep_b)
+/* A walk that puts a scratch back: what it must keep, what it met of it. */
+struct walk {
+	const struct sb_scratch_marks *m;
+	size_t seen;
+};
+
+static int kept_index(const struct sb_scratch_marks *m, const char *rel)
+{
+	for (size_t i = 0; i < m->n_kept; i++)
+		if (!strcmp(m->kept[i].rel, rel))
+			return (int)i;
+	return -1;
+}
+
+/* A kept entry, as made: the same inode; a directory is emptied of
+ * anything else. */
+static int keep_entry(int dfd, const char *name, const char *rel, int k, int depth,
+		      struct walk *w);
+
+/* Remove everything below the directory open at dfd, whose path in the
+ * scratch is `rel` (NULL: nothing in it is kept); depth-bounded. The top
+ * level's .tmp and .shm are reset_private()'s. 0 or -errno. */
+static int empty_dir(int dfd, const char *rel, int depth, struct walk *w)
 {
 	int copy = dup(dfd), err = 0;
+	char sub[PATH_MAX];
 	struct dirent *e;
 	DIR *d;
 
@@ -406,28 +427,77 @@ static int empty_dir(int dfd, int depth, const char *keep_a, const char *keep_b)
 	}
 	while (!err && (e = readdir(d))) {
 		const char *name = e->d_name;
-		int sub;
+		int k = -1, fd;
 
 		if (!strcmp(name, ".") || !strcmp(name, "..") ||
-		    (keep_a && !strcmp(name, keep_a)) || (keep_b && !strcmp(name, keep_b)))
+		    (rel && !*rel && (!strcmp(name, SB_SCRATCH_TMP) || !strcmp(name, SB_SCRATCH_SHM))))
 			continue;
+		if (rel && w->m->n_kept) {
+			snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", name);
+			k = kept_index(w->m, sub);
+		}
+		if (k >= 0) {
+			err = keep_entry(dfd, name, sub, k, depth, w);
+			continue;
+		}
 		if (!unlinkat(dfd, name, 0) || errno == ENOENT)
 			continue;
 		if (errno != EISDIR)
 			err = -errno;
 		else if (depth >= SB_SCRATCH_RESET_DEPTH)
 			err = -EBUSY;
-		else if ((sub = openat(dfd, name,
-				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		else if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 			err = -errno;
 		else {
-			err = empty_dir(sub, depth + 1, NULL, NULL);
-			close(sub);
+			err = empty_dir(fd, NULL, depth + 1, w);
+			close(fd);
 			if (!err && unlinkat(dfd, name, AT_REMOVEDIR))
 				err = -errno;
 		}
 	}
 	closedir(d);
+	return err;
+}
+
+static int keep_entry(int dfd, const char *name, const char *rel, int k, int depth,
+		      struct walk *w)
+{
+	struct stat st;
+	int fd, err;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	if (st.st_ino != w->m->kept[k].ino || st.st_dev != w->m->dev)
+		return -EBUSY;
+	w->seen++;
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	err = empty_dir(fd, rel, depth + 1, w);
+	close(fd);
+	return err;
+}
+
+int sb_scratch_mark_kept(const char *path, char (*rel)[PATH_MAX], size_t n,
+			 struct sb_scratch_marks *m)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err = 0;
+	struct stat st;
+
+	if (n > SB_SCRATCH_KEEP)
+		return -E2BIG;
+	if (fd < 0)
+		return -errno;
+	for (size_t i = 0; i < n && !err; i++) {
+		if (fstatat(fd, rel[i], &st, AT_SYMLINK_NOFOLLOW))
+			err = -errno;
+		snprintf(m->kept[i].rel, sizeof(m->kept[i].rel), "%s", rel[i]);
+		m->kept[i].ino = st.st_ino;
+	}
+	close(fd);
+	m->n_kept = err ? 0 : n;
 	return err;
 }
 
@@ -448,16 +518,16 @@ static int restore(int fd, const struct sb_scratch_marks *m)
 }
 
 /* .tmp or .shm: the very directory the sandbox's root binds, emptied. */
-static int reset_private(int root, const char *name, ino_t ino, const struct sb_scratch_marks *m)
+static int reset_private(int root, const char *name, ino_t ino, struct walk *w)
 {
 	struct stat st;
 	int fd = openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err;
 
 	if (fd < 0)
 		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? -EBUSY : -errno;
-	err = fstat(fd, &st) ? -errno : st.st_ino != ino || st.st_dev != m->dev ? -EBUSY : 0;
-	err = err ?: empty_dir(fd, 1, NULL, NULL);
-	err = err ?: restore(fd, m);
+	err = fstat(fd, &st) ? -errno : st.st_ino != ino || st.st_dev != w->m->dev ? -EBUSY : 0;
+	err = err ?: empty_dir(fd, name, 1, w);
+	err = err ?: restore(fd, w->m);
 	close(fd);
 	return err;
 }
@@ -465,6 +535,7 @@ static int reset_private(int root, const char *name, ino_t ino, const struct sb_
 int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *detail, size_t dlen)
 {
 	int root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err;
+	struct walk w = { .m = m };
 	struct stat st;
 
 	if (root < 0) {
@@ -472,15 +543,17 @@ int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *d
 		return -errno;
 	}
 	err = fstat(root, &st) ? -errno : st.st_ino != m->root || st.st_dev != m->dev ? -EBUSY : 0;
-	err = err ?: reset_private(root, SB_SCRATCH_TMP, m->tmp, m);
-	err = err ?: reset_private(root, SB_SCRATCH_SHM, m->shm, m);
-	err = err ?: empty_dir(root, 1, SB_SCRATCH_TMP, SB_SCRATCH_SHM);
+	err = err ?: reset_private(root, SB_SCRATCH_TMP, m->tmp, &w);
+	err = err ?: reset_private(root, SB_SCRATCH_SHM, m->shm, &w);
+	err = err ?: empty_dir(root, "", 1, &w);
 	err = err ?: restore(root, m);
+	if (!err && w.seen != m->n_kept)
+		err = -EBUSY; /* something the root build made is gone */
 	close(root);
 	if (err == -EBUSY)
 		snprintf(detail, dlen,
-			 "scratch %s is not as it was made (its .tmp or .shm replaced, or a tree "
-			 "deeper than %d)",
+			 "scratch %s is not as it was made (its .tmp, .shm or the sandbox root's "
+			 "mount points in them replaced, or a tree deeper than %d)",
 			 path, SB_SCRATCH_RESET_DEPTH);
 	else if (err)
 		snprintf(detail, dlen, "cannot reset scratch %s: %s", path, strerror(-err));
