@@ -235,19 +235,38 @@ static void age(struct warm_pool *p, uint64_t now, struct sandbox **later)
 	}
 }
 
-/* A kind short of ready sandboxes, within the pool's bound. Under the lock. */
-static struct kind *short_kind(struct warm_pool *p, uint64_t now)
+/* At the pool's bound, a ready sandbox of the kind used longest ago makes
+ * room for one used since. Under the lock; false when there is none. */
+static bool make_room(struct warm_pool *p, const struct kind *for_k, struct sandbox **later)
 {
-	size_t total = 0;
+	struct kind *victim = NULL;
 
 	for (struct kind *k = p->kinds; k; k = k->next)
+		if (k != for_k && k->n_ready && k->last_take < for_k->last_take &&
+		    (!victim || k->last_take < victim->last_take))
+			victim = k;
+	if (!victim)
+		return false;
+	retire_locked(p, victim->ready[--victim->n_ready], later);
+	return true;
+}
+
+/* The kind used last of those short of ready sandboxes, with room made for
+ * it within the pool's bound. Under the lock; NULL: none. */
+static struct kind *short_kind(struct warm_pool *p, uint64_t now, struct sandbox **later)
+{
+	struct kind *best = NULL;
+	size_t total = 0;
+
+	for (struct kind *k = p->kinds; k; k = k->next) {
 		total += k->n_ready + k->preparing;
-	if (total >= p->max_ready)
+		if (k->n_ready + k->preparing < wanted(k) && now >= k->backoff_until &&
+		    (!best || k->last_take > best->last_take))
+			best = k;
+	}
+	if (best && total >= p->max_ready && !make_room(p, best, later))
 		return NULL;
-	for (struct kind *k = p->kinds; k; k = k->next)
-		if (k->n_ready + k->preparing < wanted(k) && now >= k->backoff_until)
-			return k;
-	return NULL;
+	return best;
 }
 
 /* One sandbox for k, prepared with the lock released. */
@@ -317,13 +336,14 @@ static void *keeper(void *arg)
 		struct timespec until;
 
 		age(p, now, &later);
+		k = short_kind(p, now, &later);
 		if (later) {
 			pthread_mutex_unlock(&p->lock);
 			sandbox_destroy(later);
 			pthread_mutex_lock(&p->lock);
+			continue; /* the kinds may have changed meanwhile */
 		}
 		reap_orphans(p, now);
-		k = short_kind(p, now);
 		if (k && !p->stopping) {
 			prepare_one(p, k);
 			continue;
