@@ -103,6 +103,7 @@ test_sandbox_LINK       := sandbox control telemetry policy lib
 test_serve_gate_LINK    := serve exec sandbox control telemetry policy lib
 test_serve_routes_LINK  := serve exec sandbox control telemetry policy lib
 test_serve_runcode_LINK := serve exec sandbox control telemetry policy lib
+test_serve_auth_LINK    := serve exec sandbox control telemetry policy lib
 test_control_LINK       := control lib
 test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.

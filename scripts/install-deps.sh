@@ -9,15 +9,20 @@ BUILD_PKGS=(make gcc clang llvm bpftool pkg-config libbpf-dev libelf-dev
             zlib1g-dev libjansson-dev libmicrohttpd-dev libcmocka-dev)
 # Tests: the reward programs are Python; the VM matrix boots stock kernels;
 # the scrape test runs a real Prometheus; the deploy check parses YAML;
-# the HTTP server's C++ language compiles with g++.
+# the HTTP server's languages (tests/integration/64-serve-languages.py):
+# g++ (cpp), openjdk-17-jdk-headless (java), golang-go (go), rustc (rust),
+# nodejs (below; bash and python3 are there already). Those three add
+# about 250 MB to download and a minute to a fresh install.
 TEST_PKGS=(python3 python3-yaml busybox-static qemu-system-x86 cpio
-           prometheus iproute2 curl libclang-rt-14-dev g++)
+           prometheus iproute2 curl libclang-rt-14-dev g++
+           openjdk-17-jdk-headless golang-go rustc)
 # Benchmarks only (make bench).
 BENCH_PKGS=(bubblewrap strace linux-perf)
 
 want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
-# The manifests' schema check uses npm packages (tests/stages/deploy.sh).
-# A machine that already has node/npm from elsewhere keeps its own.
+# The manifests' schema check uses npm packages (tests/stages/deploy.sh),
+# and /run_code's nodejs language runs node. A machine that already has
+# node/npm from elsewhere keeps its own.
 command -v npm >/dev/null 2>&1 || want+=(nodejs npm)
 [ "${1:-}" = "--bench" ] && want+=("${BENCH_PKGS[@]}")
 

@@ -1,195 +1,137 @@
-/* The HTTP server on libmicrohttpd: one thread per connection (a request
- * blocks its thread for the whole sandbox run, and waits in the admission
- * queue there), bodies accumulated up to max_body, replies as JSON. What a
- * request means is serve_route.c's business; see src/serve/serve.h.
+/* `sandguard serve`'s lifecycle: configuration checks, start, drain and
+ * stop, and the two probes.
  *
- * A body over max_body is read and dropped (up to DRAIN_MAX past the
- * limit), then answered 413: a client that sends its body without waiting
- * (most do) would otherwise see its connection reset, not the 413. The
- * 413 goes out before the body only to a client that waits for it
- * ("Expect: 100-continue") or announces more than we would drop; a chunked
- * body past the drain bound gets its connection closed. */
+ * Without --tokens anyone who reaches the port acts as any tenant, so the
+ * server then refuses to listen anywhere but loopback. The descriptor
+ * limit is raised to its hard limit, and the connection cap lowered (with
+ * a warning) if the sandboxes' own descriptors would not fit beside it.
+ *
+ * GET /healthz (liveness): 200 while the process answers, with counts.
+ * GET /readyz (readiness): 503 while draining, while no token is loaded,
+ * while the outcome journal's disk is below its reserve (the executor
+ * refuses every run then), and while the node's agent is not enforcing
+ * (no agent answers, or it has no programs attached) if any policy in the
+ * policy directory requires it (require_agent): a Service then sends the
+ * trainer's requests to nodes that can run them. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/random.h>
-#include <sys/socket.h>
+#include <sys/resource.h>
 #include <unistd.h>
-#include "lib/json_text.h"
-#include "lib/log.h"
+#include "control/agent_client.h"
 #include "lib/http_listen.h"
+#include "lib/log.h"
+#include "serve_http.h"
 #include "serve_internal.h"
+#include "telemetry/journal.h"
 
-#define DRAIN_MAX      (64u << 20) /* chunked bytes past max_body we read and drop */
-#define LISTEN_BACKLOG 1024
-#define DRAIN_POLL_US  20000
+#define FDS_RESERVED    64 /* logs, policy files, the agent socket, ... */
+#define FDS_PER_SANDBOX 32 /* pipes, cgroup files, the slot lock, scratch */
+#define LISTEN_BACKLOG  1024
+#define REPLY_GRACE_S   10 /* after the last worker, for replies still going out */
 
-/* One request's state across the access handler's calls. */
-struct conn {
-	char *body;
-	size_t len, cap;
-	size_t dropped; /* bytes past max_body, read and dropped */
-	bool too_large;
-	unsigned long long announced; /* an oversized Content-Length, else 0 */
-};
-
-static enum MHD_Result send_reply(struct MHD_Connection *mc, struct serve_reply *rp)
+static bool loopback(const struct sockaddr_storage *ss)
 {
-	struct MHD_Response *resp;
-	enum MHD_Result ret;
-	size_t flags = JSON_COMPACT | (rp->real_digits ? JSON_REAL_PRECISION(rp->real_digits) : 0);
-	char *text = rp->body ? json_dumps(rp->body, flags) : NULL, after[16];
-	size_t len;
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+	if (ss->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
 
-	if (!text)
-		text = strdup("{\"error\":\"out of memory\"}");
-	if (!text)
-		return MHD_NO;
-	len = strlen(text);
-	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(text);
-		return MHD_NO; /* MHD closes the connection */
+		return IN6_IS_ADDR_LOOPBACK(a) ||
+		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	if (rp->retry_after_s) {
-		snprintf(after, sizeof(after), "%u", rp->retry_after_s);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, after);
-	}
-	if (rp->allow)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rp->allow);
-	ret = MHD_queue_response(mc, rp->status ? rp->status : 500, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	return false;
 }
 
-/* `announced`: the Content-Length, or 0 for a chunked body. */
-static enum MHD_Result reply_too_large(struct serve *s, struct MHD_Connection *mc,
-				       unsigned long long announced)
+/* Tokens, or loopback only. 0 or -EINVAL with a message logged. */
+static int setup_auth(struct serve *s)
 {
-	struct serve_reply rp = { 0 };
-	enum MHD_Result ret;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char err[600];
+	int ret;
 
-	if (announced)
-		serve_error(&rp, 413,
-			    "request body of %llu bytes exceeds the limit of %zu bytes "
-			    "(sandguard serve --max-body)",
-			    announced, s->cfg.max_body);
-	else
-		serve_error(&rp, 413,
-			    "request body exceeds the limit of %zu bytes "
-			    "(sandguard serve --max-body)",
-			    s->cfg.max_body);
-	ret = send_reply(mc, &rp);
-	serve_reply_free(&rp);
-	return ret;
-}
-
-static int append(struct serve *s, struct conn *cn, const char *data, size_t n)
-{
-	if (cn->too_large || n > s->cfg.max_body - cn->len) {
-		cn->too_large = true;
-		cn->dropped += n;
-		return cn->dropped > DRAIN_MAX ? -1 : 0;
+	if (s->cfg.tokens_dir) {
+		ret = serve_tokens_open(s->cfg.tokens_dir, &s->tokens, err, sizeof(err));
+		if (ret)
+			sg_error("serve: --tokens: %s", err);
+		return ret ? -EINVAL : 0;
 	}
-	if (cn->len + n + 1 > cn->cap) {
-		size_t cap = cn->cap ? cn->cap : 4096;
-		char *body;
-
-		while (cap < cn->len + n + 1)
-			cap *= 2;
-		body = realloc(cn->body, cap);
-		if (!body)
-			return -1;
-		cn->body = body;
-		cn->cap = cap;
+	ret = http_parse_addr(s->cfg.listen, &ss, &len);
+	if (ret)
+		return ret;
+	if (!loopback(&ss)) {
+		sg_error("serve: refusing to serve %s without authentication: anyone who reaches "
+			 "it could act as any tenant. Give --tokens DIR (one file of tokens per "
+			 "tenant; in Kubernetes a Secret, see deploy/README.md), or listen on "
+			 "127.0.0.1 / [::1]",
+			 s->cfg.listen);
+		return -EINVAL;
 	}
-	memcpy(cn->body + cn->len, data, n);
-	cn->len += n;
-	cn->body[cn->len] = '\0';
+	sg_warn("serve: no --tokens: every client on this host may act as any tenant");
 	return 0;
 }
 
-static const char *header(struct MHD_Connection *mc, const char *name)
+/* Every connection is a descriptor, and so are each running sandbox's
+ * pipes and cgroup files: make room, or lower the connection cap. */
+static void fit_descriptors(struct serve_config *cfg)
 {
-	return MHD_lookup_connection_value(mc, MHD_HEADER_KIND, name);
+	uint64_t need_sandboxes = FDS_RESERVED + (uint64_t)FDS_PER_SANDBOX * cfg->max_concurrency;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur >= need_sandboxes + cfg->max_connections)
+		return;
+	if (rl.rlim_cur <= need_sandboxes + 16) {
+		sg_warn("serve: the descriptor limit %llu leaves no room for connections beside "
+			"%u running sandboxes; keeping --max-connections 16",
+			(unsigned long long)rl.rlim_cur, cfg->max_concurrency);
+		cfg->max_connections = 16;
+		return;
+	}
+	sg_warn("serve: --max-connections %u lowered to %llu: the descriptor limit is %llu "
+		"(ulimit -n), and %llu go to running sandboxes",
+		cfg->max_connections, (unsigned long long)(rl.rlim_cur - need_sandboxes),
+		(unsigned long long)rl.rlim_cur, (unsigned long long)need_sandboxes);
+	cfg->max_connections = (uint32_t)(rl.rlim_cur - need_sandboxes);
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
-				  const char *method, const char *version, const char *upload,
-				  size_t *upload_size, void **req_cls)
+static void defaults(struct serve_config *cfg)
 {
-	struct serve *s = cls;
-	struct conn *cn = *req_cls;
-	struct serve_reply rp;
-	struct serve_request rq;
-	enum MHD_Result ret;
-
-	if (!cn) {
-		const char *cl = header(mc, MHD_HTTP_HEADER_CONTENT_LENGTH);
-
-		cn = calloc(1, sizeof(*cn));
-		if (!cn)
-			return MHD_NO;
-		*req_cls = cn;
-		atomic_fetch_add(&s->in_flight, 1);
-		if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
-			const char *expect = header(mc, MHD_HTTP_HEADER_EXPECT);
-
-			cn->announced = strtoull(cl, NULL, 10);
-			if ((expect && !strcasecmp(expect, "100-continue")) ||
-			    cn->announced - s->cfg.max_body > DRAIN_MAX)
-				return reply_too_large(s, mc, cn->announced);
-		}
-		/* The first call has headers only: come back for the body. */
-		return MHD_YES;
-	}
-	if (*upload_size) {
-		if (append(s, cn, upload, *upload_size))
-			return MHD_NO;
-		*upload_size = 0;
-		return MHD_YES;
-	}
-	if (cn->too_large)
-		return reply_too_large(s, mc, cn->announced);
-	rq = (struct serve_request){
-		.method = method,
-		.url = url,
-		.tenant_header = header(mc, SERVE_TENANT_HEADER),
-		.run_id_header = header(mc, SERVE_RUN_ID_HEADER),
-		.request_id_header = header(mc, SERVE_REQUEST_ID_HEADER),
-		.body = cn->body ? cn->body : "",
-		.body_len = cn->len,
-	};
-	serve_handle(s, &rq, &rp);
-	ret = send_reply(mc, &rp);
-	serve_reply_free(&rp);
-	return ret;
-}
-
-/* The response is sent (or the client is gone): the request is over. */
-static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
-			 enum MHD_RequestTerminationCode why)
-{
-	struct serve *s = cls;
-	struct conn *cn = *req_cls;
-
-	if (cn) {
-		free(cn->body);
-		free(cn);
-		atomic_fetch_sub(&s->in_flight, 1);
-	}
-	*req_cls = NULL;
+	if (!cfg->max_body)
+		cfg->max_body = SERVE_MAX_BODY_DEFAULT;
+	if (!cfg->max_buffered)
+		cfg->max_buffered = SERVE_MAX_BUFFERED_DEFAULT;
+	if (!cfg->max_concurrency)
+		cfg->max_concurrency = 2;
+	if (!cfg->max_connections)
+		cfg->max_connections = SERVE_MAX_CONNECTIONS_DEFAULT;
+	if (!cfg->max_tests)
+		cfg->max_tests = SERVE_MAX_TESTS_DEFAULT;
+	if (!cfg->header_timeout_s)
+		cfg->header_timeout_s = SERVE_HEADER_TIMEOUT_S;
+	if (!cfg->body_timeout_s)
+		cfg->body_timeout_s = SERVE_BODY_TIMEOUT_S;
+	if (!cfg->idle_timeout_s)
+		cfg->idle_timeout_s = SERVE_IDLE_TIMEOUT_S;
+	if (!cfg->languages)
+		cfg->languages = SERVE_LANGUAGES_DEFAULT;
 }
 
 static void serve_free(struct serve *s)
 {
+	serve_tokens_free(s->tokens);
 	gate_free(s->gate);
 	free(s);
 }
@@ -203,42 +145,37 @@ int serve_start(const struct serve_config *cfg, struct serve **out)
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
+	defaults(&s->cfg);
 	snprintf(s->policy_dir, sizeof(s->policy_dir), "%s",
 		 cfg->policy_dir ? cfg->policy_dir : policy_dir_default());
 	s->cfg.policy_dir = s->policy_dir;
-	ret = serve_langs_init(&s->langs, cfg->languages ? cfg->languages : SERVE_LANGUAGES_DEFAULT,
-			       err, sizeof(err));
+	ret = serve_langs_init(&s->langs, s->cfg.languages, err, sizeof(err));
 	if (ret) {
 		sg_error("serve: %s", err);
 		free(s);
 		return ret;
 	}
-	if (gethostname(s->host, sizeof(s->host)))
-		snprintf(s->host, sizeof(s->host), "unknown");
-	if (getrandom(&s->id_prefix, sizeof(s->id_prefix), 0) != sizeof(s->id_prefix))
-		s->id_prefix = (uint32_t)getpid();
-	s->gate = gate_new(cfg->max_concurrency, cfg->queue, cfg->tenant_queue);
-	if (!s->gate) {
-		free(s);
-		return -ENOMEM;
-	}
-	ret = http_listen("serve", cfg->listen, LISTEN_BACKLOG, &fd, &s->port);
+	ret = setup_auth(s);
 	if (ret) {
 		serve_free(s);
 		return ret;
 	}
-	s->daemon = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-			MHD_USE_ITC | MHD_USE_ERROR_LOG,
-		0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
-		"serve http", MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
-		on_completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)SERVE_IDLE_TIMEOUT_S, MHD_OPTION_END);
-	if (!s->daemon) {
-		sg_error("serve: libmicrohttpd would not start on %s", cfg->listen);
-		close(fd);
+	fit_descriptors(&s->cfg);
+	if (gethostname(s->host, sizeof(s->host)))
+		snprintf(s->host, sizeof(s->host), "unknown");
+	if (getrandom(&s->id_prefix, sizeof(s->id_prefix), 0) != sizeof(s->id_prefix))
+		s->id_prefix = (uint32_t)getpid();
+	s->gate = gate_new(s->cfg.max_concurrency, s->cfg.queue, s->cfg.tenant_queue);
+	if (!s->gate) {
 		serve_free(s);
-		return -EIO;
+		return -ENOMEM;
+	}
+	ret = http_listen("serve", s->cfg.listen, LISTEN_BACKLOG, &fd, &s->port);
+	if (!ret)
+		ret = serve_http_start(s, fd, &s->http);
+	if (ret) {
+		serve_free(s);
+		return ret;
 	}
 	*out = s;
 	return 0;
@@ -251,19 +188,127 @@ uint16_t serve_port(const struct serve *s)
 
 void serve_stop(struct serve *s)
 {
-	MHD_socket fd;
-
 	if (!s)
 		return;
-	/* No new connections; queued requests get 503 at once; running ones
-	 * end by their deadlines. Every reply goes out before MHD is stopped,
-	 * which would cut the connections still writing one. */
-	fd = MHD_quiesce_daemon(s->daemon);
-	if (fd != MHD_INVALID_SOCKET)
-		close(fd);
+	atomic_store(&s->draining, true);
 	gate_close(s->gate);
-	while (atomic_load(&s->in_flight))
-		usleep(DRAIN_POLL_US);
-	MHD_stop_daemon(s->daemon);
+	serve_http_stop(s->http, REPLY_GRACE_S);
 	serve_free(s);
+}
+
+/* ---- probes ------------------------------------------------------------ */
+
+void serve_healthz(struct serve *s, struct serve_reply *rp)
+{
+	struct serve_http_counts hc = { 0 };
+	uint32_t running, waiting;
+
+	gate_counts(s->gate, &running, &waiting);
+	if (s->http)
+		serve_http_counts(s->http, &hc);
+	rp->status = 200;
+	rp->body = json_pack("{s:s, s:i, s:i, s:b, s:i, s:I, s:I, s:I, s:I, s:I}", "status", "ok",
+			     "running", (int)running, "waiting", (int)waiting, "draining",
+			     atomic_load(&s->draining), "connections", (int)hc.connections,
+			     "refused_connections", (json_int_t)hc.refused_connections,
+			     "header_timeouts", (json_int_t)hc.header_timeouts, "unauthorized",
+			     (json_int_t)atomic_load(&s->n_unauthorized), "late",
+			     (json_int_t)atomic_load(&s->n_late), "gone",
+			     (json_int_t)atomic_load(&s->n_gone));
+}
+
+/* The policy (by file name) in the policy directory that requires the
+ * agent, if any; an unreadable file counts as requiring it (the safe
+ * side: requests of that tenant would fail anyway). */
+static bool agent_required(const char *dir, char *which, size_t len)
+{
+	struct sg_policy *p = malloc(sizeof(*p));
+	struct sg_policy_error perr;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	bool required = false;
+
+	if (!p || !d) {
+		free(p);
+		if (d)
+			closedir(d);
+		return false; /* no directory: every tenant has the embedded default */
+	}
+	while (!required && (de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		char path[PATH_MAX];
+
+		if (de->d_name[0] == '.' || n < 6 || strcmp(de->d_name + n - 5, ".json"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		required = policy_load_file(path, p, &perr) != 0 || p->require_agent;
+		if (required)
+			snprintf(which, len, "%s", de->d_name);
+	}
+	closedir(d);
+	free(p);
+	return required;
+}
+
+/* The agent answers and has programs attached (what `status --check`
+ * checks). */
+static bool agent_enforcing(char *why, size_t len)
+{
+	struct agent_conn *a = agent_connect(NULL);
+	char *text = NULL;
+	json_t *st;
+	bool ok;
+
+	if (!a) {
+		snprintf(why, len, "no agent answers on its control socket");
+		return false;
+	}
+	if (agent_status(a, &text)) {
+		agent_close(a);
+		snprintf(why, len, "the agent does not answer its status");
+		return false;
+	}
+	agent_close(a);
+	st = json_loads(text, 0, NULL);
+	free(text);
+	ok = json_integer_value(json_object_get(st, "links")) > 0;
+	if (!ok)
+		snprintf(why, len, "the agent has no programs attached");
+	json_decref(st);
+	return ok;
+}
+
+/* The outcome journal's disk is below its reserve: the executor refuses
+ * every run then (platform_error naming the disk), so take no traffic. */
+static bool journal_full(char *why, size_t len)
+{
+	struct journal j;
+	uint64_t free_bytes = 0;
+
+	if (journal_init(&j, NULL) || journal_space(&j, &free_bytes) != -ENOSPC)
+		return false;
+	journal_space_describe(&j, free_bytes, why, len);
+	return true;
+}
+
+void serve_readyz(struct serve *s, struct serve_reply *rp)
+{
+	char which[256], why[512];
+	const char *reason = NULL;
+
+	if (atomic_load(&s->draining))
+		reason = "draining: shutting down";
+	else if (s->tokens && !serve_tokens_count(s->tokens))
+		reason = "no tenant token is loaded";
+	else if (journal_full(why, sizeof(why)))
+		reason = why;
+	else if (agent_required(s->policy_dir, which, sizeof(which)) &&
+		 !agent_enforcing(why, sizeof(why))) {
+		snprintf(why + strlen(why), sizeof(why) - strlen(why),
+			 ", and policy %s requires the agent (require_agent)", which);
+		reason = why;
+	}
+	rp->status = reason ? 503 : 200;
+	rp->body = reason ? json_pack("{s:b, s:s}", "ready", 0, "reason", reason)
+			  : json_pack("{s:b}", "ready", 1);
 }

@@ -2,14 +2,23 @@
  * per tenant, and a bounded FIFO queue in front of them (see
  * serve_internal.h). One mutex, one condition variable: every change
  * broadcasts, and each waiter checks whether it may go. The queue is at
- * most a few dozen long, so the scans are cheap. */
+ * most a few hundred long, so the scans are cheap.
+ *
+ * A waiter whose client may hang up (gate_wait.gone) wakes every
+ * GATE_POLL_MS to ask, so that a request nobody waits for any more gives
+ * its place up instead of running. Each running request holds a ticket
+ * with the time it is due to end at the latest, which is what Retry-After
+ * is estimated from. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "lib/clock.h"
 #include "serve_internal.h"
+
+#define GATE_POLL_MS 200
 
 struct gate_tenant {
 	char name[SG_TENANT_MAX];
@@ -31,6 +40,7 @@ struct serve_gate {
 	bool closed;
 	struct gate_tenant *tenants; /* those with a running or waiting request */
 	struct gate_waiter *head, *tail;
+	struct gate_ticket *tickets; /* the running requests */
 };
 
 struct serve_gate *gate_new(uint32_t max_running, uint32_t max_waiting, uint32_t tenant_queue)
@@ -152,29 +162,64 @@ static void dequeue(struct serve_gate *g, struct gate_waiter *w)
 	w->t->waiting--;
 }
 
-static struct timespec deadline_after(uint64_t ms)
+static struct timespec at_ns(uint64_t ns)
 {
-	struct timespec ts;
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000ull),
+				  .tv_nsec = (long)(ns % 1000000000ull) };
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
+/* Wait in line until the request may start, the wait is over, the gate
+ * closes or the client hangs up. Called and returns with the lock held. */
+static enum gate_verdict wait_in_line(struct serve_gate *g, struct gate_waiter *w,
+				      const struct gate_wait *how)
+{
+	const uint64_t ms = 1000000; /* ns */
+	uint64_t until = clock_ns(CLOCK_MONOTONIC) + how->wait_ms * ms;
+	enum gate_verdict v;
+
+	enqueue(g, w);
+	for (;;) {
+		uint64_t now = clock_ns(CLOCK_MONOTONIC), wake = until;
+		struct timespec ts;
+
+		if (may_start(g, w, w->t, w->cap)) {
+			v = GATE_OK;
+			break;
+		}
+		if (g->closed || now >= until) {
+			v = blame(g, w->t, w->cap);
+			break;
+		}
+		if (how->gone) {
+			/* Ask without the lock: it is a syscall on the client's socket. */
+			pthread_mutex_unlock(&g->lock);
+			bool gone = how->gone(how->gone_arg);
+			pthread_mutex_lock(&g->lock);
+			if (gone) {
+				v = GATE_GONE;
+				break;
+			}
+			if (now + GATE_POLL_MS * ms < wake)
+				wake = now + GATE_POLL_MS * ms;
+			if (may_start(g, w, w->t, w->cap))
+				continue;
+		}
+		ts = at_ns(wake);
+		pthread_cond_timedwait(&g->changed, &g->lock, &ts);
 	}
-	return ts;
+	dequeue(g, w);
+	/* Our place in line is gone either way: those behind may go now. */
+	pthread_cond_broadcast(&g->changed);
+	return v;
 }
 
 enum gate_verdict gate_enter(struct serve_gate *g, const char *tenant, uint32_t tenant_cap,
-			     uint64_t wait_ms)
+			     const struct gate_wait *how, struct gate_ticket *ticket)
 {
 	struct gate_waiter w = { .cap = tenant_cap ? tenant_cap : 1 };
 	enum gate_verdict v = GATE_OK;
-	struct timespec until;
-	bool go;
-	int err = 0;
 
+	memset(ticket, 0, sizeof(*ticket));
 	pthread_mutex_lock(&g->lock);
 	if (g->closed) {
 		pthread_mutex_unlock(&g->lock);
@@ -185,60 +230,70 @@ enum gate_verdict gate_enter(struct serve_gate *g, const char *tenant, uint32_t 
 		pthread_mutex_unlock(&g->lock);
 		return GATE_SERVER_FULL; /* out of memory: the server's problem */
 	}
-	if (may_start(g, NULL, w.t, w.cap))
-		goto start;
-	/* No wait, or no room to wait: the tenant's own cap or share is to
-	 * blame whenever it is full, the server's otherwise. */
-	if (!wait_ms)
-		v = blame(g, w.t, w.cap);
-	else if (w.t->waiting >= g->tenant_queue)
-		v = GATE_TENANT_QUEUE;
-	else if (g->waiting >= g->max_waiting)
-		v = w.t->running >= w.cap ? GATE_TENANT_FULL : GATE_SERVER_QUEUE;
+	if (!may_start(g, NULL, w.t, w.cap)) {
+		/* No wait, or no room to wait: the tenant's own cap or share is
+		 * to blame whenever it is full, the server's otherwise. */
+		if (!how->wait_ms)
+			v = blame(g, w.t, w.cap);
+		else if (w.t->waiting >= g->tenant_queue)
+			v = GATE_TENANT_QUEUE;
+		else if (g->waiting >= g->max_waiting)
+			v = w.t->running >= w.cap ? GATE_TENANT_FULL : GATE_SERVER_QUEUE;
+		else
+			v = wait_in_line(g, &w, how);
+	}
 	if (v != GATE_OK) {
 		tenant_put(g, w.t);
 		pthread_mutex_unlock(&g->lock);
 		return v;
 	}
-
-	enqueue(g, &w);
-	until = deadline_after(wait_ms);
-	for (;;) {
-		go = may_start(g, &w, w.t, w.cap);
-		if (go || g->closed || err == ETIMEDOUT)
-			break;
-		err = pthread_cond_timedwait(&g->changed, &g->lock, &until);
-	}
-	dequeue(g, &w);
-	/* Our place in line is gone either way: those behind may go now. */
-	pthread_cond_broadcast(&g->changed);
-	if (!go) {
-		v = blame(g, w.t, w.cap);
-		tenant_put(g, w.t);
-		pthread_mutex_unlock(&g->lock);
-		return v;
-	}
-start:
 	g->running++;
 	w.t->running++;
+	ticket->tenant = w.t;
+	ticket->ends_ms = clock_ms(CLOCK_MONOTONIC) + how->expected_ms;
+	ticket->next = g->tickets;
+	if (g->tickets)
+		g->tickets->prev = ticket;
+	g->tickets = ticket;
 	pthread_mutex_unlock(&g->lock);
 	return GATE_OK;
 }
 
-void gate_leave(struct serve_gate *g, const char *tenant)
+void gate_leave(struct serve_gate *g, struct gate_ticket *ticket)
 {
-	struct gate_tenant *t;
+	struct gate_tenant *t = ticket->tenant;
 
+	if (!t)
+		return;
 	pthread_mutex_lock(&g->lock);
-	for (t = g->tenants; t && strcmp(t->name, tenant); t = t->next)
-		;
-	if (t && t->running) {
-		t->running--;
-		g->running--;
-		tenant_put(g, t);
-	}
+	if (ticket->prev)
+		ticket->prev->next = ticket->next;
+	else
+		g->tickets = ticket->next;
+	if (ticket->next)
+		ticket->next->prev = ticket->prev;
+	t->running--;
+	g->running--;
+	tenant_put(g, t);
 	pthread_cond_broadcast(&g->changed);
 	pthread_mutex_unlock(&g->lock);
+	memset(ticket, 0, sizeof(*ticket));
+}
+
+unsigned gate_retry_after_s(struct serve_gate *g)
+{
+	uint64_t now = clock_ms(CLOCK_MONOTONIC), first = UINT64_MAX;
+	unsigned s;
+
+	pthread_mutex_lock(&g->lock);
+	for (const struct gate_ticket *t = g->tickets; t; t = t->next)
+		if (t->ends_ms < first)
+			first = t->ends_ms;
+	pthread_mutex_unlock(&g->lock);
+	if (first == UINT64_MAX || first <= now)
+		return 1;
+	s = (unsigned)((first - now + 999) / 1000);
+	return s > SERVE_RETRY_AFTER_MAX_S ? SERVE_RETRY_AFTER_MAX_S : s;
 }
 
 void gate_close(struct serve_gate *g)

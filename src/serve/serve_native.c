@@ -16,7 +16,9 @@
  *
  * Reply: the result object of `sandguard exec` (plus "request_id"), 200
  * for ok and every tenant cause, 500 for a platform_error; 429 with
- * Retry-After when exec's node-wide cap refused it. */
+ * Retry-After when exec's node-wide cap for the tenant refused it, 503
+ * when the node's own admission did (its CPU). A /v1/verify request holds
+ * at most --max-tests tests (400 beyond). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +238,13 @@ static int parse_member(struct serve_call *c, json_t *body, const char *key,
 		serve_error(rp, 500, "out of memory");
 	else if (ret)
 		serve_error(rp, 400, "%s", err);
+	else if (plan->verify && plan->tests.n > c->srv->cfg.max_tests) {
+		serve_error(rp, 400,
+			    "\"tests\" has %zu tests, at most %u in one request (sandguard serve "
+			    "--max-tests): split them",
+			    plan->tests.n, c->srv->cfg.max_tests);
+		ret = -1;
+	}
 	return ret ? -1 : 0;
 }
 
@@ -304,13 +313,23 @@ static int verify_prepare(struct serve_call *c, json_t *body, void **plan, struc
 	return native_prepare(c, body, true, plan, rp);
 }
 
+/* exec's admission said "not now": the tenant's node-wide slots (429) or
+ * the node's own capacity (503). Paused, disabled, no agent and an
+ * unreadable state are answers of their own. */
+static bool node_busy(enum exec_refusal why)
+{
+	return why != EXEC_ADMITTED && why != EXEC_REFUSED_PAUSED && why != EXEC_REFUSED_DISABLED &&
+	       why != EXEC_REFUSED_NO_AGENT && why != EXEC_REFUSED_STATE;
+}
+
 static void reply_result(struct serve_call *c, const struct exec_result *res,
 			 struct serve_reply *rp)
 {
 	json_t *j;
 
-	if (res->attempts == 0 && res->refusal == EXEC_REFUSED_CONCURRENCY) {
-		serve_error(rp, 429, "%s", res->detail);
+	if (res->attempts == 0 && node_busy(res->refusal)) {
+		serve_error(rp, res->refusal == EXEC_REFUSED_CONCURRENCY ? 429 : 503, "%s",
+			    res->detail);
 		rp->retry_after_s = serve_retry_after(c->policy);
 		return;
 	}

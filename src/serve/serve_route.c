@@ -1,6 +1,9 @@
-/* One HTTP request from URL to reply, without sockets: route, parse the
- * body, find the tenant and its policy, let the endpoint validate, admit,
- * run. Bad input is answered before anything is booked or admitted. */
+/* One HTTP request from URL to reply, without sockets, in two phases.
+ * From the headers: route, method and credentials; a request refused
+ * there (404, 405, 401, 403) is answered before its body is kept, and
+ * never touches a tenant's state. With the body: parse, find the tenant's
+ * policy, let the endpoint validate, admit, run. Bad input is answered
+ * before anything is booked or admitted. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -9,11 +12,13 @@
 #include <string.h>
 #include <time.h>
 #include "control/agent_client.h"
+#include "lib/clock.h"
 #include "lib/json_text.h"
 #include "lib/log.h"
 #include "serve_internal.h"
 
 #define TENANTS_PREFIX "/tenants/"
+#define BEARER         "Bearer "
 
 void serve_error(struct serve_reply *rp, unsigned status, const char *fmt, ...)
 {
@@ -116,16 +121,167 @@ int serve_known_keys(json_t *body, const char *const *known, struct serve_reply 
 	return -1;
 }
 
-/* ---- tenant and ids --------------------------------------------------- */
-
-/* The one tenant that every source names, or "default". */
-static int resolve_tenant(struct serve_call *c, const char *path_tenant, json_t *body,
-			  bool body_tenant, struct serve_reply *rp)
+void serve_busy(struct serve_call *c, const struct serve_endpoint *ep, unsigned status,
+		unsigned retry_after_s, struct serve_reply *rp, const char *fmt, ...)
 {
-	const char *names[3] = { c->rq->tenant_header, path_tenant, NULL };
-	const char *what[3] = { "the " SERVE_TENANT_HEADER " header", "the path",
-				"the body's \"tenant\"" };
-	json_t *v = body_tenant ? json_object_get(body, "tenant") : NULL;
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	serve_error(rp, ep->busy_status ? ep->busy_status : status, "%s", msg);
+	rp->retry_after_s = retry_after_s ? retry_after_s : 1;
+}
+
+void serve_shown_url(const struct serve_request *rq, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%.200s", rq->token_in_path ? "/t/..." : "", rq->url);
+}
+
+/* ---- phase 1: the headers --------------------------------------------- */
+
+/* "/tenants/<tenant>/run_code": the tenant, or NULL when the URL is not
+ * of that shape. */
+static const char *path_tenant_of(const char *url, char *buf, size_t len)
+{
+	const char *start, *slash;
+
+	if (strncmp(url, TENANTS_PREFIX, strlen(TENANTS_PREFIX)))
+		return NULL;
+	start = url + strlen(TENANTS_PREFIX);
+	slash = strchr(start, '/');
+	if (!slash || strcmp(slash, "/run_code") || (size_t)(slash - start) >= len)
+		return NULL;
+	memcpy(buf, start, slash - start);
+	buf[slash - start] = '\0';
+	return buf;
+}
+
+/* 401 (no or unknown credentials, with a Bearer challenge) or 403 (the
+ * credentials of another tenant). Returns -1: the request ends here. */
+static int unauthorized(struct serve *s, struct serve_reply *rp, unsigned status, const char *fmt,
+			...) __attribute__((format(printf, 4, 5)));
+static int unauthorized(struct serve *s, struct serve_reply *rp, unsigned status, const char *fmt,
+			...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	atomic_fetch_add(&s->n_unauthorized, 1);
+	serve_error(rp, status, "%s", msg);
+	rp->challenge = status == 401;
+	return -1;
+}
+
+/* Who the request is from: the token's tenant, which every other naming
+ * of the tenant must match; without tokens, the path's (if any). */
+static int authenticate(struct serve *s, const struct serve_request *rq, const char *path_tenant,
+			struct serve_route *rt, struct serve_reply *rp)
+{
+	const char *named = rq->tenant_header ? rq->tenant_header : path_tenant;
+
+	if (!s->tokens) {
+		if (rq->token)
+			return unauthorized(s, rp, 401,
+					    "this server takes no tokens (it was started without "
+					    "--tokens): drop the /t/<token> prefix and the "
+					    "Authorization header");
+		if (path_tenant)
+			snprintf(rt->tenant, sizeof(rt->tenant), "%s", path_tenant);
+		return 0;
+	}
+	if (!rq->token)
+		return unauthorized(s, rp, 401,
+				    "a tenant token is required: POST /t/<token>%s, or send "
+				    "\"Authorization: Bearer <token>\"",
+				    rq->url);
+	if (!serve_tokens_lookup(s->tokens, rq->token, rq->token_len, rt->tenant))
+		return unauthorized(s, rp, 401, "unknown token");
+	rt->authenticated = true;
+	if (path_tenant && rq->tenant_header && strcmp(path_tenant, rq->tenant_header))
+		named = path_tenant; /* report the first that disagrees */
+	if (named && strcmp(named, rt->tenant)) {
+		rt->tenant[0] = '\0';
+		return unauthorized(
+			s, rp, 403,
+			"the token is not tenant \"%.80s\"'s: a token names its tenant, "
+			"and X-Sandguard-Tenant or the path may only repeat it",
+			named);
+	}
+	return 0;
+}
+
+int serve_route(struct serve *s, const struct serve_request *rq, struct serve_route *rt,
+		struct serve_reply *rp)
+{
+	char tenant_buf[SG_TENANT_MAX + 1];
+	const char *path_tenant = NULL, *url = rq->url;
+	bool get = !strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD");
+
+	memset(rp, 0, sizeof(*rp));
+	memset(rt, 0, sizeof(*rt));
+	if (!strcmp(url, "/healthz") || !strcmp(url, "/readyz")) {
+		if (!get) {
+			rp->allow = "GET, HEAD";
+			serve_error(rp, 405, "%s %s: use GET", rq->method, url);
+			return -1;
+		}
+		if (url[1] == 'r') {
+			rt->kind = ROUTE_READYZ;
+			return 0;
+		}
+		serve_healthz(s, rp);
+		return -1;
+	}
+	rt->kind = ROUTE_POST;
+	if (!strcmp(url, "/run_code"))
+		rt->ep = &serve_runcode_endpoint;
+	else if (!strcmp(url, "/v1/score"))
+		rt->ep = &serve_score_endpoint;
+	else if (!strcmp(url, "/v1/verify"))
+		rt->ep = &serve_verify_endpoint;
+	else if ((path_tenant = path_tenant_of(url, tenant_buf, sizeof(tenant_buf))))
+		rt->ep = &serve_runcode_endpoint;
+	if (!rt->ep) {
+		char shown[256];
+
+		serve_shown_url(rq, shown, sizeof(shown));
+		serve_error(rp, 404,
+			    "no such endpoint: %s (POST /run_code, /v1/score, /v1/verify, each "
+			    "also under /t/<token>; GET /healthz, /readyz)",
+			    shown);
+		return -1;
+	}
+	if (strcmp(rq->method, "POST")) {
+		rp->allow = "POST";
+		serve_error(rp, 405, "%s %s: use POST", rq->method, url);
+		return -1;
+	}
+	if (path_tenant && !tenant_name_valid(path_tenant)) {
+		serve_error(rp, 400,
+			    "invalid tenant name \"%.80s\" in the path: expected "
+			    "[a-z0-9][a-z0-9_-]{0,62}",
+			    path_tenant);
+		return -1;
+	}
+	return authenticate(s, rq, path_tenant, rt, rp);
+}
+
+/* ---- phase 2: the body ------------------------------------------------ */
+
+/* The one tenant that every source names: the token's (phase 1), else the
+ * header's, the path's or the body's, else "default". */
+static int resolve_tenant(struct serve_call *c, const struct serve_route *rt, json_t *body,
+			  struct serve_reply *rp)
+{
+	const char *names[3] = { rt->tenant[0] ? rt->tenant : NULL, c->rq->tenant_header, NULL };
+	const char *what[3] = { rt->authenticated ? "the token" : "the path",
+				"the " SERVE_TENANT_HEADER " header", "the body's \"tenant\"" };
+	json_t *v = rt->ep->body_tenant ? json_object_get(body, "tenant") : NULL;
 	const char *chosen = NULL;
 	int from = -1;
 
@@ -145,8 +301,11 @@ static int resolve_tenant(struct serve_call *c, const char *path_tenant, json_t 
 			return -1;
 		}
 		if (chosen && strcmp(chosen, names[i])) {
-			serve_error(rp, 400, "%s names tenant \"%s\" but %s names \"%s\"",
-				    what[from], chosen, what[i], names[i]);
+			serve_error(rp, rt->authenticated ? 403 : 400,
+				    "%s names tenant \"%s\" but %s names \"%s\"", what[from],
+				    chosen, what[i], names[i]);
+			if (rt->authenticated)
+				atomic_fetch_add(&c->srv->n_unauthorized, 1);
 			return -1;
 		}
 		chosen = names[i];
@@ -156,42 +315,41 @@ static int resolve_tenant(struct serve_call *c, const char *path_tenant, json_t 
 	return 0;
 }
 
+static int check_id(const char *value, const char *header, struct serve_reply *rp)
+{
+	if (id_valid(value, strlen(value)))
+		return 0;
+	serve_error(rp, 400, "%s must be 1 to %d printable ASCII characters without spaces", header,
+		    SG_ID_MAX);
+	return -1;
+}
+
 static int resolve_ids(struct serve_call *c, struct serve_reply *rp)
 {
 	const struct serve_request *rq = c->rq;
+	const char *rid = rq->request_id_header;
 
-	if (rq->request_id_header) {
-		if (!id_valid(rq->request_id_header, strlen(rq->request_id_header))) {
-			serve_error(rp, 400,
-				    SERVE_REQUEST_ID_HEADER
-				    " must be 1 to %d printable ASCII characters "
-				    "without spaces",
-				    SG_ID_MAX);
-			return -1;
-		}
-		snprintf(c->request_id, sizeof(c->request_id), "%s", rq->request_id_header);
-	} else {
+	if (rid && check_id(rid, SERVE_REQUEST_ID_HEADER, rp))
+		return -1;
+	if (rid)
+		snprintf(c->request_id, sizeof(c->request_id), "%s", rid);
+	else
 		snprintf(c->request_id, sizeof(c->request_id), "sg-%08x-%lu", c->srv->id_prefix,
 			 (unsigned long)atomic_fetch_add(&c->srv->seq, 1) + 1);
-	}
-	if (rq->run_id_header && !id_valid(rq->run_id_header, strlen(rq->run_id_header))) {
-		serve_error(rp, 400,
-			    SERVE_RUN_ID_HEADER " must be 1 to %d printable ASCII characters "
-						"without spaces",
-			    SG_ID_MAX);
+	if (rq->run_id_header && check_id(rq->run_id_header, SERVE_RUN_ID_HEADER, rp))
 		return -1;
-	}
 	c->run_id = rq->run_id_header;
 	return 0;
 }
 
-/* ---- POST ------------------------------------------------------------- */
-
-static void refuse(struct serve_call *c, enum gate_verdict v, struct serve_reply *rp)
+/* A gate refusal. /run_code answers every one 504 (its busy_status). */
+static void refuse(struct serve_call *c, const struct serve_endpoint *ep, enum gate_verdict v,
+		   bool late, struct serve_reply *rp)
 {
 	const struct sg_limits *lim = &c->policy->limits;
 	const struct serve_config *cfg = &c->srv->cfg;
-	unsigned after = serve_retry_after(c->policy);
+	unsigned after = serve_retry_after(c->policy),
+		 server_after = gate_retry_after_s(c->srv->gate);
 	char wait[96];
 
 	if (lim->on_excess == SG_EXCESS_WAIT)
@@ -199,37 +357,47 @@ static void refuse(struct serve_call *c, enum gate_verdict v, struct serve_reply
 			 (unsigned long long)lim->queue_timeout_ms);
 	else
 		snprintf(wait, sizeof(wait), "on_excess refuse");
+	if (late && v != GATE_CLOSED) {
+		atomic_fetch_add(&c->srv->n_late, 1);
+		serve_busy(c, ep, 503, server_after, rp,
+			   "request %s cannot start in time to finish within what its client waits "
+			   "(compile_timeout + run_timeout + %d s): %u requests running "
+			   "(--max-concurrency), tenant %s's cap %u (limits.concurrency); retry "
+			   "after %u s",
+			   c->request_id, SERVE_CLIENT_SLACK_MS / 1000, cfg->max_concurrency,
+			   c->tenant, lim->concurrency, server_after);
+		return;
+	}
 	switch (v) {
 	case GATE_TENANT_FULL:
-		serve_error(
-			rp, 429,
-			"tenant %s is at its concurrency cap of %u running requests "
-			"(limits.concurrency) and no place freed in time (%s); retry after %u s",
-			c->tenant, lim->concurrency, wait, after);
+		serve_busy(c, ep, 429, after, rp,
+			   "tenant %s is at its concurrency cap of %u running requests "
+			   "(limits.concurrency) and no place freed in time (%s); retry after %u s",
+			   c->tenant, lim->concurrency, wait, after);
 		break;
 	case GATE_TENANT_QUEUE:
-		serve_error(rp, 429,
-			    "tenant %s already has %u requests waiting (--tenant-queue); "
-			    "retry after %u s",
-			    c->tenant, cfg->tenant_queue, after);
+		serve_busy(c, ep, 429, after, rp,
+			   "tenant %s already has %u requests waiting (--tenant-queue); "
+			   "retry after %u s",
+			   c->tenant, cfg->tenant_queue, after);
 		break;
 	case GATE_SERVER_FULL:
-		serve_error(rp, 503,
-			    "the server is at capacity: %u requests running (--max-concurrency) "
-			    "and no place freed in time (%s); retry after %u s",
-			    cfg->max_concurrency, wait, after);
+		serve_busy(c, ep, 503, server_after, rp,
+			   "the server is at capacity: %u requests running (--max-concurrency) "
+			   "and no place freed in time (%s); retry after %u s",
+			   cfg->max_concurrency, wait, server_after);
 		break;
 	case GATE_SERVER_QUEUE:
-		serve_error(rp, 503,
-			    "the server is at capacity: %u requests running (--max-concurrency) "
-			    "and %u waiting (--queue); retry after %u s",
-			    cfg->max_concurrency, cfg->queue, after);
+		serve_busy(c, ep, 503, server_after, rp,
+			   "the server is at capacity: %u requests running (--max-concurrency) "
+			   "and %u waiting (--queue); retry after %u s",
+			   cfg->max_concurrency, cfg->queue, server_after);
 		break;
 	default:
-		serve_error(rp, 503, "the server is shutting down; retry after %u s", after);
+		serve_busy(c, ep, 503, after, rp, "the server is shutting down; retry after %u s",
+			   after);
 		break;
 	}
-	rp->retry_after_s = after;
 }
 
 /* The policy could not be loaded: a platform error of this node, booked
@@ -254,16 +422,64 @@ static void policy_failure(struct serve_call *c, const struct serve_endpoint *ep
 	ep->policy_error(c, detail, rp);
 }
 
-static void handle_post(struct serve *s, const struct serve_endpoint *ep, const char *path_tenant,
+/* Admit (waiting as the policy and the request's budget allow), run. */
+static void admit_and_run(struct serve_call *c, const struct serve_endpoint *ep, void *plan,
+			  struct serve_reply *rp)
+{
+	const struct sg_limits *lim = &c->policy->limits;
+	struct serve *s = c->srv;
+	struct gate_wait how = {
+		.wait_ms = lim->on_excess == SG_EXCESS_WAIT ? lim->queue_timeout_ms : 0,
+		.expected_ms = c->budget.worst_ms ? c->budget.worst_ms : lim->timeout_ms,
+		.gone = c->rq->client_gone,
+		.gone_arg = c->rq->gone_arg,
+	};
+	uint64_t now = clock_ms(CLOCK_MONOTONIC);
+	struct gate_ticket ticket;
+	enum gate_verdict v;
+	bool late = false;
+
+	if (c->budget.latest_start_ms) {
+		uint64_t left = c->budget.latest_start_ms > now ? c->budget.latest_start_ms - now
+								: 0;
+
+		late = left <= how.wait_ms;
+		if (late)
+			how.wait_ms = left;
+	}
+	if (late && !how.wait_ms) {
+		refuse(c, ep, GATE_SERVER_FULL, true, rp);
+		return;
+	}
+	v = gate_enter(s->gate, c->tenant, lim->concurrency, &how, &ticket);
+	if (v == GATE_GONE) {
+		atomic_fetch_add(&s->n_gone, 1);
+		rp->no_reply = true;
+		serve_error(rp, 499, "the client closed the connection while its request waited");
+		return;
+	}
+	if (v != GATE_OK) {
+		/* A wait cut short by the budget is "late", not the policy's. */
+		refuse(c, ep, v, late && (v == GATE_TENANT_FULL || v == GATE_SERVER_FULL), rp);
+		return;
+	}
+	c->agent = agent_connect(NULL);
+	ep->execute(c, plan, rp);
+	agent_close(c->agent);
+	gate_leave(s->gate, &ticket);
+}
+
+static void handle_post(struct serve *s, const struct serve_route *rt,
 			const struct serve_request *rq, struct serve_reply *rp)
 {
+	const struct serve_endpoint *ep = rt->ep;
 	struct serve_call c = { .srv = s, .rq = rq };
 	struct sg_policy_error perr;
 	struct sg_policy *policy = NULL;
 	json_error_t jerr;
 	json_t *body;
 	void *plan = NULL;
-	enum gate_verdict v;
+	char shown[256];
 
 	body = json_loadb(rq->body ? rq->body : "", rq->body_len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body) {
@@ -275,8 +491,9 @@ static void handle_post(struct serve *s, const struct serve_endpoint *ep, const 
 		serve_error(rp, 400, "the body must be a JSON object");
 		goto out;
 	}
-	if (resolve_tenant(&c, path_tenant, body, ep->body_tenant, rp) || resolve_ids(&c, rp))
+	if (resolve_tenant(&c, rt, body, rp) || resolve_ids(&c, rp))
 		goto out;
+	snprintf(rp->request_id, sizeof(rp->request_id), "%s", c.request_id);
 	policy = malloc(sizeof(*policy));
 	if (!policy) {
 		serve_error(rp, 500, "out of memory");
@@ -289,87 +506,43 @@ static void handle_post(struct serve *s, const struct serve_endpoint *ep, const 
 	c.policy = policy;
 	if (ep->prepare(&c, body, &plan, rp))
 		goto out;
-	v = gate_enter(s->gate, c.tenant, policy->limits.concurrency,
-		       policy->limits.on_excess == SG_EXCESS_WAIT ? policy->limits.queue_timeout_ms
-								  : 0);
-	if (v != GATE_OK) {
-		refuse(&c, v, rp);
-	} else {
-		c.agent = agent_connect(NULL);
-		ep->execute(&c, plan, rp);
-		agent_close(c.agent);
-		gate_leave(s->gate, c.tenant);
-	}
+	if (ep->budget)
+		ep->budget(&c, plan);
+	admit_and_run(&c, ep, plan, rp);
 	ep->free_plan(plan);
 out:
-	sg_info("serve: %s %s tenant %s request %s: %u", rq->method, rq->url,
-		c.tenant[0] ? c.tenant : "-", c.request_id[0] ? c.request_id : "-", rp->status);
+	serve_shown_url(rq, shown, sizeof(shown));
+	sg_info("serve: %s %s tenant %s request %s: %s%u", rq->method, shown,
+		c.tenant[0] ? c.tenant : "-", c.request_id[0] ? c.request_id : "-",
+		rp->no_reply ? "dropped, client gone, " : "", rp->status);
 	free(policy);
 	json_decref(body);
 }
 
-static void healthz(struct serve *s, struct serve_reply *rp)
+void serve_handle_routed(struct serve *s, const struct serve_route *rt,
+			 const struct serve_request *rq, struct serve_reply *rp)
 {
-	uint32_t running, waiting;
-
-	gate_counts(s->gate, &running, &waiting);
-	rp->status = 200;
-	rp->body = json_pack("{s:s, s:i, s:i}", "status", "ok", "running", (int)running, "waiting",
-			     (int)waiting);
-}
-
-/* "/tenants/<tenant>/run_code": the tenant, or NULL when the URL is not
- * of that shape. */
-static const char *path_tenant_of(const char *url, char *buf, size_t len)
-{
-	const char *start, *slash;
-
-	if (strncmp(url, TENANTS_PREFIX, strlen(TENANTS_PREFIX)))
-		return NULL;
-	start = url + strlen(TENANTS_PREFIX);
-	slash = strchr(start, '/');
-	if (!slash || strcmp(slash, "/run_code") || (size_t)(slash - start) >= len)
-		return NULL;
-	memcpy(buf, start, slash - start);
-	buf[slash - start] = '\0';
-	return buf;
+	memset(rp, 0, sizeof(*rp));
+	if (rt->kind == ROUTE_READYZ)
+		serve_readyz(s, rp);
+	else
+		handle_post(s, rt, rq, rp);
 }
 
 void serve_handle(struct serve *s, const struct serve_request *rq, struct serve_reply *rp)
 {
-	const struct serve_endpoint *ep = NULL;
-	char tenant_buf[SG_TENANT_MAX + 1];
-	const char *path_tenant = NULL;
+	struct serve_route rt;
+	struct serve_request now = *rq;
 
-	memset(rp, 0, sizeof(*rp));
-	if (!strcmp(rq->url, "/healthz")) {
-		if (!strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD")) {
-			healthz(s, rp);
-		} else {
-			rp->allow = "GET, HEAD";
-			serve_error(rp, 405, "%s /healthz: use GET", rq->method);
-		}
+	if (!now.arrived_ms)
+		now.arrived_ms = clock_ms(CLOCK_MONOTONIC);
+	if (serve_route(s, &now, &rt, rp)) {
+		char shown[256];
+
+		serve_shown_url(&now, shown, sizeof(shown));
+		if (rp->status != 200)
+			sg_info("serve: %s %s: %u", now.method, shown, rp->status);
 		return;
 	}
-	if (!strcmp(rq->url, "/run_code"))
-		ep = &serve_runcode_endpoint;
-	else if (!strcmp(rq->url, "/v1/score"))
-		ep = &serve_score_endpoint;
-	else if (!strcmp(rq->url, "/v1/verify"))
-		ep = &serve_verify_endpoint;
-	else if ((path_tenant = path_tenant_of(rq->url, tenant_buf, sizeof(tenant_buf))))
-		ep = &serve_runcode_endpoint;
-	if (!ep) {
-		serve_error(rp, 404,
-			    "no such endpoint: %.200s (POST /run_code, /tenants/<tenant>/run_code, "
-			    "/v1/score, /v1/verify; GET /healthz)",
-			    rq->url);
-		return;
-	}
-	if (strcmp(rq->method, "POST")) {
-		rp->allow = "POST";
-		serve_error(rp, 405, "%s %.200s: use POST", rq->method, rq->url);
-		return;
-	}
-	handle_post(s, ep, path_tenant, rq, rp);
+	serve_handle_routed(s, &rt, &now, rp);
 }

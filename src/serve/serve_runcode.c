@@ -17,7 +17,10 @@
  * stdout and stderr come whole up to the policy's output_bytes, with
  * stdout_truncated / stderr_truncated. run_timeout, compile_timeout and
  * memory_limit_MB can only tighten the tenant's policy: larger values are
- * lowered to it, and sandguard.timeout_ms / memory_mb say what applied. */
+ * lowered to it, and sandguard.timeout_ms / memory_mb say what applied.
+ *
+ * This file reads the request; serve_runcode_run.c compiles, runs and
+ * answers. The languages are in serve_lang.c. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -31,11 +34,8 @@
 #include "serve_internal.h"
 #include "lib/rule_names.h"
 
-#define DEFAULT_TIMEOUT_S 10.0 /* SandboxFusion's default for both */
-#define PYTHON_FILE       "main.py"
-#define CPP_FILE          "main.cpp"
-#define CPP_PROGRAM       "main"
-#define TIME_DIGITS       9 /* execution_time 1.5, not 1.5000000000000002 */
+#define DEFAULT_TIMEOUT_S 10.0  /* SandboxFusion's default for both */
+#define TIMEOUT_MAX_S     86400 /* keeps the client's budget in range */
 
 static const char *const known_keys[] = { "code",        "language",
 					  "stdin",       "compile_timeout",
@@ -43,27 +43,22 @@ static const char *const known_keys[] = { "code",        "language",
 					  "files",       "fetch_files",
 					  "args",        NULL };
 
-const char *runcode_status(enum sg_cause cause)
-{
-	if (cause == SG_CAUSE_OK)
-		return "Success";
-	return cause == SG_CAUSE_PLATFORM_ERROR ? "SandboxError" : "Failed";
-}
-
 /* ---- the request ------------------------------------------------------ */
 
-/* Seconds (a JSON number, default 10) to milliseconds, at most the
- * policy's deadline. */
-static int parse_timeout(json_t *body, const char *key, const struct sg_policy *p, uint64_t *ms,
-			 struct serve_reply *rp)
+/* Seconds (a JSON number, default 10): *sent as the client gave it (it
+ * waits for that), *ms lowered to the policy's deadline (what applies). */
+static int parse_timeout(json_t *body, const char *key, const struct sg_policy *p, double *sent,
+			 uint64_t *ms, struct serve_reply *rp)
 {
 	json_t *v = json_object_get(body, key);
 	double s = v ? json_number_value(v) : DEFAULT_TIMEOUT_S;
 
-	if (v && (!json_is_number(v) || !isfinite(s) || s <= 0)) {
-		serve_error(rp, 400, "\"%s\" must be a positive number of seconds", key);
+	if (v && (!json_is_number(v) || !isfinite(s) || s <= 0 || s > TIMEOUT_MAX_S)) {
+		serve_error(rp, 400, "\"%s\" must be a positive number of seconds, at most %d", key,
+			    TIMEOUT_MAX_S);
 		return -1;
 	}
+	*sent = s;
 	*ms = s * 1000.0 >= (double)p->limits.timeout_ms ? p->limits.timeout_ms
 							 : (uint64_t)ceil(s * 1000.0);
 	return 0;
@@ -109,15 +104,33 @@ static int parse_language(const struct serve_langs *langs, const struct sg_polic
 			name, tenant, p->source, denied, name);
 		return -1;
 	}
+	if (p->limits.output_bytes < serve_lang_min_output(id)) {
+		serve_error(rp, 400,
+			    "language %s is not enabled for tenant %s: its compiled programs need "
+			    "an output cap of at least %llu bytes, and its policy (%s) has "
+			    "limits.output_bytes %llu",
+			    name, tenant, (unsigned long long)serve_lang_min_output(id), p->source,
+			    (unsigned long long)p->limits.output_bytes);
+		return -1;
+	}
 	plan->lang = id;
 	return 0;
 }
 
-static bool reserved(const struct runcode_plan *plan, const char *path)
+/* A request's path that is one of the language's own files, or would
+ * need one of them as a directory (or the reverse): *other names it. */
+static bool language_owns(const struct runcode_plan *plan, const char *path, const char **other)
 {
-	if (plan->lang == LANG_PYTHON)
-		return !strcmp(path, PYTHON_FILE);
-	return !strcmp(path, CPP_FILE) || !strcmp(path, CPP_PROGRAM);
+	const char *own[SERVE_LANG_PATHS];
+	size_t n = serve_lang_paths(plan->lang, own);
+
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(path, own[i]) || sb_scratch_paths_conflict(path, own[i])) {
+			*other = own[i];
+			return true;
+		}
+	}
+	return false;
 }
 
 static size_t longest_component(const char *path)
@@ -134,8 +147,8 @@ static size_t longest_component(const char *path)
 	return longest;
 }
 
-/* A path that would need another file (or the program) as a directory,
- * or the reverse: the scratch could not hold both. */
+/* A path that would need another file as a directory, or the reverse:
+ * the scratch could not hold both. */
 static bool conflicting(const struct runcode_plan *plan, const char *path, const char **other)
 {
 	for (size_t i = 0; i < plan->n_files; i++)
@@ -143,10 +156,6 @@ static bool conflicting(const struct runcode_plan *plan, const char *path, const
 			*other = plan->files[i].path;
 			return true;
 		}
-	if (plan->lang != LANG_PYTHON && sb_scratch_paths_conflict(path, CPP_PROGRAM)) {
-		*other = CPP_PROGRAM;
-		return true;
-	}
 	return false;
 }
 
@@ -169,11 +178,10 @@ static int parse_files(json_t *body, struct runcode_plan *plan, struct serve_rep
 		serve_error(rp, 500, "out of memory");
 		return -1;
 	}
-	plan->files[0] =
-		(struct sandbox_file){ .path = plan->lang == LANG_PYTHON ? PYTHON_FILE : CPP_FILE,
-				       .data = plan->code,
-				       .len = plan->code_len,
-				       .mode = 0644 };
+	plan->files[0] = (struct sandbox_file){ .path = serve_lang_source(plan->lang),
+						.data = plan->code,
+						.len = plan->code_len,
+						.mode = 0644 };
 	plan->n_files = 1;
 	json_object_foreach(files, path, v)
 	{
@@ -196,9 +204,11 @@ static int parse_files(json_t *body, struct runcode_plan *plan, struct serve_rep
 				    path);
 			return -1;
 		}
-		if (reserved(plan, path)) {
-			serve_error(rp, 400, "files: \"%s\" is where this request's code goes",
-				    path);
+		if (language_owns(plan, path, &other)) {
+			serve_error(rp, 400,
+				    "files: \"%.200s\" clashes with \"%s\", which %s writes in the "
+				    "scratch",
+				    path, other, serve_lang_name(plan->lang));
 			return -1;
 		}
 		if (conflicting(plan, path, &other)) {
@@ -286,8 +296,9 @@ int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, co
 	}
 	plan->stdin_data = json_is_string(in) ? json_string_value(in) : NULL;
 	plan->stdin_len = json_is_string(in) ? json_string_length(in) : 0;
-	if (parse_timeout(body, "compile_timeout", p, &plan->compile_timeout_ms, rp) ||
-	    parse_timeout(body, "run_timeout", p, &plan->run_timeout_ms, rp))
+	if (parse_timeout(body, "compile_timeout", p, &plan->compile_timeout_s,
+			  &plan->compile_timeout_ms, rp) ||
+	    parse_timeout(body, "run_timeout", p, &plan->run_timeout_s, &plan->run_timeout_ms, rp))
 		return -1;
 	/* SandboxFusion's -1 means "no limit of the request's own". */
 	if (mem && !json_is_integer(mem)) {
@@ -318,7 +329,28 @@ void runcode_plan_free(struct runcode_plan *plan)
 	memset(plan, 0, sizeof(*plan));
 }
 
+void runcode_budget(const struct runcode_plan *plan, uint64_t arrived_ms, struct serve_budget *b)
+{
+	bool compiled = serve_lang_compiled(plan->lang);
+
+	/* The client waits for the sum of what it sent, compiled or not. */
+	b->client_ms = (uint64_t)ceil((plan->compile_timeout_s + plan->run_timeout_s) * 1000.0) +
+		       SERVE_CLIENT_SLACK_MS;
+	b->worst_ms = (compiled ? plan->compile_timeout_ms : 0) + plan->run_timeout_ms;
+	b->latest_start_ms = arrived_ms + b->client_ms - b->worst_ms - SERVE_FINISH_MARGIN_MS;
+	b->run_latest_ms =
+		arrived_ms + b->client_ms - plan->run_timeout_ms - SERVE_FINISH_MARGIN_MS;
+	b->client_end_ms = arrived_ms + b->client_ms - SERVE_FINISH_MARGIN_MS;
+}
+
 /* ---- the response ----------------------------------------------------- */
+
+const char *runcode_status(enum sg_cause cause)
+{
+	if (cause == SG_CAUSE_OK)
+		return "Success";
+	return cause == SG_CAUSE_PLATFORM_ERROR ? "SandboxError" : "Failed";
+}
 
 json_t *runcode_result_json(const struct exec_run_result *r)
 {
@@ -338,217 +370,11 @@ json_t *runcode_result_json(const struct exec_run_result *r)
 			 r->err_truncated);
 }
 
-static json_t *response_new(struct serve_call *c, const char *status, const char *message)
+json_t *runcode_response_new(struct serve_call *c, const char *status, const char *message)
 {
 	return json_pack("{s:s, s:o, s:n, s:n, s:s, s:{}}", "status", status, "message",
 			 json_string_lossy(message, strlen(message)), "compile_result",
 			 "run_result", "executor_pod_name", c->srv->host, "files");
-}
-
-/* What sandguard adds: whose run, why it ended, the limits that applied. */
-static void add_sandguard(struct serve_call *c, json_t *resp, const struct exec_run_result *r,
-			  uint32_t attempts)
-{
-	json_object_set_new(
-		resp, "sandguard",
-		json_pack("{s:s, s:s, s:s, s:o, s:o, s:i, s:I, s:I}", "tenant", c->tenant,
-			  "request_id", c->request_id, "cause", cause_name(r->cause), "rule",
-			  r->rule >= 0 && r->rule < SG_RULE__COUNT ? json_string(rule_name(r->rule))
-								   : json_null(),
-			  "detail",
-			  r->detail[0] ? json_string_lossy(r->detail, strlen(r->detail))
-				       : json_null(),
-			  "attempts", (int)attempts, "timeout_ms", (json_int_t)r->timeout_ms,
-			  "memory_mb", (json_int_t)r->memory_mb));
-}
-
-/* Fetched files: whole ones go to "files"; the others are named in
- * sandguard.fetch_errors rather than passed on cut short. */
-static void add_files(json_t *resp, const struct exec_run_result *r, const struct sg_policy *p)
-{
-	json_t *files = json_object_get(resp, "files"), *errors = json_object();
-	char why[128];
-
-	for (size_t i = 0; i < r->n_fetched; i++) {
-		const struct sandbox_fetched *f = &r->fetched[i];
-		char *b64;
-
-		if (!f->data || f->truncated) {
-			snprintf(why, sizeof(why),
-				 f->data ? "larger than the output cap of %llu bytes"
-					 : "missing, or not a regular file of the run",
-				 (unsigned long long)p->limits.output_bytes);
-			json_object_set_new(errors, f->path, json_string(why));
-			continue;
-		}
-		b64 = base64_encode(f->data, f->len, NULL);
-		json_object_set_new(files, f->path, b64 ? json_string(b64) : json_null());
-		free(b64);
-	}
-	if (json_object_size(errors))
-		json_object_set_new(json_object_get(resp, "sandguard"), "fetch_errors", errors);
-	else
-		json_decref(errors);
-}
-
-/* exec refused the run before it started: answered as HTTP errors, not as
- * a run result. Returns true when it did. */
-static bool refused(struct serve_call *c, const struct exec_run_result *r, struct serve_reply *rp)
-{
-	if (r->attempts == 0 &&
-	    (r->refusal == EXEC_REFUSED_PAUSED || r->refusal == EXEC_REFUSED_DISABLED)) {
-		serve_error(rp, 403, "%s", r->detail);
-		return true;
-	}
-	if (r->attempts == 0 && r->refusal == EXEC_REFUSED_CONCURRENCY) {
-		serve_error(rp, 429, "%s", r->detail);
-		rp->retry_after_s = serve_retry_after(c->policy);
-		return true;
-	}
-	return false;
-}
-
-static int run_step(struct serve_call *c, char *const *argv, uint64_t timeout_ms, const char *id,
-		    const struct runcode_plan *plan, const struct exec_run_request *proto,
-		    struct exec_run_result *r)
-{
-	struct exec_ctx ctx = {
-		.policy = c->policy,
-		.tenant = c->tenant,
-		.run_id = c->run_id,
-		.argv = argv,
-		.timeout_ms = timeout_ms,
-		.agent = c->agent,
-		.run = c->srv->cfg.run,
-	};
-	struct exec_run_request req = *proto;
-
-	req.request_id = id;
-	req.memory_mb = plan->memory_mb;
-	/* Compiled code runs via the loader (serve_lang.c), which maps it from
-	 * the scratch: a noexec scratch would refuse that. */
-	req.allow_exec_in_scratch = plan->lang == LANG_CPP;
-	return exec_run(&ctx, &req, r);
-}
-
-/* cpp, first sandbox: compile. 0 with the program in *prog (malloc'd);
- * 1 when the response is complete without a run (compile failed); 2 when
- * exec refused it and rp holds the answer; -ENOMEM. */
-static int compile(struct serve_call *c, struct runcode_plan *plan, json_t *resp,
-		   uint32_t *attempts, char **prog, size_t *prog_len, struct serve_reply *rp)
-{
-	struct serve *s = c->srv;
-	char *argv[] = { s->langs.cxx, "-std=c++17", "-O2",    "-save-temps",
-			 "-o",         CPP_PROGRAM,  CPP_FILE, NULL };
-	static const char *const fetch[] = { CPP_PROGRAM };
-	struct exec_run_request proto = {
-		.files = plan->files, .n_files = plan->n_files, .fetch = fetch, .n_fetch = 1
-	};
-	struct exec_run_result r;
-	char id[SG_ID_MAX + 16];
-	const char *msg = NULL;
-
-	snprintf(id, sizeof(id), "%s.compile", c->request_id);
-	if (run_step(c, argv, plan->compile_timeout_ms, id, plan, &proto, &r))
-		return -ENOMEM;
-	if (refused(c, &r, rp)) {
-		exec_run_result_free(&r);
-		return 2;
-	}
-	*attempts += r.attempts;
-	if (r.cause == SG_CAUSE_OK && r.n_fetched == 1 && r.fetched[0].data &&
-	    !r.fetched[0].truncated) {
-		*prog = r.fetched[0].data;
-		*prog_len = r.fetched[0].len;
-		r.fetched[0].data = NULL;
-	} else if (r.cause == SG_CAUSE_OK) {
-		r.cause = r.n_fetched && r.fetched[0].truncated ? SG_CAUSE_TENANT_BAD_OUTPUT
-								: SG_CAUSE_PLATFORM_ERROR;
-		msg = r.cause == SG_CAUSE_TENANT_BAD_OUTPUT
-			      ? "the compiled program is larger than the policy's output cap (output_bytes)"
-			      : "platform error: the compiler exited 0 but left no program";
-		snprintf(r.detail, sizeof(r.detail), "%s", msg);
-		r.has_return_code = false; /* a compile "Error": verl reads it as a compile error */
-	}
-	/* As for a run: a platform error has no result of its own. */
-	if (r.cause != SG_CAUSE_PLATFORM_ERROR)
-		json_object_set_new(resp, "compile_result", runcode_result_json(&r));
-	if (r.cause != SG_CAUSE_OK) {
-		json_object_set_new(resp, "status", json_string(runcode_status(r.cause)));
-		json_object_set_new(resp, "message", json_string_lossy(r.detail, strlen(r.detail)));
-		add_sandguard(c, resp, &r, *attempts);
-	}
-	exec_run_result_free(&r);
-	return *prog ? 0 : 1;
-}
-
-static void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
-{
-	struct runcode_plan *plan = p;
-	struct serve *s = c->srv;
-	json_t *resp = response_new(c, "Success", "");
-	struct sandbox_file *files = plan->files;
-	struct exec_run_request proto = {
-		.stdin_data = plan->stdin_data,
-		.stdin_len = plan->stdin_len,
-		.fetch = plan->fetch,
-		.n_fetch = plan->n_fetch,
-	};
-	struct exec_run_result r;
-	uint32_t attempts = 0;
-	char *prog = NULL, *argv[3] = { NULL };
-	size_t prog_len = 0;
-	int ret = 0;
-
-	if (plan->lang == LANG_CPP) {
-		ret = compile(c, plan, resp, &attempts, &prog, &prog_len, rp);
-		if (ret)
-			goto done;
-		/* The run gets the program in place of the source. */
-		files = malloc(plan->n_files * sizeof(*files));
-		if (!files) {
-			ret = -ENOMEM;
-			goto done;
-		}
-		memcpy(files, plan->files, plan->n_files * sizeof(*files));
-		files[0] = (struct sandbox_file){
-			.path = CPP_PROGRAM, .data = prog, .len = prog_len, .mode = 0755
-		};
-		argv[0] = s->langs.loader;
-		argv[1] = "./" CPP_PROGRAM;
-	} else {
-		argv[0] = s->langs.python;
-		argv[1] = PYTHON_FILE;
-	}
-	proto.files = files;
-	proto.n_files = plan->n_files;
-	ret = run_step(c, argv, plan->run_timeout_ms, c->request_id, plan, &proto, &r);
-	if (ret)
-		goto done;
-	attempts += r.attempts;
-	if (!refused(c, &r, rp)) {
-		if (r.cause != SG_CAUSE_PLATFORM_ERROR)
-			json_object_set_new(resp, "run_result", runcode_result_json(&r));
-		json_object_set_new(resp, "status", json_string(runcode_status(r.cause)));
-		json_object_set_new(resp, "message", json_string_lossy(r.detail, strlen(r.detail)));
-		add_sandguard(c, resp, &r, attempts);
-		add_files(resp, &r, c->policy);
-		rp->status = 200;
-		rp->body = json_incref(resp);
-	}
-	exec_run_result_free(&r);
-done:
-	rp->real_digits = TIME_DIGITS;
-	if (ret < 0) {
-		serve_error(rp, 500, "out of memory");
-	} else if (ret == 1) { /* compile ended it: the response is complete */
-		rp->status = 200;
-		rp->body = json_incref(resp);
-	}
-	if (files != plan->files)
-		free(files);
-	free(prog);
-	json_decref(resp);
 }
 
 /* ---- the endpoint ----------------------------------------------------- */
@@ -571,10 +397,15 @@ static int runcode_prepare(struct serve_call *c, json_t *body, void **plan_out,
 	return 0;
 }
 
+static void runcode_set_budget(struct serve_call *c, void *plan)
+{
+	runcode_budget(plan, c->rq->arrived_ms, &c->budget);
+}
+
 static void runcode_policy_error(struct serve_call *c, const char *detail, struct serve_reply *rp)
 {
 	rp->status = 200; /* as SandboxFusion: the body says SandboxError */
-	rp->body = response_new(c, "SandboxError", detail);
+	rp->body = runcode_response_new(c, "SandboxError", detail);
 	json_object_set_new(rp->body, "sandguard",
 			    json_pack("{s:s, s:s, s:s, s:n, s:o, s:i}", "tenant", c->tenant,
 				      "request_id", c->request_id, "cause",
@@ -591,7 +422,9 @@ static void runcode_free(void *p)
 const struct serve_endpoint serve_runcode_endpoint = {
 	.mode = "run",
 	.body_tenant = false,
+	.busy_status = 504,
 	.prepare = runcode_prepare,
+	.budget = runcode_set_budget,
 	.execute = runcode_execute,
 	.policy_error = runcode_policy_error,
 	.free_plan = runcode_free,

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, remove_cgroup_tree, uid_base  # noqa: E402
+from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report, uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
@@ -71,6 +71,7 @@ class Env:
             json.dump(p, f)
 
     def outcomes(self):
+        """Every booking, in order: the records of the outcome journal."""
         return sgjournal.read(self.env["SANDGUARD_STATE_DIR"])
 
     def scratch_left(self):
@@ -122,9 +123,10 @@ class Server:
         finally:
             c.close()
 
-    def log_tail(self):
+    def log_tail(self, limit=2000):
+        self.stderr.flush()
         self.stderr.seek(0)
-        return self.stderr.read()[-2000:]
+        return self.stderr.read()[-limit:]
 
     def stop(self):
         if self.proc.poll() is None:
@@ -135,6 +137,64 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.stderr.close()
+
+
+# ---- the suites' frame -----------------------------------------------------
+
+def can_run(suite):
+    """False (with a SKIP line saying why) when sandboxes cannot run here."""
+    if os.geteuid() != 0:
+        report("SKIP", suite, "needs root (sandboxes switch uids and make cgroups)")
+        return False
+    if not cgroup2_mount():
+        report("SKIP", suite, "no cgroup2 mount")
+        return False
+    return True
+
+
+def run_cases(cases, args, log=None):
+    """Each (name, fn) of `cases`: fn(*args) returns None (PASS; fn.summary,
+    when set, is shown), a reason (FAIL), or ("SKIP", reason). `log()`
+    gives what to print on stderr after a failure."""
+    for name, fn in cases:
+        try:
+            why = fn(*args)
+        except Exception as e:   # noqa: BLE001 - every failure is a finding
+            why = "exception: %r" % e
+        if isinstance(why, tuple):
+            report(why[0], name, why[1])
+        elif why:
+            report("FAIL", name, why)
+            if log:
+                print("server log: " + log(), file=sys.stderr, flush=True)
+        else:
+            extra = getattr(fn, "summary", None)
+            report("PASS", name + (" (%s)" % extra if extra else ""))
+
+
+def run_suite(suite, cases, setup=None, server_args=()):
+    """A suite's main() around one server: SKIP unless sandboxes can run,
+    an Env with the policies setup(env) writes (else just "default"), a
+    Server with server_args, each case run with (env, srv), then all of it
+    cleaned up. Returns the exit code."""
+    if not can_run(suite):
+        return 0
+    env = Env()
+    srv = None
+    try:
+        if setup:
+            setup(env)
+        else:
+            env.policy("default")
+        srv = Server(env, *server_args)
+        run_cases(cases, (env, srv), srv.log_tail)
+        if srv.proc.poll() is not None:
+            report("FAIL", "server alive", "exited %s" % srv.proc.returncode)
+    finally:
+        if srv:
+            srv.stop()
+        env.cleanup()
+    return exit_code()
 
 
 # ---- verl's side ---------------------------------------------------------

@@ -11,7 +11,10 @@
 # the agent runs with exactly the DaemonSet's capabilities, each of those
 # capabilities is needed, the probes see attached programs (and see them go),
 # SIGTERM stops it cleanly, a kubelet-style ConfigMap swap is reloaded and
-# enforced, and its memory fits the DaemonSet's limits.
+# enforced, and its memory fits the DaemonSet's limits. serve
+# (deploy/serve.yaml) likewise: its capabilities, its way into the node's
+# namespaces, its probes, its drain and its memory (deploy_serve.py); the
+# tokens Secret that deploy/gen-tokens.sh makes is what serve loads.
 set -u
 cd "$(dirname "$0")/../.."
 SRC=$(pwd)
@@ -316,19 +319,63 @@ if [ "$LIVE_OK" = 1 ]; then
         fail "live-sigterm" "agent did not start: $(tail -n 2 "$TMP/agent-term.log" | tr '\n' ' ')"
     fi
 
+    # serve, as deploy/serve.yaml runs it (a private agent of its own).
+    serve_out=$(python3 tests/stages/deploy_serve.py "$SRC" "$BIN" 2>"$TMP/deploy-serve.err")
+    tally <<<"$(printf '%s\n' "$serve_out" | grep -E '^(PASS|FAIL|SKIP): ')"
+    SG_MEASURED_SERVE_PEAK_KB=$(printf '%s\n' "$serve_out" | sed -n 's/^measured-serve-peak-kb //p')
+    export SG_MEASURED_SERVE_PEAK_KB
+    printf '%s\n' "$serve_out" | grep -qE '^(PASS|FAIL|SKIP): live-serve-cap-needed' ||
+        fail "live-serve" "deploy_serve.py ended early: $(tail -n 3 "$TMP/deploy-serve.err" | tr '\n' ' ')"
+
     # Policy paths are resolved where the agent runs; in a container that is
     # the image, not the node the sandboxes run on.
     # --host-root itself (a bind mount of / as the pod's /host, and a foreign
     # root refused as a platform error) is exercised end to end by
     # tests/integration/45-attribution.py.
 else
-    for t in live-caps-sufficient live-agent-starts live-probes live-configmap-reload live-memory live-sigterm; do
+    for t in live-caps-sufficient live-agent-starts live-probes live-configmap-reload live-memory live-sigterm \
+        live-serve; do
         skip "$t" "$why"
     done
 fi
 
 # ---------------------------------------------------------------- static ----
 tally < <(python3 tests/stages/deploy_manifests.py "$SRC" "$BIN" 2>&1)
+
+# The tokens Secret: deploy/gen-tokens.sh's output is a Secret of valid
+# tokens, one per tenant, that serve loads as its --tokens directory (each
+# key a file, mode 0400, as the Secret volume of deploy/serve.yaml has it).
+secret_to_dir() {
+    python3 -c '
+import os, sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+assert d["kind"] == "Secret" and d["metadata"]["name"] == "sandguard-tokens", d["metadata"]
+os.makedirs(sys.argv[2])
+for tenant, token in d["stringData"].items():
+    path = os.path.join(sys.argv[2], tenant)
+    open(path, "w").write(token + "\n")
+    os.chmod(path, 0o400)' "$1" "$2"
+}
+serve_loads_tokens() {
+    "$BIN" serve --listen 127.0.0.1:0 --tokens "$1" --policy-dir policies >"$TMP/tokens.out" 2>&1 </dev/null &
+    local pid=$! i
+    for i in $(seq 1 50); do
+        grep -q '^listening on' "$TMP/tokens.out" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    grep -q '^listening on' "$TMP/tokens.out"
+}
+if ! deploy/gen-tokens.sh acme bravo >"$TMP/tokens.yaml" 2>"$TMP/tokens.urls"; then
+    fail "gen-tokens" "deploy/gen-tokens.sh: $(cat "$TMP/tokens.urls")"
+elif ! secret_to_dir "$TMP/tokens.yaml" "$TMP/tokens-dir" 2>"$TMP/tokens.err"; then
+    fail "gen-tokens" "not the sandguard-tokens Secret: $(tail -n 1 "$TMP/tokens.err")"
+elif serve_loads_tokens "$TMP/tokens-dir" && [ "$(grep -c '/t/.*/run_code$' "$TMP/tokens.urls")" = 2 ]; then
+    pass "gen-tokens" "a Secret with one token per tenant, which serve loads as --tokens; a URL per tenant"
+else
+    fail "gen-tokens" "serve did not load the generated tokens: $(tail -n 2 "$TMP/tokens.out" | tr '\n' ' ')"
+fi
 
 # Schema: kubernetes-models (JSON schemas generated from the Kubernetes
 # OpenAPI spec and the Prometheus Operator CRDs), installed with npm into
@@ -347,8 +394,9 @@ fi
 if [ -z "$schema_reason" ]; then
     python3 -c '
 import glob, json, os, sys, yaml
-items = [{"file": f, "doc": d} for f in sorted(glob.glob("deploy/*.yaml")) for d in yaml.safe_load_all(open(f)) if d]
-json.dump(items, sys.stdout)' >"$TMP/docs.json"
+files = sorted(glob.glob("deploy/*.yaml")) + [sys.argv[1]]   # and the generated tokens Secret
+items = [{"file": f, "doc": d} for f in files for d in yaml.safe_load_all(open(f)) if d]
+json.dump(items, sys.stdout)' "$TMP/tokens.yaml" >"$TMP/docs.json"
     tally < <(NODE_PATH=$SCHEMA_DIR/node_modules node tests/stages/deploy_schema.js <"$TMP/docs.json" 2>&1)
 else
     skip "schema" "$schema_reason"

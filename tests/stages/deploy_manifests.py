@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Static checks of deploy/: every YAML document parses, and the fields that
 matter hold (node selection, privileges, host mounts, policies, agent flags,
-metrics, probes, resources, the PodMonitor, the Dockerfile). Prints one
-PASS/FAIL line per check; run by tests/stages/deploy.sh.
+metrics, probes, resources, the PodMonitor, the Dockerfile; for serve: its
+DaemonSet beside the agent's, flags, tokens Secret, probes, drain, the
+Service). Prints one PASS/FAIL line per check; run by tests/stages/deploy.sh.
 
 usage: deploy_manifests.py SRC SANDGUARD_BIN
-Optional env: SG_MEASURED_IDLE_KB, SG_MEASURED_PEAK_KB (from the live run)."""
+Optional env: SG_MEASURED_IDLE_KB, SG_MEASURED_PEAK_KB (the agent's, from the
+live run), SG_MEASURED_SERVE_PEAK_KB (serve's)."""
 import glob
 import json
 import os
@@ -82,12 +84,15 @@ def only(kind, name=None):
 
 
 try:
-    ds = only("DaemonSet")
+    ds = only("DaemonSet", "sandguard-agent")
     pod = ds["spec"]["template"]["spec"]
     agent = [c for c in pod["containers"] if c["name"] == "agent"][0]
+    sds = only("DaemonSet", "sandguard-serve")
+    spod = sds["spec"]["template"]["spec"]
+    serve = [c for c in spod["containers"] if c["name"] == "serve"][0]
 except (AssertionError, KeyError, IndexError) as e:
-    report("FAIL", "daemonset-present", str(e))
-    print("deploy manifests: cannot go on without the DaemonSet")
+    report("FAIL", "daemonsets-present", str(e))
+    print("deploy manifests: cannot go on without both DaemonSets")
     sys.exit(1)
 args = agent.get("args", [])
 flag = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--")}
@@ -277,6 +282,119 @@ def t_dockerfile():
     return "runtime packages: %s" % " ".join(sorted(runtime))
 
 
+# ---- serve (deploy/serve.yaml) ----------------------------------------------
+sargs = serve.get("args", [])
+sflag = {sargs[i]: sargs[i + 1] for i in range(len(sargs) - 1)
+         if sargs[i].startswith("--") and not sargs[i + 1].startswith("--")}
+smounts = {m["mountPath"]: m for m in serve.get("volumeMounts", [])}
+svolumes = {v["name"]: v for v in spod.get("volumes", [])}
+SERVE_CAPS_REQUIRED = {"SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE", "SETUID", "SETGID", "CHOWN", "FOWNER",
+                       "DAC_OVERRIDE"}
+SERVE_CAPS_ALLOWED = SERVE_CAPS_REQUIRED | {"KILL"}
+
+
+def t_serve_beside_agent():
+    assert spod.get("nodeSelector") == pod.get("nodeSelector"), "serve's nodeSelector differs from the agent's"
+    assert spod.get("tolerations") == pod.get("tolerations"), "serve's tolerations differ from the agent's"
+    assert sds["metadata"]["namespace"] == ds["metadata"]["namespace"], "another namespace than the agent's"
+    assert sds["spec"]["selector"]["matchLabels"].items() <= sds["spec"]["template"]["metadata"]["labels"].items()
+    assert not (sds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()), \
+        "serve's selector also selects the agent's pods"
+    text = open(os.path.join(DEPLOY, "README.md")).read()
+    assert "second DaemonSet" in text, "deploy/README.md does not say why serve is a DaemonSet of its own"
+
+
+def t_serve_privileges():
+    sc = serve["securityContext"]
+    assert not sc.get("privileged"), "privileged: true"
+    assert sc.get("allowPrivilegeEscalation") is False and sc.get("readOnlyRootFilesystem") is True
+    assert sc.get("capabilities", {}).get("drop") == ["ALL"], "capabilities not dropped"
+    add = set(sc["capabilities"].get("add", []))
+    assert SERVE_CAPS_REQUIRED <= add, "serve lacks %s" % sorted(SERVE_CAPS_REQUIRED - add)
+    assert add <= SERVE_CAPS_ALLOWED, "serve adds %s beyond what it needs" % sorted(add - SERVE_CAPS_ALLOWED)
+    assert spod.get("hostPID") is True and "--host-namespaces" in sargs, \
+        "--host-namespaces (and the hostPID it needs): the executor must see the node's root and cgroup tree"
+    for k in ("hostNetwork", "hostIPC"):
+        assert spod.get(k) is False, "%s must be false" % k
+    assert spod.get("automountServiceAccountToken") is False, "service account token mounted"
+    assert not [v for v in svolumes.values() if "hostPath" in v], "hostPath volumes: it joins the node's mounts"
+    text = open(os.path.join(DEPLOY, "README.md")).read()
+    missing = [c for c in add if not re.search(r"CAP_%s\b" % c, text)]
+    assert not missing, "deploy/README.md does not explain %s for serve" % missing
+    for word in ("hostPID", "--host-namespaces", "Unconfined"):
+        assert word in text, "deploy/README.md does not discuss %s" % word
+    return "adds %s" % ",".join(sorted(add))
+
+
+def t_serve_flags():
+    helptext = subprocess.run([BIN, "serve", "--help"], capture_output=True, text=True).stdout
+    unknown = [a for a in sargs if a.startswith("--") and not re.search(r"(^|\s)%s\b" % re.escape(a), helptext)]
+    assert not unknown, "flags serve does not have: %s" % unknown
+    port = int(sflag["--listen"].rsplit(":", 1)[1])
+    ports = {p["name"]: p for p in serve.get("ports", [])}
+    assert ports.get("http", {}).get("containerPort") == port, "containerPort 'http' != --listen's %d" % port
+    # Tokens: a Secret, owner-readable only, a directory mount.
+    m = smounts.get(sflag.get("--tokens"))
+    assert m and "secret" in svolumes[m["name"]], "--tokens is not a Secret volume mount"
+    assert svolumes[m["name"]]["secret"].get("defaultMode") == 0o400, "token files must be mode 0400"
+    assert "subPath" not in m and m.get("readOnly") is True
+    # Policies: the agent's ConfigMap, so that both judge by one policy.
+    m = smounts.get(sflag.get("--policy-dir"))
+    assert m and "subPath" not in m, "--policy-dir is not a directory mount"
+    agent_cm = volumes[mounts[flag["--policy-dir"]]["name"]]["configMap"]["name"]
+    assert svolumes[m["name"]].get("configMap", {}).get("name") == agent_cm, "serve reads other policies than the agent"
+    return "tokens from Secret %s, policies from ConfigMap %s" % (
+        svolumes[smounts[sflag["--tokens"]]["name"]]["secret"]["secretName"], agent_cm)
+
+
+def t_serve_probes():
+    ready = serve.get("readinessProbe", {}).get("httpGet", {})
+    assert ready.get("path") == "/readyz" and ready.get("port") == "http", "readiness must GET /readyz on http"
+    live = serve.get("livenessProbe", {}).get("httpGet", {})
+    assert live.get("path") == "/healthz" and live.get("port") == "http", "liveness must GET /healthz on http"
+    assert serve.get("startupProbe", {}).get("httpGet", {}).get("path") == "/healthz"
+
+
+def t_serve_drain():
+    ru = sds["spec"]["updateStrategy"]["rollingUpdate"]
+    assert ru.get("maxUnavailable") == 0 and ru.get("maxSurge", 0) >= 1, \
+        "rolling updates must start the new pod before the old one drains (maxSurge 1, maxUnavailable 0)"
+    pre = serve.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+    assert pre[:1] == ["/bin/sleep"], "no preStop wait for the endpoint removal to reach kube-proxy"
+    wait = int(pre[1])
+    cm = only("ConfigMap", svolumes[smounts[sflag["--policy-dir"]]["name"]]["configMap"]["name"])
+    longest = max(json.loads(v).get("limits", {}).get("timeout_ms", 10000) for v in cm["data"].values())
+    need = wait + 2 * longest // 1000 + 30   # compile + run of the longest, a margin
+    grace = spod.get("terminationGracePeriodSeconds", 30)
+    assert grace >= need, "terminationGracePeriodSeconds %d < %d (preStop %d + 2 x %d ms + 30)" % (
+        grace, need, wait, longest)
+    return "maxSurge 1, preStop %d s, grace %d s >= %d s" % (wait, grace, need)
+
+
+def t_service():
+    svc = only("Service", "sandguard-serve")
+    labels = sds["spec"]["template"]["metadata"]["labels"]
+    sel = svc["spec"]["selector"]
+    assert sel.items() <= labels.items(), "the Service does not select serve's pods"
+    assert not sel.items() <= ds["spec"]["template"]["metadata"]["labels"].items(), "the Service selects the agent"
+    p = svc["spec"]["ports"][0]
+    assert p["targetPort"] in {q["name"] for q in serve["ports"]}, "targetPort names no serve port"
+    return "http://%s.%s.svc:%d -> %s" % (svc["metadata"]["name"], svc["metadata"]["namespace"], p["port"],
+                                          p["targetPort"])
+
+
+def t_serve_resources():
+    res = serve.get("resources", {})
+    lim = quantity(res["limits"]["memory"])
+    assert "cpu" not in res.get("limits", {}), "no CPU limit: it would throttle the server, not the sandboxes"
+    peak = int(os.environ.get("SG_MEASURED_SERVE_PEAK_KB", 16 * 1024)) * 1024
+    buffered = int(sflag.get("--max-buffered", 256 * MIB))
+    need = int((peak + buffered) * 1.25)
+    assert need <= lim <= 4 * need, "memory limit %d MiB for peak %d MiB + bodies %d MiB (+25%%)" % (
+        lim // MIB, peak // MIB, buffered // MIB)
+    return "limit %d MiB: peak %.1f MiB RSS + %d MiB of bodies + 25%%" % (lim // MIB, peak / MIB, buffered // MIB)
+
+
 check_fn("daemonset-node-selection", t_node_selection)
 check_fn("daemonset-privileges", t_privileges)
 check_fn("daemonset-privileges-documented", t_caps_documented)
@@ -290,4 +408,11 @@ check_fn("daemonset-resources", t_resources)
 check_fn("podmonitor", t_podmonitor)
 check_fn("prometheusrule-metrics", t_rule_metrics)
 check_fn("dockerfile", t_dockerfile)
+check_fn("serve-beside-the-agent", t_serve_beside_agent)
+check_fn("serve-privileges", t_serve_privileges)
+check_fn("serve-flags-tokens-policies", t_serve_flags)
+check_fn("serve-probes", t_serve_probes)
+check_fn("serve-drain", t_serve_drain)
+check_fn("serve-service", t_service)
+check_fn("serve-resources", t_serve_resources)
 sys.exit(exit_code())

@@ -14,6 +14,8 @@ const MODELS = {
   "v1/Namespace": "kubernetes-models/v1/Namespace",
   "v1/ServiceAccount": "kubernetes-models/v1/ServiceAccount",
   "v1/ConfigMap": "kubernetes-models/v1/ConfigMap",
+  "v1/Service": "kubernetes-models/v1/Service",
+  "v1/Secret": "kubernetes-models/v1/Secret",
   "apps/v1/DaemonSet": "kubernetes-models/apps/v1/DaemonSet",
   "monitoring.coreos.com/v1/PodMonitor": "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor",
   "monitoring.coreos.com/v1/PrometheusRule": "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule",

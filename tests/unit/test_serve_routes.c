@@ -1,9 +1,14 @@
 /* Whole requests through serve_handle() over a fake sandbox, no sockets:
  * routing and methods, where the tenant comes from, what is booked (every
  * run, a policy failure; never a bad request), the SandboxFusion response
- * of each ending, the native API's result and HTTP status, and admission
- * refusals with Retry-After. */
+ * of each ending, the native API's result and HTTP status, admission
+ * refusals with Retry-After (504 on /run_code, 429/503 on /v1/...), a
+ * /run_code that can no longer finish within what its client waits (504
+ * before it runs), and a queued request whose client left (dropped, never
+ * run or booked). Tokens are in test_serve_auth.c. */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,11 +21,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "lib/clock.h"
 #include "lib/log.h"
-#include "journal_lines.h"
 #include "serve/serve_internal.h"
+#include "serve_fixture.h"
 
-static char tmp[64];
+static char tmp[64], policies[128];
 static struct serve srv;
 
 /* ---- the fake sandbox: one scripted ending for every run ------------- */
@@ -62,49 +68,26 @@ static void script(int rc, enum sandbox_end end, int code, const char *out)
 
 static void write_file(const char *name, const char *text)
 {
-	char path[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/policies/%s", tmp, name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
+	fixture_write(policies, name, text, 0644);
 }
 
 static int setup(void **state)
 {
-	char dir[128], err[256];
-
 	snprintf(tmp, sizeof(tmp), "/tmp/sg-test-serve-XXXXXX");
-	assert_non_null(mkdtemp(tmp));
-	const char *subs[] = { "state", "log", "run" },
-		   *vars[] = { "SANDGUARD_STATE_DIR", "SANDGUARD_LOG_DIR", "SANDGUARD_RUN_DIR" };
-	for (int i = 0; i < 3; i++) {
-		snprintf(dir, sizeof(dir), "%s/%s", tmp, subs[i]);
-		setenv(vars[i], dir, 1);
-	}
-	snprintf(dir, sizeof(dir), "%s/no-agent.sock", tmp);
-	setenv("SANDGUARD_AGENT_SOCK", dir, 1);
-	snprintf(dir, sizeof(dir), "%s/policies", tmp);
-	assert_int_equal(mkdir(dir, 0755), 0);
+	serve_fixture_dirs(tmp, policies, sizeof(policies));
 	write_file(
 		"acme.json",
 		"{\"limits\": {\"timeout_ms\": 4000, \"concurrency\": 1, \"on_excess\": \"refuse\"},"
 		" \"failure\": {\"mode\": \"skip\", \"max_retries\": 0}}");
 	write_file("broken.json", "{\"limits\": {\"timeout_ms\": -1}}");
+	write_file("retrier.json", "{\"limits\": {\"timeout_ms\": 4000},"
+				   " \"failure\": {\"mode\": \"retry\", \"max_retries\": 2}}");
+	/* waits up to a minute for a place: only the client's budget is shorter */
+	write_file("patient.json",
+		   "{\"limits\": {\"timeout_ms\": 4000, \"queue_timeout_ms\": 60000},"
+		   " \"failure\": {\"mode\": \"skip\", \"max_retries\": 0}}");
 
-	memset(&srv, 0, sizeof(srv));
-	snprintf(srv.policy_dir, sizeof(srv.policy_dir), "%s", dir);
-	srv.cfg = (struct serve_config){ .policy_dir = srv.policy_dir,
-					 .max_body = 1 << 20,
-					 .max_concurrency = 4,
-					 .queue = 4,
-					 .tenant_queue = 4,
-					 .run = fake_run };
-	assert_int_equal(serve_langs_init(&srv.langs, "python", err, sizeof(err)), 0);
-	snprintf(srv.host, sizeof(srv.host), "node-1");
-	srv.gate = gate_new(4, 4, 4);
+	serve_fixture_server(&srv, policies, fake_run);
 	sg_log_set_level(SG_LOG_WARN); /* no access log lines between the test lines */
 	return 0;
 }
@@ -121,14 +104,15 @@ static int teardown(void **state)
 
 /* One request; the reply's body is returned (caller frees), its status
  * compared. */
-static json_t *call(const char *method, const char *url, const char *tenant, const char *body,
-		    unsigned want_status, unsigned *retry_after)
+static json_t *call_at(const char *method, const char *url, const char *tenant, const char *body,
+		       uint64_t arrived_ms, unsigned want_status, unsigned *retry_after)
 {
 	struct serve_request rq = { .method = method,
 				    .url = url,
 				    .tenant_header = tenant,
 				    .body = body ? body : "",
-				    .body_len = body ? strlen(body) : 0 };
+				    .body_len = body ? strlen(body) : 0,
+				    .arrived_ms = arrived_ms };
 	struct serve_reply rp;
 	json_t *j;
 
@@ -144,6 +128,18 @@ static json_t *call(const char *method, const char *url, const char *tenant, con
 	return j;
 }
 
+static json_t *call(const char *method, const char *url, const char *tenant, const char *body,
+		    unsigned want_status, unsigned *retry_after)
+{
+	return call_at(method, url, tenant, body, 0, want_status, retry_after);
+}
+
+static bool always_gone(void *arg)
+{
+	(*(int *)arg)++;
+	return true;
+}
+
 static const char *str(json_t *o, const char *path)
 {
 	char buf[64], *save = NULL;
@@ -152,11 +148,6 @@ static const char *str(json_t *o, const char *path)
 	for (char *k = strtok_r(buf, ".", &save); k && o; k = strtok_r(NULL, ".", &save))
 		o = json_object_get(o, k);
 	return json_string_value(o);
-}
-
-static size_t bookings(void)
-{
-	return journal_count();
 }
 
 #define VERL_BODY(code)                                                           \
@@ -210,8 +201,8 @@ static void test_bad_input_is_never_booked(void **state)
 	json_decref(j);
 	j = call("POST", "/tenants/acme/run_code", "bob", VERL_BODY("print(1)"), 400, NULL);
 	assert_string_equal(str(j, "error"),
-			    "the X-Sandguard-Tenant header names tenant \"bob\" but the path "
-			    "names \"acme\"");
+			    "the path names tenant \"acme\" but the X-Sandguard-Tenant header "
+			    "names \"bob\"");
 	json_decref(j);
 	/* /run_code takes no tenant in the body: it is an unknown key there. */
 	json_decref(call("POST", "/run_code", NULL,
@@ -235,8 +226,8 @@ static void test_run_code_endings(void **state)
 	assert_true(json_is_null(json_object_get(j, "compile_result")));
 	assert_string_equal(str(j, "executor_pod_name"), "node-1");
 	assert_string_equal(str(j, "sandguard.tenant"),
-			    "default"); /* no header: the default policy */
-	assert_string_equal(last_argv0, "/usr/bin/python3");
+			    "default");                    /* no header: the default policy */
+	assert_string_equal(last_argv0, srv.langs.python); /* /usr/bin/python3, resolved */
 	assert_string_equal(last_file, "main.py");
 	json_decref(j);
 
@@ -351,7 +342,7 @@ static void test_score_and_verify(void **state)
 	assert_string_equal(str(j, "cause"), "ok");
 	assert_int_equal(json_integer_value(json_object_get(j, "reward")),
 			 0); /* "3" is wrong for 2 2 */
-	assert_string_equal(last_argv0, "/usr/bin/python3");
+	assert_string_equal(last_argv0, srv.langs.python);
 	json_decref(j);
 	j = call("POST", "/v1/verify", NULL,
 		 "{\"code\": \"x\", \"command\": [\"/usr/bin/python3\"], "
@@ -371,33 +362,58 @@ static void test_score_and_verify(void **state)
 	json_decref(j);
 }
 
+static struct gate_ticket taken[8];
+
+static void take(int n, const char *tenant, uint32_t cap)
+{
+	struct gate_wait how = { .expected_ms = 2000 };
+
+	for (int i = 0; i < n; i++)
+		assert_int_equal(gate_enter(srv.gate, tenant, cap, &how, &taken[i]), GATE_OK);
+}
+
+static void give_back(int n)
+{
+	for (int i = 0; i < n; i++)
+		gate_leave(srv.gate, &taken[i]);
+}
+
+#define SCORE_BODY                                                                               \
+	"{\"command\": [\"/usr/bin/python3\", \"-c\", \"print(1)\"], \"batch\": {\"batch_id\": " \
+	"\"b\", \"items\": [{\"prompt\": \"p\", \"completion\": \"c\"}]}}"
+
 static void test_admission_refusals(void **state)
 {
+	size_t before = bookings();
 	unsigned after = 0;
 	json_t *j;
 
-	/* acme's one place is taken (concurrency 1, on_excess refuse). */
-	assert_int_equal(gate_enter(srv.gate, "acme", 1, 0), GATE_OK);
+	/* acme's one place is taken (concurrency 1, on_excess refuse): 504 on
+	 * /run_code (what verl retries), 429 on the native API. */
+	take(1, "acme", 1);
 	runs = 0;
-	j = call("POST", "/run_code", "acme", VERL_BODY("print(1)"), 429, &after);
+	j = call("POST", "/run_code", "acme", VERL_BODY("print(1)"), 504, &after);
 	assert_int_equal(after, 4); /* acme's deadline, in seconds */
 	assert_non_null(strstr(str(j, "error"), "tenant acme is at its concurrency cap of 1"));
 	json_decref(j);
-	gate_leave(srv.gate, "acme");
-
-	/* The server is full: 503, whoever asks. */
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(gate_enter(srv.gate, "other", 10, 0), GATE_OK);
-	j = call("POST", "/tenants/acme/run_code", NULL, VERL_BODY("print(1)"), 503, &after);
+	json_decref(call("POST", "/v1/score", "acme", SCORE_BODY, 429, &after));
 	assert_int_equal(after, 4);
+	give_back(1);
+
+	/* The server is full: 504 / 503, whoever asks; Retry-After is when
+	 * the first running request is due to end. */
+	take(4, "other", 10);
+	j = call("POST", "/tenants/acme/run_code", NULL, VERL_BODY("print(1)"), 504, &after);
+	assert_true(after >= 1 && after <= 2);
 	json_decref(j);
-	for (int i = 0; i < 4; i++)
-		gate_leave(srv.gate, "other");
+	json_decref(call("POST", "/v1/score", "acme", SCORE_BODY, 503, &after));
+	give_back(4);
 	assert_int_equal(runs, 0);
+	assert_int_equal(bookings(), before); /* the server's refusals are never booked */
 
 	/* exec's own node-wide cap, which a `sandguard exec` may hold (a flock
 	 * through another open file is another holder, even in this process):
-	 * 429 too, although our own gate had room. */
+	 * refused although our own gate had room. */
 	char dir[128], path[160];
 	int fd;
 
@@ -408,13 +424,97 @@ static void test_admission_refusals(void **state)
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(flock(fd, LOCK_EX), 0);
-	j = call("POST", "/run_code", "acme", VERL_BODY("print(1)"), 429, &after);
-	assert_int_equal(after, 4);
+	j = call("POST", "/run_code", "acme", VERL_BODY("print(1)"), 504, &after);
+	assert_true(after >= 1);
 	assert_non_null(
 		strstr(str(j, "error"), "concurrency cap reached: 1 sandboxes of tenant acme"));
 	json_decref(j);
+	json_decref(call("POST", "/v1/score", "acme", SCORE_BODY, 429, &after));
 	close(fd);
 	assert_int_equal(runs, 0);
+}
+
+/* verl waits compile_timeout + run_timeout + 10 s (30 s for VERL_BODY);
+ * a python run needs run_timeout (4 s here) and a margin after it. */
+static void test_late_run_code_is_504_before_running(void **state)
+{
+	uint64_t now = clock_ms(CLOCK_MONOTONIC);
+	size_t before = bookings();
+	unsigned after = 0;
+	json_t *j;
+
+	runs = 0;
+	/* Arrived 28 s ago: it cannot finish before its client gives up. */
+	j = call_at("POST", "/run_code", "patient", VERL_BODY("print(1)"), now - 28000, 504,
+		    &after);
+	assert_non_null(strstr(str(j, "error"), "cannot start in time"));
+	assert_true(after >= 1);
+	json_decref(j);
+	/* Arrived 22.5 s ago while the server is full: it waits for a place
+	 * only until it would be too late (about 0.5 s), then 504. */
+	take(4, "other", 10);
+	j = call_at("POST", "/run_code", "patient", VERL_BODY("print(1)"), now - 22500, 504,
+		    &after);
+	assert_non_null(strstr(str(j, "error"), "cannot start in time"));
+	json_decref(j);
+	give_back(4);
+	/* Arrived 10 s ago, room: it runs. */
+	script(0, SB_EXITED, 0, "1\n");
+	json_decref(call_at("POST", "/run_code", "patient", VERL_BODY("print(1)"),
+			    clock_ms(CLOCK_MONOTONIC) - 10000, 200, NULL));
+	assert_int_equal(runs, 1);
+	assert_int_equal(bookings(), before + 1);
+}
+
+/* A platform error is retried (max_retries 2), but only as often as whole
+ * runs (4 s each, and the margin) fit in what the client waits: when the
+ * budget cut the retries short, 504, which verl retries with a budget of
+ * its own, instead of a SandboxError it would score -1. */
+static void test_platform_error_retries_fit_the_budget(void **state)
+{
+	size_t before = bookings();
+	json_t *j;
+
+	script(-EROFS, 0, 0, NULL);
+	runs = 0;
+	j = call("POST", "/run_code", "retrier", VERL_BODY("print(1)"), 200, NULL);
+	assert_string_equal(str(j, "status"), "SandboxError");
+	assert_int_equal(runs, 3); /* 27 s left: the three attempts fit */
+	json_decref(j);
+	runs = 0;
+	/* Arrived 18 s ago: 9 s left, one attempt of 4 s + 3 s. */
+	j = call_at("POST", "/run_code", "retrier", VERL_BODY("print(1)"),
+		    clock_ms(CLOCK_MONOTONIC) - 18000, 504, NULL);
+	assert_int_equal(runs, 1);
+	assert_non_null(strstr(str(j, "error"), "no time is left to retry it"));
+	assert_non_null(strstr(str(j, "error"), "Read-only file system"));
+	json_decref(j);
+	assert_int_equal(bookings(), before + 4); /* every attempt run is booked */
+}
+
+static void test_queued_request_whose_client_left_is_dropped(void **state)
+{
+	struct serve_request rq = { .method = "POST",
+				    .url = "/run_code",
+				    .tenant_header = "other",
+				    .body = VERL_BODY("print(1)"),
+				    .body_len = strlen(VERL_BODY("print(1)")),
+				    .client_gone = always_gone };
+	size_t before = bookings();
+	struct serve_reply rp;
+	int asked = 0;
+
+	rq.gone_arg = &asked;
+	write_file("other.json", "{\"limits\": {\"queue_timeout_ms\": 5000}}");
+	take(4, "x", 10); /* full: the request waits in line */
+	runs = 0;
+	serve_handle(&srv, &rq, &rp);
+	assert_true(rp.no_reply);
+	assert_true(asked >= 1);
+	serve_reply_free(&rp);
+	give_back(4);
+	assert_int_equal(runs, 0);
+	assert_int_equal(bookings(), before);
 }
 
 int main(void)
@@ -426,6 +526,9 @@ int main(void)
 		cmocka_unit_test(test_policy_failure_is_a_platform_error),
 		cmocka_unit_test(test_score_and_verify),
 		cmocka_unit_test(test_admission_refusals),
+		cmocka_unit_test(test_late_run_code_is_504_before_running),
+		cmocka_unit_test(test_platform_error_retries_fit_the_budget),
+		cmocka_unit_test(test_queued_request_whose_client_left_is_dropped),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

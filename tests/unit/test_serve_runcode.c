@@ -1,10 +1,14 @@
 /* /run_code's request and response, without sockets: verl's exact request
  * shape parses; every malformed field gets its exact 400; the request's
- * limits only tighten the policy; and each way a run can end maps to the
- * SandboxFusion statuses verl reads. */
+ * limits only tighten the policy; the client's budget (compile_timeout +
+ * run_timeout + 10 s) gives when a request stops being worth starting;
+ * each language's steps (argv, the files it owns, what the JVM and Go are
+ * told of the sandbox's memory and cores); and each way a run can end maps
+ * to the SandboxFusion statuses verl reads. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,17 +114,20 @@ static void test_bad_requests(void **state)
 	expect_400("{\"code\": 1, \"language\": \"python\"}", "\"code\" is required: a string");
 	expect_400("{\"code\": \"x\"}",
 		   "\"language\" is required: a string (this server runs python)");
-	expect_400("{\"code\": \"x\", \"language\": \"rust\"}",
-		   "unknown language \"rust\": this server runs python");
+	expect_400("{\"code\": \"x\", \"language\": \"perl\"}",
+		   "unknown language \"perl\": this server runs python");
+	expect_400(
+		"{\"code\": \"x\", \"language\": \"js\"}",
+		"language js is not enabled on this server (it runs python; see sandguard serve --languages)");
 	expect_400(
 		"{\"code\": \"x\", \"language\": \"cpp\"}",
 		"language cpp is not enabled on this server (it runs python; see sandguard serve --languages)");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"stdin\": 5}",
 		   "\"stdin\" must be a string or null");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"run_timeout\": 0}",
-		   "\"run_timeout\" must be a positive number of seconds");
+		   "\"run_timeout\" must be a positive number of seconds, at most 86400");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"compile_timeout\": \"10\"}",
-		   "\"compile_timeout\" must be a positive number of seconds");
+		   "\"compile_timeout\" must be a positive number of seconds, at most 86400");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"memory_limit_MB\": 1.5}",
 		   "\"memory_limit_MB\" must be an integer (megabytes; -1: the policy's)");
 	expect_400(
@@ -153,7 +160,8 @@ static void test_bad_requests(void **state)
 		   "files: \"/abs\" is not a relative path inside the scratch (no leading '/', "
 		   "no '.' or '..' or empty components)");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"files\": {\"main.py\": \"\"}}",
-		   "files: \"main.py\" is where this request's code goes");
+		   "files: \"main.py\" clashes with \"main.py\", which python writes in the "
+		   "scratch");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"fetch_files\": \"out\"}",
 		   "\"fetch_files\" must be an array of paths");
 	expect_400(
@@ -169,7 +177,7 @@ static void test_policy_exec_allow(void **state)
 	strict.n_exec_allow = 1;
 	snprintf(strict.exec_allow[0], sizeof(strict.exec_allow[0]), "/usr/bin/perl");
 	assert_false(serve_exec_allowed(&strict, "/usr/bin/python3"));
-	assert_string_equal(serve_lang_denied(&langs, LANG_PYTHON, &strict), "/usr/bin/python3");
+	assert_string_equal(serve_lang_denied(&langs, LANG_PYTHON, &strict), langs.python);
 	snprintf(strict.exec_allow[0], sizeof(strict.exec_allow[0]), "/usr/bin/python3.*");
 	/* Allowed through the file the path resolves to (python3 -> python3.11). */
 	assert_true(serve_exec_allowed(&strict, "/usr/bin/python3"));
@@ -255,6 +263,165 @@ static void test_output_whole_and_flagged(void **state)
 	json_decref(j);
 }
 
+static void test_client_budget(void **state)
+{
+	struct runcode_plan plan;
+	struct serve_reply rp = { 0 };
+	struct serve_budget b;
+	json_t *body = load("{\"compile_timeout\": 10, \"run_timeout\": 3, \"code\": \"1\", "
+			    "\"language\": \"python\"}");
+
+	assert_int_equal(runcode_parse(&langs, &policy, "acme", body, &plan, &rp), 0);
+	runcode_budget(&plan, 100000, &b);
+	/* The client waits 10 + 3 + 10 s; python only runs (3 s), so it may
+	 * start as late as 23 - 3 s, less the finishing margin. */
+	assert_int_equal(b.client_ms, 23000);
+	assert_int_equal(b.worst_ms, 3000);
+	assert_int_equal(b.latest_start_ms, 100000 + 23000 - 3000 - SERVE_FINISH_MARGIN_MS);
+	assert_int_equal(b.run_latest_ms, b.latest_start_ms);
+	assert_int_equal(b.client_end_ms, 100000 + 23000 - SERVE_FINISH_MARGIN_MS);
+	/* A compiled language runs its compile step too (10 s, lowered to
+	 * the policy's 5 s): it must start earlier, its run a little later. */
+	plan.lang = LANG_CPP;
+	runcode_budget(&plan, 100000, &b);
+	assert_int_equal(b.worst_ms, 5000 + 3000);
+	assert_int_equal(b.latest_start_ms, 100000 + 23000 - 8000 - SERVE_FINISH_MARGIN_MS);
+	assert_int_equal(b.run_latest_ms, 100000 + 23000 - 3000 - SERVE_FINISH_MARGIN_MS);
+	runcode_plan_free(&plan);
+	json_decref(body);
+}
+
+static int argv_len(char *const *argv)
+{
+	int n = 0;
+
+	while (argv[n])
+		n++;
+	return n;
+}
+
+static bool has_arg(char *const *argv, const char *want)
+{
+	for (int i = 0; argv[i]; i++)
+		if (!strcmp(argv[i], want))
+			return true;
+	return false;
+}
+
+/* Each language's steps, with made-up paths (no toolchain needed). */
+static void test_language_plans(void **state)
+{
+	struct serve_langs l = { 0 };
+	struct lang_plan p;
+
+	snprintf(l.python, sizeof(l.python), "/py");
+	snprintf(l.bash, sizeof(l.bash), "/bash");
+	snprintf(l.node, sizeof(l.node), "/node");
+	snprintf(l.java, sizeof(l.java), "/java");
+	snprintf(l.cxx, sizeof(l.cxx), "/g++");
+	snprintf(l.rustc, sizeof(l.rustc), "/rustc");
+	snprintf(l.go, sizeof(l.go), "/go");
+	snprintf(l.env, sizeof(l.env), "/env");
+	snprintf(l.loader, sizeof(l.loader), "/ld.so");
+	snprintf(l.cc, sizeof(l.cc), "/gcc-12");
+
+	serve_lang_plan(&l, LANG_PYTHON, 512, 1, &p);
+	assert_null(p.compile[0]);
+	assert_string_equal(p.run[0], "/py");
+	assert_string_equal(p.run[1], "main.py");
+	assert_int_equal(argv_len(p.run), 2);
+
+	serve_lang_plan(&l, LANG_BASH, 512, 1, &p);
+	assert_null(p.compile[0]);
+	assert_string_equal(p.run[1], "main.sh");
+
+	serve_lang_plan(&l, LANG_NODEJS, 512, 1, &p);
+	assert_true(has_arg(p.run, "--max-old-space-size=384")); /* 3/4 of the memory */
+	assert_string_equal(p.source, "main.js");
+
+	serve_lang_plan(&l, LANG_CPP, 512, 1, &p);
+	assert_string_equal(p.compile[0], "/g++");
+	assert_true(has_arg(p.compile, "-save-temps")); /* no temporary files in /tmp */
+	assert_string_equal(p.run[0], "/ld.so");
+	assert_string_equal(p.artifact, "main");
+	assert_int_equal(p.artifact_mode, 0755);
+
+	serve_lang_plan(&l, LANG_RUST, 512, 1, &p);
+	assert_string_equal(p.compile[0], "/env");
+	assert_string_equal(p.compile[1], "TMPDIR=."); /* rustc and collect2 write temporaries */
+	assert_string_equal(p.compile[2], "/rustc");
+	assert_true(has_arg(p.compile, "linker=/gcc-12")); /* not /usr/bin/cc's alternatives link */
+	assert_string_equal(p.run[0], "/ld.so");
+
+	serve_lang_plan(&l, LANG_GO, 1000, 3, &p);
+	assert_string_equal(p.compile[0], "/env");
+	assert_string_equal(p.compile[1], "GOMAXPROCS=3");
+	assert_string_equal(p.compile[2], "TMPDIR=.");
+	assert_string_equal(p.compile[3], "/go");
+	assert_true(has_arg(p.compile, "-p"));
+	assert_true(has_arg(p.run, "GOMEMLIMIT=900MiB"));
+	assert_true(has_arg(p.run, "/ld.so"));
+	assert_int_equal(p.n_setup, 2);
+	assert_string_equal(p.setup[0].path, ".config/go/env");
+	assert_string_equal(p.setup[1].path, "sandguard_dynamic.go"); /* see serve_lang.c */
+	assert_string_equal(p.compile[argv_len(p.compile) - 1], "sandguard_dynamic.go");
+
+	serve_lang_plan(&l, LANG_JAVA, 256, 2, &p);
+	assert_string_equal(p.compile[0], "/java");
+	assert_true(has_arg(p.compile, "-Xmx192m"));
+	assert_true(has_arg(p.compile, "-XX:ActiveProcessorCount=2"));
+	assert_string_equal(p.compile[argv_len(p.compile) - 1], "SandguardJavac.java");
+	assert_true(has_arg(p.run, "-ea"));
+	assert_true(has_arg(p.run, "main.jar"));
+	assert_string_equal(p.run[argv_len(p.run) - 1], "Main");
+	assert_string_equal(p.artifact, "main.jar");
+	assert_int_equal(p.n_setup, 1);
+	assert_non_null(strstr(p.setup[0].data, "ToolProvider.findFirst(\"javac\")"));
+}
+
+static void test_language_owned_paths(void **state)
+{
+	struct serve_langs all = langs;
+	struct runcode_plan plan;
+	struct serve_reply rp = { 0 };
+	json_t *body;
+
+	/* Pretend every language is on (their programs are not looked up). */
+	for (int i = 0; i < LANG__COUNT; i++)
+		all.enabled[i] = true;
+	body = load(
+		"{\"code\": \"x\", \"language\": \"java\", \"files\": {\"classes/A.class\": \"\"}}");
+	assert_int_equal(runcode_parse(&all, &policy, "acme", body, &plan, &rp), -1);
+	assert_string_equal(json_string_value(json_object_get(rp.body, "error")),
+			    "files: \"classes/A.class\" clashes with \"classes\", which java "
+			    "writes in the scratch");
+	serve_reply_free(&rp);
+	runcode_plan_free(&plan);
+	json_decref(body);
+	/* Go programs do not fit the default 1 MiB output cap. */
+	body = load("{\"code\": \"x\", \"language\": \"go\"}");
+	assert_int_equal(runcode_parse(&all, &policy, "acme", body, &plan, &rp), -1);
+	assert_non_null(strstr(json_string_value(json_object_get(rp.body, "error")),
+			       "need an output cap of at least 2097152 bytes"));
+	serve_reply_free(&rp);
+	runcode_plan_free(&plan);
+	json_decref(body);
+	policy.limits.output_bytes = 4 << 20;
+	body = load("{\"code\": \"x\", \"language\": \"go\", \"files\": {\".config/go\": \"\"}}");
+	assert_int_equal(runcode_parse(&all, &policy, "acme", body, &plan, &rp), -1);
+	assert_non_null(strstr(json_string_value(json_object_get(rp.body, "error")),
+			       "clashes with \".config/go/env\""));
+	serve_reply_free(&rp);
+	runcode_plan_free(&plan);
+	json_decref(body);
+	policy.limits.output_bytes = 1 << 20;
+	body = load("{\"code\": \"x\", \"language\": \"java\", \"files\": {\"lib.jar\": \"\"}}");
+	assert_int_equal(runcode_parse(&all, &policy, "acme", body, &plan, &rp), 0);
+	assert_string_equal(plan.files[0].path, "Main.java");
+	runcode_plan_free(&plan);
+	json_decref(body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -264,6 +431,9 @@ int main(void)
 		cmocka_unit_test(test_policy_exec_allow),
 		cmocka_unit_test(test_result_mapping),
 		cmocka_unit_test(test_output_whole_and_flagged),
+		cmocka_unit_test(test_client_budget),
+		cmocka_unit_test(test_language_plans),
+		cmocka_unit_test(test_language_owned_paths),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,0 +1,30 @@
+/* The HTTP side of `sandguard serve` (serve_http.c): libmicrohttpd on one
+ * I/O thread, a worker thread per request whose body is in. */
+#ifndef SG_SERVE_HTTP_H
+#define SG_SERVE_HTTP_H
+#include <stdint.h>
+
+/* Workers beyond max_concurrency + queue: requests being validated and
+ * refused, or answered /readyz, while the queue is full. A worker is a
+ * thread with a small stack. */
+#define SERVE_EXTRA_WORKERS 128
+
+struct serve;
+struct serve_http;
+
+/* Serve s's requests on listen_fd (taken over, closed on failure too).
+ * 0 with *out, or -errno with a message logged. */
+int serve_http_start(struct serve *s, int listen_fd, struct serve_http **out);
+
+/* Wait for every worker (the caller closed the gate first), give the
+ * replies grace_s to go out, then close everything. Safe on NULL. */
+void serve_http_stop(struct serve_http *h, unsigned grace_s);
+
+struct serve_http_counts {
+	uint32_t connections, workers, in_flight;
+	uint64_t header_timeouts;     /* connections shut for a header deadline */
+	uint64_t refused_connections; /* answered 503 at the connection cap */
+};
+void serve_http_counts(struct serve_http *h, struct serve_http_counts *out);
+
+#endif
