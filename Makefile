@@ -100,10 +100,10 @@ test_exec_batch_LINK    := exec sandbox control telemetry policy lib
 test_exec_verify_LINK   := exec sandbox control telemetry policy lib
 test_exec_admission_LINK := exec sandbox control telemetry policy lib
 test_sandbox_LINK       := sandbox control telemetry policy lib
-test_serve_gate_LINK    := serve exec sandbox control telemetry policy lib
-test_serve_routes_LINK  := serve exec sandbox control telemetry policy lib
-test_serve_runcode_LINK := serve exec sandbox control telemetry policy lib
-test_serve_auth_LINK    := serve exec sandbox control telemetry policy lib
+test_serve_gate_LINK    := serve warm exec sandbox control telemetry policy lib
+test_serve_routes_LINK  := serve warm exec sandbox control telemetry policy lib
+test_serve_runcode_LINK := serve warm exec sandbox control telemetry policy lib
+test_serve_auth_LINK    := serve warm exec sandbox control telemetry policy lib
 test_control_LINK       := control lib
 test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.

@@ -3,7 +3,7 @@ sandboxes), event pipeline, verifier throughput. Every figure is a ratio
 against a baseline measured in the same run; the two arms of each
 comparison are interleaved. Prints one table and writes results.json.
 
-    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5]
+    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7]
 
 Run through scripts/bench/run.sh (make bench), which builds the helpers."""
 import argparse
@@ -18,6 +18,7 @@ import layers
 import pipeline
 import report
 import verifier
+import warm
 from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine
 
 QUICK = {
@@ -28,6 +29,7 @@ QUICK = {
     "rates": [50000, 100000, 200000, 0], "rate_seconds": 2, "sinks": ["tmpfs"],
     "programs": 16, "chunks": 2,
     "layer_rounds": 20,
+    "warm_rounds": 10, "warm_callers": 128, "warm_each": 2,
 }
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
@@ -38,6 +40,7 @@ FULL = {
     "sinks": ["tmpfs", "/dev/null"],
     "programs": 1024, "chunks": 16,
     "layer_rounds": 100,
+    "warm_rounds": 40, "warm_callers": 128, "warm_each": 4,
 }
 
 
@@ -60,7 +63,8 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7",
+                    help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -118,10 +122,20 @@ def main():
             doc["pipeline"] = results
             doc["pipeline_profile"] = pipeline.profile(env, tools, agent, 3 if a.quick else 5)
             doc["rows"] += pipeline.rows(results)
+        if "7" in only:
+            log("scenario 7: warm path, %d interleaved rounds" % cfg["warm_rounds"])
+            rows, doc["warm_samples"] = warm.measure(env, tools, cfg["warm_rounds"],
+                                                     cfg["warm_callers"], cfg["warm_each"])
+            doc["rows"] += rows
         if "5" in only:
-            log("scenario 5: verifier, %d programs x %d tests, %d invocations at a time" %
-                (cfg["programs"], verifier.N_TESTS, nproc))
-            doc["rows"] += verifier.measure(env, cfg["programs"], cfg["chunks"], nproc)
+            # A trainer's node runs the executor: the verifier's runs go warm.
+            log("scenario 5: verifier, %d programs x %d tests, %d invocations at a time, "
+                "through a running executor" % (cfg["programs"], verifier.N_TESTS, nproc))
+            executor = warm.Daemon(env, ["executor"], "executor listening on")
+            try:
+                doc["rows"] += verifier.measure(env, cfg["programs"], cfg["chunks"], nproc)
+            finally:
+                executor.stop()
         if "2" in only or "3" in only:
             log("scenarios 2+3: hook overhead, %d on/off cycles" % cfg["hook_cycles"])
             agent.stop()
@@ -143,7 +157,7 @@ def main():
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4, "6": 5}
+    order = {"1": 0, "7": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"][0], 9))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))

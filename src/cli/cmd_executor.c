@@ -24,19 +24,20 @@ struct executor_opts {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sandguard executor [--pool-max N] [--idle-s S] [--max-clients N]\n"
-		   "\n"
-		   "A long-lived executor: `sandguard exec` hands it its run over the local socket\n"
-		   "<run>/executor.sock (root only; $SANDGUARD_RUN_DIR or /run/sandguard) when the\n"
-		   "two share their SANDGUARD_* environment, and its sandboxes come prepared from a\n"
-		   "pool that follows each tenant's demand (docs/sandbox.md, \"The warm pool\").\n"
-		   "\n"
-		   "  --pool-max N     prepared sandboxes kept, all tenants (default: 4 per CPU, 4..64)\n"
-		   "  --idle-s S       a tenant's prepared sandboxes go after S s unused (default 60)\n"
-		   "  --max-clients N  runs at once; more run cold (default 4096)\n"
-		   "\n"
-		   "SIGTERM, SIGINT: stop (runs under way finish); SIGHUP: retire the prepared\n"
-		   "sandboxes.\n");
+	fprintf(f,
+		"usage: sandguard executor [--pool-max N] [--idle-s S] [--max-clients N]\n"
+		"\n"
+		"A long-lived executor: `sandguard exec` hands it its run over the local socket\n"
+		"<run>/executor.sock (root only; $SANDGUARD_RUN_DIR or /run/sandguard) when the\n"
+		"two share their SANDGUARD_* environment, and its sandboxes come prepared from a\n"
+		"pool that follows each tenant's demand (docs/sandbox.md, \"The warm pool\").\n"
+		"\n"
+		"  --pool-max N     prepared sandboxes kept, all tenants (default: 4 per CPU, 4..64)\n"
+		"  --idle-s S       a tenant's prepared sandboxes go after S s unused (default 60)\n"
+		"  --max-clients N  runs at once; more run cold (default 4096)\n"
+		"\n"
+		"SIGTERM, SIGINT: stop (runs under way finish); SIGHUP: retire the prepared\n"
+		"sandboxes.\n");
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -128,11 +129,11 @@ int cmd_executor(int argc, char **argv)
 							.idle_ms = o.idle_s * 1000 },
 			      &pool, detail, sizeof(detail));
 	if (!ret)
-		ret = warm_server_start(&(struct warm_server_opts){ .pool = pool,
-								    .agent = &agent,
-								    .max_clients =
-									    (unsigned)o.max_clients },
-					&server, detail, sizeof(detail));
+		ret = warm_server_start(
+			&(struct warm_server_opts){ .pool = pool,
+						    .agent = &agent,
+						    .max_clients = (unsigned)o.max_clients },
+			&server, detail, sizeof(detail));
 	if (ret) {
 		sg_error("executor: %s", detail);
 		warm_pool_stop(pool);

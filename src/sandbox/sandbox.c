@@ -371,7 +371,7 @@ int sb_read_init(struct sandbox *sb, struct sb_child_report *msg, int timeout_ms
 
 void sb_on_ready(struct sandbox *sb)
 {
-	char (*rel)[PATH_MAX] = calloc(SB_SCRATCH_KEEP, PATH_MAX);
+	char(*rel)[PATH_MAX] = calloc(SB_SCRATCH_KEEP, PATH_MAX);
 	size_t n;
 
 	sb->ready = true;
@@ -410,11 +410,38 @@ int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t 
 		    "sandbox %s: its init ended before it was set up", sb->id);
 }
 
+/* What only the executor reads (admission, retries, health) cleared: a
+ * request that tightens its own wait or retries (the HTTP /run_code does,
+ * from its client's budget) still fits a sandbox made for its policy. */
+static void sandbox_part(const struct sg_policy *p, struct sg_policy *out)
+{
+	memcpy(out, p, sizeof(*out));
+	out->limits.on_excess = 0;
+	out->limits.queue_timeout_ms = 0;
+	out->failure = 0;
+	out->max_retries = 0;
+	memset(&out->health, 0, sizeof(out->health));
+}
+
+bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b)
+{
+	struct sg_policy pa, pb;
+
+	sandbox_part(a, &pa);
+	sandbox_part(b, &pb);
+	return !memcmp(&pa, &pb, sizeof(pa));
+}
+
 bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
 	return spec->policy && spec->tenant && !strcmp(sb->tenant, spec->tenant) &&
 	       sb->exec_in_scratch == spec->allow_exec_in_scratch &&
-	       !memcmp(&sb->policy, spec->policy, sizeof(sb->policy));
+	       sandbox_policy_same(&sb->policy, spec->policy);
+}
+
+const char *sandbox_id(const struct sandbox *sb)
+{
+	return sb->id;
 }
 
 /* init, and with it the PID namespace, gone; reaped. */

@@ -116,6 +116,14 @@ int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t 
  * exec-in-scratch. */
 bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec);
 
+/* Whether a sandbox made for policy a is one made for b: equal but for
+ * what only the executor reads (on_excess, queue_timeout_ms, failure,
+ * max_retries, health). */
+bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b);
+
+/* Its id (the outcomes' "sandbox"). */
+const char *sandbox_id(const struct sandbox *sb);
+
 /* One run of spec->argv in sb (prepared, or reset since its last run):
  * returns as sandbox_run() does; the run's processes are gone, the
  * sandbox stays for sandbox_reset() or sandbox_destroy(). */

@@ -405,8 +405,7 @@ static int kept_index(const struct sb_scratch_marks *m, const char *rel)
 
 /* A kept entry, as made: the same inode; a directory is emptied of
  * anything else. */
-static int keep_entry(int dfd, const char *name, const char *rel, int k, int depth,
-		      struct walk *w);
+static int keep_entry(int dfd, const char *name, const char *rel, int k, int depth, struct walk *w);
 
 /* Remove everything below the directory open at dfd, whose path in the
  * scratch is `rel` (NULL: nothing in it is kept); depth-bounded. The top
@@ -430,7 +429,8 @@ static int empty_dir(int dfd, const char *rel, int depth, struct walk *w)
 		int k = -1, fd;
 
 		if (!strcmp(name, ".") || !strcmp(name, "..") ||
-		    (rel && !*rel && (!strcmp(name, SB_SCRATCH_TMP) || !strcmp(name, SB_SCRATCH_SHM))))
+		    (rel && !*rel &&
+		     (!strcmp(name, SB_SCRATCH_TMP) || !strcmp(name, SB_SCRATCH_SHM))))
 			continue;
 		if (rel && w->m->n_kept) {
 			snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", name);
@@ -446,7 +446,8 @@ static int empty_dir(int dfd, const char *rel, int depth, struct walk *w)
 			err = -errno;
 		else if (depth >= SB_SCRATCH_RESET_DEPTH)
 			err = -EBUSY;
-		else if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		else if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+			 0)
 			err = -errno;
 		else {
 			err = empty_dir(fd, NULL, depth + 1, w);
@@ -459,8 +460,7 @@ static int empty_dir(int dfd, const char *rel, int depth, struct walk *w)
 	return err;
 }
 
-static int keep_entry(int dfd, const char *name, const char *rel, int k, int depth,
-		      struct walk *w)
+static int keep_entry(int dfd, const char *name, const char *rel, int k, int depth, struct walk *w)
 {
 	struct stat st;
 	int fd, err;

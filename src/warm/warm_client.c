@@ -44,7 +44,9 @@ static char *pack(int argc, char **argv, char **envp, struct warm_request *h)
 			len += strlen(*e) + 1;
 	if (len > WARM_MAX_STRINGS || !(buf = malloc(len ? len : 1)))
 		return NULL;
-	*h = (struct warm_request){ .magic = WARM_MAGIC, .argc = (uint32_t)argc, .len = (uint32_t)len };
+	*h = (struct warm_request){ .magic = WARM_MAGIC,
+				    .argc = (uint32_t)argc,
+				    .len = (uint32_t)len };
 	for (int i = 0; i < argc; i++) {
 		memcpy(buf + off, argv[i], strlen(argv[i]) + 1);
 		off += strlen(argv[i]) + 1;
@@ -118,8 +120,8 @@ static const char *tenant_of(int argc, char **argv)
 {
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
 		const char *t = !strcmp(argv[i], "--tenant") && i + 1 < argc ? argv[i + 1]
-				: !strncmp(argv[i], "--tenant=", 9) ? argv[i] + 9
-								   : NULL;
+				: !strncmp(argv[i], "--tenant=", 9)          ? argv[i] + 9
+									     : NULL;
 
 		if (t && *t && strspn(t, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(t) &&
 		    strlen(t) < 64)

@@ -15,13 +15,13 @@
 #include "warm_agent.h"
 #include "warm_pool.h"
 
-#define WINDOW_MS      10000 /* demand: the peak of this window and the last */
-#define TICK_MS        500
-#define REAP_EVERY_MS  1000
-#define READY_WAIT_MS  10000 /* a preparation that takes longer failed */
-#define BACKOFF_MS     1000  /* after a failed preparation, for that kind */
-#define IDLE_MS        60000
-#define MAX_READY_CAP  64
+#define WINDOW_MS     10000 /* demand: the peak of this window and the last */
+#define TICK_MS       500
+#define REAP_EVERY_MS 1000
+#define READY_WAIT_MS 10000 /* a preparation that takes longer failed */
+#define BACKOFF_MS    1000  /* after a failed preparation, for that kind */
+#define IDLE_MS       60000
+#define MAX_READY_CAP 64
 
 /* Sandboxes of one (tenant, policy, exec in scratch). */
 struct kind {
@@ -96,8 +96,9 @@ static void retire_ready(struct warm_pool *p, struct kind *k, struct sandbox **n
 
 static bool same_kind(const struct kind *k, const struct sandbox_spec *spec)
 {
-	return !strcmp(k->tenant, spec->tenant) && k->exec_in_scratch == spec->allow_exec_in_scratch &&
-	       !memcmp(&k->policy, spec->policy, sizeof(k->policy));
+	return !strcmp(k->tenant, spec->tenant) &&
+	       k->exec_in_scratch == spec->allow_exec_in_scratch &&
+	       sandbox_policy_same(&k->policy, spec->policy);
 }
 
 /* The kind of spec, made if new; a tenant's other policies go stale (a

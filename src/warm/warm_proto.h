@@ -1,5 +1,5 @@
 /* The local socket between `sandguard exec` and a long-lived executor
- * (`sandguard executor`, or `sandguard serve`): <run>/executor.sock,
+ * (`sandguard executor`): <run>/executor.sock,
  * SOCK_STREAM, root-only (mode 0600, and the executor serves root peers
  * only). One request per connection:
  *

@@ -30,7 +30,7 @@ struct warm_server {
 	char path[PATH_MAX];
 	struct warm_pool *pool;
 	struct warm_agent *agent;
-	char *env;   /* our shared environment: sorted entries, NUL-separated */
+	char *env; /* our shared environment: sorted entries, NUL-separated */
 	size_t env_len;
 	pthread_t acceptor;
 	pthread_mutex_t lock;
@@ -83,7 +83,9 @@ static int receive(struct client *c)
 	int fds[2] = { -1, -1 };
 	char cbuf[CMSG_SPACE(sizeof(fds))];
 	struct iovec iov = { .iov_base = &c->h, .iov_len = sizeof(c->h) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf,
 			     .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm;
 	ssize_t n;
@@ -135,8 +137,9 @@ static int unpack(struct client *c, char *why, size_t len)
 	if (!text)
 		err = -ENOMEM;
 	else if (env_len != c->s->env_len || memcmp(text, c->s->env, env_len)) {
-		snprintf(why, len,
-			 "the client's SANDGUARD_* environment is not the executor's: it runs cold\n");
+		snprintf(
+			why, len,
+			"the client's SANDGUARD_* environment is not the executor's: it runs cold\n");
 		err = -EXDEV;
 	}
 	free(text);
@@ -325,7 +328,7 @@ static int listen_on(struct warm_server *s, char *detail, size_t len)
 	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	old = umask(0177); /* 0600: root's alone */
 	err = s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&addr, sizeof(addr)) ||
-		      listen(s->listen_fd, 1024)
+			      listen(s->listen_fd, 1024)
 		      ? -errno
 		      : 0;
 	umask(old);

@@ -74,11 +74,21 @@ class Env:
         """Every booking, in order: the records of the outcome journal."""
         return sgjournal.read(self.env["SANDGUARD_STATE_DIR"])
 
-    def scratch_left(self):
-        left = []
-        for tenant in os.listdir(self.scratch) if os.path.isdir(self.scratch) else []:
-            left += [tenant + "/" + d for d in os.listdir(os.path.join(self.scratch, tenant))]
-        return left
+    def scratch_left(self, wait_s=30):
+        """Scratch directories of sandboxes a run was booked in that are
+        still there. Their teardown follows the reply, on the server's pool
+        thread: waited for, up to wait_s. The pool's prepared sandboxes,
+        which no run has used yet, are not counted (a scratch is named
+        after its sandbox)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            used = {o.get("sandbox") for o in self.outcomes()}
+            left = []
+            for tenant in os.listdir(self.scratch) if os.path.isdir(self.scratch) else []:
+                left += [tenant + "/" + d for d in os.listdir(os.path.join(self.scratch, tenant)) if d in used]
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.1)
 
     def cleanup(self):
         remove_cgroup_tree(self.cg_root)
