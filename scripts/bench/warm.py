@@ -1,4 +1,4 @@
-"""Scenario 7, the warm reward path (issue 14): the same trivial reward as
+"""Scenario 9, the warm reward path (issue 14): the same trivial reward as
 scenario 1, launched
 
   - through `sandguard exec` handing its run to a running `sandguard
@@ -185,7 +185,7 @@ def measure(env, tools, rounds, callers, each, seed=3):
         rows = []
         for name, (label, target) in TARGETS.items():
             s = summary(times[name])
-            rows.append({"scenario": "7 warm", "name": label, "unit": "ms/launch", "value": s,
+            rows.append({"scenario": "9 warm", "name": label, "unit": "ms/launch", "value": s,
                          "baseline": base, "baseline_name": "plain fork/exec + pipes",
                          "ratio": s["median"] / base["median"], "target": target,
                          "lower_is_better": True})
@@ -194,7 +194,7 @@ def measure(env, tools, rounds, callers, each, seed=3):
         warm_p50 = summary(times["warm"])["median"]
         if lat:
             p50, p99 = pct(lat, 50), pct(lat, 99)
-            rows.append({"scenario": "7 warm", "name": "p99 of warm launches, %d callers at once" % callers,
+            rows.append({"scenario": "9 warm", "name": "p99 of warm launches, %d callers at once" % callers,
                          "unit": "ms/launch", "value": summary(lat), "baseline": summary([p50]),
                          "baseline_name": "p50 of the same launches", "ratio": p99 / p50,
                          "target": "<= 2x", "lower_is_better": True,

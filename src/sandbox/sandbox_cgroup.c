@@ -91,7 +91,7 @@ static bool v2_enable(const char *root, const char *tenant_dir, const char *ctrl
 	return true;
 }
 
-static int make_dir(const char *path, bool exclusive, char *detail, size_t dlen)
+int sb_cgroup_mkdir(const char *path, bool exclusive, char *detail, size_t dlen)
 {
 	if (mkdir(path, 0755) == 0 || (!exclusive && errno == EEXIST))
 		return 0;
@@ -117,11 +117,11 @@ static int create_v1(struct sb_cgroup *cg, enum sb_ctrl c, const char *base, con
 	}
 	/* Both parents are prefixes of the leaf, which fitted. */
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", mnt, base) < sizeof(dir))
-		err = make_dir(dir, false, detail, dlen);
+		err = sb_cgroup_mkdir(dir, false, detail, dlen);
 	if (!err && (size_t)snprintf(dir, sizeof(dir), "%s/%s/%s", mnt, base, tenant) < sizeof(dir))
-		err = make_dir(dir, false, detail, dlen);
+		err = sb_cgroup_mkdir(dir, false, detail, dlen);
 	if (!err)
-		err = make_dir(cg->v1[c], true, detail, dlen);
+		err = sb_cgroup_mkdir(cg->v1[c], true, detail, dlen);
 	if (err)
 		cg->v1[c][0] = '\0';
 	return err;
@@ -234,7 +234,7 @@ static int apply_limits(struct sb_cgroup *cg, const struct sg_limits *lim, char 
 	return err;
 }
 
-static int open_at(const char *dir, const char *file, int flags, int *fd, char *detail, size_t dlen)
+int sb_cgroup_open(const char *dir, const char *file, int flags, int *fd, char *detail, size_t dlen)
 {
 	char path[PATH_MAX];
 
@@ -250,12 +250,13 @@ static int open_at(const char *dir, const char *file, int flags, int *fd, char *
  * there), its cgroup.procs (or moved there), the v1 `tasks` files. */
 static int open_join_fds(struct sb_cgroup *cg, char *detail, size_t dlen)
 {
-	int err = open_at(cg->v2, NULL, O_RDONLY | O_DIRECTORY, &cg->dir_fd, detail, dlen);
+	int err = sb_cgroup_open(cg->v2, NULL, O_RDONLY | O_DIRECTORY, &cg->dir_fd, detail, dlen);
 
-	err = err ?: open_at(cg->v2, "cgroup.procs", O_WRONLY, &cg->procs_fd, detail, dlen);
+	err = err ?: sb_cgroup_open(cg->v2, "cgroup.procs", O_WRONLY, &cg->procs_fd, detail, dlen);
 	for (int c = 0; c < SB_CTRL__COUNT && !err; c++)
 		if (cg->v1[c][0])
-			err = open_at(cg->v1[c], "tasks", O_WRONLY, &cg->tasks_fd[c], detail, dlen);
+			err = sb_cgroup_open(cg->v1[c], "tasks", O_WRONLY, &cg->tasks_fd[c], detail,
+					     dlen);
 	return err;
 }
 
@@ -264,28 +265,6 @@ static void no_fds(struct sb_cgroup *cg)
 	cg->dir_fd = cg->procs_fd = -1;
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
 		cg->tasks_fd[c] = -1;
-}
-
-bool sb_clone3_works(void)
-{
-	static int works = -1;
-
-	/* A size below the first version's: EINVAL where clone3 exists. */
-	if (works < 0)
-		works = syscall(SYS_clone3, NULL, 0) < 0 && errno == EINVAL;
-	return works;
-}
-
-pid_t sb_clone_into(unsigned long flags, int cgroup_fd)
-{
-	struct clone_args args = { .flags = flags, .exit_signal = SIGCHLD };
-
-	if (cgroup_fd >= 0) {
-		args.flags |= CLONE_INTO_CGROUP;
-		args.cgroup = (uint64_t)cgroup_fd;
-	}
-	/* No stack: the child runs on a copy of ours, like fork(). */
-	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 }
 
 int sb_cgroup_root(char *buf, size_t len)
@@ -316,7 +295,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		cg->v2[0] = '\0';
 		return -ENAMETOOLONG;
 	}
-	err = make_dir(tenant_dir, false, detail, dlen);
+	err = sb_cgroup_mkdir(tenant_dir, false, detail, dlen);
 	if (err) {
 		cg->v2[0] = '\0';
 		return err;
@@ -324,7 +303,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
 		if ((c != SB_CTRL_IO || wants_io(lim)) && v2_enable(root, tenant_dir, ctrl_name[c]))
 			cg->where[c] = SB_WHERE_V2;
-	err = make_dir(cg->v2, true, detail, dlen);
+	err = sb_cgroup_mkdir(cg->v2, true, detail, dlen);
 	if (err) {
 		cg->v2[0] = '\0';
 		return err;
@@ -360,92 +339,6 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	if (err)
 		sb_cgroup_destroy(cg);
 	return err;
-}
-
-int sb_cgroup_join_self(const struct sb_cgroup *cg, bool migrate)
-{
-	/* "0" is the writer: the process in cgroup.procs, the calling
-	 * thread in `tasks` (the process has no other thread yet). */
-	if (migrate && write(cg->procs_fd, "0", 1) != 1)
-		return -errno;
-	for (int c = 0; c < SB_CTRL__COUNT; c++)
-		if (cg->tasks_fd[c] >= 0 && write(cg->tasks_fd[c], "0", 1) != 1)
-			return -errno;
-	return 0;
-}
-
-void sb_cgroup_close_join_fds(struct sb_cgroup *cg)
-{
-	fs_close(&cg->dir_fd);
-	fs_close(&cg->procs_fd);
-	for (int c = 0; c < SB_CTRL__COUNT; c++)
-		fs_close(&cg->tasks_fd[c]);
-}
-
-int sb_cgroup_leaf_make(const struct sb_cgroup *cg, unsigned n, struct sb_leaf *leaf, char *detail,
-			size_t dlen)
-{
-	int err;
-
-	leaf->dir_fd = leaf->procs_fd = -1;
-	if ((size_t)snprintf(leaf->path, sizeof(leaf->path), "%s/run-%u", cg->v2, n) >=
-	    sizeof(leaf->path)) {
-		leaf->path[0] = '\0';
-		snprintf(detail, dlen, "cgroup path too long");
-		return -ENAMETOOLONG;
-	}
-	err = make_dir(leaf->path, true, detail, dlen);
-	if (!err) {
-		err = open_at(leaf->path, NULL, O_RDONLY | O_DIRECTORY, &leaf->dir_fd, detail,
-			      dlen);
-		if (!err && !sb_clone3_works())
-			err = open_at(leaf->path, "cgroup.procs", O_WRONLY, &leaf->procs_fd, detail,
-				      dlen);
-		if (err)
-			sb_cgroup_leaf_remove(leaf, 0);
-	}
-	if (err)
-		leaf->path[0] = '\0';
-	return err;
-}
-
-void sb_cgroup_leaf_kill(const struct sb_leaf *leaf)
-{
-	if (leaf->path[0] && write_file(leaf->path, "cgroup.kill", "1") == -ENOENT)
-		cgroup_kill(leaf->path, 0); /* no cgroup.kill: the freezer's way */
-}
-
-int sb_cgroup_leaf_remove(struct sb_leaf *leaf, int timeout_ms)
-{
-	int err = 0;
-
-	fs_close(&leaf->dir_fd);
-	fs_close(&leaf->procs_fd);
-	if (!leaf->path[0])
-		return 0;
-	err = cgroup_kill(leaf->path, timeout_ms);
-	if (!err && rmdir(leaf->path) && errno != ENOENT)
-		err = -errno;
-	if (!err)
-		leaf->path[0] = '\0';
-	return err;
-}
-
-int sb_cgroup_own_procs(const struct sb_cgroup *cg, pid_t *pid)
-{
-	char path[PATH_MAX];
-	int n = 0, p;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cg->v2);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fscanf(f, "%d", &p) == 1)
-		if (n++ == 0)
-			*pid = p;
-	fclose(f);
-	return n;
 }
 
 int sb_cgroup_kill(struct sb_cgroup *cg, int timeout_ms)

@@ -67,6 +67,13 @@ struct sb_leaf {
 int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		     const struct sg_policy *p, char *detail, size_t dlen);
 
+/* Shared by sandbox_cgroup*.c: mkdir (exclusive: EEXIST is an error) and
+ * open of dir/file (file NULL: dir itself), close-on-exec; 0 or -errno
+ * with `detail`. */
+int sb_cgroup_mkdir(const char *path, bool exclusive, char *detail, size_t dlen);
+int sb_cgroup_open(const char *dir, const char *file, int flags, int *fd, char *detail,
+		   size_t dlen);
+
 /* The sandguard cgroup2 root new sandboxes go under (for the in-flight
  * record). 0 or -errno. */
 int sb_cgroup_root(char *buf, size_t len);
