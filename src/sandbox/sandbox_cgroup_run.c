@@ -68,11 +68,11 @@ int sb_cgroup_leaf_make(const struct sb_cgroup *cg, unsigned n, struct sb_leaf *
 	}
 	err = sb_cgroup_mkdir(leaf->path, true, detail, dlen);
 	if (!err) {
-		err = sb_cgroup_open(leaf->path, NULL, O_RDONLY | O_DIRECTORY, &leaf->dir_fd, detail,
-			      dlen);
+		err = sb_cgroup_open(leaf->path, NULL, O_RDONLY | O_DIRECTORY, &leaf->dir_fd,
+				     detail, dlen);
 		if (!err && !sb_clone3_works())
-			err = sb_cgroup_open(leaf->path, "cgroup.procs", O_WRONLY, &leaf->procs_fd, detail,
-				      dlen);
+			err = sb_cgroup_open(leaf->path, "cgroup.procs", O_WRONLY, &leaf->procs_fd,
+					     detail, dlen);
 		if (err)
 			sb_cgroup_leaf_remove(leaf, 0);
 	}
