@@ -21,6 +21,7 @@
 #define RECORD_MAX_BYTES 16384
 #define SUFFIX           ".json"
 #define RUN_SUFFIX       ".run.json"
+#define TMP_TRIES        8 /* a .tmp file discarded before we locked it: another */
 
 #define RECORDS "inflight" /* <run>/inflight */
 
@@ -112,16 +113,29 @@ int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char 
 			 rec->outcome[0] ? rec->outcome : rec->sandbox, strerror(-err));
 		return err;
 	}
-	if (getrandom(&rnd, sizeof(rnd), 0) < 0)
-		rnd = (uint32_t)getpid();
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-%08x-%s", dir, rnd, rec->sandbox);
 	if (rec->kind == SB_RECORD_RUN)
 		snprintf(lk->path, sizeof(lk->path), "%s/%s" RUN_SUFFIX, dir, rec->outcome);
 	else
 		snprintf(lk->path, sizeof(lk->path), "%s/%s" SUFFIX, dir, rec->sandbox);
-	lk->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (lk->fd < 0 || flock(lk->fd, LOCK_EX) || write(lk->fd, text, strlen(text)) < 0 ||
-	    rename(tmp, lk->path))
+	/* A reaper (sb_records_reap()) discards a .tmp file it can lock: one
+	 * made but not locked yet may go. Locked and still linked, it stays. */
+	for (int tries = 0; tries < TMP_TRIES; tries++) {
+		struct stat st;
+
+		if (getrandom(&rnd, sizeof(rnd), 0) < 0)
+			rnd = (uint32_t)getpid() + (uint32_t)tries;
+		snprintf(tmp, sizeof(tmp), "%s/.tmp-%08x-%s", dir, rnd, rec->sandbox);
+		lk->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (lk->fd < 0 || flock(lk->fd, LOCK_EX) || fstat(lk->fd, &st)) {
+			err = -errno;
+			break;
+		}
+		if (st.st_nlink)
+			break;
+		fs_close(&lk->fd);
+		err = -ENOENT;
+	}
+	if (!err && (write(lk->fd, text, strlen(text)) < 0 || rename(tmp, lk->path)))
 		err = -errno;
 	free(text);
 	if (err) {
