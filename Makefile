@@ -8,6 +8,7 @@
 #   make vmtest       LSM mode on stock Debian kernels under qemu
 #   make check-asan   unit + integration tests under ASan/UBSan
 #   make fuzz         libFuzzer targets, bounded (FUZZ_SECONDS)
+#   make chaos        10,000 batches under kill -9 and restarts (CHAOS_BATCHES)
 #   make bench        benchmarks (by hand; QUICK=1 for a short run)
 #   make format       clang-format every C file in place (.clang-format)
 #   make format-check list the files clang-format would change; fails if any
@@ -110,7 +111,7 @@ test_agent_client_LINK  := control lib
 HELPER_LINK := agent control sandbox telemetry policy lib
 
 .SECONDARY:
-.PHONY: all deps tools tests check unit integration demo vmtest check-asan fuzz bench \
+.PHONY: all deps tools tests check unit integration demo vmtest check-asan fuzz chaos bench \
         format format-check clean
 all: tools $(BUILD)/sandguard
 
@@ -231,6 +232,13 @@ check-asan: export UBSAN_OPTIONS ?= halt_on_error=1:print_stacktrace=1
 
 fuzz:
 	$(Q)scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The chaos run at full size (CI runs a few hundred batches): kill -9 of
+# the agent, executors and serve, restarts and reloads during 10,000
+# batches; every batch booked once, nothing left behind.
+CHAOS_BATCHES ?= 10000
+chaos: tests
+	$(Q)CHAOS_BATCHES=$(CHAOS_BATCHES) tests/stages/chaos.sh $(BUILD)
 
 bench: deps
 	$(Q)scripts/install-deps.sh --bench

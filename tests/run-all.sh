@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole suite: unit, integration (host, fallback mode), sanitizers,
-# fuzz smoke, deployment manifests, and the VM kernel matrix (LSM mode).
+# fuzz smoke, deployment manifests, chaos (kill -9 and restarts under load),
+# and the VM kernel matrix (LSM mode).
 # Ends with one closing tally line over every stage.
 set -u
 cd "$(dirname "$0")/.."

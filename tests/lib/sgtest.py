@@ -10,13 +10,19 @@ import socket
 import time
 
 failures = 0
+passes = 0
+skips = 0
 
 
 def report(status, name, why=""):
     """One result line: status is PASS, FAIL or SKIP."""
-    global failures
+    global failures, passes, skips
     if status == "FAIL":
         failures += 1
+    elif status == "PASS":
+        passes += 1
+    else:
+        skips += 1
     print("%s: %s%s" % (status, name, ": " + why if why else ""), flush=True)
 
 
