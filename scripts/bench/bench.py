@@ -19,7 +19,7 @@ import pipeline
 import report
 import verifier
 import warm
-from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine
+from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine, process_cpu_ms
 
 QUICK = {
     "launch_rounds": 10, "breakdown_runs": 3,
@@ -133,7 +133,8 @@ def main():
                 "through a running executor" % (cfg["programs"], verifier.N_TESTS, nproc))
             executor = warm.Daemon(env, ["executor"], "executor listening on")
             try:
-                doc["rows"] += verifier.measure(env, cfg["programs"], cfg["chunks"], nproc)
+                doc["rows"] += verifier.measure(env, cfg["programs"], cfg["chunks"], nproc,
+                                                lambda: process_cpu_ms(executor.proc.pid))
             finally:
                 executor.stop()
         if "2" in only or "3" in only:
