@@ -13,7 +13,7 @@ BUILD_PKGS=(make gcc clang llvm bpftool pkg-config libbpf-dev libelf-dev
 # g++ (cpp), openjdk-17-jdk-headless (java), golang-go (go), rustc (rust),
 # nodejs (below; bash and python3 are there already). Those three add
 # about 250 MB to download and a minute to a fresh install.
-TEST_PKGS=(python3 python3-yaml busybox-static qemu-system-x86 cpio
+TEST_PKGS=(python3 python3-yaml python3-numpy busybox-static qemu-system-x86 cpio
            prometheus iproute2 curl libclang-rt-14-dev g++
            openjdk-17-jdk-headless golang-go rustc)
 # Benchmarks only (make bench).

@@ -7,7 +7,7 @@
 # and OUTDIR/status, one line: "<how> <qemu exit status> <wall seconds>",
 # where <how> is "exited" or "timeout".
 #
-# Environment: VMTEST_TIMEOUT (seconds, default 300), VMTEST_MEM (MiB,
+# Environment: VMTEST_TIMEOUT (seconds, default 480), VMTEST_MEM (MiB,
 # default 1024), VMTEST_SMP (default 2), VMTEST_CPU (default max,-cx16),
 # VMTEST_APPEND (extra kernel args).
 set -euo pipefail
@@ -16,7 +16,7 @@ die() { echo "boot: $*" >&2; exit 1; }
 
 [ $# -eq 3 ] || die "usage: boot.sh VMLINUZ INITRD OUTDIR"
 vmlinuz=$1 initrd=$2 outdir=$3
-timeout_s=${VMTEST_TIMEOUT:-300}
+timeout_s=${VMTEST_TIMEOUT:-480}
 case $timeout_s in ''|*[!0-9]*) die "VMTEST_TIMEOUT must be whole seconds, got '$timeout_s'" ;; esac
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found: apt-get install qemu-system-x86"
 [ -r "$vmlinuz" ] || die "no kernel at $vmlinuz"

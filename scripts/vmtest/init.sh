@@ -11,6 +11,23 @@
 # A mount that fails is reported as "FAIL: guest-mount: ..." on ttyS1.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root
 
+# A sandbox's root is made with pivot_root, which cannot leave the
+# initramfs (rootfs: EINVAL), while a node's root is always a real mount.
+# So the first thing: copy the image to a tmpfs and make that the root.
+if [ ! -e /.vmtest-root ]; then
+    mkdir -p /newroot
+    if mount -t tmpfs -o mode=0755 tmpfs /newroot; then
+        for e in /*; do
+            case $e in /newroot|/proc|/sys|/dev) continue ;; esac
+            cp -a "$e" /newroot/
+        done
+        mkdir -p /newroot/proc /newroot/sys /newroot/dev
+        touch /newroot/.vmtest-root
+        exec switch_root /newroot /init
+    fi
+    echo "vmtest-init: cannot mount a tmpfs root; sandboxes will fail to build theirs" >&2
+fi
+
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 exec </dev/console >/dev/console 2>&1
 results=/dev/ttyS1

@@ -19,7 +19,7 @@ if [ -r "$dir/status" ]; then read -r how rc _ < "$dir/status"; fi
 [ -e "$dir/results.log" ] || : > "$dir/results.log"
 
 awk -v kernel="$kernel" -v suite="$suite" -v mode="$mode" -v how="$how" -v rc="$rc" \
-    -v timeout="${VMTEST_TIMEOUT:-300}" -v dir="$dir" '
+    -v timeout="${VMTEST_TIMEOUT:-480}" -v dir="$dir" '
 function emit(verdict, feature, reason) {
     gsub(/\t/, " ", reason); gsub(/\t/, " ", feature)
     printf "%s\t%s\t%s\t%s\t%s\t%s\n", kernel, suite, feature, mode, verdict, reason

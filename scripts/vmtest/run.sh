@@ -16,7 +16,11 @@
 #                            (the table must say lsm), "agent_test --mode auto
 #                            --expect-mode lsm", "enroll_test", and with
 #                            VMTEST_FALLBACKS=1, on kernels with the newer
-#                            features, agent_test with them turned off.
+#                            features, agent_test with them turned off;
+#                            then the benign corpus
+#                            (tests/programs/benign/run.sh) under the agent,
+#                            with the host's /usr/bin/python3 and its
+#                            standard library copied into the guest.
 # or override any part of it (these win over the preset):
 #   VMTEST_BINS    host binaries, space-separated; each becomes /bin/<name>
 #                  in the guest, with its shared libraries (static ones work too).
@@ -32,7 +36,7 @@
 #                   bullseye-nolsm": Debian 11 = 5.10, Debian 12 = 6.1,
 #                   Debian 13 = 6.12; SUITE-nolsm boots that kernel without
 #                   bpf in lsm=, where the agent must refuse to start)
-#   VMTEST_TIMEOUT  hard limit per boot in seconds (300); a hung guest is a FAIL
+#   VMTEST_TIMEOUT  hard limit per boot in seconds (480: the benign corpus runs Python under emulation); a hung guest is a FAIL
 #   VMTEST_MEM (1024 MiB), VMTEST_SMP (2), VMTEST_CPU (max,-cx16: see boot.sh),
 #   VMTEST_APPEND (extra kernel args)
 #   VMTEST_CACHE (vmcache/), VMTEST_REFRESH=1, VMTEST_MIRROR: see fetch-kernel.sh
@@ -62,6 +66,21 @@ case $payload in
         # suite again without them.
         cmd=${VMTEST_CMD:-VMTEST_FALLBACKS=${VMTEST_FALLBACKS:-0} sh /vmtest/agent-payload.sh}
         [ -n "${VMTEST_CMD:-}" ] || VMTEST_FILES="tests/vmtest/agent-payload.sh:/vmtest/agent-payload.sh ${VMTEST_FILES:-}"
+        # The benign corpus: its runner, the policies it runs under, and
+        # an interpreter at the path the policies allow.
+        if [ -z "${VMTEST_CMD:-}" ] && [ -x /usr/bin/python3 ]; then
+            VMTEST_FILES="$VMTEST_FILES tests/programs/benign:/vmtest/src/tests/programs/benign policies:/vmtest/src/policies"
+            python=$(readlink -f /usr/bin/python3)
+            stdlib=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
+            VMTEST_TREES="$python $stdlib ${VMTEST_TREES:-}"
+            # What the corpus reads at run time, as on a node: locale,
+            # time zones, CA certificates, Python's site configuration.
+            for t in /usr/lib/locale /usr/share/zoneinfo /etc/ssl /usr/lib/ssl /etc/localtime \
+                /etc/locale.alias "/etc/python${stdlib##*/python}"; do
+                [ -e "$t" ] && VMTEST_TREES="$VMTEST_TREES $t"
+            done
+            cmd="VMTEST_PYTHON=$python $cmd"
+        fi
         mode=${VMTEST_MODE:-lsm} ;;
     *)
         echo "vmtest: unknown VMTEST_PAYLOAD '$payload' (selftest or agent)" >&2
@@ -115,6 +134,14 @@ elif ! build_payload >>"$setup_log" 2>&1; then
 else
     extra=()
     for f in ${VMTEST_FILES:-}; do extra+=(-f "$f"); done
+    for t in ${VMTEST_TREES:-}; do extra+=(-t "$t"); done
+    # What a reward program never needs: bytecode caches (rebuilt in
+    # memory), the static library and build config, test suites, GUIs.
+    # (dist-packages: numpy's copy there is partial; the guest has no numpy
+    # and the corpus skips it.)
+    for x in __pycache__ 'config-*' test idlelib tkinter turtledemo ensurepip lib2to3 dist-packages; do
+        extra+=(-x "$x")
+    done
     # shellcheck disable=SC2086  # $bins is a list
     if ! "$here/mkinitrd.sh" -o "$out/initrd.gz" -c "$cmd" "${extra[@]}" $bins >>"$setup_log" 2>&1; then
         fail_row all - initramfs "$(last_error) (see $setup_log)"

@@ -35,6 +35,7 @@ void policy_defaults(struct sg_policy *p)
 		"/bin",
 		"/sbin",
 		"/etc/ld.so.cache",
+		"/etc/alternatives",
 		"/etc/localtime",
 		"/etc/locale.alias",
 		"/etc/python3.11",

@@ -10,7 +10,22 @@
 # agent suite runs a second time with them turned off
 # (SANDGUARD_DISABLE_FEATURES), so every fallback 5.10 uses is proven on a
 # newer kernel too (the 5.10 boot proves them in any case).
+# Last, in whichever mode the agent runs, the benign corpus
+# (tests/programs/benign/run.sh) with $VMTEST_PYTHON: correct programs run
+# ok under the agent and raise no event (issue 13's "no false kills").
 newer='atomic_fetch,tracing_ancestor_cgroup,cgroup_kill,cgroup_connect_unix,cgroup_sendmsg_unix'
+
+# benign MODE: the benign corpus under an agent in MODE, with the policies
+# as they ship (BENIGN_TIERS: the default policy only, to keep
+# the emulated guest's run short; the host runs every tier).
+benign() {
+    if [ -z "${VMTEST_PYTHON:-}" ]; then
+        echo "SKIP: benign corpus: no python3 on the host to copy into the guest"
+        return 0
+    fi
+    BENIGN_TIERS=default BENIGN_TIMEOUT_MS=60000 sh /vmtest/src/tests/programs/benign/run.sh \
+        --sandguard /bin/sandguard --python "$VMTEST_PYTHON" --src /vmtest/src --agent "$1"
+}
 
 # expect_refusal NAME PATTERN [AGENT ARGS...]: the agent must exit non-zero
 # and log a line matching PATTERN.
@@ -44,6 +59,7 @@ if grep -q '^bpf_lsm  *no' /tmp/probe.txt; then
     agent_test --sandguard /bin/sandguard --mode auto --expect-mode fallback
     rc=$?
     enroll_test --sandguard /bin/sandguard --tenants 100 || rc=1
+    benign fallback || rc=1
     exit $rc
 fi
 awk '
@@ -74,4 +90,6 @@ if [ "${VMTEST_FALLBACKS:-0}" = 1 ] && grep -q '^cgroup_connect_unix  *yes' /tmp
     echo 'MODE: lsm-fallbacks'
     SANDGUARD_DISABLE_FEATURES=$newer agent_test --sandguard /bin/sandguard --mode auto --expect-mode lsm || rc=1
 fi
+echo 'MODE: lsm'
+benign lsm || rc=1
 exit $rc

@@ -13,6 +13,10 @@
 #                  ($SANDGUARD_SRC, else the tree this script is in)
 #     --agent      none (the executor's own layers), or an agent --mode:
 #                  auto, fallback or lsm (default none)
+#   $BENIGN_TIERS    the policies to run under (default: every tier)
+#   $BENIGN_TIMEOUT_MS  a longer deadline for every policy (an emulated VM
+#                    guest runs CPU-bound code many times slower; what is
+#                    judged here is the enforcement, not the speed)
 # Prints "PASS: name", "FAIL: name: why", "SKIP: name: why"; exits 1 on
 # any failure. Everything it makes is private (cgroup root, pins, state,
 # run and log directories) and removed at the end.
@@ -70,12 +74,14 @@ trap cleanup EXIT
 
 # The default policy and each tier's example, as they ship: only the
 # tenant name and the scratch root differ.
-tiers="default function verifier reward-model environment"
+tiers=${BENIGN_TIERS:-default function verifier reward-model environment}
 for t in $tiers; do
     f=$src/policies/$t.json
     [ "$t" = default ] || f=$src/policies/examples/$t.json
     sed -e "s|\"tenant\": \"$t\"|\"tenant\": \"benign-$t\"|" \
-        -e "s|/var/lib/sandguard/scratch|$dir/scratch|" "$f" > "$dir/policies/benign-$t.json"
+        -e "s|/var/lib/sandguard/scratch|$dir/scratch|" \
+        -e "s|\"timeout_ms\": *\([0-9]*\)|\"timeout_ms\": ${BENIGN_TIMEOUT_MS:-\1}|" \
+        "$f" > "$dir/policies/benign-$t.json"
 done
 
 if [ "$agent" != none ]; then
