@@ -6,6 +6,7 @@
 #   make check        = scripts/check.sh: install deps, build, run every test (CI)
 #   make demo         = scripts/demo.sh: the main job, end to end
 #   make vmtest       LSM mode on stock Debian kernels under qemu
+#   make vmbench      the hook-overhead loops in LSM mode, in those VMs (by hand)
 #   make check-asan   unit + integration tests under ASan/UBSan
 #   make fuzz         libFuzzer targets, bounded (FUZZ_SECONDS)
 #   make chaos        10,000 batches under kill -9 and restarts (CHAOS_BATCHES)
@@ -111,7 +112,7 @@ test_agent_client_LINK  := control lib
 HELPER_LINK := agent control sandbox telemetry policy lib
 
 .SECONDARY:
-.PHONY: all deps tools tests check unit integration demo vmtest check-asan fuzz chaos bench \
+.PHONY: all deps tools tests check unit integration demo vmtest vmbench check-asan fuzz chaos bench \
         format format-check clean
 all: tools $(BUILD)/sandguard
 
@@ -219,6 +220,9 @@ demo:
 
 vmtest: deps
 	$(Q)scripts/vmtest/run.sh
+
+vmbench: deps
+	$(Q)VMTEST_PAYLOAD=bench VMTEST_KERNELS="$${VMTEST_KERNELS:-bookworm trixie}" scripts/vmtest/run.sh
 
 check-asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CC=clang \

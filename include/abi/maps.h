@@ -11,6 +11,7 @@
 #define SG_MAX_PATH_RULES 65536
 #define SG_MAX_EXEC_FILES 65536
 #define SG_RINGBUF_BYTES  (4 << 20)
+#define SG_DRAIN_MS       10 /* the agent drains events submitted without a wakeup */
 #define SG_WALK_DEPTH     32 /* dentry ancestors examined per open */
 
 /* sg_sandboxes: cgroup id -> sandbox. Absent = not a sandbox: every hook
@@ -110,17 +111,58 @@ struct sg_exec_key {
 
 /* Pinned maps no program reads (the agent creates them, its peers read
  * them): sg_tenant_names (ARRAY, slot -> name, "" = free), sg_tenant_index
- * (HASH, name -> slot: the tenants whose own policy is compiled), and
+ * (HASH, name -> slot: the tenants whose own policy is compiled),
  * sg_killed (HASH, cgroup id -> enum sg_rule + 1 of a kill the agent
  * carried out: a verdict read from the pins never claims a kill that
- * did not happen). */
+ * did not happen), and sg_sandbox_ids (HASH, cgroup id -> struct
+ * sg_sandbox_ids). */
+
+/* sg_sandbox_ids: who a sandbox runs for, written by its executor when it
+ * enrolls the sandbox (before sg_sandboxes, so before any of its code
+ * runs), read by the agent to put the run and batch ids on every event
+ * line, even when it was down at enrollment; deleted with the sandbox's
+ * other entries. NUL-terminated strings, "" = unknown. */
+#define SG_IDS_TENANT_LEN 64  /* SG_TENANT_MAX */
+#define SG_IDS_ID_LEN     128 /* SG_ID_BUF */
+struct sg_sandbox_ids {
+	char tenant[SG_IDS_TENANT_LEN];
+	char sandbox[SG_IDS_ID_LEN];
+	char run_id[SG_IDS_ID_LEN];
+	char batch_id[SG_IDS_ID_LEN];
+};
+
+/* Terminates each string, whoever wrote the entry (readers call it). */
+static inline void sg_sandbox_ids_terminate(struct sg_sandbox_ids *ids)
+{
+	ids->tenant[SG_IDS_TENANT_LEN - 1] = 0;
+	ids->sandbox[SG_IDS_ID_LEN - 1] = 0;
+	ids->run_id[SG_IDS_ID_LEN - 1] = 0;
+	ids->batch_id[SG_IDS_ID_LEN - 1] = 0;
+}
 
 /* sg_config[0]: global switches written by the agent. */
 struct sg_config {
-	__u32 active_gen; /* programs of another generation stay silent */
-	__u32 file_mode;  /* enum sg_enforce_mode chosen for files */
-	__u32 exec_mode;  /* and for execs */
+	__u32 active_gen;    /* programs of another generation stay silent */
+	__u32 file_mode;     /* enum sg_enforce_mode chosen for files */
+	__u32 exec_mode;     /* and for execs */
+	__u32 verdict_epoch; /* bumped after every change of a policy: file
+			       * verdicts remembered under another epoch
+			       * are never used (see struct sg_verdict_key) */
+};
+
+/* The file programs remember, per tenant policy, the identities of files
+ * they found allowed by the read-only allowlist (an LRU map of each
+ * generation, not pinned): an allowed open then costs one lookup instead
+ * of a walk up the file's ancestors. A verdict is used only under the
+ * epoch and policy set it was found in; the agent bumps the epoch after
+ * every policy swap or removal. Denials are never remembered. */
+struct sg_verdict_key {
+	__u32 set; /* SG_SET_KEY(tenant index, set_gen) */
+	__u32 dev;
+	__u64 ino;
+	__u32 epoch; /* sg_config.verdict_epoch when found */
 	__u32 pad;
 };
+#define SG_VERDICT_CACHE 16384
 
 #endif

@@ -1,9 +1,10 @@
 """sandguard benchmarks: launch, hook overhead (outside and inside
-sandboxes), event pipeline, verifier throughput. Every figure is a ratio
+sandboxes), event pipeline, verifier throughput, kill latency, the
+shapes a fallback file hook could take. Every figure is a ratio
 against a baseline measured in the same run; the two arms of each
 comparison are interleaved. Prints one table and writes results.json.
 
-    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,9]
+    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9]
 
 Run through scripts/bench/run.sh (make bench), which builds the helpers."""
 import argparse
@@ -13,10 +14,12 @@ import sys
 import time
 
 import hooks
+import killlat
 import launch
 import layers
 import pipeline
 import report
+import syscost
 import verifier
 import warm
 from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine, process_cpu_ms
@@ -24,8 +27,8 @@ from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine, pro
 QUICK = {
     "launch_rounds": 10, "breakdown_runs": 3,
     "hook_cycles": 2, "hook_reps": 3, "hook_launches": 2,
-    "hook_iters": {"open": 20000, "forkexec": 100, "connect": 1500},
-    "hook_costs": True,
+    "hook_iters": {"open": 20000, "forkexec": 100, "connect": 1500, "getppid": 50000},
+    "hook_costs": True, "kills": 40, "syscost_rounds": 3,
     "rates": [50000, 100000, 200000, 0], "rate_seconds": 2, "sinks": ["tmpfs"],
     "programs": 16, "chunks": 2,
     "layer_rounds": 20,
@@ -34,8 +37,8 @@ QUICK = {
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
     "hook_cycles": 6, "hook_reps": 3, "hook_launches": 5,
-    "hook_iters": {"open": 200000, "forkexec": 400, "connect": 10000},
-    "hook_costs": True,
+    "hook_iters": {"open": 200000, "forkexec": 400, "connect": 10000, "getppid": 500000},
+    "hook_costs": True, "kills": 300, "syscost_rounds": 10,
     "rates": [25000, 50000, 100000, 200000, 400000, 0], "rate_seconds": 5,
     "sinks": ["tmpfs", "/dev/null"],
     "programs": 1024, "chunks": 16,
@@ -63,8 +66,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,9",
-                    help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -72,7 +74,8 @@ def main():
         cfg["programs"] = a.programs
     only = set(a.only.split(","))
     tools = {k: os.path.join(a.tools, k)
-             for k in ("plainrun", "hookloop", "eventgen", "cgjoin", "layers", "sandbox_run")}
+             for k in ("plainrun", "hookloop", "eventgen", "cgjoin", "layers", "sandbox_run",
+                       "progstats", "syscost", "syscost.bpf.o")}
     nproc = os.cpu_count() or 1
 
     doc = {"mode": "quick" if a.quick else "full", "config": cfg, "machine": machine(),
@@ -88,6 +91,7 @@ def main():
     launch.setup(env)
     env.write_policy(hooks.policy(env, port))
     env.write_policy(pipeline.policy(env))
+    env.write_policy(killlat.policy(env))
     env.write_policy(env.base_policy(verifier.TENANT))
     agent = Agent(env)
     t_start = time.monotonic()
@@ -122,6 +126,10 @@ def main():
             doc["pipeline"] = results
             doc["pipeline_profile"] = pipeline.profile(env, tools, agent, 3 if a.quick else 5)
             doc["rows"] += pipeline.rows(results)
+        if "7" in only:
+            log("scenario 7: kill latency, %d kills" % cfg["kills"])
+            doc["kill_latency"] = killlat.measure(env, tools, cfg["kills"], hooks.free_port())
+            doc["rows"] += killlat.rows(doc["kill_latency"])
         if "9" in only:
             log("scenario 9: warm path, %d interleaved rounds" % cfg["warm_rounds"])
             rows, doc["warm_samples"] = warm.measure(env, tools, cfg["warm_rounds"],
@@ -155,10 +163,14 @@ def main():
             if cfg["hook_costs"]:
                 doc["hook_costs"] = hooks.hook_costs(env, tools, agent, cfg["hook_iters"], port)
                 hooks.annotate(hook_rows, doc["hook_costs"])
+        if "8" in only:
+            log("scenario 8: fallback hook shapes, %d rounds" % cfg["syscost_rounds"])
+            doc["hook_shapes"] = syscost.measure(tools, cfg["syscost_rounds"])
+            doc["rows"] += syscost.rows(doc["hook_shapes"])
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "9": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6}
+    order = {"1": 0, "9": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6, "7": 7, "8": 8}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"][0], 9))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))

@@ -5,6 +5,14 @@
  *   hookloop [--cgroup DIR] open     ITER PATH
  *   hookloop [--cgroup DIR] forkexec ITER PROGRAM
  *   hookloop [--cgroup DIR] connect  ITER PORT
+ *   hookloop [--cgroup DIR] getppid  ITER -
+ *   hookloop --cgroup DIR   violate  1    PORT
+ *
+ * getppid is a system call no program hooks: what it costs more with the
+ * agent attached is the syscall slow path a syscall tracepoint puts every
+ * task of the node on. violate (for the kill-latency scenario) connects
+ * once to PORT on loopback, which the sandbox's policy does not allow,
+ * then waits to be killed; it prints the errno of the connect.
  *
  * --cgroup DIR: join the v2 cgroup DIR (write to DIR/cgroup.procs) before
  * the loop, so that the loop runs inside a sandbox. The connect listener is
@@ -26,6 +34,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -119,6 +128,28 @@ static pid_t start_listener(int port)
 	return pid;
 }
 
+static void getppid_loop(long n)
+{
+	for (long i = 0; i < n; i++)
+		syscall(SYS_getppid);
+}
+
+/* One denied connect, then wait for the agent to empty the sandbox. */
+static int violate(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), err;
+
+	err = s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) ? errno : 0;
+	printf("violate %d\n", err);
+	fflush(stdout);
+	for (int i = 0; i < 30; i++)
+		sleep(1);
+	return 2; /* not killed */
+}
+
 static void connect_loop(long n, int port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
@@ -152,7 +183,8 @@ int main(int argc, char **argv)
 		argc -= 2;
 	}
 	if (argc != 4) {
-		fprintf(stderr, "usage: hookloop [--cgroup DIR] open|forkexec|connect ITER ARG\n");
+		fprintf(stderr,
+			"usage: hookloop [--cgroup DIR] open|forkexec|connect|getppid|violate ITER ARG\n");
 		return 64;
 	}
 	mode = argv[1];
@@ -164,6 +196,8 @@ int main(int argc, char **argv)
 		listener = start_listener(atoi(arg));
 	if (cgroup)
 		join_cgroup(cgroup);
+	if (!strcmp(mode, "violate"))
+		return violate(atoi(arg));
 
 	for (int timed = 0; timed < 2; timed++) {
 		long iters = timed ? n : (n / 10 > 0 ? n / 10 : 1);
@@ -175,6 +209,8 @@ int main(int argc, char **argv)
 			forkexec_loop(iters, arg);
 		else if (!strcmp(mode, "connect"))
 			connect_loop(iters, atoi(arg));
+		else if (!strcmp(mode, "getppid"))
+			getppid_loop(iters);
 		else {
 			fprintf(stderr, "hookloop: unknown mode %s\n", mode);
 			return 64;

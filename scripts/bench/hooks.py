@@ -1,18 +1,26 @@
 """Scenarios 2 and 3, hook overhead: tight loops of open/close, fork+exec+
-wait of /usr/bin/true and TCP connect/close to a loopback listener, run
-outside any sandbox (scenario 2) and inside a registered sandbox cgroup
-whose policy allows exactly what the loops do (scenario 3). Each loop runs
-with the agent attached and with it not loaded (stopped and its pins
-removed), in alternating cycles (on/off, then off/on, ...) so that drift
-on this shared machine hits both arms alike.
+wait of /usr/bin/true, TCP connect/close to a loopback listener and
+getppid() (a system call no program hooks), run outside any sandbox
+(scenario 2) and inside a registered sandbox cgroup whose policy allows
+exactly what the loops do (scenario 3). Each loop runs in three states, in
+alternating cycles (on/idle/off, then off/idle/on, ...) so that drift on
+this shared machine hits every arm alike:
 
-The same cycles also time a few `sandguard exec` launches in each state:
-the agent's own share of the launch cost (scenario 1's breakdown)."""
+- "on": the agent attached, with a sandbox registered (scenario 3's): the
+  node is running sandboxes, so the fallback's file programs are attached;
+- "idle": the agent attached, no sandbox on the node: the fallback's file
+  programs are detached (src/control/ondemand.h; the agent is started with
+  SANDGUARD_DETACH_AFTER_IDLE_MS=0 so it detaches them at its next tick);
+- "off": the agent not loaded (stopped and its pins removed).
+
+The same cycles also time a few `sandguard exec` launches in the on and off
+states: the agent's own share of the launch cost (scenario 1's breakdown)."""
 import json
 import os
 import random
 import socket
 import subprocess
+import time
 
 from sgbench import SandboxCgroup, log, now_ms, summary
 
@@ -24,7 +32,11 @@ LABELS = {
     "open": "open+close %s" % OPEN_PATH,
     "forkexec": "fork+exec+wait %s" % EXEC_PATH,
     "connect": "TCP connect+close to 127.0.0.1 listener",
+    "getppid": "getppid() (no program hooks it: the syscall slow path)",
 }
+OUTSIDE = ("open", "forkexec", "connect", "getppid")
+INSIDE = ("open", "forkexec", "connect")
+WHERE = {"on": ("outside", "inside"), "idle": ("outside",), "off": ("outside", "inside")}
 
 
 def free_port():
@@ -88,21 +100,62 @@ def run_loop(tools, mode, iters, arg, cgroup=None):
     return float(p.stdout.split()[3])
 
 
+def loop_args(port):
+    return {"open": OPEN_PATH, "forkexec": EXEC_PATH, "connect": port, "getppid": "-"}
+
+
+def ondemand_links(pin_root):
+    """The on-demand links attached now (gen-N/ondemand/link/*)."""
+    n = 0
+    for gen in os.listdir(pin_root) if os.path.isdir(pin_root) else ():
+        d = os.path.join(pin_root, gen, "ondemand", "link")
+        if gen.startswith("gen-") and os.path.isdir(d):
+            n += len(os.listdir(d))
+    return n
+
+
+def wait_detached(env, timeout=10):
+    """Until the agent detached its on-demand programs (it has no
+    sandbox); immediately where it has none (LSM mode)."""
+    pin_root = env.env["SANDGUARD_PIN_ROOT"]
+    end = time.monotonic() + timeout
+    while ondemand_links(pin_root):
+        if time.monotonic() > end:
+            raise RuntimeError("the agent did not detach its file programs in %d s" % timeout)
+        time.sleep(0.1)
+
+
+def enter_state(env, agent, sandbox, state):
+    if state == "off":
+        return
+    agent.start()
+    if state == "on":
+        sandbox.register()
+    else:
+        wait_detached(env)
+
+
+def leave_state(agent, state):
+    if state != "off":
+        agent.stop()
+        agent.unload()
+
+
 def measure(env, tools, agent, cycles, reps, iters, port, launch_cmds=None, launches=0, seed=2):
     """ns/op samples per (where, mode, state); where is "outside" or
-    "inside", state "on" (agent attached) or "off" (not loaded)."""
+    "inside", state "on", "idle" or "off" (see the module's comment)."""
     sandbox = SandboxCgroup(env, TENANT, "hookloop")
-    args = {"open": OPEN_PATH, "forkexec": EXEC_PATH, "connect": port}
+    args = loop_args(port)
     samples = {}
     launch_ms = {}
     rng = random.Random(seed)
+    env.env["SANDGUARD_DETACH_AFTER_IDLE_MS"] = "0"
     try:
         for c in range(cycles):
-            for state in (("on", "off") if c % 2 == 0 else ("off", "on")):
-                if state == "on":
-                    agent.start()
-                    sandbox.register()
-                jobs = [(where, mode) for where in ("outside", "inside") for mode in args] * reps
+            for state in (("on", "idle", "off") if c % 2 == 0 else ("off", "idle", "on")):
+                enter_state(env, agent, sandbox, state)
+                jobs = [(where, mode) for where in WHERE[state]
+                        for mode in (OUTSIDE if where == "outside" else INSIDE)] * reps
                 rng.shuffle(jobs)
                 with Fresh(env, sandbox, state == "on") as inside:
                     for where, mode in jobs:
@@ -110,7 +163,7 @@ def measure(env, tools, agent, cycles, reps, iters, port, launch_cmds=None, laun
                                       inside.path(mode) if where == "inside" else None)
                         inside.done()
                         samples.setdefault((where, mode, state), []).append(ns)
-                for _ in range(launches):
+                for _ in range(launches if state != "idle" else 0):
                     for name in ("sandguard", "plain"):
                         t0 = now_ms()
                         p = subprocess.run(launch_cmds[name], env=env.env, capture_output=True,
@@ -119,13 +172,17 @@ def measure(env, tools, agent, cycles, reps, iters, port, launch_cmds=None, laun
                             raise RuntimeError("launch %s with the agent %s failed (exit %d): %s" %
                                                (name, state, p.returncode, p.stderr[-300:]))
                         launch_ms.setdefault((name, state), []).append(now_ms() - t0)
-                if state == "on":
-                    agent.stop()
-                    agent.unload()
+                leave_state(agent, state)
                 log("hooks: cycle %d/%d, agent %s done" % (c + 1, cycles, state))
     finally:
+        env.env.pop("SANDGUARD_DETACH_AFTER_IDLE_MS", None)
         sandbox.remove()
     return samples, launch_ms
+
+
+ROWS = (("outside", "idle", "2 hooks outside, no sandbox on the node", "<= 1.01x"),
+        ("outside", "on", "2 hooks outside, sandboxes running", "<= 1.01x"),
+        ("inside", "on", "3 hooks in sandbox", "<= 1.05x"))
 
 
 def annotate(rows_, costs):
@@ -133,7 +190,7 @@ def annotate(rows_, costs):
     time per operation, as a share of the baseline's median operation. It
     does not move with the machine's noise the way a ratio of two timings
     does."""
-    keys = {"2 hooks outside": "outside", "3 hooks in sandbox": "inside"}
+    keys = {scen: "%s %s" % (where, state) for where, state, scen, _ in ROWS}
     modes = {v: k for k, v in LABELS.items()}
     for r in rows_:
         per = (costs or {}).get("%s %s" % (keys.get(r["scenario"], ""), modes.get(r["name"], "")))
@@ -144,15 +201,16 @@ def annotate(rows_, costs):
         r["programs_ns_per_op"] = ns
         r["notes"] = "agent programs (bpf_stats): %.0f ns/op = %.1f%% of the baseline op; %s" % (
             ns, 100.0 * ns / r["baseline"]["median"],
-            ", ".join("%s %.0f" % (name, p["ns_per_op"]) for name, p in top))
+            ", ".join("%s %.0f" % (name, p["ns_per_op"]) for name, p in top) or "none ran")
 
 
 def rows(samples):
     out = []
-    for where, scen, target in (("outside", "2 hooks outside", "<= 1.01x"),
-                                ("inside", "3 hooks in sandbox", "<= 1.05x")):
-        for mode in ("open", "forkexec", "connect"):
-            on = summary(samples[(where, mode, "on")])
+    for where, state, scen, target in ROWS:
+        for mode in (OUTSIDE if where == "outside" else INSIDE):
+            if (where, mode, state) not in samples:
+                continue
+            on = summary(samples[(where, mode, state)])
             off = summary(samples[(where, mode, "off")])
             out.append({"scenario": scen, "name": LABELS[mode], "unit": "ns/op",
                         "value": on, "baseline": off, "baseline_name": "agent not loaded",
@@ -177,42 +235,27 @@ def agent_share(launch_ms):
                  "plain fork/exec, ms": plain}
 
 
-def agent_prog_ids(pin_root):
-    """{program id: name} of the programs behind the agent's pinned links
-    (<pin root>/gen-N/<program>)."""
-    ids = {}
-    for gen in os.listdir(pin_root):
-        gdir = os.path.join(pin_root, gen)
-        if not gen.startswith("gen-") or not os.path.isdir(gdir):
-            continue
-        for name in os.listdir(gdir):
-            out = subprocess.run(["bpftool", "-j", "link", "show", "pinned", os.path.join(gdir, name)],
-                                 capture_output=True, text=True).stdout
-            try:
-                ids[json.loads(out)["prog_id"]] = name
-            except (ValueError, KeyError):
-                pass
-    return ids
-
-
-def prog_stats(ids):
-    """{program name: (run_cnt, run_time_ns)} of the given program ids."""
-    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
+def prog_stats(tools, pin_root):
+    """{link name: (run_cnt, run_time_ns)} of the agent's attached programs
+    (build/bench/progstats: the programs behind the pinned links)."""
+    out = subprocess.run([tools["progstats"], pin_root], capture_output=True, text=True).stdout
     stats = {}
-    for p in json.loads(out or "[]"):
-        if p.get("id") in ids:
-            name = ids[p["id"]]
-            cnt, ns = stats.get(name, (0, 0))
-            stats[name] = (cnt + p.get("run_cnt", 0), ns + p.get("run_time_ns", 0))
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 3:
+            cnt, ns = stats.get(f[0], (0, 0))
+            stats[f[0]] = (cnt + int(f[1]), ns + int(f[2]))
     return stats
 
 
 def hook_costs(env, tools, agent, iters, port):
     """What each of the agent's programs costs per call during each loop,
     from the kernel's own accounting (kernel.bpf_stats_enabled, switched
-    on only for this step and then restored): {loop: {program: {calls
-    per op, ns per call, ns per op}}}. Calls include whatever else ran on
-    the node meanwhile; per-op figures divide by the loop's iterations."""
+    on only for this step and then restored): {"<where> <state> <loop>":
+    {program: {calls per op, ns per call, ns per op}}}, for the loops
+    outside with sandboxes running ("on") and with none ("idle"), and
+    inside. Calls include whatever else ran on the node meanwhile; per-op
+    figures divide by the loop's iterations."""
     knob = "/proc/sys/kernel/bpf_stats_enabled"
     try:
         with open(knob) as f:
@@ -220,35 +263,37 @@ def hook_costs(env, tools, agent, iters, port):
     except OSError:
         return None
     sandbox = SandboxCgroup(env, TENANT, "hookcost")
-    args = {"open": OPEN_PATH, "forkexec": EXEC_PATH, "connect": port}
+    args = loop_args(port)
+    pin_root = env.env["SANDGUARD_PIN_ROOT"]
     result = {}
-    agent.start()
+    env.env["SANDGUARD_DETACH_AFTER_IDLE_MS"] = "0"
     try:
-        sandbox.register()
-        ids = agent_prog_ids(env.env["SANDGUARD_PIN_ROOT"])
-        if not ids:
-            raise RuntimeError("no pinned program links under %s" % env.env["SANDGUARD_PIN_ROOT"])
         with open(knob, "w") as f:
             f.write("1")
-        for where in ("outside", "inside"):
-            for mode in args:
-                with Fresh(env, sandbox, True) as inside:
-                    cgroup = inside.path(mode) if where == "inside" else None
-                    s0 = prog_stats(ids)
-                    run_loop(tools, mode, iters[mode], args[mode], cgroup)
-                    s1 = prog_stats(ids)
-                n = iters[mode] * 1.1      # hookloop's untimed warm-up is a tenth more
-                per = {}
-                for name, (cnt, ns) in s1.items():
-                    dc, dn = cnt - s0.get(name, (0, 0))[0], ns - s0.get(name, (0, 0))[1]
-                    if dc > 0:
-                        per[name] = {"calls_per_op": dc / n, "ns_per_call": dn / dc,
-                                     "ns_per_op": dn / n}
-                result["%s %s" % (where, mode)] = per
+        for state in ("idle", "on"):
+            enter_state(env, agent, sandbox, state)
+            for where in WHERE[state]:
+                for mode in (OUTSIDE if where == "outside" else INSIDE):
+                    with Fresh(env, sandbox, True) as inside:
+                        cgroup = inside.path(mode) if where == "inside" else None
+                        s0 = prog_stats(tools, pin_root)
+                        run_loop(tools, mode, iters[mode], args[mode], cgroup)
+                        s1 = prog_stats(tools, pin_root)
+                    n = iters[mode] * 1.1      # hookloop's untimed warm-up is a tenth more
+                    per = {}
+                    for name, (cnt, ns) in s1.items():
+                        dc, dn = cnt - s0.get(name, (0, 0))[0], ns - s0.get(name, (0, 0))[1]
+                        if dc > 0:
+                            per[name] = {"calls_per_op": dc / n, "ns_per_call": dn / dc,
+                                         "ns_per_op": dn / n}
+                    result["%s %s %s" % (where, state, mode)] = per
+            leave_state(agent, state)
     finally:
         with open(knob, "w") as f:
             f.write(before)
-        agent.stop()
-        agent.unload()
+        env.env.pop("SANDGUARD_DETACH_AFTER_IDLE_MS", None)
+        if agent.proc:
+            agent.stop()
+            agent.unload()
         sandbox.remove()
     return result

@@ -4,11 +4,11 @@
 # measured in the same run. Prints one table; writes <build>/bench/results.json.
 # By hand only (never in CI); the machine should be as idle as you can get it.
 #
-#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6,9] [--programs N]
+#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6,7,8,9] [--programs N]
 #
 # --quick: about a minute, scaled down (fewer rounds, cycles, events and 16
 # verifier programs instead of 1024). Without it: the full run, ~10 minutes.
-# Builds its helpers (plainrun, hookloop, eventgen, cgjoin) into <build>/bench/.
+# Builds its helpers (plainrun, hookloop, eventgen, cgjoin, progstats) into <build>/bench/.
 # Runs a private agent (own cgroup root, pins, socket, state) like the
 # integration tests do, so a real agent on the node is never touched.
 set -euo pipefail
@@ -37,12 +37,22 @@ done
 
 out=$build/bench
 mkdir -p "$out"
-for helper in plainrun hookloop eventgen cgjoin; do
+for helper in plainrun hookloop eventgen cgjoin progstats; do
     if [ ! -x "$out/$helper" ] || [ "$src/scripts/bench/$helper.c" -nt "$out/$helper" ]; then
+        libs=; [ $helper = progstats ] && libs=-lbpf
         ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -Wno-format-truncation \
-            -o "$out/$helper" "$src/scripts/bench/$helper.c"
+            -o "$out/$helper" "$src/scripts/bench/$helper.c" $libs
     fi
 done
+
+# Scenario 8's programs: built against the tree's vmlinux.h (make made it).
+if [ ! -f "$out/syscost.bpf.o" ] || [ "$src/scripts/bench/syscost.bpf.c" -nt "$out/syscost.bpf.o" ]; then
+    ${CLANG:-clang} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -I"$build" \
+        -c "$src/scripts/bench/syscost.bpf.c" -o "$out/syscost.bpf.o"
+fi
+if [ ! -x "$out/syscost" ] || [ "$src/scripts/bench/syscost.c" -nt "$out/syscost" ]; then
+    ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -o "$out/syscost" "$src/scripts/bench/syscost.c" -lbpf
+fi
 
 # The layers helper runs sandguard's own sandbox code: it links the build's
 # component archives (and uses the tests' sandbox_run for whole launches).

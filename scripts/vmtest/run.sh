@@ -10,6 +10,9 @@
 # The payload: pick a preset with ONE variable,
 #   VMTEST_PAYLOAD=selftest  tests/vmtest/selftest.c, built here:
 #                            proves the guest plumbing and that BPF LSM denies.
+#   VMTEST_PAYLOAD=bench     (make vmbench) the hook-overhead loops of make bench in LSM
+#                            mode, agent on/off, medians and ratios per kernel
+#                            (scripts/vmtest/bench-payload.sh, bench-report.sh).
 #   VMTEST_PAYLOAD=agent     (default) $BUILD/sandguard, $BUILD/tests/agent_test, enroll_test
 #                            (built with make), run by tests/vmtest/agent-payload.sh:
 #                            a row per kernel feature from "sandguard probe"
@@ -82,8 +85,16 @@ case $payload in
             cmd="VMTEST_PYTHON=$python $cmd"
         fi
         mode=${VMTEST_MODE:-lsm} ;;
+    bench)
+        # make vmbench: the hook-overhead loops in LSM mode, agent on/off,
+        # measured in the guest (scripts/vmtest/bench-payload.sh); the
+        # BENCH lines are collected into $BUILD/vmtest/bench.tsv.
+        bins=${VMTEST_BINS:-$build/sandguard $out/hookloop $out/progstats}
+        cmd=${VMTEST_CMD:-sh /vmtest/bench-payload.sh}
+        [ -n "${VMTEST_CMD:-}" ] || VMTEST_FILES="scripts/vmtest/bench-payload.sh:/vmtest/bench-payload.sh ${VMTEST_FILES:-}"
+        mode=${VMTEST_MODE:-lsm} ;;
     *)
-        echo "vmtest: unknown VMTEST_PAYLOAD '$payload' (selftest or agent)" >&2
+        echo "vmtest: unknown VMTEST_PAYLOAD '$payload' (selftest, agent or bench)" >&2
         echo "vmtest: 0 passed, 1 failed, 0 skipped"
         exit 1 ;;
 esac
@@ -110,8 +121,14 @@ build_payload() {
         ${CC:-gcc} -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Werror \
             tests/vmtest/selftest.c -o "$out/selftest" -lbpf || return 1
     fi
+    if [ "$payload" = bench ] && [ -z "${VMTEST_BINS:-}" ]; then
+        ${CC:-gcc} -std=gnu11 -O2 -Wall -Wextra -Wno-format-truncation \
+            scripts/bench/hookloop.c -o "$out/hookloop" || return 1
+        ${CC:-gcc} -std=gnu11 -O2 -Wall -Wextra scripts/bench/progstats.c -o "$out/progstats" \
+            -lbpf || return 1
+    fi
     for b in $bins; do
-        case $b in "$build"/*) [ "$b" = "$out/selftest" ] || targets+=("$b") ;; esac
+        case $b in "$out"/*) ;; "$build"/*) targets+=("$b") ;; esac
     done
     if [ ${#targets[@]} -gt 0 ]; then
         make --no-print-directory BUILD="$build" "${targets[@]}" || return 1
@@ -183,5 +200,8 @@ if [ $ready = 1 ]; then
     done
 fi
 
+if [ "$payload" = bench ]; then
+    "$here/bench-report.sh" "$out" $kernels
+fi
 echo "vmtest: $(( $(date +%s) - started )) s in all; results in $results, $out/matrix.md"
 "$here/report.sh" "$results" "$kernel_rows" "$out/matrix.md"

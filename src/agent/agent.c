@@ -22,6 +22,7 @@
 #include "agent_metrics.h"
 #include "lib/cgroup.h"
 #include "control/control_server.h"
+#include "control/ondemand.h"
 #include "telemetry/event_json.h"
 #include "telemetry/event_log.h"
 #include "telemetry/health.h"
@@ -30,14 +31,33 @@
 #include "probe.h"
 #include "lib/rule_names.h"
 
-enum { TAG_RINGBUF = 1, TAG_INOTIFY, TAG_SIGNAL, TAG_TIMER, TAG_CONTROL, TAG_JOURNAL };
+enum {
+	TAG_RINGBUF = 1,
+	TAG_INOTIFY,
+	TAG_SIGNAL,
+	TAG_TIMER,
+	TAG_CONTROL,
+	TAG_JOURNAL,
+	TAG_DRAIN,
+};
 
 #define KILL_WAIT_MS 100
+/* The on-demand programs stay attached this long after the last sandbox
+ * is gone (attaching them again costs the next launch; the environment
+ * variable is for tests). */
+#define DETACH_AFTER_IDLE_MS 5000
+
+/* Lines are batched (event_log.h) and written once per turn of the loop,
+ * so a busy ring-buffer drain costs one write, not one per event. */
+static void emit(struct agent *a, const char *line, size_t len)
+{
+	/* a failed write is counted by the event log (agent_events_lost) */
+	event_log_append(a->events, line, len);
+}
 
 void agent_emit_line(struct agent *a, const char *line)
 {
-	/* a failed write is counted by the event log (agent_events_lost) */
-	event_log_write(a->events, line);
+	emit(a, line, strlen(line));
 }
 
 /* Whose a sandbox is: its own record, else (not adopted yet) the name of
@@ -49,12 +69,21 @@ static const char *tenant_of(struct agent *a, const struct sg_sandbox_entry *s, 
 	return s ? s->tenant : t ? t->name : NULL;
 }
 
-static void event_context(struct agent *a, const struct sg_sandbox_entry *s, uint32_t slot,
+static const char *id_or_null(const char *id)
+{
+	return id[0] ? id : NULL;
+}
+
+static void event_context(struct agent *a, struct sg_sandbox_entry *s, uint32_t slot,
 			  struct event_ctx *ctx)
 {
+	if (s)
+		registry_event_ids(&a->reg, s);
 	ctx->node = a->opts.node;
 	ctx->tenant = tenant_of(a, s, slot);
 	ctx->sandbox = s ? s->name : NULL;
+	ctx->batch_id = s ? id_or_null(s->batch_id) : NULL;
+	ctx->run_id = s ? id_or_null(s->run_id) : NULL;
 	ctx->boot_to_real_ns = a->boot_to_real_ns;
 }
 
@@ -75,7 +104,7 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 	char path[PATH_MAX], line[EVENT_JSON_MAX];
 	struct event_ctx ctx;
 	double latency_s;
-	int err;
+	int err, n;
 
 	if (s->kill_handled)
 		return 0;
@@ -122,8 +151,9 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 	a->ledger_dirty = true;
 
 	event_context(a, s, 0, &ctx);
-	if (event_kill_json(&ctx, clock_ns(CLOCK_REALTIME), &k, line, sizeof(line)) > 0)
-		agent_emit_line(a, line);
+	n = event_kill_json(&ctx, clock_ns(CLOCK_REALTIME), &k, line, sizeof(line));
+	if (n > 0)
+		emit(a, line, (size_t)n);
 	else
 		a->events_lost++;
 	return err;
@@ -161,6 +191,7 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 	const char *tenant;
 	struct event_ctx ctx;
 	char line[EVENT_JSON_MAX];
+	int n;
 
 	if (size < sizeof(*e)) {
 		a->events_lost++;
@@ -169,8 +200,9 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 	a->events_seen++;
 	s = registry_find(&a->reg, e->cgroup_id);
 	event_context(a, s, e->tenant, &ctx);
-	if (event_to_json(e, &ctx, line, sizeof(line)) > 0) {
-		agent_emit_line(a, line);
+	n = event_to_json(e, &ctx, line, sizeof(line));
+	if (n > 0) {
+		emit(a, line, (size_t)n);
 	} else {
 		a->events_lost++;
 		sg_warn("event of type %u action %u could not be encoded", e->type, e->action);
@@ -234,6 +266,57 @@ static void sweep_sandboxes(struct agent *a)
 	}
 }
 
+/* With no sandbox for a while, the on-demand programs (the fallback's
+ * syscall tracepoints, which slow every task's system calls) are
+ * detached; the next enrollment attaches them again
+ * (src/control/ondemand.h). */
+static void detach_when_idle(struct agent *a)
+{
+	uint64_t now = clock_ns(CLOCK_BOOTTIME);
+	int n;
+
+	if (a->reg.n_sandboxes) {
+		a->idle_since_ns = 0;
+		return;
+	}
+	if (!a->idle_since_ns)
+		a->idle_since_ns = now;
+	if (now - a->idle_since_ns < a->detach_after_idle_ns)
+		return;
+	n = sg_ondemand_detach_if_idle();
+	if (n > 0)
+		sg_info("no sandbox for %llu ms: the file programs are detached until the next one",
+			(unsigned long long)(a->detach_after_idle_ns / 1000000));
+	else if (n < 0)
+		sg_warn("cannot detach the file programs: %s", strerror(-n));
+}
+
+/* Events submitted without a wakeup (execs, exits, logged ones) are read
+ * every SG_DRAIN_MS while sandboxes exist; no timer otherwise. */
+static void arm_drain(struct agent *a)
+{
+	bool want = a->reg.n_sandboxes > 0;
+	struct itimerspec its = { 0 };
+
+	if (want == a->draining)
+		return;
+	if (want) {
+		its.it_interval.tv_nsec = SG_DRAIN_MS * 1000000L;
+		its.it_value = its.it_interval;
+	}
+	if (timerfd_settime(a->drain_fd, 0, &its, NULL) == 0)
+		a->draining = want;
+}
+
+static void on_drain(struct agent *a)
+{
+	uint64_t expirations;
+
+	if (read(a->drain_fd, &expirations, sizeof(expirations)) < 0)
+		return;
+	ring_buffer__consume(a->rb);
+}
+
 static void on_tick(struct agent *a)
 {
 	uint64_t expirations;
@@ -244,6 +327,7 @@ static void on_tick(struct agent *a)
 	agent_outcomes_tick(a);
 	agent_metrics_tick(a);
 	sweep_sandboxes(a);
+	detach_when_idle(a);
 }
 
 static void on_signal(struct agent *a)
@@ -286,8 +370,9 @@ static int setup_loop(struct agent *a)
 	loop_signals(&mask);
 	a->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	a->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	a->drain_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (a->signal_fd < 0 || a->timer_fd < 0 || a->epoll_fd < 0)
+	if (a->signal_fd < 0 || a->timer_fd < 0 || a->drain_fd < 0 || a->epoll_fd < 0)
 		return -errno;
 	timerfd_settime(a->timer_fd, 0, &its, NULL);
 
@@ -303,6 +388,8 @@ static int setup_loop(struct agent *a)
 		err = epoll_add(a->epoll_fd, a->signal_fd, TAG_SIGNAL);
 	if (!err)
 		err = epoll_add(a->epoll_fd, a->timer_fd, TAG_TIMER);
+	if (!err)
+		err = epoll_add(a->epoll_fd, a->drain_fd, TAG_DRAIN);
 	if (!err)
 		err = epoll_add(a->epoll_fd, control_fd(a->control), TAG_CONTROL);
 	if (!err && agent_outcomes_fd(a) >= 0)
@@ -341,10 +428,15 @@ static void loop(struct agent *a)
 			case TAG_JOURNAL:
 				agent_outcomes_fold(a, true);
 				break;
+			case TAG_DRAIN:
+				on_drain(a);
+				break;
 			}
 		}
 		if (n == 0 && agent_outcomes_pending(a))
 			agent_outcomes_fold(a, false);
+		event_log_flush(a->events);
+		arm_drain(a);
 	}
 }
 
@@ -458,7 +550,11 @@ int agent_run(struct agent_opts *opts)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	a->opts = *opts;
-	a->signal_fd = a->timer_fd = a->epoll_fd = -1;
+	a->signal_fd = a->timer_fd = a->drain_fd = a->epoll_fd = -1;
+	a->detach_after_idle_ns = (uint64_t)DETACH_AFTER_IDLE_MS * 1000000;
+	if (getenv("SANDGUARD_DETACH_AFTER_IDLE_MS"))
+		a->detach_after_idle_ns =
+			strtoull(getenv("SANDGUARD_DETACH_AFTER_IDLE_MS"), NULL, 10) * 1000000;
 	a->started_realtime_s = time(NULL);
 	pthread_mutex_init(&a->lock, NULL);
 	rc = start(a);
@@ -469,6 +565,7 @@ int agent_run(struct agent_opts *opts)
 		loop(a);
 		/* Events still queued belong in the stream before we go. */
 		ring_buffer__consume(a->rb);
+		event_log_flush(a->events);
 	}
 	agent_outcomes_stop(a); /* fold the rest, save the checkpoint */
 	if (opts->ready_file[0])
@@ -484,6 +581,8 @@ int agent_run(struct agent_opts *opts)
 	ledger_free(a->ledger);
 	if (a->epoll_fd >= 0)
 		close(a->epoll_fd);
+	if (a->drain_fd >= 0)
+		close(a->drain_fd);
 	free(a);
 	return rc;
 }

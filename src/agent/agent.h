@@ -62,6 +62,10 @@ struct agent {
 
 	struct control_server *control;
 	int epoll_fd, signal_fd, timer_fd;
+	int drain_fd;                  /* SG_DRAIN_MS timer while sandboxes exist */
+	bool draining;                 /* drain_fd armed */
+	uint64_t idle_since_ns;        /* CLOCK_BOOTTIME: no sandbox since (0: some) */
+	uint64_t detach_after_idle_ns; /* the on-demand programs go after that long */
 	bool stop;
 	bool ledger_dirty; /* events or kills booked since the last checkpoint */
 };

@@ -14,6 +14,7 @@
 #include "agent.h"
 #include "agent_metrics.h"
 #include "control/control_server.h"
+#include "control/ondemand.h"
 #include "control/pinned.h"
 #include "lib/array_len.h"
 #include "lib/clock.h"
@@ -62,6 +63,16 @@ static json_t *do_status(void *ctx, json_t *req)
 				    enforcement_degraded(a->features, &a->modes, why, sizeof(why))
 					    ? json_string(why)
 					    : json_null());
+	}
+	/* The fallback's file programs are attached only while a sandbox
+	 * exists (src/control/ondemand.h). */
+	{
+		int n = sg_ondemand_attached();
+		json_object_set_new(st, "file_programs",
+				    json_string(n == -ENOENT ? "always attached"
+						: n == 1     ? "attached"
+						: n == 0     ? "detached (no sandbox)"
+							     : "unknown"));
 	}
 	json_object_set_new(st, "ringbuf_drops", json_integer(sg_bpf_drops(&a->bpf)));
 	json_object_set_new(st, "events_seen", json_integer(a->events_seen));
@@ -141,8 +152,13 @@ static json_t *do_register(void *ctx, json_t *req)
 		return control_error("register: %s", strerror(-err));
 	if (s->cgid != (uint64_t)cgid)
 		return control_error("register: cgroup id does not match %s", sandbox);
-	snprintf(s->run_id, sizeof(s->run_id), "%s", run_id ? run_id : "");
-	snprintf(s->batch_id, sizeof(s->batch_id), "%s", batch_id ? batch_id : "");
+	/* The pinned sg_sandbox_ids are the executor's word; an older
+	 * executor's message is the only one. */
+	if (!s->ids_known && ((run_id && *run_id) || (batch_id && *batch_id))) {
+		snprintf(s->run_id, sizeof(s->run_id), "%s", run_id ? run_id : "");
+		snprintf(s->batch_id, sizeof(s->batch_id), "%s", batch_id ? batch_id : "");
+		s->ids_known = true;
+	}
 	/* The executor keeps its own preventive layers where ours only
 	 * detect (fallback mode): it needs to know which. */
 	return json_pack("{s:b, s:b, s:s}", "ok", 1, "enforced", 1, "files",

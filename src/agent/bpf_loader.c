@@ -20,6 +20,7 @@
 #include "abi/maps.h"
 #include "policy/policy.h"
 #include "lib/array_len.h"
+#include "control/ondemand.h"
 #include "control/pinned.h"
 #include "egress.skel.h"
 #include "files.skel.h"
@@ -96,6 +97,38 @@ static int pin_link(struct bpf_link *link, const char *dir, const char *name)
 	return 0;
 }
 
+/* Syscall tracepoint programs are attached on demand, only while a
+ * sandbox exists (src/control/ondemand.h): pinned, not attached, as
+ * <dir>/ondemand/prog/<category>:<tracepoint>. */
+static bool on_demand(struct bpf_program *prog)
+{
+	return bpf_program__type(prog) == BPF_PROG_TYPE_TRACEPOINT &&
+	       !strncmp(bpf_program__section_name(prog), "tracepoint/syscalls/", 20);
+}
+
+static int pin_on_demand(struct bpf_program *prog, const char *dir)
+{
+	/* "tracepoint/syscalls/sys_exit_openat" -> "syscalls:sys_exit_openat" */
+	const char *tp = bpf_program__section_name(prog) + strlen("tracepoint/");
+	char path[PATH_MAX];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/ondemand", dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/ondemand/prog", dir);
+	if (mkdir(path, 0700) && errno != EEXIST) {
+		sg_error("cannot create %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	snprintf(path, sizeof(path), "%s/ondemand/prog/%s", dir, tp);
+	*strchr(path + strlen(dir) + strlen("/ondemand/prog/"), '/') = ':';
+	unlink(path); /* a leftover from a crashed start of the same generation */
+	err = bpf_program__pin(prog, path);
+	if (err)
+		sg_error("cannot pin %s: %s", path, strerror(-err));
+	return err;
+}
+
 /* Attach one program (cgroup programs to the sandguard root) and pin its
  * link. */
 static int attach_prog(struct sg_bpf *b, struct bpf_program *prog, int cgroup_fd, const char *dir)
@@ -107,6 +140,8 @@ static int attach_prog(struct sg_bpf *b, struct bpf_program *prog, int cgroup_fd
 
 	if (!bpf_program__autoload(prog))
 		return 0;
+	if (on_demand(prog))
+		return pin_on_demand(prog, dir);
 	link = to_cgroup ? bpf_program__attach_cgroup(prog, cgroup_fd) : bpf_program__attach(prog);
 	if (!link) {
 		err = -errno;
@@ -232,15 +267,12 @@ static int open_objects(struct sg_bpf *b, const struct sg_features *f, const str
 	if (m->files == SG_MODE_LSM) {
 		bpf_program__set_autoload(b->files->progs.sg_file_open, true);
 	} else if (m->files == SG_MODE_FALLBACK) {
+		/* Attached on demand (src/control/ondemand.h). */
 		bpf_program__set_autoload(b->files->progs.sg_exit_openat, true);
 		bpf_program__set_autoload(b->files->progs.sg_exit_open, true);
 		bpf_program__set_autoload(b->files->progs.sg_exit_openat2, true);
 		bpf_program__set_autoload(b->files->progs.sg_exit_creat, true);
 		bpf_program__set_autoload(b->files->progs.sg_exit_open_by_handle, true);
-		bpf_program__set_autoload(b->files->progs.sg_enter_openat, true);
-		bpf_program__set_autoload(b->files->progs.sg_enter_open, true);
-		bpf_program__set_autoload(b->files->progs.sg_enter_openat2, true);
-		bpf_program__set_autoload(b->files->progs.sg_enter_creat, true);
 	}
 	if (m->execs == SG_MODE_LSM)
 		bpf_program__set_autoload(b->files->progs.sg_bprm_check, true);
@@ -283,7 +315,11 @@ static int load_objects(struct sg_bpf *b)
 		return b->tenant_index_fd;
 	b->killed_fd = open_user_map("sg_killed", BPF_MAP_TYPE_HASH, sizeof(uint64_t),
 				     sizeof(uint32_t), SG_MAX_SANDBOXES);
-	return b->killed_fd < 0 ? b->killed_fd : 0;
+	if (b->killed_fd < 0)
+		return b->killed_fd;
+	b->ids_fd = open_user_map("sg_sandbox_ids", BPF_MAP_TYPE_HASH, sizeof(uint64_t),
+				  sizeof(struct sg_sandbox_ids), SG_MAX_SANDBOXES);
+	return b->ids_fd < 0 ? b->ids_fd : 0;
 }
 
 static int attach_objects(struct sg_bpf *b, const char *cgroup_root, const char *dir)
@@ -304,6 +340,8 @@ static int attach_objects(struct sg_bpf *b, const char *cgroup_root, const char 
 	return err;
 }
 
+/* A generation's pins: its links, and its on-demand programs and links
+ * in the directories below. */
 static void remove_dir_pins(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -315,7 +353,10 @@ static void remove_dir_pins(const char *dir)
 	while ((de = readdir(d)))
 		if (de->d_name[0] != '.') {
 			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			unlink(path);
+			if (de->d_type == DT_DIR)
+				remove_dir_pins(path);
+			else
+				unlink(path);
 		}
 	closedir(d);
 	rmdir(dir);
@@ -348,12 +389,12 @@ int sg_bpf_load(struct sg_bpf *b, const struct sg_features *f, const struct sg_m
 		const char *cgroup_root)
 {
 	struct sg_config cfg = { 0 };
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], why[300];
 	uint32_t zero = 0;
-	int err;
+	int err, lock;
 
 	memset(b, 0, sizeof(*b));
-	b->tenant_names_fd = b->tenant_index_fd = b->killed_fd = -1;
+	b->tenant_names_fd = b->tenant_index_fd = b->killed_fd = b->ids_fd = -1;
 	err = ensure_pin_root();
 	if (err)
 		return err;
@@ -379,17 +420,39 @@ int sg_bpf_load(struct sg_bpf *b, const struct sg_features *f, const struct sg_m
 	}
 
 	/* The switch: one map write. From here the new programs enforce and
-	 * the previous generation's programs see no sandboxes. */
+	 * the previous generation's programs see no sandboxes. Under the
+	 * on-demand lock: an executor attaching the on-demand programs of
+	 * the active generation meanwhile would attach the old ones. */
+	lock = sg_ondemand_lock();
+	if (lock < 0) {
+		err = lock;
+		sg_error("cannot lock %s: %s", sg_pin_root(), strerror(-lock));
+		remove_dir_pins(dir);
+		goto fail;
+	}
+	if (!sg_ondemand_no_sandbox()) {
+		err = sg_ondemand_attach(lock, b->gen, why, sizeof(why));
+		if (err) {
+			sg_error("cannot attach the file programs: %s", why);
+			sg_ondemand_unlock(lock);
+			remove_dir_pins(dir);
+			goto fail;
+		}
+	}
+	bpf_map_lookup_elem(b->config_fd, &zero, &cfg); /* the epoch goes on */
 	cfg.active_gen = b->gen;
 	cfg.file_mode = m->files;
 	cfg.exec_mode = m->execs;
+	cfg.verdict_epoch++;
 	if (bpf_map_update_elem(b->config_fd, &zero, &cfg, BPF_ANY)) {
 		err = -errno;
 		sg_error("cannot activate generation %u: %s", b->gen, strerror(errno));
+		sg_ondemand_unlock(lock);
 		remove_dir_pins(dir);
 		goto fail;
 	}
 	retire_generations_except(b->gen);
+	sg_ondemand_unlock(lock);
 	if (b->prev_gen)
 		sg_info("adopted pinned maps of generation %u; generation %u active with %d programs%s",
 			b->prev_gen, b->gen, b->n_links, compat_note(b));
@@ -404,7 +467,7 @@ fail:
 
 void sg_bpf_close(struct sg_bpf *b)
 {
-	int *user_fds[] = { &b->tenant_names_fd, &b->tenant_index_fd, &b->killed_fd };
+	int *user_fds[] = { &b->tenant_names_fd, &b->tenant_index_fd, &b->killed_fd, &b->ids_fd };
 
 	egress_bpf__destroy(b->egress);
 	tasks_bpf__destroy(b->tasks);
@@ -461,4 +524,16 @@ uint64_t sg_bpf_drops(const struct sg_bpf *b)
 			total += vals[i];
 	free(vals);
 	return total;
+}
+
+int sg_bpf_new_verdict_epoch(const struct sg_bpf *b)
+{
+	struct sg_config cfg;
+	uint32_t zero = 0;
+
+	/* Only the agent writes sg_config, from its one thread. */
+	if (bpf_map_lookup_elem(b->config_fd, &zero, &cfg))
+		return -errno;
+	cfg.verdict_epoch++;
+	return bpf_map_update_elem(b->config_fd, &zero, &cfg, BPF_ANY) ? -errno : 0;
 }

@@ -22,7 +22,7 @@ struct sg_bpf {
 	int sandboxes_fd, state_fd, policies_fd, paths_fd, exec_files_fd;
 	int config_fd, events_fd, drops_fd;
 	/* pinned maps no program reads (include/abi/maps.h) */
-	int tenant_names_fd, tenant_index_fd, killed_fd;
+	int tenant_names_fd, tenant_index_fd, killed_fd, ids_fd;
 };
 
 /* Load every object for the chosen modes, attach to cgroup_root and the
@@ -37,6 +37,10 @@ void sg_bpf_close(struct sg_bpf *b);
 
 /* Remove every pin (`sandguard agent --cleanup`): detaches everything. */
 int sg_bpf_cleanup(void);
+
+/* Forget every file verdict the programs remember (struct
+ * sg_verdict_key): after a policy is swapped in or removed. 0 or -errno. */
+int sg_bpf_new_verdict_epoch(const struct sg_bpf *b);
 
 /* Events the ring buffer had no room for, summed over CPUs. */
 uint64_t sg_bpf_drops(const struct sg_bpf *b);

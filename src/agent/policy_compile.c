@@ -144,6 +144,9 @@ int policy_compile_apply(const struct sg_bpf *b, uint32_t tenant, struct sg_comp
 			 strerror(errno));
 		goto undo;
 	}
+	/* After the swap: a verdict found under the old policy is never
+	 * used again (include/abi/maps.h, struct sg_verdict_key). */
+	sg_bpf_new_verdict_epoch(b);
 	if (had && old_set != new_set) {
 		list_clear(b->paths_fd, &c->paths[old_set]);
 		list_clear(b->exec_files_fd, &c->execs[old_set]);
@@ -160,6 +163,7 @@ undo:
 void policy_compile_remove(const struct sg_bpf *b, uint32_t tenant, struct sg_compiled *c)
 {
 	bpf_map_delete_elem(b->policies_fd, &tenant);
+	sg_bpf_new_verdict_epoch(b);
 	for (int set = 0; set < 2; set++) {
 		list_clear(b->paths_fd, &c->paths[set]);
 		list_clear(b->exec_files_fd, &c->execs[set]);

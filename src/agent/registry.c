@@ -18,6 +18,7 @@
 #include "lib/host_path.h"
 #include "lib/log.h"
 #include "control/enroll.h"
+#include "control/ondemand.h"
 #include "registry.h"
 
 static uint32_t slot_of(uint64_t cgid)
@@ -28,9 +29,9 @@ static uint32_t slot_of(uint64_t cgid)
 struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid)
 {
 	for (uint32_t i = 0, s = slot_of(cgid); i < SG_REG_SLOTS; i++, s = (s + 1) % SG_REG_SLOTS) {
-		if (r->slots[s].cgid == cgid)
-			return &r->slots[s];
-		if (!r->slots[s].cgid)
+		if (r->cgids[s] == cgid)
+			return &r->pool[r->at[s]];
+		if (!r->cgids[s])
 			return NULL;
 	}
 	return NULL;
@@ -55,6 +56,27 @@ static void scratch_identity(const struct registry *r, const struct sg_tenant *t
 	if (sg_scratch_identity(r->host_root_fd, path, sb))
 		sg_debug("sandbox %s/%s has no scratch at %s: nothing is writable", tenant, name,
 			 path);
+}
+
+/* The ids its executor enrolled the sandbox with, when they are there. */
+static void load_ids(struct registry *r, struct sg_sandbox_entry *e)
+{
+	struct sg_sandbox_ids ids;
+
+	if (bpf_map_lookup_elem(r->bpf->ids_fd, &e->cgid, &ids))
+		return;
+	sg_sandbox_ids_terminate(&ids);
+	snprintf(e->run_id, sizeof(e->run_id), "%s", ids.run_id);
+	snprintf(e->batch_id, sizeof(e->batch_id), "%s", ids.batch_id);
+	e->ids_known = true;
+}
+
+void registry_event_ids(struct registry *r, struct sg_sandbox_entry *s)
+{
+	if (s->ids_known || s->ids_retried)
+		return;
+	s->ids_retried = true;
+	load_ids(r, s);
 }
 
 static uint32_t count_slots(const struct registry *r)
@@ -87,7 +109,7 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 	struct sg_sandbox_state st = { 0 };
 	struct sg_sandbox sb = { 0 };
 	struct sg_sandbox_entry *e;
-	char path[PATH_MAX];
+	char path[PATH_MAX], why[300];
 	uint64_t cgid;
 	uint32_t s;
 	int err;
@@ -137,17 +159,28 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 			if (err != -EEXIST || bpf_map_lookup_elem(r->bpf->sandboxes_fd, &cgid, &sb))
 				return err;
 		}
+		/* Entries first, then the programs that judge them, as an
+		 * executor does (src/control/ondemand.h). */
+		err = sg_ondemand_attach(-1, 0, why, sizeof(why));
+		if (err)
+			sg_error("sandbox %s/%s: its opens are not watched: %s", tenant, name, why);
 	}
-	for (s = slot_of(cgid); r->slots[s].cgid; s = (s + 1) % SG_REG_SLOTS)
+	for (s = slot_of(cgid); r->cgids[s]; s = (s + 1) % SG_REG_SLOTS)
 		;
-	e = &r->slots[s];
+	/* Entries are dense in the pool, reused last freed first: memory in
+	 * use follows the sandboxes alive, not the table's size. */
+	r->at[s] = r->n_free ? r->free[--r->n_free] : r->pool_used++;
+	e = &r->pool[r->at[s]];
 	memset(e, 0, sizeof(*e));
 	e->cgid = cgid;
+	e->table_slot = s;
+	r->cgids[s] = cgid;
 	e->slot = sb.tenant;
 	e->kill_rule = -1;
 	snprintf(e->tenant, sizeof(e->tenant), "%s", tenant);
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->added_ns = clock_ns(CLOCK_BOOTTIME);
+	load_ids(r, e);
 	r->n_sandboxes++;
 	tenants_use(r, e->slot, +1);
 	sg_debug("sandbox %s/%s (cgroup %llu) enforced", tenant, name, (unsigned long long)cgid);
@@ -156,28 +189,42 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 	return 0;
 }
 
+/* Every pinned entry of a sandbox. */
+static void delete_entries(struct registry *r, uint64_t cgid)
+{
+	bpf_map_delete_elem(r->bpf->sandboxes_fd, &cgid);
+	bpf_map_delete_elem(r->bpf->state_fd, &cgid);
+	bpf_map_delete_elem(r->bpf->killed_fd, &cgid);
+	bpf_map_delete_elem(r->bpf->ids_fd, &cgid);
+}
+
 void registry_remove(struct registry *r, uint64_t cgid)
 {
 	struct sg_sandbox_entry *e = registry_find(r, cgid);
 	uint32_t s, next;
 
-	bpf_map_delete_elem(r->bpf->sandboxes_fd, &cgid);
-	bpf_map_delete_elem(r->bpf->state_fd, &cgid);
-	bpf_map_delete_elem(r->bpf->killed_fd, &cgid);
+	delete_entries(r, cgid);
 	if (!e)
 		return;
 	tenants_use(r, e->slot, -1);
 	r->n_sandboxes--;
 	/* Backward-shift deletion keeps the probe chains intact. */
-	s = e - r->slots;
+	s = e->table_slot;
+	r->free[r->n_free++] = r->at[s];
+	/* (table_slot stays: registry_next() goes on from there when the
+	 * entry is removed in the middle of a pass) */
 	memset(e, 0, sizeof(*e));
-	for (next = (s + 1) % SG_REG_SLOTS; r->slots[next].cgid; next = (next + 1) % SG_REG_SLOTS) {
-		uint32_t home = slot_of(r->slots[next].cgid);
+	e->table_slot = s;
+	r->cgids[s] = 0;
+	for (next = (s + 1) % SG_REG_SLOTS; r->cgids[next]; next = (next + 1) % SG_REG_SLOTS) {
+		uint32_t home = slot_of(r->cgids[next]);
 		bool movable = (s <= next) ? (home <= s || home > next)
 					   : (home <= s && home > next);
 		if (movable) {
-			r->slots[s] = r->slots[next];
-			memset(&r->slots[next], 0, sizeof(r->slots[next]));
+			r->cgids[s] = r->cgids[next];
+			r->at[s] = r->at[next];
+			r->pool[r->at[s]].table_slot = s;
+			r->cgids[next] = 0;
 			s = next;
 		}
 	}
@@ -185,11 +232,11 @@ void registry_remove(struct registry *r, uint64_t cgid)
 
 struct sg_sandbox_entry *registry_next(struct registry *r, struct sg_sandbox_entry *prev)
 {
-	uint32_t s = prev ? (uint32_t)(prev - r->slots) + 1 : 0;
+	uint32_t s = prev ? prev->table_slot + 1 : 0;
 
 	for (; s < SG_REG_SLOTS; s++)
-		if (r->slots[s].cgid)
-			return &r->slots[s];
+		if (r->cgids[s])
+			return &r->pool[r->at[s]];
 	return NULL;
 }
 
@@ -339,6 +386,7 @@ void registry_sweep_maps(struct registry *r)
 	unaccounted(r, r->bpf->sandboxes_fd, &stray);
 	unaccounted(r, r->bpf->state_fd, &stray);
 	unaccounted(r, r->bpf->killed_fd, &stray);
+	unaccounted(r, r->bpf->ids_fd, &stray);
 	if (stray.n) {
 		/* An executor enrolled it (adopted now), or it is gone. */
 		scan_root(r, &seen);
@@ -347,9 +395,7 @@ void registry_sweep_maps(struct registry *r)
 
 			if (registry_find(r, id) || cgid_set_has(&seen, id))
 				continue;
-			bpf_map_delete_elem(r->bpf->sandboxes_fd, &id);
-			bpf_map_delete_elem(r->bpf->state_fd, &id);
-			bpf_map_delete_elem(r->bpf->killed_fd, &id);
+			delete_entries(r, id);
 		}
 	}
 	free(stray.ids);
@@ -380,8 +426,11 @@ int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root
 		sg_error("--host-root %s: %s", host_root, strerror(errno));
 		return -errno;
 	}
-	r->slots = calloc(SG_REG_SLOTS, sizeof(*r->slots));
-	if (!r->slots)
+	r->cgids = calloc(SG_REG_SLOTS, sizeof(*r->cgids));
+	r->at = calloc(SG_REG_SLOTS, sizeof(*r->at));
+	r->pool = calloc(SG_MAX_SANDBOXES, sizeof(*r->pool));
+	r->free = calloc(SG_MAX_SANDBOXES, sizeof(*r->free));
+	if (!r->cgids || !r->at || !r->pool || !r->free)
 		return -ENOMEM;
 	r->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (r->inotify_fd < 0) {
@@ -413,7 +462,10 @@ int registry_init(struct registry *r, const struct sg_bpf *bpf, const char *root
 void registry_free(struct registry *r)
 {
 	tenants_free(r);
-	free(r->slots);
+	free(r->cgids);
+	free(r->at);
+	free(r->pool);
+	free(r->free);
 	free(r->watches);
 	if (r->inotify_fd >= 0)
 		close(r->inotify_fd);

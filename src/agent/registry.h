@@ -44,13 +44,16 @@ struct sg_sandbox_entry {
 	uint32_t slot;              /* its policy slot (sg_sandbox.tenant) */
 	char tenant[SG_TENANT_MAX]; /* whose it is: its cgroup, events and ledger */
 	char name[SG_ID_BUF];
-	char run_id[SG_ID_BUF];
-	char batch_id[SG_ID_BUF];
+	char run_id[SG_ID_BUF];   /* "" = unknown */
+	char batch_id[SG_ID_BUF]; /* "" = unknown */
+	bool ids_known;           /* read from sg_sandbox_ids, or told by the executor */
+	bool ids_retried;         /* looked up once more at an event (see registry_event_ids) */
 	uint64_t added_ns;        /* CLOCK_BOOTTIME */
 	bool killed;              /* the agent emptied its cgroup */
 	bool kill_handled;        /* killed, or found tripped after its last task ended */
 	int kill_rule;            /* enum sg_rule of the kill */
 	uint64_t kill_latency_ns; /* violation to empty cgroup */
+	uint32_t table_slot;      /* where the registry's table holds it */
 };
 
 #define SG_REG_SLOTS 16384 /* open addressing, >= 2 x SG_MAX_SANDBOXES */
@@ -69,7 +72,15 @@ struct registry {
 	int host_root_fd;
 	struct sg_tenant *tenants[SG_MAX_TENANTS]; /* by slot */
 	uint32_t n_tenants;                        /* slots in use are below this */
-	struct sg_sandbox_entry *slots;
+	/* Open addressing over cgids[] (0 = free), at[i] the entry of
+	 * cgids[i] in pool[]: a lookup or a pass touches the small table, and
+	 * the entries (half a KiB each) are in memory only for the sandboxes
+	 * that exist. */
+	uint64_t *cgids;
+	uint32_t *at;
+	struct sg_sandbox_entry *pool; /* SG_MAX_SANDBOXES */
+	uint32_t *free;                /* pool entries given back, last first */
+	uint32_t n_free, pool_used;
 	uint32_t n_sandboxes;
 	int inotify_fd;
 	int root_wd, policy_wd;
@@ -105,6 +116,13 @@ int registry_add(struct registry *r, const char *tenant, const char *name,
 		 struct sg_sandbox_entry **out);
 void registry_remove(struct registry *r, uint64_t cgid);
 struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid);
+
+/* Make sure the sandbox's run and batch ids are loaded before an event of
+ * it is written: they are read from the pinned sg_sandbox_ids when the
+ * sandbox is adopted, and once more at its first event when they were not
+ * there yet (the agent saw its cgroup appear before the executor enrolled
+ * it; no event can come before the enrollment). */
+void registry_event_ids(struct registry *r, struct sg_sandbox_entry *s);
 
 /* Map entries no sandbox of ours accounts for: adopted when their cgroup
  * exists (an executor enrolled it), deleted when it is gone. */

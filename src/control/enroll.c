@@ -21,7 +21,9 @@
 #include "enroll.h"
 #include "lib/host_path.h"
 #include "lib/log.h"
+#include "ondemand.h"
 #include "pinned.h"
+#include "lib/ids.h"
 #include "policy/policy.h"
 
 #define ENROLL_TRIES 3
@@ -61,11 +63,17 @@ static bool own_policy(const struct sg_policy *p, const char *tenant)
 
 struct pins {
 	int sandboxes, state, policies, index, killed;
+	int ids; /* -1 under an agent older than the map: the notification alone */
 };
+
+#define PINS_NONE                      \
+	{                              \
+		-1, -1, -1, -1, -1, -1 \
+	}
 
 static void pins_close(struct pins *p)
 {
-	int *fds[] = { &p->sandboxes, &p->state, &p->policies, &p->index, &p->killed };
+	int *fds[] = { &p->sandboxes, &p->state, &p->policies, &p->index, &p->killed, &p->ids };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (*fds[i] >= 0)
@@ -82,6 +90,7 @@ static int pins_open(struct pins *p)
 	p->policies = sg_pinned_map("sg_policies");
 	p->index = sg_pinned_map("sg_tenant_index");
 	p->killed = sg_pinned_map("sg_killed");
+	p->ids = sg_pinned_map("sg_sandbox_ids");
 	for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++)
 		if (*needed[i] < 0)
 			return *needed[i];
@@ -108,10 +117,37 @@ static void take_back(const struct pins *p, uint64_t cgid)
 {
 	bpf_map_delete_elem(p->sandboxes, &cgid);
 	bpf_map_delete_elem(p->state, &cgid);
+	if (p->ids >= 0)
+		bpf_map_delete_elem(p->ids, &cgid);
 }
 
-/* Write the entries for `slot`: state first, so that a program that finds
- * the sandbox finds its counters. */
+_Static_assert(sizeof(((struct sg_sandbox_ids *)0)->tenant) == SG_TENANT_MAX, "tenant names");
+_Static_assert(sizeof(((struct sg_sandbox_ids *)0)->run_id) == SG_ID_BUF, "ids");
+
+/* Who the sandbox runs for, for the agent's event lines: written before
+ * the sandbox's other entries, so that its first event finds them. */
+static int write_ids(const struct pins *p, const struct sg_enroll_request *req,
+		     struct sg_enroll_result *res)
+{
+	struct sg_sandbox_ids ids;
+
+	if (p->ids < 0)
+		return 0;
+	memset(&ids, 0, sizeof(ids));
+	snprintf(ids.tenant, sizeof(ids.tenant), "%s", req->tenant);
+	snprintf(ids.sandbox, sizeof(ids.sandbox), "%s", req->sandbox);
+	snprintf(ids.run_id, sizeof(ids.run_id), "%s", req->run_id ? req->run_id : "");
+	snprintf(ids.batch_id, sizeof(ids.batch_id), "%s", req->batch_id ? req->batch_id : "");
+	if (bpf_map_update_elem(p->ids, &req->cgroup_id, &ids, BPF_ANY) == 0)
+		return 0;
+	snprintf(res->detail, sizeof(res->detail),
+		 "cannot write sandbox %s's ids into the agent's pinned maps: %s%s", req->sandbox,
+		 strerror(errno), errno == E2BIG || errno == ENOSPC ? " (the map is full)" : "");
+	return -errno;
+}
+
+/* Write the entries for `slot`: the ids, then state, so that a program
+ * that finds the sandbox finds its counters, and the agent its ids. */
 static int write_entries(const struct pins *p, const struct sg_enroll_request *req, uint32_t slot,
 			 struct sg_enroll_result *res)
 {
@@ -127,6 +163,9 @@ static int write_entries(const struct pins *p, const struct sg_enroll_request *r
 			 strerror(-err));
 		return err;
 	}
+	err = write_ids(p, req, res);
+	if (err)
+		return err;
 	if (bpf_map_update_elem(p->state, &req->cgroup_id, &st, BPF_NOEXIST) && errno != EEXIST)
 		goto fail;
 	if (bpf_map_update_elem(p->sandboxes, &req->cgroup_id, &sb, BPF_ANY))
@@ -139,6 +178,27 @@ fail:
 		 "cannot write sandbox %s into the agent's pinned maps: %s%s", req->sandbox,
 		 strerror(errno), errno == E2BIG || errno == ENOSPC ? " (the maps are full)" : "");
 	return err;
+}
+
+/* The entries are written: attach the programs that judge opens, where
+ * they are attached on demand (the fallback's), before any of the
+ * sandbox's code runs (src/control/ondemand.h). */
+static int watch_opens(const struct pins *p, const struct sg_enroll_request *req, uint32_t slot,
+		       struct sg_enroll_result *res)
+{
+	char why[200];
+	int err = sg_ondemand_attach(-1, 0, why, sizeof(why));
+
+	if (err) {
+		take_back(p, req->cgroup_id);
+		snprintf(res->detail, sizeof(res->detail),
+			 "the agent's file programs could not be attached for sandbox %s: %s",
+			 req->sandbox, why);
+		return err;
+	}
+	res->enforced = true;
+	res->slot = slot;
+	return 0;
 }
 
 /* No pins: no agent ever ran here (or its pins were removed). */
@@ -197,11 +257,8 @@ static int enroll(const struct pins *p, const struct sg_enroll_request *req,
 		if (err)
 			return err;
 		/* The slot may have been given up since it was read. */
-		if (current_slot(p, req->tenant, own, &again) == 0 && again == slot) {
-			res->enforced = true;
-			res->slot = slot;
-			return 0;
-		}
+		if (current_slot(p, req->tenant, own, &again) == 0 && again == slot)
+			return watch_opens(p, req, slot, res);
 		take_back(p, req->cgroup_id);
 	}
 	snprintf(res->detail, sizeof(res->detail),
@@ -212,7 +269,7 @@ static int enroll(const struct pins *p, const struct sg_enroll_request *req,
 
 int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_result *res)
 {
-	struct pins p = { -1, -1, -1, -1, -1 };
+	struct pins p = PINS_NONE;
 	int err;
 
 	memset(res, 0, sizeof(*res));
@@ -254,12 +311,26 @@ int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_resu
 	return err;
 }
 
+int sg_enroll_ids(const struct sg_enroll_request *req, char *detail, size_t len)
+{
+	struct pins p = PINS_NONE;
+	struct sg_enroll_result res = { 0 };
+	int err;
+
+	p.ids = sg_pinned_map("sg_sandbox_ids");
+	err = write_ids(&p, req, &res);
+	pins_close(&p);
+	if (err)
+		snprintf(detail, len, "%s", res.detail);
+	return err;
+}
+
 void sg_enroll_release(uint64_t cgroup_id)
 {
-	struct pins p = { -1, -1, -1, -1, -1 };
+	struct pins p = PINS_NONE;
 
 	pins_open(&p);
-	if (p.sandboxes >= 0)
+	if (p.sandboxes >= 0 && p.state >= 0)
 		take_back(&p, cgroup_id);
 	if (p.killed >= 0)
 		bpf_map_delete_elem(p.killed, &cgroup_id);

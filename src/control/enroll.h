@@ -1,7 +1,8 @@
 /* Enrolling a sandbox with the kernel before any of its code runs: the
- * executor (root) writes the sandbox's sg_state and sg_sandboxes entries
- * into the agent's pinned maps itself, then tells the agent (best effort,
- * for attribution). A slow, absent or overloaded agent therefore never
+ * executor (root) writes the sandbox's sg_sandbox_ids (its tenant, run and
+ * batch ids, for the agent's event lines), sg_state and sg_sandboxes
+ * entries into the agent's pinned maps itself, then tells the agent (best
+ * effort). A slow, absent or overloaded agent therefore never
  * opens a gap: either the kernel enforces the tenant's policy from the
  * first instruction, or the run is refused. */
 #ifndef SG_CONTROL_ENROLL_H
@@ -45,6 +46,12 @@ struct sg_enroll_result {
  *    (-EXDEV);
  *  - the maps refused the entries (full, ...). */
 int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_result *res);
+
+/* A prepared sandbox's next run: its run and batch ids (req's tenant,
+ * sandbox, cgroup_id, run_id, batch_id) replace those written at
+ * enrollment, for the agent's event lines. 0 (also when no agent's map is
+ * pinned), or -errno with `detail`. */
+int sg_enroll_ids(const struct sg_enroll_request *req, char *detail, size_t len);
 
 /* Take a sandbox's entries out of the pinned maps (after its verdict was
  * read). The agent does it too when it sees the cgroup go. */

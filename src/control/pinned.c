@@ -91,3 +91,16 @@ int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule)
 	close(fd);
 	return *rule >= 0;
 }
+
+int sg_pinned_sandbox_ids(uint64_t cgroup_id, struct sg_sandbox_ids *ids)
+{
+	int fd = sg_pinned_map("sg_sandbox_ids"), found;
+
+	if (fd < 0)
+		return fd;
+	found = bpf_map_lookup_elem(fd, &cgroup_id, ids) == 0;
+	close(fd);
+	if (found)
+		sg_sandbox_ids_terminate(ids);
+	return found;
+}

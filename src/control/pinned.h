@@ -26,6 +26,13 @@ int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule);
  * kill (with no agent, nobody does), 0 when none did, -errno. */
 int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule);
 
+struct sg_sandbox_ids;
+
+/* Who a sandbox runs for, as its executor enrolled it (sg_sandbox_ids):
+ * 1 with *ids filled, 0 when the map has no entry for it (not enrolled
+ * with ids, or already released), -errno when the pins cannot be read. */
+int sg_pinned_sandbox_ids(uint64_t cgroup_id, struct sg_sandbox_ids *ids);
+
 /* An fd of the pinned map `name` (close it), or -errno (-ENOENT: no agent
  * ever ran on this node, or its pins were removed). */
 int sg_pinned_map(const char *name);

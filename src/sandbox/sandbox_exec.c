@@ -79,6 +79,25 @@ static int check_run(struct run *r)
 	return 0;
 }
 
+/* The run's run and batch ids, for the agent's event lines: a sandbox is
+ * enrolled when prepared, before anyone knows which request it serves. */
+static int name_run(struct run *r)
+{
+	const struct sandbox_spec *s = r->spec;
+	struct sg_enroll_request req = { .tenant = r->sb->tenant,
+					 .sandbox = r->sb->id,
+					 .cgroup_id = r->sb->cg.id,
+					 .run_id = s->run_id,
+					 .batch_id = s->batch_id };
+	char why[256];
+	int err;
+
+	if (!r->sb->enrolled)
+		return 0;
+	err = sg_enroll_ids(&req, why, sizeof(why));
+	return err ? fail(r, err, "sandbox %s: %s", r->sb->id, why) : 0;
+}
+
 /* The run's record, before it starts: an executor killed before it
  * booked the run leaves it for the next one to book. */
 static int record_run(struct run *r)
@@ -505,6 +524,7 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct san
 		sb->used = true;
 		sb->runs++;
 	}
+	ret = ret ?: name_run(&r);
 	ret = ret ?: record_run(&r);
 	ret = ret ?: files_in(&r);
 	ret = ret ?: make_pipes(&r);

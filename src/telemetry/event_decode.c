@@ -291,8 +291,13 @@ int event_parse_line(const char *line, struct event_record *out)
 	if (opt_string(out->root, "node", &out->node) ||
 	    opt_string(out->root, "tenant", &out->tenant) ||
 	    opt_string(out->root, "sandbox", &out->sandbox) ||
-	    opt_string(out->root, "rule", &out->rule) || opt_string(out->root, "comm", &out->comm))
-		return fail(out, "node, tenant, sandbox, rule or comm is not a string");
+	    opt_string(out->root, "rule", &out->rule) ||
+	    opt_string(out->root, "comm", &out->comm) ||
+	    opt_string(out->root, "batch_id", &out->batch_id) ||
+	    opt_string(out->root, "run_id", &out->run_id))
+		return fail(
+			out,
+			"node, tenant, sandbox, batch_id, run_id, rule or comm is not a string");
 	if (opt_id(out->root, "pid", &out->pid) || opt_id(out->root, "ppid", &out->ppid) ||
 	    opt_id(out->root, "uid", &out->uid))
 		return fail(out, "pid, ppid or uid is not a non-negative integer");

@@ -12,7 +12,7 @@
 #include "event_json.h"
 #include "lib/rule_names.h"
 #include "lib/array_len.h"
-#include "lib/utf8.h"
+#include "lib/json_out.h"
 
 static const char *const type_names[SG_EV__COUNT] = {
 	[SG_EV_EGRESS_DENIED] = "egress_denied",
@@ -104,102 +104,92 @@ int event_format_ts(int64_t epoch_ms, char *buf, size_t len)
 	return 0;
 }
 
-/* A JSON string of n untrusted bytes: valid UTF-8 is kept, every other
- * byte becomes the text \xNN (JSON escaping of control characters is
- * jansson's). NULL only when out of memory. */
-static json_t *json_bytes(const char *s, size_t n)
+/* The timestamp of an event line: ms since the epoch. gmtime_r() and a
+ * formatted print cost more than the rest of a line, and a stream of
+ * events shares its second, so the text up to the seconds is kept per
+ * thread and only the milliseconds are written per line. */
+static void line_ts(int64_t epoch_ms, char out[25])
 {
-	const unsigned char *u = (const unsigned char *)s;
-	char *clean = malloc(n * 4 + 1);
-	size_t o = 0;
-	json_t *j;
+	static __thread int64_t cached_sec = -2;
+	static __thread bool cached_ok;
+	static __thread char cached[25];
+	int64_t sec = epoch_ms >= 0 ? epoch_ms / 1000 : -1;
+	int ms = epoch_ms >= 0 ? (int)(epoch_ms % 1000) : 0;
 
-	if (!clean)
-		return NULL;
-	for (size_t i = 0; i < n;) {
-		size_t l = utf8_seq_len(u + i, n - i);
-		if (l) {
-			memcpy(clean + o, u + i, l);
-			o += l;
-			i += l;
-		} else {
-			o += (size_t)sprintf(clean + o, "\\x%02x", u[i]);
-			i++;
-		}
+	if (sec != cached_sec) {
+		cached_ok = event_format_ts(sec * 1000, cached, sizeof(cached)) == 0;
+		if (!cached_ok)
+			snprintf(cached, sizeof(cached), "1970-01-01T00:00:00.000Z");
+		cached_sec = sec;
 	}
-	j = json_stringn(clean, o);
-	free(clean);
-	return j;
+	memcpy(out, cached, 25);
+	if (cached_ok) {
+		out[20] = (char)('0' + ms / 100);
+		out[21] = (char)('0' + ms / 10 % 10);
+		out[22] = (char)('0' + ms % 10);
+	}
 }
 
 /* A fixed-size, possibly unterminated char array from the kernel. */
-static json_t *json_field(const char *s, size_t size)
+static void out_field(struct json_out *o, const char *s, size_t size)
 {
-	return json_bytes(s, strnlen(s, size));
+	json_out_bytes(o, s, strnlen(s, size));
 }
 
-static json_t *json_cstr_or_null(const char *s)
+static void out_name_or_null(struct json_out *o, const char *name)
 {
-	return s ? json_bytes(s, strlen(s)) : json_null();
+	json_out_str_or_null(o, name);
 }
 
-static json_t *json_name_or_null(const char *name)
+/* "a.b.c.d:port" or "[v6]:port" into buf (at least 64 bytes). */
+static size_t format_dst(const struct sg_net_detail *n, char *buf, size_t len)
 {
-	return name ? json_string(name) : json_null();
+	char addr[INET6_ADDRSTRLEN];
+
+	if (n->family == AF_INET) {
+		const uint8_t *a = n->addr;
+		return (size_t)snprintf(buf, len, "%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
+					n->port);
+	}
+	inet_ntop(AF_INET6, n->addr, addr, sizeof(addr));
+	return (size_t)snprintf(buf, len, "[%s]:%u", addr, n->port);
 }
 
-/* Adds v under key; reports a failed allocation (v NULL) as -1, so that
- * a whole object is built with `err |= put(...)` and checked once. */
-static int put(json_t *obj, const char *key, json_t *v)
+static void egress_detail(struct json_out *o, const struct sg_net_detail *n)
 {
-	if (!v)
-		return -1;
-	return json_object_set_new(obj, key, v) ? -1 : 0;
-}
+	char dst[SG_UNIX_PATH_LEN + 64], num[16];
+	const char *proto;
 
-static json_t *egress_detail(const struct sg_net_detail *n)
-{
-	json_t *d = json_object();
-	char addr[INET6_ADDRSTRLEN], dst[SG_UNIX_PATH_LEN + 64], num[16];
-	const char *family, *proto;
-	json_t *dst_j;
-	int err = 0;
-
-	if (!d)
-		return NULL;
 	switch (n->family) {
 	case AF_INET:
-		family = "inet";
-		inet_ntop(AF_INET, n->addr, addr, sizeof(addr));
-		snprintf(dst, sizeof(dst), "%s:%u", addr, n->port);
-		dst_j = json_string(dst);
-		break;
 	case AF_INET6:
-		family = "inet6";
-		inet_ntop(AF_INET6, n->addr, addr, sizeof(addr));
-		snprintf(dst, sizeof(dst), "[%s]:%u", addr, n->port);
-		dst_j = json_string(dst);
+		json_out_lit(o, "{\"family\":");
+		if (n->family == AF_INET)
+			json_out_lit(o, "\"inet\"");
+		else
+			json_out_lit(o, "\"inet6\"");
+		json_out_lit(o, ",\"dst\":");
+		json_out_bytes(o, dst, format_dst(n, dst, sizeof(dst)));
 		break;
 	case AF_UNIX:
-		family = "unix";
+		json_out_lit(o, "{\"family\":\"unix\",\"dst\":");
 		if (n->unix_path[0]) {
-			dst_j = json_field(n->unix_path, sizeof(n->unix_path));
+			out_field(o, n->unix_path, sizeof(n->unix_path));
 		} else {
 			/* Abstract socket: a leading NUL, shown as '@' like ss(8). */
 			size_t l = strnlen(n->unix_path + 1, sizeof(n->unix_path) - 1);
 			dst[0] = '@';
 			memcpy(dst + 1, n->unix_path + 1, l);
-			dst_j = json_bytes(dst, l + 1);
+			json_out_bytes(o, dst, l + 1);
 		}
 		break;
 	default:
+		json_out_lit(o, "{\"family\":");
 		snprintf(num, sizeof(num), "%u", n->family);
-		family = num;
-		dst_j = json_null();
+		json_out_str_or_null(o, num);
+		json_out_lit(o, ",\"dst\":null");
 		break;
 	}
-	err |= put(d, "family", json_string(family));
-	err |= put(d, "dst", dst_j);
 
 	switch (n->proto) {
 	case 0:
@@ -221,75 +211,62 @@ static json_t *egress_detail(const struct sg_net_detail *n)
 		snprintf(num, sizeof(num), "%u", n->proto);
 		proto = num;
 	}
-	err |= put(d, "proto", json_name_or_null(proto));
-	err |= put(d, "hook",
-		   json_name_or_null(n->hook < ARRAY_LEN(hook_names) ? hook_names[n->hook] : NULL));
-	if (err) {
-		json_decref(d);
-		return NULL;
-	}
-	return d;
+	json_out_lit(o, ",\"proto\":");
+	out_name_or_null(o, proto);
+	json_out_lit(o, ",\"hook\":");
+	out_name_or_null(o, n->hook < ARRAY_LEN(hook_names) ? hook_names[n->hook] : NULL);
+	json_out_lit(o, "}");
 }
 
-static json_t *fork_detail(const struct sg_fork_detail *f)
+static void fork_detail(struct json_out *o, const struct sg_fork_detail *f)
 {
-	json_t *d = json_object();
 	const char *which = f->which == 1 ? "max_tasks" : f->which == 2 ? "max_forks" : NULL;
-	int err = 0;
 
-	if (!d)
-		return NULL;
-	err |= put(d, "forks", json_integer(f->forks));
-	err |= put(d, "tasks", json_integer(f->tasks));
-	err |= put(d, "limit", json_integer(f->limit));
-	err |= put(d, "which", json_name_or_null(which));
-	if (err) {
-		json_decref(d);
-		return NULL;
-	}
-	return d;
+	json_out_lit(o, "{\"forks\":");
+	json_out_uint(o, f->forks);
+	json_out_lit(o, ",\"tasks\":");
+	json_out_uint(o, f->tasks);
+	json_out_lit(o, ",\"limit\":");
+	json_out_uint(o, f->limit);
+	json_out_lit(o, ",\"which\":");
+	out_name_or_null(o, which);
+	json_out_lit(o, "}");
 }
 
 /* argv: the bytes the kernel copied, arguments separated by NULs. The
  * BPF side may report the full argument area length in args_len; more
  * than it kept, or a kept area that does not end in a NUL, is truncation. */
-static json_t *argv_array(const struct sg_exec_detail *x, bool *truncated)
+static void argv_array(struct json_out *o, const struct sg_exec_detail *x, bool *truncated)
 {
 	size_t n = x->args_len < SG_ARGS_LEN ? x->args_len : SG_ARGS_LEN;
-	json_t *argv = json_array();
 
 	*truncated = x->args_len > SG_ARGS_LEN || (n == SG_ARGS_LEN && x->args[n - 1] != '\0');
-	if (!argv)
-		return NULL;
+	json_out_lit(o, "[");
 	for (size_t start = 0; start < n;) {
 		const char *nul = memchr(x->args + start, '\0', n - start);
 		size_t end = nul ? (size_t)(nul - x->args) : n;
-		if (json_array_append_new(argv, json_bytes(x->args + start, end - start))) {
-			json_decref(argv);
-			return NULL;
-		}
+
+		if (start)
+			json_out_lit(o, ",");
+		json_out_bytes(o, x->args + start, end - start);
 		start = end + 1;
 	}
-	return argv;
+	json_out_lit(o, "]");
 }
 
-static json_t *exec_detail(const struct sg_exec_detail *x)
+static void exec_detail(struct json_out *o, const struct sg_exec_detail *x)
 {
-	json_t *d = json_object();
 	bool truncated;
-	int err = 0;
 
-	if (!d)
-		return NULL;
-	err |= put(d, "filename", json_field(x->filename, sizeof(x->filename)));
-	err |= put(d, "argv", argv_array(x, &truncated));
-	err |= put(d, "truncated", json_boolean(truncated));
-	err |= put(d, "mode", json_name_or_null(mode_name(x->mode)));
-	if (err) {
-		json_decref(d);
-		return NULL;
-	}
-	return d;
+	json_out_lit(o, "{\"filename\":");
+	out_field(o, x->filename, sizeof(x->filename));
+	json_out_lit(o, ",\"argv\":");
+	argv_array(o, x, &truncated);
+	json_out_lit(o, ",\"truncated\":");
+	json_out_bool(o, truncated);
+	json_out_lit(o, ",\"mode\":");
+	out_name_or_null(o, mode_name(x->mode));
+	json_out_lit(o, "}");
 }
 
 /* The path of a file event, from the components the kernel walked:
@@ -297,134 +274,129 @@ static json_t *exec_detail(const struct sg_exec_detail *x)
  * kept every component it reached the root, so the path is absolute;
  * otherwise the outer part is lost and shown as ".../". A component named
  * "/" is a root (of the namespace or of a mount) and adds no name. */
-static json_t *file_path(const struct sg_file_detail *f)
+static void file_path(struct json_out *o, const struct sg_file_detail *f)
 {
 	char path[SG_PATH_COMPS * (SG_COMP_LEN + 1) + 8];
 	size_t kept = f->depth < SG_PATH_COMPS ? f->depth : SG_PATH_COMPS;
-	size_t o = 0;
+	size_t n = 0;
 
-	if (f->depth == 0)
-		return json_null();
-	o += (size_t)snprintf(path, sizeof(path), "%s", f->depth > SG_PATH_COMPS ? "..." : "");
+	if (f->depth == 0) {
+		json_out_null(o);
+		return;
+	}
+	if (f->depth > SG_PATH_COMPS) {
+		memcpy(path, "...", 3);
+		n = 3;
+	}
 	for (size_t i = kept; i-- > 0;) {
 		const char *c = f->comps[i];
 		size_t cl = strnlen(c, SG_COMP_LEN);
+
 		if (cl == 0 || (cl == 1 && c[0] == '/'))
 			continue;
-		path[o++] = '/';
-		memcpy(path + o, c, cl);
-		o += cl;
+		path[n++] = '/';
+		memcpy(path + n, c, cl);
+		n += cl;
 	}
-	if (o == 0)
-		path[o++] = '/';
-	return json_bytes(path, o);
+	if (n == 0)
+		path[n++] = '/';
+	json_out_bytes(o, path, n);
 }
 
-static json_t *file_detail(const struct sg_file_detail *f)
+static void file_detail(struct json_out *o, const struct sg_file_detail *f)
 {
-	json_t *d = json_object();
-	int err = 0;
-
-	if (!d)
-		return NULL;
+	json_out_lit(o, "{\"path\":");
 	if (f->requested) {
 		/* Refused before resolution (Landlock, in fallback mode): the
 		 * path as requested, possibly relative. */
-		err |= put(d, "path",
-			   json_bytes((const char *)f->comps,
-				      strnlen((const char *)f->comps, sizeof(f->comps))));
-		err |= put(d, "requested", json_true());
+		out_field(o, (const char *)f->comps, sizeof(f->comps));
+		json_out_lit(o, ",\"requested\":true");
 	} else {
-		err |= put(d, "path", file_path(f));
+		file_path(o, f);
 	}
-	err |= put(d, "write", json_boolean(f->write));
-	err |= put(d, "flags", json_integer(f->flags));
-	err |= put(d, "mode", json_name_or_null(mode_name(f->mode)));
-	if (err) {
-		json_decref(d);
-		return NULL;
-	}
-	return d;
+	json_out_lit(o, ",\"write\":");
+	json_out_bool(o, f->write);
+	json_out_lit(o, ",\"flags\":");
+	json_out_uint(o, f->flags);
+	json_out_lit(o, ",\"mode\":");
+	out_name_or_null(o, mode_name(f->mode));
+	json_out_lit(o, "}");
 }
 
-static json_t *exit_detail(const struct sg_exit_detail *x)
+static void exit_detail(struct json_out *o, const struct sg_exit_detail *x)
 {
-	json_t *d = json_object();
-	int err = 0;
-
-	if (!d)
-		return NULL;
-	err |= put(d, "exit_code", json_integer(x->exit_code));
-	err |= put(d, "signal", json_integer(x->signal));
-	err |= put(d, "core", json_boolean(x->core));
-	err |= put(d, "oom_killed", json_boolean(x->oom_killed));
-	if (err) {
-		json_decref(d);
-		return NULL;
-	}
-	return d;
+	json_out_lit(o, "{\"exit_code\":");
+	json_out_int(o, x->exit_code);
+	json_out_lit(o, ",\"signal\":");
+	json_out_int(o, x->signal);
+	json_out_lit(o, ",\"core\":");
+	json_out_bool(o, x->core);
+	json_out_lit(o, ",\"oom_killed\":");
+	json_out_bool(o, x->oom_killed);
+	json_out_lit(o, "}");
 }
 
-/* Everything but detail, in the line's key order; detail and action are
- * appended by finish(). */
-static json_t *event_head(const struct event_ctx *ctx, int64_t real_ns, const char *type,
-			  json_t *pid, json_t *ppid, json_t *uid, json_t *comm, json_t *rule)
-{
-	json_t *o = json_object();
-	char ts[32];
-	int err = 0;
+/* Who did it, when the event knows: pid, ppid, uid, comm (null each when
+ * unknown, never a 0 that reads as root). */
+struct event_who {
+	bool pid, ppid; /* known */
+	uint32_t pid_v, ppid_v, uid_v;
+	const char *comm; /* NULL: null */
+	size_t comm_size;
+};
 
-	if (event_format_ts(real_ns >= 0 ? real_ns / 1000000 : -1, ts, sizeof(ts)))
-		snprintf(ts, sizeof(ts), "1970-01-01T00:00:00.000Z");
-	if (!o) {
-		json_decref(pid);
-		json_decref(ppid);
-		json_decref(uid);
-		json_decref(comm);
-		json_decref(rule);
-		return NULL;
-	}
-	err |= put(o, "ts", json_string(ts));
-	err |= put(o, "node", json_cstr_or_null(ctx ? ctx->node : NULL));
-	err |= put(o, "tenant", json_cstr_or_null(ctx ? ctx->tenant : NULL));
-	err |= put(o, "sandbox", json_cstr_or_null(ctx ? ctx->sandbox : NULL));
-	err |= put(o, "pid", pid);
-	err |= put(o, "ppid", ppid);
-	err |= put(o, "uid", uid);
-	err |= put(o, "comm", comm);
-	err |= put(o, "type", json_string(type));
-	err |= put(o, "rule", rule);
-	if (err) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
+/* Everything up to and including "detail": in the line's key order. */
+static void event_head(struct json_out *o, const struct event_ctx *ctx, int64_t real_ns,
+		       const char *type, const struct event_who *who, const char *rule)
+{
+	char ts[25];
+
+	line_ts(real_ns >= 0 ? real_ns / 1000000 : -1, ts);
+	json_out_lit(o, "{\"ts\":\"");
+	json_out_raw(o, ts, 24);
+	json_out_lit(o, "\",\"node\":");
+	json_out_str_or_null(o, ctx ? ctx->node : NULL);
+	json_out_lit(o, ",\"tenant\":");
+	json_out_str_or_null(o, ctx ? ctx->tenant : NULL);
+	json_out_lit(o, ",\"sandbox\":");
+	json_out_str_or_null(o, ctx ? ctx->sandbox : NULL);
+	json_out_lit(o, ",\"batch_id\":");
+	json_out_str_or_null(o, ctx ? ctx->batch_id : NULL);
+	json_out_lit(o, ",\"run_id\":");
+	json_out_str_or_null(o, ctx ? ctx->run_id : NULL);
+	json_out_lit(o, ",\"pid\":");
+	if (who->pid)
+		json_out_uint(o, who->pid_v);
+	else
+		json_out_null(o);
+	json_out_lit(o, ",\"ppid\":");
+	if (who->ppid)
+		json_out_uint(o, who->ppid_v);
+	else
+		json_out_null(o);
+	json_out_lit(o, ",\"uid\":");
+	if (who->pid)
+		json_out_uint(o, who->uid_v);
+	else
+		json_out_null(o);
+	json_out_lit(o, ",\"comm\":");
+	if (who->comm)
+		out_field(o, who->comm, who->comm_size);
+	else
+		json_out_null(o);
+	json_out_lit(o, ",\"type\":");
+	json_out_str_or_null(o, type);
+	json_out_lit(o, ",\"rule\":");
+	out_name_or_null(o, rule);
+	json_out_lit(o, ",\"detail\":");
 }
 
-/* Adds detail and action, dumps the object into buf and drops both. */
-static int finish(json_t *o, json_t *detail, const char *action, char *buf, size_t len)
+static int event_tail(struct json_out *o, const char *action)
 {
-	size_t n;
-	int err = 0;
-
-	if (!o) {
-		json_decref(detail);
-		return -ENOMEM;
-	}
-	err |= put(o, "detail", detail);
-	err |= put(o, "action", json_string(action));
-	if (err) {
-		json_decref(o);
-		return -ENOMEM;
-	}
-	n = json_dumpb(o, buf, len, JSON_COMPACT | JSON_REAL_PRECISION(10));
-	json_decref(o);
-	if (n == 0)
-		return -ENOMEM;
-	if (n >= len)
-		return -ENOSPC;
-	buf[n] = '\0';
-	return (int)n;
+	json_out_lit(o, ",\"action\":");
+	json_out_str_or_null(o, action);
+	json_out_lit(o, "}");
+	return json_out_finish(o);
 }
 
 int event_to_json(const struct sg_event *e, const struct event_ctx *ctx, char *buf, size_t len)
@@ -432,7 +404,19 @@ int event_to_json(const struct sg_event *e, const struct event_ctx *ctx, char *b
 	const char *type = event_type_name(e->type);
 	const char *action = event_action_name(e->action);
 	const char *rule = rule_name((int)e->rule);
-	json_t *detail;
+	/* Unknown is null, never a 0 that reads as root (skb_egress events
+	 * run in no task; sock_addr programs do not see the parent). */
+	bool task = !(e->flags & SG_EVF_NO_TASK);
+	struct event_who who = {
+		.pid = task,
+		.ppid = task && !(e->flags & SG_EVF_NO_PPID),
+		.pid_v = e->pid,
+		.ppid_v = e->ppid,
+		.uid_v = e->uid,
+		.comm = task ? e->comm : NULL,
+		.comm_size = sizeof(e->comm),
+	};
+	struct json_out o;
 
 	if (!type || !action || e->type == SG_EV_SANDBOX_KILLED || e->type == SG_EV_HEALTH)
 		return -EINVAL;
@@ -441,48 +425,50 @@ int event_to_json(const struct sg_event *e, const struct event_ctx *ctx, char *b
 	if (e->type == SG_EV_EXIT || e->action == SG_ACTION_ALLOWED)
 		rule = NULL;
 
+	json_out_init(&o, buf, len);
+	event_head(&o, ctx, (int64_t)e->ts_ns + (ctx ? ctx->boot_to_real_ns : 0), type, &who, rule);
 	switch (e->type) {
 	case SG_EV_EGRESS_DENIED:
-		detail = egress_detail(&e->net);
+		egress_detail(&o, &e->net);
 		break;
 	case SG_EV_FORK_LIMIT:
-		detail = fork_detail(&e->fork);
+		fork_detail(&o, &e->fork);
 		break;
 	case SG_EV_EXEC:
 	case SG_EV_EXEC_DENIED:
-		detail = exec_detail(&e->exec);
+		exec_detail(&o, &e->exec);
 		break;
 	case SG_EV_FILE_DENIED:
 	case SG_EV_FILE_TRIPPED:
-		detail = file_detail(&e->file);
+		file_detail(&o, &e->file);
 		break;
 	default:
-		detail = exit_detail(&e->exit);
+		exit_detail(&o, &e->exit);
 		break;
 	}
-	if (!detail)
-		return -ENOMEM;
-
-	int64_t real_ns = (int64_t)e->ts_ns + (ctx ? ctx->boot_to_real_ns : 0);
-	/* Unknown is null, never a 0 that reads as root (skb_egress events
-	 * run in no task; sock_addr programs do not see the parent). */
-	bool task = !(e->flags & SG_EVF_NO_TASK);
-	bool ppid = task && !(e->flags & SG_EVF_NO_PPID);
-	json_t *o = event_head(ctx, real_ns, type, task ? json_integer(e->pid) : json_null(),
-			       ppid ? json_integer(e->ppid) : json_null(),
-			       task ? json_integer(e->uid) : json_null(),
-			       task ? json_field(e->comm, sizeof(e->comm)) : json_null(),
-			       json_name_or_null(rule));
-	return finish(o, detail, action, buf, len);
+	return event_tail(&o, action);
 }
 
+/* Adds v under key; reports a failed allocation (v NULL) as -1, so that
+ * a whole object is built with `err |= put(...)` and checked once. */
+static int put(json_t *obj, const char *key, json_t *v)
+{
+	if (!v)
+		return -1;
+	return json_object_set_new(obj, key, v) ? -1 : 0;
+}
+
+/* Userspace events are rare (a kill, a detector firing): their detail is
+ * the caller's jansson object, dumped as jansson writes it. */
 int event_userspace_json(const struct event_ctx *ctx, uint64_t realtime_ns, uint32_t type,
 			 uint32_t action, int rule, json_t *detail, char *buf, size_t len)
 {
 	const char *type_s = event_type_name(type);
 	const char *action_s = event_action_name(action);
 	const char *rule_s = rule_name(rule);
-	json_t *d;
+	struct event_who nobody = { 0 };
+	struct json_out o;
+	size_t n;
 
 	if (!type_s || !action_s || (rule != -1 && !rule_s) || (detail && !json_is_object(detail)))
 		return -EINVAL;
@@ -491,12 +477,26 @@ int event_userspace_json(const struct event_ctx *ctx, uint64_t realtime_ns, uint
 		clock_gettime(CLOCK_REALTIME, &now);
 		realtime_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;
 	}
-	d = detail ? json_deep_copy(detail) : json_object();
-	if (!d)
-		return -ENOMEM;
-	json_t *o = event_head(ctx, (int64_t)realtime_ns, type_s, json_null(), json_null(),
-			       json_null(), json_null(), json_name_or_null(rule_s));
-	return finish(o, d, action_s, buf, len);
+	json_out_init(&o, buf, len);
+	event_head(&o, ctx, (int64_t)realtime_ns, type_s, &nobody, rule_s);
+	if (!detail) {
+		json_out_lit(&o, "{}");
+	} else if (!o.full) {
+		n = json_dumpb(detail, o.buf + o.len, o.cap - o.len,
+			       JSON_COMPACT | JSON_REAL_PRECISION(10));
+		if (n == 0)
+			return -ENOMEM;
+		if (n >= o.cap - o.len)
+			o.full = true;
+		else
+			o.len += n;
+	}
+	return event_tail(&o, action_s);
+}
+
+static json_t *json_name_or_null(const char *name)
+{
+	return name ? json_string(name) : json_null();
 }
 
 int event_kill_json(const struct event_ctx *ctx, uint64_t realtime_ns, const struct event_kill *k,
@@ -518,7 +518,7 @@ int event_kill_json(const struct event_ctx *ctx, uint64_t realtime_ns, const str
 		   isfinite(k->latency_ms) && k->latency_ms >= 0
 			   ? json_real(round(k->latency_ms * 1000) / 1000)
 			   : json_null());
-	err |= put(d, "method", json_cstr_or_null(k->method));
+	err |= put(d, "method", json_name_or_null(k->method));
 	if (!err && k->extra)
 		err |= json_object_update_missing(d, k->extra);
 	ret = err ? -ENOMEM
@@ -540,7 +540,7 @@ int event_health_json(const struct event_ctx *ctx, uint64_t realtime_ns, const c
 		json_decref(d);
 		return -EINVAL;
 	}
-	err |= put(d, "detector", json_cstr_or_null(detector));
+	err |= put(d, "detector", json_name_or_null(detector));
 	if (!err && fields)
 		err |= json_object_update_missing(d, fields);
 	ret = err ? -ENOMEM

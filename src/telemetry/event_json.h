@@ -2,8 +2,17 @@
  * userspace events, and the decoder `sandguard events` reads them back with.
  *
  * One object per line, keys in this order:
- *   ts node tenant sandbox pid ppid uid comm type rule detail action
+ *   ts node tenant sandbox batch_id run_id pid ppid uid comm type rule detail action
  * ts is RFC 3339 UTC with milliseconds ("2026-11-21T19:30:00.123Z").
+ * batch_id and run_id are the ids the executor enrolled the sandbox with
+ * (src/control/enroll.h: the pinned sg_sandbox_ids map, so they reach the
+ * agent even when it was down at enrollment); null when unknown (a
+ * sandbox enrolled without them, a health event). Like node, tenant,
+ * sandbox, pid, ppid, uid, comm and rule, they are always present, a
+ * string (or number) or null.
+ * Kernel events are written by a fixed-format encoder (src/lib/json_out.h)
+ * with no object tree and no allocation: byte for byte what jansson's
+ * compact dump of the same object would be.
  * Strings that come from the kernel or from a tenant (comm, filenames,
  * argv, paths, unix socket names, names in the context) are made valid
  * UTF-8 first: each byte that is not part of a valid UTF-8 sequence is
@@ -26,6 +35,8 @@ struct event_ctx {
 	const char *node;        /* host name; NULL = null */
 	const char *tenant;      /* tenant name; NULL = null */
 	const char *sandbox;     /* sandbox cgroup directory name; NULL = null */
+	const char *batch_id;    /* the sandbox's batch; NULL = null */
+	const char *run_id;      /* the sandbox's run; NULL = null */
 	int64_t boot_to_real_ns; /* CLOCK_REALTIME - CLOCK_BOOTTIME, see event_clock_offset() */
 };
 
@@ -92,6 +103,8 @@ struct event_record {
 	const char *node;
 	const char *tenant;
 	const char *sandbox;
+	const char *batch_id;
+	const char *run_id;
 	const char *type;   /* required: a non-empty string */
 	const char *action; /* required: a non-empty string */
 	const char *rule;

@@ -1,10 +1,14 @@
-/* The agent's events file: JSON lines appended with one write(2) each,
- * rotated by size (path -> path.1 -> ... -> path.<keep>, the oldest
- * dropped). "-" is standard output, never rotated. A line that cannot be
- * written is counted and reported, never dropped silently. Safe to call
- * from several threads. */
+/* The agent's events file: JSON lines, rotated by size (path -> path.1 ->
+ * ... -> path.<keep>, the oldest dropped). "-" is standard output, never
+ * rotated; nor is anything but a regular file (/dev/null, a FIFO, a
+ * symlink to either: written to, never renamed). Lines are appended to a buffer and written in batches, one
+ * write(2) of whole lines per batch (a reader tailing the file sees whole
+ * lines); a batch never crosses a rotation. A line that cannot be written
+ * is counted and reported, never dropped silently. Safe to call from
+ * several threads. */
 #ifndef SG_EVENT_LOG_H
 #define SG_EVENT_LOG_H
+#include <stddef.h>
 #include <stdint.h>
 
 struct event_log;
@@ -22,14 +26,25 @@ struct event_log_stats {
  * NULL with errno set and an error logged. */
 struct event_log *event_log_open(const char *path, uint64_t max_bytes, unsigned keep);
 
-/* Append one line; a newline is added if it lacks one. A line with a
- * newline inside is refused (-EINVAL). Returns 0 or -errno; every failure
- * is counted in stats.failures, and the first of a run is logged. */
+/* Append one line (len bytes, no newline: one is added) to the batch;
+ * written when the batch is full, or by event_log_flush(). A line with a
+ * newline inside is refused (-EINVAL). Returns 0, or -errno when the
+ * batch had to be written and that failed (counted as below). */
+int event_log_append(struct event_log *log, const char *line, size_t len);
+
+/* Write the batch now. Returns 0 or -errno; the lines of a batch that
+ * could not be written are counted in stats.failures, and the first
+ * failure of a run is logged. */
+int event_log_flush(struct event_log *log);
+
+/* Append one line and write it with the batch before it, now; a newline
+ * is added if it lacks one. Returns 0 or -errno (a line with a newline
+ * inside: -EINVAL). */
 int event_log_write(struct event_log *log, const char *line);
 
 void event_log_get_stats(struct event_log *log, struct event_log_stats *st);
 
-/* Flushes nothing (there is no buffer) and closes; NULL is fine. */
+/* Writes the batch and closes; NULL is fine. */
 void event_log_close(struct event_log *log);
 
 #endif

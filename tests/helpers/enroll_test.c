@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "agent_suite.h"
 #include "control/agent_client.h"
 #include "control/enroll.h"
+#include "control/ondemand.h"
 #include "control/pinned.h"
 #include "lib/cgroup.h"
 
@@ -58,6 +60,14 @@ static int slots_in_use(void)
 	free(text);
 	agent_close(c);
 	return n;
+}
+
+/* `"sandbox":..,"batch_id":..,"run_id":..,` of an event line of sb. */
+static const char *ids_of(const struct at_sandbox *sb, char *buf, size_t len)
+{
+	snprintf(buf, len, "\"sandbox\":\"%s\",\"batch_id\":\"%s\",\"run_id\":\"%s\",", sb->name,
+		 sb->batch_id, sb->run_id);
+	return buf;
 }
 
 static void test_default_slot(void)
@@ -149,6 +159,7 @@ static void test_agent_down(void)
 	int st, st2, err, rule = -1, trip = -1, killed, tripped;
 	struct agent_conn *c;
 	uint64_t cgid = 0;
+	char ids[512];
 
 	at_agent_stop(&env);
 	err = at_sandbox_enroll(&env, "acme", &sb, false, &res);
@@ -183,6 +194,14 @@ static void test_agent_down(void)
 				NULL),
 		  "enroll: the restarted agent adopts it: the denial is attributed to the sandbox",
 		  "no event naming %s", sb.name);
+	/* An event after the restart: the ids come from the pins. */
+	st = run_in(&sb, child_net, &connect_tcp4);
+	at_result(
+		returned(st, EPERM) && at_event_seen(&env, 5000, ids_of(&sb, ids, sizeof(ids)),
+						     "\"egress_denied\"", NULL),
+		"ids: an event of a sandbox enrolled while the agent was down carries its run and "
+		"batch ids",
+		"%s; no egress_denied line with %s", describe(st), ids);
 	c = agent_connect(env.sock);
 	killed = agent_kill_verdict(c, cgid, &rule, 2000);
 	agent_close(c);
@@ -191,6 +210,123 @@ static void test_agent_down(void)
 		  "verdict %d rule %d", killed, rule);
 	at_sandbox_free(&sb);
 	at_sandbox_free(&strict);
+}
+
+/* Event identity, for on-call: every event line of a sandbox carries the
+ * run and batch ids its executor enrolled it with. They come from the
+ * pins (sg_sandbox_ids), not from the best-effort notification: here the
+ * executor does not notify the agent at all. */
+static void test_ids(void)
+{
+	struct sg_enroll_result res;
+	struct at_sandbox sb;
+	char ids[512];
+	int err, st;
+
+	at_enroll_notify = false;
+	err = at_sandbox_enroll(&env, "strict", &sb, false, &res);
+	at_enroll_notify = true;
+	if (err || !res.enforced)
+		return at_result(false, "ids: enrolled without a notification", "not enrolled: %s",
+				 res.detail);
+	st = run_in(&sb, child_net,
+		    &(struct net_arg){ .family = AF_INET,
+				       .type = SOCK_STREAM,
+				       .port = port_tcp4,
+				       .then_sleep = true });
+	ids_of(&sb, ids, sizeof(ids));
+	at_result(!res.notified && sigkilled(st) &&
+			  at_event_seen(&env, 5000, ids, "\"type\":\"egress_denied\"", NULL) &&
+			  at_event_seen(&env, 5000, ids, "\"type\":\"sandbox_killed\"", NULL),
+		  "ids: the events of a sandbox the agent was never told about carry its run and "
+		  "batch ids (from the pins)",
+		  "notified %d, %s; no egress_denied and sandbox_killed lines with %s",
+		  res.notified, describe(st), ids);
+	at_sandbox_free(&sb);
+	err = sg_pinned_sandbox_ids(0, &(struct sg_sandbox_ids){ 0 });
+	at_result(err == 0, "ids: no entry for a cgroup nobody enrolled", "got %d", err);
+}
+
+/* The fallback's file programs are attached only while a sandbox exists
+ * (src/control/ondemand.h): detached once none is left, attached by the
+ * executor's enrollment before the sandbox's first instruction, and never
+ * detached under a live sandbox, even by a detacher racing every
+ * enrollment. */
+static volatile bool detacher_stop;
+static int detaches;
+
+static void *detacher(void *arg)
+{
+	while (!detacher_stop)
+		if (sg_ondemand_detach_if_idle() > 0)
+			detaches++;
+	return NULL;
+}
+
+/* One enrollment as the executor does it, checked: the programs are
+ * attached when it returns, and an open outside the policy is refused. */
+static bool enroll_watched(double *took_ms)
+{
+	struct sg_enroll_result res;
+	struct at_sandbox sb;
+	uint64_t cgid = 0;
+	double t0 = now_ms();
+	int attached, st;
+	bool ok;
+
+	if (at_sandbox_enroll(&env, "acme", &sb, false, &res) || !res.enforced) {
+		at_sandbox_free(&sb);
+		return false;
+	}
+	*took_ms = now_ms() - t0;
+	attached = sg_ondemand_attached();
+	st = run_in(&sb, child_open, &(struct open_arg){ .path = "/etc/hostname" });
+	ok = attached == 1 && refused(st);
+	if (!ok)
+		fprintf(stderr, "enroll_test: attached %d, open: %s\n", attached, describe(st));
+	cgroup_id_of(sb.cg, &cgid);
+	at_sandbox_free(&sb);
+	sg_enroll_release(cgid);
+	return ok;
+}
+
+static void test_on_demand(void)
+{
+	double took, worst = 0;
+	int bad = 0, n = 100, attached = -1;
+	pthread_t t;
+
+	if (lsm)
+		return at_skipped("ondemand: file programs",
+				  "LSM mode: lsm/file_open stays attached, nothing is on demand");
+	/* The agent detaches them on its tick once it has no sandbox. */
+	for (double end = now_ms() + 10000; now_ms() < end; usleep(50000))
+		if ((attached = sg_ondemand_attached()) == 0)
+			break;
+	at_result(attached == 0, "ondemand: with no sandbox left, the file programs are detached",
+		  "attached: %d", attached);
+	at_result(enroll_watched(&took),
+		  "ondemand: an enrollment attaches them before the sandbox's first instruction",
+		  "see stderr");
+	printf("# enrollment that attached the file programs: %.1f ms\n", took);
+
+	detacher_stop = false;
+	detaches = 0;
+	if (pthread_create(&t, NULL, detacher, NULL))
+		return at_result(false, "ondemand: race", "no thread: %s", strerror(errno));
+	for (int i = 0; i < n; i++) {
+		bad += !enroll_watched(&took);
+		if (took > worst)
+			worst = took;
+	}
+	detacher_stop = true;
+	pthread_join(t, NULL);
+	printf("# %d enrollments racing a detacher: %d detaches, slowest enrollment %.1f ms\n", n,
+	       detaches, worst);
+	at_result(bad == 0 && detaches > 0,
+		  "ondemand: enrollments racing a detacher: every sandbox watched from its first "
+		  "instruction",
+		  "%d of %d sandboxes unwatched (%d detaches in between)", bad, n, detaches);
 }
 
 /* A kill the agent carried out is reported as one. */
@@ -323,6 +459,9 @@ int main(int argc, char **argv)
 		return 64;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* The agent detaches the on-demand programs as soon as it has no
+	 * sandbox: every case runs through attach and detach. */
+	setenv("SANDGUARD_DETACH_AFTER_IDLE_MS", "0", 1);
 	if (getuid() != 0) {
 		printf("SKIP: enroll: needs root\n");
 		return 0;
@@ -352,6 +491,8 @@ int main(int argc, char **argv)
 		test_invented_tenants();
 		test_no_pins();
 		test_verdict_kill();
+		test_ids();
+		test_on_demand();
 		test_stuck_client();
 		test_agent_down();
 	}

@@ -75,13 +75,28 @@ def main():
             return
         for prog, rule, tenant in [("egress", "egress", "alpha"), ("read_outside", "file", "bravo"),
                                    ("fork_bomb", "fork", "bravo")]:
-            r, raw = a.exec_batch(tenant, progs[prog])
+            run = "attr-run-%s" % prog
+            r, raw = a.exec_batch(tenant, progs[prog], extra=("--run-id", run))
             ok = r is not None and r["cause"] == "tenant_policy_violation" and r["rule"] == rule
             check(ok, "agent kill for %s reaches the result as tenant_policy_violation/%s" % (prog, rule),
                   "got %r" % ((r["cause"], r["rule"], r["detail"]) if r else raw.stderr[-300:],))
-            killed = a.events_matching(type="sandbox_killed", tenant=tenant, rule=rule)
-            check(bool(killed), "the %s kill is evented as sandbox_killed for %s" % (rule, tenant),
-                  "no sandbox_killed event")
+            killed = a.events_matching(type="sandbox_killed", tenant=tenant, rule=rule, run_id=run,
+                                       batch_id=a.last_batch_id)
+            check(bool(killed), "the %s kill is evented as sandbox_killed for %s, with its batch_id "
+                  "and run_id" % (rule, tenant),
+                  "no sandbox_killed event with run_id %s, batch_id %s; kill events: %r" %
+                  (run, a.last_batch_id, [(e.get("batch_id"), e.get("run_id")) for e in
+                                          a.events_matching(type="sandbox_killed", tenant=tenant,
+                                                            rule=rule)]))
+            if killed:
+                # Every line of that sandbox (the violation's own event too)
+                # names the batch and the run: `sandguard explain` joins on them.
+                lines = a.events_matching(sandbox=killed[0]["sandbox"], tenant=tenant)
+                odd = [(e["type"], e.get("batch_id"), e.get("run_id")) for e in lines
+                       if e.get("batch_id") != a.last_batch_id or e.get("run_id") != run]
+                check(len(lines) >= 2 and not odd,
+                      "every event of the %s sandbox carries its batch_id and run_id" % rule,
+                      "%d lines, without the ids: %r" % (len(lines), odd[:5]))
 
         for _ in range(2):
             a.exec_batch("alpha", progs["nan"])

@@ -76,6 +76,18 @@ class Batches:
         return out
 
 
+
+def sandbox_running(tdir):
+    """Whether a sandbox cgroup under tdir has a task in it."""
+    try:
+        for d in os.listdir(tdir):
+            with open(os.path.join(tdir, d, "cgroup.procs")) as f:
+                if f.read().strip():
+                    return True
+    except OSError:
+        pass
+    return False
+
 def concurrent_300(a, state, progs):
     # Under the sanitizers (check-asan) each executor is several times
     # heavier: a third of them says the same thing without starving the box.
@@ -180,11 +192,13 @@ def reconnect(a, progs):
         p = subprocess.Popen([SANDGUARD, "exec", "--tenant", "t1", "--policy-dir", a.policy_dir,
                               "--batch", path, "--", PY, progs["wait"], flag],
                              env=a.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # Registered and running: the sandbox cgroup exists.
+        # Registered and running: a task is in the sandbox cgroup (the
+        # executor registers after making the cgroup and before starting
+        # the sandbox in it, so the cgroup alone can come before the
+        # register message).
         tdir = os.path.join(a.env["SANDGUARD_CGROUP_ROOT"], "t1")
         deadline = time.time() + 30
-        while time.time() < deadline and not (os.path.isdir(tdir) and any(
-                os.path.isdir(os.path.join(tdir, d)) for d in os.listdir(tdir))):
+        while time.time() < deadline and not sandbox_running(tdir):
             time.sleep(0.05)
         a.proc.send_signal(getattr(signal, how))
         a.proc.wait()

@@ -102,8 +102,9 @@ class Agent:
 
     def exec_batch(self, tenant, program, items=3, extra=(), args=()):
         batch = os.path.join(self.dir, "batch-%s.json" % tenant)
+        self.last_batch_id = "b-%d" % time.monotonic_ns()
         with open(batch, "w") as f:
-            json.dump({"batch_id": "b-%d" % time.monotonic_ns(),
+            json.dump({"batch_id": self.last_batch_id,
                        "items": [{"prompt": "p", "completion": "c%d" % i} for i in range(items)]}, f)
         r = self.run(["exec", "--tenant", tenant, "--policy-dir", self.policy_dir,
                       "--batch", batch] + list(extra) + ["--", PY, program] + list(args))

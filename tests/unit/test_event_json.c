@@ -12,18 +12,23 @@
 #include <string.h>
 #include <sys/socket.h>
 #include "telemetry/event_json.h"
+#include "lib/ids.h"
 #include "lib/rule_names.h"
 
 /* 2026-11-21T19:30:00Z is 1795289400 s after the epoch; the events say
  * 5.123456789 s after boot. */
 #define BOOT_TS_NS 5123456789ULL
 #define TS         "2026-11-21T19:30:00.123Z"
-#define HEAD       "{\"ts\":\"" TS "\",\"node\":\"node-1\",\"tenant\":\"acme\",\"sandbox\":\"sb-1\","
+#define HEAD                                                                               \
+	"{\"ts\":\"" TS "\",\"node\":\"node-1\",\"tenant\":\"acme\",\"sandbox\":\"sb-1\"," \
+	"\"batch_id\":\"batch-7\",\"run_id\":\"run-3\","
 
 static const struct event_ctx ctx = {
 	.node = "node-1",
 	.tenant = "acme",
 	.sandbox = "sb-1",
+	.batch_id = "batch-7",
+	.run_id = "run-3",
 	.boot_to_real_ns = 1795289400LL * 1000000000 - 5000000000LL,
 };
 
@@ -43,6 +48,24 @@ static struct sg_event base_event(uint32_t type, uint32_t action, uint32_t rule)
 	return e;
 }
 
+/* The line is valid JSON, and jansson writes the same values back as the
+ * very same bytes: the fixed-format encoder is byte for byte jansson's. */
+static void assert_jansson_roundtrip(const char *line)
+{
+	json_error_t err;
+	json_t *j = json_loads(line, JSON_REJECT_DUPLICATES, &err);
+	char *again;
+
+	if (!j)
+		fail_msg("invalid JSON: %s: %s", err.text, line);
+	again = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
+	if (!again || strcmp(again, line))
+		fail_msg("jansson writes it differently:\n ours:    %s\n jansson: %s", line,
+			 again ? again : "(null)");
+	free(again);
+	json_decref(j);
+}
+
 static void assert_json(const struct sg_event *e, const char *expected)
 {
 	char buf[EVENT_JSON_MAX];
@@ -52,6 +75,7 @@ static void assert_json(const struct sg_event *e, const char *expected)
 		fail_msg("event_to_json: %s", strerror(-n));
 	assert_string_equal(buf, expected);
 	assert_int_equal(n, strlen(expected));
+	assert_jansson_roundtrip(buf);
 }
 
 static void test_egress_inet(void **state)
@@ -336,13 +360,16 @@ static void test_health(void **state)
 	char buf[EVENT_JSON_MAX];
 
 	tenant_only.sandbox = NULL;
+	tenant_only.batch_id = NULL;
+	tenant_only.run_id = NULL;
 	assert_true(event_health_json(&tenant_only, 1795289400123456789ULL, "constant_batches",
 				      fields, buf, sizeof(buf)) > 0);
 	assert_string_equal(
-		buf, "{\"ts\":\"" TS "\",\"node\":\"node-1\",\"tenant\":\"acme\","
-		     "\"sandbox\":null,\"pid\":null,\"ppid\":null,\"uid\":null,\"comm\":null,"
-		     "\"type\":\"health\",\"rule\":null,\"detail\":{\"detector\":"
-		     "\"constant_batches\",\"rate\":0.55,\"window\":20},\"action\":\"logged\"}");
+		buf,
+		"{\"ts\":\"" TS "\",\"node\":\"node-1\",\"tenant\":\"acme\","
+		"\"sandbox\":null,\"batch_id\":null,\"run_id\":null,\"pid\":null,\"ppid\":null,\"uid\":null,\"comm\":null,"
+		"\"type\":\"health\",\"rule\":null,\"detail\":{\"detector\":"
+		"\"constant_batches\",\"rate\":0.55,\"window\":20},\"action\":\"logged\"}");
 	json_decref(fields);
 	assert_int_equal(event_health_json(&ctx, 0, NULL, NULL, buf, sizeof(buf)), -EINVAL);
 }
@@ -379,7 +406,8 @@ static void test_null_context(void **state)
 	char buf[EVENT_JSON_MAX];
 
 	assert_true(event_to_json(&e, &none, buf, sizeof(buf)) > 0);
-	assert_non_null(strstr(buf, "\"node\":null,\"tenant\":null,\"sandbox\":null,"));
+	assert_non_null(strstr(buf, "\"node\":null,\"tenant\":null,\"sandbox\":null,"
+				    "\"batch_id\":null,\"run_id\":null,\"pid\":4242,"));
 }
 
 static void test_timestamps(void **state)
@@ -452,6 +480,8 @@ static void roundtrip(const struct sg_event *e, const char *summary)
 	assert_string_equal(r.node, "node-1");
 	assert_string_equal(r.tenant, "acme");
 	assert_string_equal(r.sandbox, "sb-1");
+	assert_string_equal(r.batch_id, "batch-7");
+	assert_string_equal(r.run_id, "run-3");
 	assert_string_equal(r.type, event_type_name(e->type));
 	assert_string_equal(r.action, event_action_name(e->action));
 	assert_int_equal(r.pid, 4242);
@@ -546,7 +576,7 @@ static void test_decode_garbage(void **state)
 		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\",\"action\":5}",
 		  "action is missing or not a string" },
 		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\",\"action\":\"x\",\"tenant\":1}",
-		  "node, tenant, sandbox, rule or comm is not a string" },
+		  "node, tenant, sandbox, batch_id, run_id, rule or comm is not a string" },
 		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\",\"action\":\"x\",\"pid\":-4}",
 		  "pid, ppid or uid is not a non-negative integer" },
 		{ "{\"ts\":\"2026-11-21T19:30:00Z\",\"type\":\"exec\",\"action\":\"x\",\"pid\":1.5}",
@@ -607,13 +637,66 @@ static void test_random_events_are_valid_json(void **state)
 		int n = event_to_json(&e, &ctx, buf, sizeof(buf));
 		if (n <= 0)
 			fail_msg("event %d (type %u): %d", i, e.type, n);
-		json_error_t err;
-		json_t *j = json_loads(buf, 0, &err);
-		if (!j)
-			fail_msg("event %d: invalid JSON: %s: %s", i, err.text, buf);
-		json_decref(j);
+		assert_jansson_roundtrip(buf);
 		assert_int_equal(event_parse_line(buf, &r), 0);
 		event_record_free(&r);
+	}
+}
+
+/* The ids of the context are the executor's bytes: whatever they hold,
+ * the line is valid JSON and says what they were. */
+static void test_context_ids(void **state)
+{
+	struct sg_event e = base_event(SG_EV_EXIT, SG_ACTION_ALLOWED, 0);
+	struct event_ctx hostile = ctx;
+	char buf[EVENT_JSON_MAX];
+	struct event_record r;
+
+	hostile.batch_id = "b\"1\\\x01\xff\xc3\xa9/";
+	hostile.run_id = NULL;
+	assert_true(event_to_json(&e, &hostile, buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(
+		buf, "\"sandbox\":\"sb-1\",\"batch_id\":\"b\\\"1\\\\\\u0001\\\\xff\xc3\xa9/\","
+		     "\"run_id\":null,\"pid\":4242,"));
+	assert_jansson_roundtrip(buf);
+	assert_int_equal(event_parse_line(buf, &r), 0);
+	assert_string_equal(r.batch_id, "b\"1\\\x01\\xff\xc3\xa9/");
+	assert_null(r.run_id);
+	event_record_free(&r);
+
+	/* Userspace events carry them too. */
+	struct event_kill k = { .rule = SG_RULE_EGRESS, .latency_ms = 1500 };
+	assert_true(event_kill_json(&ctx, 1795289400123456789ULL, &k, buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, HEAD "\"pid\":null,"));
+	assert_non_null(strstr(buf, "\"kill_latency_ms\":1500.0,"));
+	assert_jansson_roundtrip(buf);
+}
+
+/* Every field a line can hold at its longest still fits EVENT_JSON_MAX:
+ * 0xff everywhere (each byte grows to five characters). */
+static void test_longest_line_fits(void **state)
+{
+	static char big[SG_ID_MAX + 1];
+	struct event_ctx worst = ctx;
+	char buf[EVENT_JSON_MAX];
+	struct sg_event e;
+
+	memset(big, '\xff', SG_ID_MAX);
+	worst.node = worst.tenant = worst.sandbox = worst.batch_id = worst.run_id = big;
+	for (uint32_t t = SG_EV_EGRESS_DENIED; t <= SG_EV_EXIT; t++) {
+		memset(&e, 0xff, sizeof(e));
+		e.type = t;
+		e.action = SG_ACTION_KILLED;
+		e.flags = 0;
+		e.net.family = AF_UNIX;
+		e.net.unix_path[0] = '\xff';
+		e.file.requested = t == SG_EV_FILE_DENIED;
+		e.file.depth = t == SG_EV_FILE_DENIED ? 0 : 9;
+		e.exec.args_len = SG_ARGS_LEN;
+		int n = event_to_json(&e, &worst, buf, sizeof(buf));
+		if (n <= 0)
+			fail_msg("type %u: %d", t, n);
+		assert_jansson_roundtrip(buf);
 	}
 }
 
@@ -640,6 +723,8 @@ int main(void)
 		cmocka_unit_test(test_decode_userspace),
 		cmocka_unit_test(test_decode_garbage),
 		cmocka_unit_test(test_random_events_are_valid_json),
+		cmocka_unit_test(test_context_ids),
+		cmocka_unit_test(test_longest_line_fits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -328,6 +328,86 @@ static void test_rotation_failure_keeps_writing(void **state)
 	rmdir(p1);
 }
 
+/* Appended lines stay in the batch until it is flushed, then go out in
+ * one write, whole; a batch splits at a rotation exactly where writing
+ * line by line would have, and closing writes what is left. */
+static void test_batches(void **state)
+{
+	struct event_log *log = event_log_open(path, 100, 3);
+	struct event_log_stats st;
+	char l[8][40], want[160];
+
+	assert_non_null(log);
+	for (int i = 1; i <= 5; i++)
+		assert_int_equal(event_log_append(log, line40(i, l[i]), 39), 0);
+	event_log_get_stats(log, &st);
+	/* Lines 1-4 went out when the batch would have crossed 100 bytes. */
+	assert_int_equal(st.lines, 4);
+	snprintf(want, sizeof(want), "%s\n%s\n", l[3], l[4]);
+	assert_file("", want);
+	snprintf(want, sizeof(want), "%s\n%s\n", l[1], l[2]);
+	assert_file(".1", want);
+	assert_int_equal(event_log_flush(log), 0);
+	assert_int_equal(event_log_flush(log), 0); /* nothing left: nothing written */
+	snprintf(want, sizeof(want), "%s\n", l[5]);
+	assert_file("", want);
+	assert_int_equal(event_log_append(log, line40(6, l[6]), 39), 0);
+	assert_int_equal(event_log_append(log, "{\"a\":\n1}", 9), -EINVAL);
+	event_log_get_stats(log, &st);
+	event_log_close(log);
+	snprintf(want, sizeof(want), "%s\n%s\n", l[5], l[6]);
+	assert_file("", want);
+	assert_int_equal(st.lines, 5);
+	assert_int_equal(st.failures, 1);
+	assert_int_equal(st.rotations, 2);
+}
+
+/* A batch that cannot be written loses every one of its lines, counted. */
+static void test_batch_failure_counts_every_line(void **state)
+{
+	struct event_log *log;
+	struct event_log_stats st;
+	char *err;
+
+	capture_stderr();
+	log = event_log_open("/dev/full", 0, 0);
+	assert_non_null(log);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(event_log_append(log, "{\"lost\":true}", 14), 0);
+	assert_int_equal(event_log_flush(log), -ENOSPC);
+	event_log_get_stats(log, &st);
+	event_log_close(log);
+	err = captured_stderr();
+	assert_int_equal(st.failures, 5);
+	assert_int_equal(st.lines, 0);
+	assert_int_equal(count(err, "failed"), 1);
+	free(err);
+}
+
+/* A line longer than the whole batch goes out on its own, in order. */
+static void test_line_longer_than_batch(void **state)
+{
+	size_t n = 300 * 1024;
+	char *big = malloc(n + 1), *got;
+	struct event_log *log = event_log_open(path, 0, 0);
+
+	assert_non_null(big);
+	memset(big, 'y', n);
+	big[0] = '"';
+	big[n - 1] = '"';
+	big[n] = 0;
+	assert_int_equal(event_log_append(log, "{\"first\":1}", 11), 0);
+	assert_int_equal(event_log_append(log, big, n), 0);
+	assert_int_equal(event_log_append(log, "{\"last\":1}", 10), 0);
+	event_log_close(log);
+	got = slurp("");
+	assert_int_equal(strlen(got), 12 + n + 1 + 11);
+	assert_memory_equal(got, "{\"first\":1}\n\"", 13);
+	assert_string_equal(got + 12 + n + 1, "{\"last\":1}\n");
+	free(got);
+	free(big);
+}
+
 #define THREADS    4
 #define PER_THREAD 1000
 
@@ -389,6 +469,63 @@ static void test_threads_and_rotation(void **state)
 			assert_int_equal(seen[th][i], 1);
 }
 
+/* Writes 7 lines of 40 bytes to path with room for 100 bytes a file: a
+ * regular file would rotate three times. */
+static void write_past_max(struct event_log_stats *st)
+{
+	struct event_log *log = event_log_open(path, 100, 2);
+	char l[40];
+
+	assert_non_null(log);
+	for (int i = 1; i <= 7; i++)
+		assert_int_equal(event_log_write(log, line40(i, l)), 0);
+	event_log_get_stats(log, st);
+	event_log_close(log);
+	assert_int_equal(st->lines, 7);
+	assert_int_equal(st->rotations, 0);
+	assert_int_equal(st->rotate_failures, 0);
+	assert_file(".1", NULL);
+}
+
+/* `--events /dev/null` once renamed the node's /dev/null to /dev/null.1
+ * and made a regular file in its place. A FIFO and a symlink to /dev/null
+ * stand in for it here: written to, never renamed. */
+static void test_fifo_is_never_rotated(void **state)
+{
+	struct event_log_stats st;
+	char got[512];
+	struct stat sb;
+	ssize_t n;
+	int rd;
+
+	assert_int_equal(mkfifo(path, 0600), 0);
+	rd = open(path, O_RDONLY | O_NONBLOCK); /* a reader, so the writer's open does not wait */
+	assert_true(rd >= 0);
+	write_past_max(&st);
+	n = read(rd, got, sizeof(got));
+	close(rd);
+	assert_int_equal(n, 280); /* every line reached the reader */
+	assert_int_equal(lstat(path, &sb), 0);
+	assert_true(S_ISFIFO(sb.st_mode));
+}
+
+static void test_dev_null_is_never_rotated(void **state)
+{
+	struct event_log_stats st;
+	char target[64];
+	struct stat sb;
+	ssize_t n;
+
+	assert_int_equal(symlink("/dev/null", path), 0);
+	write_past_max(&st);
+	n = readlink(path, target, sizeof(target) - 1);
+	assert_int_equal(n, 9);
+	target[n] = 0;
+	assert_string_equal(target, "/dev/null");
+	assert_int_equal(stat("/dev/null", &sb), 0);
+	assert_true(S_ISCHR(sb.st_mode));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -404,6 +541,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rotation_failure_keeps_writing, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_threads_and_rotation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_failure_counts_every_line, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_line_longer_than_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fifo_is_never_rotated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dev_null_is_never_rotated, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -183,8 +183,13 @@ static __always_inline __u64 sg_task_ancestor_cgid(__u32 level)
 
 static __always_inline struct sg_sandbox *sg_sandbox_of(__u64 *cgid)
 {
-	struct sg_sandbox *sb = bpf_map_lookup_elem(&sg_sandboxes, cgid);
+	struct sg_sandbox *sb;
 
+	/* 0: the task's cgroup is not as deep as sandboxes are (most of a
+	 * node's processes): no lookup at all. */
+	if (!*cgid)
+		return NULL;
+	sb = bpf_map_lookup_elem(&sg_sandboxes, cgid);
 	return sb && sg_gen_active() ? sb : NULL;
 }
 
@@ -267,8 +272,27 @@ static __always_inline struct sg_event *sg_event_reserve(__u64 cgid, const struc
 	return e;
 }
 
+/* Submitting an event, and when the agent hears of it. An event the
+ * policy acts on (denied, killed) wakes the agent at once: a kill must
+ * not wait. Allowed and logged events (execs, exits, logged opens) are
+ * submitted without a wakeup, so a busy sandbox does not wake the agent
+ * once per exec; the agent drains them on a short timer
+ * (SG_DRAIN_MS), or at once when they fill SG_WAKEUP_BYTES of the ring. */
+#define SG_WAKEUP_BYTES (SG_RINGBUF_BYTES / 16)
+
+static __always_inline void sg_event_submit(struct sg_event *e)
+{
+	__u64 flags = BPF_RB_FORCE_WAKEUP;
+
+	if ((e->action == SG_ACTION_ALLOWED || e->action == SG_ACTION_LOGGED) &&
+	    bpf_ringbuf_query(&sg_events, BPF_RB_AVAIL_DATA) < SG_WAKEUP_BYTES)
+		flags = BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
 /* (bpf_get_current_task_btf() is 5.11+: the plain task pointer and CO-RE
- * reads work everywhere.) */
+ * reads work everywhere but in the fallback's refused opens, which need
+ * 5.15 anyway.) */
 static __always_inline void sg_event_task(struct sg_event *e)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();

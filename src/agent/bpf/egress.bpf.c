@@ -93,7 +93,7 @@ static __always_inline int judge_inet(__u64 cgid, const struct sg_sandbox *sb, c
 		e->net.hook = hook;
 		copy_event_addr(e, addr, family);
 		e->net.unix_path[0] = 0;
-		bpf_ringbuf_submit(e, 0);
+		sg_event_submit(e);
 	}
 	return action == SG_POLICY_LOG ? 1 : 0;
 }
@@ -200,7 +200,7 @@ static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 			if (len)
 				bpf_probe_read_kernel(e->net.unix_path, len, sun->sun_path);
 		}
-		bpf_ringbuf_submit(e, 0);
+		sg_event_submit(e);
 	}
 	return action == SG_POLICY_LOG ? 1 : 0;
 }
@@ -259,7 +259,7 @@ static __always_inline int judge_unix_peer(struct sock *other, __u8 hook, bool n
 			if (len)
 				bpf_probe_read_kernel(e->net.unix_path, len, &ua->name[0].sun_path);
 		}
-		bpf_ringbuf_submit(e, 0);
+		sg_event_submit(e);
 	}
 	return action == SG_POLICY_LOG ? 0 : -SG_EPERM;
 }
@@ -320,7 +320,7 @@ int BPF_PROG(sg_lsm_unix_bind, struct socket *sock, struct sockaddr *address, in
 			len = sizeof(e->net.unix_path);
 		bpf_probe_read_kernel(e->net.unix_path, len,
 				      ((struct sockaddr_un *)address)->sun_path);
-		bpf_ringbuf_submit(e, 0);
+		sg_event_submit(e);
 	}
 	return action == SG_POLICY_LOG ? 0 : -SG_EPERM;
 }
@@ -397,7 +397,7 @@ int sg_skb_egress(struct __sk_buff *skb)
 		e->net.hook = SG_HOOK_SKB_EGRESS;
 		copy_event_addr(e, addr, family);
 		e->net.unix_path[0] = 0;
-		bpf_ringbuf_submit(e, 0);
+		sg_event_submit(e);
 	}
 	return 0;
 }

@@ -10,29 +10,19 @@
  * LSM mode: lsm/file_open refuses with EACCES, lsm/bprm_check_security
  * refuses a disallowed exec. Fallback mode (no BPF LSM): the exit of each
  * open syscall looks the new fd up and kills the task before it returns to
- * user space; io_uring opens are not seen (docs/kernel-support.md). */
+ * user space; io_uring opens are not seen (docs/kernel-support.md). The
+ * fallback programs are attached only while a sandbox exists
+ * (src/control/ondemand.c): a syscall tracepoint slows every system call
+ * of every task on the node.
+ *
+ * An allowed open is judged by the file's identity first (the verdicts
+ * remembered per tenant policy); names are copied, and the walk repeated
+ * to copy them, only for a denial. */
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 enum verdict { ALLOW = 0, DENY = 1 };
-
-/* Fallback mode: the path and flags each sandboxed task last passed to an
- * open, so that an open refused by an earlier layer (the executor's
- * Landlock rules, which carry the same allowlist) can still be evented
- * and attributed as what it asked for. */
-struct open_request {
-	__u64 path;  /* user pointer to the path */
-	__u32 flags; /* open flags as passed */
-	__u32 pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u64); /* pid_tgid */
-	__type(value, struct open_request);
-} sg_open_paths SEC(".maps");
 
 #define SG_O_ACCMODE 03
 #define SG_O_CREAT   0100
@@ -53,10 +43,30 @@ struct {
 	__type(value, struct sg_file_detail);
 } sg_walk_buf SEC(".maps");
 
-static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
-					       const struct sg_policy_k *pol,
-					       const struct path *path, bool write,
-					       struct sg_file_detail *d)
+/* Files found allowed by the tenant's read-only allowlist, by identity
+ * (include/abi/maps.h, struct sg_verdict_key): SG_PATH_* bits. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SG_VERDICT_CACHE);
+	__type(key, struct sg_verdict_key);
+	__type(value, __u8);
+} sg_verdicts SEC(".maps");
+
+/* How the walk up a file's ancestors ended. */
+enum walk_end {
+	WALK_DENY = 0,  /* no allowed ancestor within SG_WALK_DEPTH: fail closed */
+	WALK_SCRATCH,   /* inside the sandbox's directory scratch */
+	WALK_ALLOWLIST, /* an allowlisted identity: *access says for what */
+};
+
+/* Walk from the file up its dentry ancestors, crossing mounts (so bind
+ * mounts keep their identity), to the first identity the tenant's
+ * allowlist (or the sandbox's directory scratch) names. With `d`, the
+ * names walked are kept in it for the event; without, nothing is copied
+ * (the allowed path: names are only wanted for a denial). */
+static __always_inline enum walk_end walk(const struct sg_sandbox *sb,
+					  const struct sg_policy_k *pol, const struct path *path,
+					  __u8 *access, struct sg_file_detail *d)
 {
 	struct dentry *dentry = BPF_CORE_READ(path, dentry);
 	struct vfsmount *vfsmnt = BPF_CORE_READ(path, mnt);
@@ -64,31 +74,27 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 	/* A directory scratch's inode, looked for among the ancestors on its
 	 * own mount only (0: no longer looked for): something mounted inside
 	 * it is not the sandbox's. */
-	__u64 scratch_ino = sb->scratch_ino;
+	__u64 scratch_ino = (sb->flags & SG_SB_SCRATCH_FS) ? 0 : sb->scratch_ino;
 	__u32 depth;
 
-	/* A scratch of its own (a tmpfs mounted for the sandbox): every file
-	 * on its filesystem is inside it, at any depth, with no walk. */
-	if (sb->flags & SG_SB_SCRATCH_FS) {
-		if (BPF_CORE_READ(dentry, d_sb, s_dev) == (__u32)sb->scratch_dev)
-			return ALLOW;
-		scratch_ino = 0;
-	}
-	d->depth = 0;
+	if (d)
+		d->depth = 0;
 	for (int i = 0; i < SG_WALK_DEPTH; i++) {
 		struct sg_path_key key = {};
 		struct dentry *mnt_root, *parent;
-		__u8 *access;
+		__u8 *found;
 
 		key.dev = BPF_CORE_READ(dentry, d_sb, s_dev);
 		key.ino = BPF_CORE_READ(dentry, d_inode, i_ino);
 		if (scratch_ino && key.ino == scratch_ino && key.dev == sb->scratch_dev)
-			return ALLOW;
+			return WALK_SCRATCH;
 		if (pol) {
 			key.tenant = SG_SET_KEY(sb->tenant, pol->set_gen);
-			access = bpf_map_lookup_elem(&sg_paths, &key);
-			if (access)
-				return (!write || (*access & SG_PATH_WRITE)) ? ALLOW : DENY;
+			found = bpf_map_lookup_elem(&sg_paths, &key);
+			if (found) {
+				*access = *found;
+				return WALK_ALLOWLIST;
+			}
 		}
 
 		mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
@@ -101,19 +107,65 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 			scratch_ino = 0;
 			continue;
 		}
-		/* (The count lives in map memory: a local would multiply the
-		 * states the verifier walks by the names kept.) */
-		depth = d->depth;
-		if (depth < SG_PATH_COMPS)
-			bpf_probe_read_kernel_str(d->comps[depth & (SG_PATH_COMPS - 1)],
-						  SG_COMP_LEN, BPF_CORE_READ(dentry, d_name.name));
-		d->depth = depth + 1;
+		if (d) {
+			/* (The count lives in map memory: a local would multiply
+			 * the states the verifier walks by the names kept.) */
+			depth = d->depth;
+			if (depth < SG_PATH_COMPS)
+				bpf_probe_read_kernel_str(d->comps[depth & (SG_PATH_COMPS - 1)],
+							  SG_COMP_LEN,
+							  BPF_CORE_READ(dentry, d_name.name));
+			d->depth = depth + 1;
+		}
 		parent = BPF_CORE_READ(dentry, d_parent);
 		if (parent == dentry)
 			break;
 		dentry = parent;
 	}
-	return DENY; /* no allowed ancestor within SG_WALK_DEPTH: fail closed */
+	return WALK_DENY;
+}
+
+/* The verdict on an opened file for the sandbox: a file on its own
+ * scratch filesystem is its; a file found allowed before (same tenant
+ * policy, same epoch) costs one lookup; otherwise the walk decides, and
+ * only a denial walks again to keep the names for its event. */
+static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
+					       const struct sg_policy_k *pol, __u32 epoch,
+					       const struct path *path, bool write,
+					       struct sg_file_detail *d)
+{
+	struct dentry *dentry = BPF_CORE_READ(path, dentry);
+	struct sg_verdict_key vkey = {};
+	__u8 access = 0, *known;
+	enum walk_end end;
+
+	/* A scratch of its own (a tmpfs mounted for the sandbox): every file
+	 * on its filesystem is inside it, at any depth, with no walk. */
+	if ((sb->flags & SG_SB_SCRATCH_FS) &&
+	    BPF_CORE_READ(dentry, d_sb, s_dev) == (__u32)sb->scratch_dev)
+		return ALLOW;
+	if (pol) {
+		vkey.set = SG_SET_KEY(sb->tenant, pol->set_gen);
+		vkey.dev = BPF_CORE_READ(dentry, d_sb, s_dev);
+		vkey.ino = BPF_CORE_READ(dentry, d_inode, i_ino);
+		vkey.epoch = epoch;
+		known = bpf_map_lookup_elem(&sg_verdicts, &vkey);
+		if (known && (!write || (*known & SG_PATH_WRITE)))
+			return ALLOW;
+	}
+	end = walk(sb, pol, path, &access, NULL);
+	if (end == WALK_SCRATCH)
+		return ALLOW;
+	if (end == WALK_ALLOWLIST) {
+		/* Remembered for the tenant's policy: the directory scratch
+		 * is the sandbox's alone, never. */
+		if (pol)
+			bpf_map_update_elem(&sg_verdicts, &vkey, &access, BPF_ANY);
+		if (!write || (access & SG_PATH_WRITE))
+			return ALLOW;
+	}
+	walk(sb, pol, path, &access, d); /* the names, for the event */
+	return DENY;
 }
 
 static __always_inline struct sg_file_detail *walk_buf(void)
@@ -131,7 +183,7 @@ static __always_inline void emit_file(__u64 cgid, const struct sg_sandbox *sb, _
 		return;
 	sg_event_task(e);
 	__builtin_memcpy(&e->file, d, sizeof(*d));
-	bpf_ringbuf_submit(e, 0);
+	sg_event_submit(e);
 }
 
 /* Judge an opened file for the sandbox. Returns the policy action when
@@ -143,17 +195,22 @@ static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb, 
 {
 	bool lsm = mode == SG_MODE_LSM;
 	struct sg_file_detail *d = walk_buf();
+	struct sg_config *cfg = sg_cfg();
 	struct sg_policy_k *pol;
+	__u32 epoch;
 	__u8 action;
 
-	if (!d)
+	if (!d || !cfg)
 		return 0;
+	/* The epoch before the policy: see struct sg_verdict_key. */
+	epoch = sg_read_once(cfg->verdict_epoch);
 	pol = sg_policy(sb->tenant);
-	if (judge_path(sb, pol, &file->f_path, fmode & SG_FMODE_WRITE, d) == ALLOW)
+	if (judge_path(sb, pol, epoch, &file->f_path, fmode & SG_FMODE_WRITE, d) == ALLOW)
 		return 0;
 	d->flags = fmode;
 	d->write = (fmode & SG_FMODE_WRITE) ? 1 : 0;
 	d->mode = mode;
+	d->requested = 0;
 	action = sg_action(pol, SG_RULE_FILE);
 	if (action == SG_POLICY_LOG) {
 		sg_violation(cgid, SG_RULE_FILE, false);
@@ -221,57 +278,63 @@ int BPF_PROG(sg_bprm_check, struct linux_binprm *bprm, int ret)
 		e->exec.args[0] = 0;
 		e->exec.args_len = 0;
 		e->exec.mode = SG_MODE_LSM;
-		bpf_ringbuf_submit(e, 0);
+		sg_event_submit(e);
 	}
 	return action == SG_POLICY_LOG ? 0 : -SG_EACCES;
 }
 
 /* Fallback: the fd an open syscall just returned, judged like file_open
- * would have. The open happened; the task dies before it can use it. */
-static __always_inline int remember_path(unsigned long user_path, __u32 flags)
-{
-	struct open_request req = { .path = user_path, .flags = flags };
-	struct sg_config *cfg;
-	__u64 cgid, key;
+ * would have. The open happened; the task dies before it can use it.
+ * One program per open syscall, at its exit only: outside sandboxes each
+ * costs one lookup. */
 
-	if (!sg_current_sandbox(&cgid))
-		return 0;
-	cfg = sg_cfg();
-	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK)
-		return 0;
-	key = bpf_get_current_pid_tgid();
-	bpf_map_update_elem(&sg_open_paths, &key, &req, BPF_ANY);
-	return 0;
-}
+/* Which open syscall, for where its path and flags are in its arguments. */
+enum open_call { OPEN_AT, OPEN, OPEN_AT2, CREAT, OPEN_BY_HANDLE };
 
 /* An open refused with EACCES in a sandbox: in fallback mode that is the
  * executor's Landlock enforcing this same policy. Event it with the path
- * as requested and apply the policy's action (nothing was opened). */
-static __always_inline int refused_open(void)
+ * and flags as requested, read from the syscall's own arguments (its
+ * saved registers: the exit has no arguments of its own), and apply the
+ * policy's action (nothing was opened). */
+static __always_inline int refused_open(__u64 cgid, const struct sg_sandbox *sb,
+					enum open_call call)
 {
-	struct sg_file_detail *d;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct sg_file_detail *d = walk_buf();
+	unsigned long path = 0;
 	struct sg_policy_k *pol;
-	struct sg_sandbox *sb;
-	struct open_request *req;
-	struct sg_config *cfg;
-	__u64 cgid, key;
+	__u64 flags = 0;
 	__u8 action;
 
-	sb = sg_current_sandbox(&cgid);
-	if (!sb)
+	if (!d)
 		return 0;
-	cfg = sg_cfg();
-	d = walk_buf();
-	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK || !d)
-		return 0;
-	key = bpf_get_current_pid_tgid();
-	req = bpf_map_lookup_elem(&sg_open_paths, &key);
 	__builtin_memset(d, 0, sizeof(*d));
-	if (req) {
-		bpf_probe_read_user_str(d->comps, sizeof(d->comps), (const void *)req->path);
-		d->flags = req->flags;
-		d->write = flags_write(req->flags);
+	switch (call) {
+	case OPEN_AT:
+		path = PT_REGS_PARM2_CORE_SYSCALL(regs);
+		flags = PT_REGS_PARM3_CORE_SYSCALL(regs);
+		break;
+	case OPEN:
+		path = PT_REGS_PARM1_CORE_SYSCALL(regs);
+		flags = PT_REGS_PARM2_CORE_SYSCALL(regs);
+		break;
+	case OPEN_AT2: /* struct open_how begins with its flags */
+		path = PT_REGS_PARM2_CORE_SYSCALL(regs);
+		bpf_probe_read_user(&flags, sizeof(flags),
+				    (const void *)PT_REGS_PARM3_CORE_SYSCALL(regs));
+		break;
+	case CREAT:
+		path = PT_REGS_PARM1_CORE_SYSCALL(regs);
+		flags = SG_O_CREAT | SG_O_TRUNC | 1 /* O_WRONLY */;
+		break;
+	case OPEN_BY_HANDLE: /* a handle, no path */
+		flags = PT_REGS_PARM3_CORE_SYSCALL(regs);
+		break;
 	}
+	if (path)
+		bpf_probe_read_user_str(d->comps, sizeof(d->comps), (const void *)path);
+	d->flags = (__u32)flags;
+	d->write = flags_write((__u32)flags);
 	d->requested = 1;
 	d->mode = SG_MODE_FALLBACK;
 	pol = sg_policy(sb->tenant);
@@ -285,7 +348,7 @@ static __always_inline int refused_open(void)
 	return 0;
 }
 
-static __always_inline int judge_new_fd(long fd)
+static __always_inline int judge_open_exit(long fd, enum open_call call)
 {
 	struct task_struct *task;
 	struct sg_sandbox *sb;
@@ -295,16 +358,16 @@ static __always_inline int judge_new_fd(long fd)
 	__u64 cgid;
 	__u8 action;
 
-	if (fd == -SG_EACCES)
-		return refused_open();
-	if (fd < 0)
-		return 0;
+	if (fd < 0 && fd != -SG_EACCES)
+		return 0; /* nothing opened, nothing refused */
 	sb = sg_current_sandbox(&cgid);
 	if (!sb)
 		return 0;
 	cfg = sg_cfg();
 	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK)
 		return 0;
+	if (fd < 0)
+		return refused_open(cgid, sb, call);
 	task = (struct task_struct *)bpf_get_current_task();
 	max_fds = BPF_CORE_READ(task, files, fdt, max_fds);
 	if ((__u64)fd >= max_fds)
@@ -326,56 +389,29 @@ static __always_inline int judge_new_fd(long fd)
 SEC("tracepoint/syscalls/sys_exit_openat")
 int sg_exit_openat(struct trace_event_raw_sys_exit *ctx)
 {
-	return judge_new_fd(ctx->ret);
+	return judge_open_exit(ctx->ret, OPEN_AT);
 }
 
 SEC("tracepoint/syscalls/sys_exit_open")
 int sg_exit_open(struct trace_event_raw_sys_exit *ctx)
 {
-	return judge_new_fd(ctx->ret);
+	return judge_open_exit(ctx->ret, OPEN);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat2")
 int sg_exit_openat2(struct trace_event_raw_sys_exit *ctx)
 {
-	return judge_new_fd(ctx->ret);
+	return judge_open_exit(ctx->ret, OPEN_AT2);
 }
 
 SEC("tracepoint/syscalls/sys_exit_creat")
 int sg_exit_creat(struct trace_event_raw_sys_exit *ctx)
 {
-	return judge_new_fd(ctx->ret);
+	return judge_open_exit(ctx->ret, CREAT);
 }
 
 SEC("tracepoint/syscalls/sys_exit_open_by_handle_at")
 int sg_exit_open_by_handle(struct trace_event_raw_sys_exit *ctx)
 {
-	return judge_new_fd(ctx->ret);
-}
-
-SEC("tracepoint/syscalls/sys_enter_openat")
-int sg_enter_openat(struct trace_event_raw_sys_enter *ctx)
-{
-	return remember_path(ctx->args[1], ctx->args[2]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_open")
-int sg_enter_open(struct trace_event_raw_sys_enter *ctx)
-{
-	return remember_path(ctx->args[0], ctx->args[1]);
-}
-
-SEC("tracepoint/syscalls/sys_enter_openat2")
-int sg_enter_openat2(struct trace_event_raw_sys_enter *ctx)
-{
-	__u64 flags = 0; /* struct open_how begins with its flags */
-
-	bpf_probe_read_user(&flags, sizeof(flags), (const void *)ctx->args[2]);
-	return remember_path(ctx->args[1], (__u32)flags);
-}
-
-SEC("tracepoint/syscalls/sys_enter_creat")
-int sg_enter_creat(struct trace_event_raw_sys_enter *ctx)
-{
-	return remember_path(ctx->args[0], SG_O_CREAT | SG_O_TRUNC | 1 /* O_WRONLY */);
+	return judge_open_exit(ctx->ret, OPEN_BY_HANDLE);
 }

@@ -80,7 +80,7 @@ int BPF_PROG(sg_fork, struct task_struct *parent, struct task_struct *child)
 		e->fork.tasks = tasks;
 		e->fork.limit = limit;
 		e->fork.which = which;
-		bpf_ringbuf_submit(e, 0);
+		sg_event_submit(e);
 	}
 	return 0;
 }
@@ -149,7 +149,7 @@ int BPF_PROG(sg_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	sg_event_task(e);
 	fill_exec(e, bprm, true);
 	e->exec.mode = type == SG_EV_EXEC_DENIED ? SG_MODE_FALLBACK : SG_MODE_NONE;
-	bpf_ringbuf_submit(e, 0);
+	sg_event_submit(e);
 	return 0;
 }
 
@@ -185,6 +185,6 @@ int BPF_PROG(sg_exit, struct task_struct *p)
 	e->exit.core = (code & 0x80) ? 1 : 0;
 	e->exit.exit_code = e->exit.signal ? 0 : (code >> 8) & 0xff;
 	e->exit.oom_killed = oom ? 1 : 0;
-	bpf_ringbuf_submit(e, 0);
+	sg_event_submit(e);
 	return 0;
 }

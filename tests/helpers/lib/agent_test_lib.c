@@ -234,6 +234,8 @@ int at_agent_feature(struct at_env *env, const char *feature)
 	return rc;
 }
 
+bool at_enroll_notify = true;
+
 int at_sandbox_enroll(struct at_env *env, const char *tenant, struct at_sandbox *sb,
 		      bool tmpfs_scratch, struct sg_enroll_result *res)
 {
@@ -274,12 +276,14 @@ int at_sandbox_enroll(struct at_env *env, const char *tenant, struct at_sandbox 
 		return err;
 	req.tenant = tenant;
 	req.sandbox = sb->name;
-	req.run_id = "test-run";
-	req.batch_id = "test-batch";
+	snprintf(sb->run_id, sizeof(sb->run_id), "run-%s", sb->name);
+	snprintf(sb->batch_id, sizeof(sb->batch_id), "batch-%s", sb->name);
+	req.run_id = sb->run_id;
+	req.batch_id = sb->batch_id;
 	req.cgroup_id = cgid;
 	req.scratch = sb->scratch;
 	req.policy = &policy;
-	req.agent = agent_connect(env->sock);
+	req.agent = at_enroll_notify ? agent_connect(env->sock) : NULL;
 	req.compile_timeout_ms = 5000;
 	req.notify_timeout_ms = 5000;
 	err = sg_enroll_sandbox(&req, res);

@@ -26,7 +26,8 @@ struct at_sandbox {
 	char name[64];
 	char cg[PATH_MAX];
 	char scratch[PATH_MAX];
-	bool tmpfs; /* the scratch is a tmpfs mounted for it */
+	bool tmpfs;                    /* the scratch is a tmpfs mounted for it */
+	char run_id[80], batch_id[80]; /* "run-<name>", "batch-<name>" */
 };
 
 struct sg_enroll_result;
@@ -53,6 +54,9 @@ int at_agent_feature(struct at_env *env, const char *feature);
  * sg_enroll_sandbox()'s answer; *res says whether it is enforced. */
 int at_sandbox_enroll(struct at_env *env, const char *tenant, struct at_sandbox *sb,
 		      bool tmpfs_scratch, struct sg_enroll_result *res);
+/* Whether at_sandbox_enroll() tells the agent (the executor's best-effort
+ * notification); 1 unless a case turns it off. */
+extern bool at_enroll_notify;
 /* The same with a directory scratch; 0 only when enforced. */
 int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb);
 void at_sandbox_free(struct at_sandbox *sb);
