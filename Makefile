@@ -57,7 +57,7 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 
 # Components, lowest layer first: a component includes only those before it
 # (tests/stages/tree_layers.py checks this).
-COMPONENTS := lib policy telemetry control sandbox exec serve agent cli
+COMPONENTS := lib policy telemetry control sandbox exec warm serve agent cli
 
 BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
 # The agent's objects are also built without fetching atomics, for kernels
@@ -103,10 +103,10 @@ test_exec_batch_LINK    := exec sandbox control telemetry policy lib
 test_exec_verify_LINK   := exec sandbox control telemetry policy lib
 test_exec_admission_LINK := exec sandbox control telemetry policy lib
 test_sandbox_LINK       := sandbox control telemetry policy lib
-test_serve_gate_LINK    := serve exec sandbox control telemetry policy lib
-test_serve_routes_LINK  := serve exec sandbox control telemetry policy lib
-test_serve_runcode_LINK := serve exec sandbox control telemetry policy lib
-test_serve_auth_LINK    := serve exec sandbox control telemetry policy lib
+test_serve_gate_LINK    := serve warm exec sandbox control telemetry policy lib
+test_serve_routes_LINK  := serve warm exec sandbox control telemetry policy lib
+test_serve_runcode_LINK := serve warm exec sandbox control telemetry policy lib
+test_serve_auth_LINK    := serve warm exec sandbox control telemetry policy lib
 test_control_LINK       := control lib
 test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.

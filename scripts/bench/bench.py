@@ -4,7 +4,7 @@ shapes a fallback file hook could take. Every figure is a ratio
 against a baseline measured in the same run; the two arms of each
 comparison are interleaved. Prints one table and writes results.json.
 
-    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7]
+    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9]
 
 Run through scripts/bench/run.sh (make bench), which builds the helpers."""
 import argparse
@@ -21,7 +21,8 @@ import pipeline
 import report
 import syscost
 import verifier
-from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine
+import warm
+from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine, process_cpu_ms
 
 QUICK = {
     "launch_rounds": 10, "breakdown_runs": 3,
@@ -31,6 +32,7 @@ QUICK = {
     "rates": [50000, 100000, 200000, 0], "rate_seconds": 2, "sinks": ["tmpfs"],
     "programs": 16, "chunks": 2,
     "layer_rounds": 20,
+    "warm_rounds": 10, "warm_callers": 128, "warm_each": 2,
 }
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
@@ -41,6 +43,7 @@ FULL = {
     "sinks": ["tmpfs", "/dev/null"],
     "programs": 1024, "chunks": 16,
     "layer_rounds": 100,
+    "warm_rounds": 40, "warm_callers": 128, "warm_each": 4,
 }
 
 
@@ -63,7 +66,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -127,10 +130,21 @@ def main():
             log("scenario 7: kill latency, %d kills" % cfg["kills"])
             doc["kill_latency"] = killlat.measure(env, tools, cfg["kills"], hooks.free_port())
             doc["rows"] += killlat.rows(doc["kill_latency"])
+        if "9" in only:
+            log("scenario 9: warm path, %d interleaved rounds" % cfg["warm_rounds"])
+            rows, doc["warm_samples"] = warm.measure(env, tools, cfg["warm_rounds"],
+                                                     cfg["warm_callers"], cfg["warm_each"])
+            doc["rows"] += rows
         if "5" in only:
-            log("scenario 5: verifier, %d programs x %d tests, %d invocations at a time" %
-                (cfg["programs"], verifier.N_TESTS, nproc))
-            doc["rows"] += verifier.measure(env, cfg["programs"], cfg["chunks"], nproc)
+            # A trainer's node runs the executor: the verifier's runs go warm.
+            log("scenario 5: verifier, %d programs x %d tests, %d invocations at a time, "
+                "through a running executor" % (cfg["programs"], verifier.N_TESTS, nproc))
+            executor = warm.Daemon(env, ["executor"], "executor listening on")
+            try:
+                doc["rows"] += verifier.measure(env, cfg["programs"], cfg["chunks"], nproc,
+                                                lambda: process_cpu_ms(executor.proc.pid))
+            finally:
+                executor.stop()
         if "2" in only or "3" in only:
             log("scenarios 2+3: hook overhead, %d on/off cycles" % cfg["hook_cycles"])
             agent.stop()
@@ -156,7 +170,7 @@ def main():
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4, "6": 5, "7": 6, "8": 7}
+    order = {"1": 0, "9": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6, "7": 7, "8": 8}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"][0], 9))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))

@@ -1,16 +1,19 @@
 /* Launch breakdown: what it costs a new process to get into a fresh
- * cgroup, the way the sandbox child does it (write "0" to cgroup.procs
- * after fork) and the way clone3(CLONE_INTO_CGROUP) would (born inside,
- * no migration). Each trial makes a new cgroup under PARENT, like a
- * sandbox launch, and waits GAP_MS before the next one, as launches are
- * spaced out in real use (back-to-back migrations share one RCU grace
- * period and look cheaper than they are).
+ * cgroup, the way a process is moved there (write "0" to cgroup.procs
+ * after fork) and the way clone3(CLONE_INTO_CGROUP) does it (born inside,
+ * no migration); with a v1 parent (hybrid nodes), also the two ways a new
+ * process joins a v1 cgroup itself: "0" to its cgroup.procs (the whole
+ * process: the global threadgroup rwsem) and "0" to its `tasks` (the
+ * calling thread alone: no rwsem; what a sandbox's init does). Each trial
+ * makes new cgroups, like a sandbox launch, and waits GAP_MS before each
+ * join, as launches are spaced out in real use (back-to-back migrations
+ * share one RCU grace period and look cheaper than they are).
  *
- *   cgjoin PARENT TRIALS GAP_MS
+ *   cgjoin PARENT TRIALS GAP_MS [V1_PARENT]
  *
- * Output: one line per trial, "migrate_ms <x> clone_into_ms <y>":
- * migrate = the child's write to cgroup.procs; clone_into = clone3 until
- * the child runs (it reports through a pipe). */
+ * Output: one line per trial, "migrate_ms <x> clone_into_ms <y>" and,
+ * with V1_PARENT, " v1_procs_ms <z> v1_tasks_ms <w>": each the child's
+ * write, or clone3 until the child runs (it reports through a pipe). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -48,16 +51,16 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-/* fork; the child writes "0" to the cgroup's cgroup.procs and sends back
- * how long that took. */
-static double migrate(const char *dir)
+/* fork; the child writes "0" to dir/file and sends back how long that
+ * took. */
+static double migrate(const char *dir, const char *file)
 {
 	char path[4096];
 	double took = -1;
 	int p[2], fd, status;
 	pid_t pid;
 
-	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || pipe2(p, O_CLOEXEC))
 		die(path);
@@ -112,36 +115,41 @@ static double clone_into(const char *dir)
 	return took;
 }
 
-int main(int argc, char **argv)
+/* A fresh cgroup PARENT/<prefix><i>, GAP_MS, then one join through file. */
+static double fresh_join(const char *parent, const char *prefix, int i, int gap, const char *file)
 {
 	char dir[4096];
+	double took;
+
+	snprintf(dir, sizeof(dir), "%s/%s%d", parent, prefix, i);
+	if (mkdir(dir, 0755))
+		die(dir);
+	sleep_ms(gap);
+	took = file ? migrate(dir, file) : clone_into(dir);
+	rmdir(dir);
+	return took;
+}
+
+int main(int argc, char **argv)
+{
+	const char *v1 = argc == 5 ? argv[4] : NULL;
 	int trials, gap;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: cgjoin PARENT TRIALS GAP_MS\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: cgjoin PARENT TRIALS GAP_MS [V1_PARENT]\n");
 		return 64;
 	}
 	trials = atoi(argv[2]);
 	gap = atoi(argv[3]);
 	for (int i = 0; i < trials; i++) {
-		double m, c;
-
-		snprintf(dir, sizeof(dir), "%s/m%d", argv[1], i);
-		if (mkdir(dir, 0755))
-			die(dir);
-		sleep_ms(gap);
-		m = migrate(dir);
-		snprintf(dir, sizeof(dir), "%s/c%d", argv[1], i);
-		if (mkdir(dir, 0755))
-			die(dir);
-		sleep_ms(gap);
-		c = clone_into(dir);
-		printf("migrate_ms %.3f clone_into_ms %.3f\n", m, c);
+		printf("migrate_ms %.3f", fresh_join(argv[1], "m", i, gap, "cgroup.procs"));
+		printf(" clone_into_ms %.3f", fresh_join(argv[1], "c", i, gap, NULL));
+		if (v1) {
+			printf(" v1_procs_ms %.3f", fresh_join(v1, "p", i, gap, "cgroup.procs"));
+			printf(" v1_tasks_ms %.3f", fresh_join(v1, "t", i, gap, "tasks"));
+		}
+		printf("\n");
 		fflush(stdout);
-		snprintf(dir, sizeof(dir), "%s/m%d", argv[1], i);
-		rmdir(dir);
-		snprintf(dir, sizeof(dir), "%s/c%d", argv[1], i);
-		rmdir(dir);
 	}
 	return 0;
 }

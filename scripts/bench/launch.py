@@ -10,7 +10,7 @@ import re
 import subprocess
 import tempfile
 
-from sgbench import PY, children_cpu_ms, log, now_ms, summary
+from sgbench import PY, cgroup_v1_mounts, children_cpu_ms, log, now_ms, summary
 
 TENANT = "launch"
 ITEMS = 8
@@ -104,7 +104,7 @@ def measure(env, tools, rounds, seed=1):
 
 # ---- breakdown --------------------------------------------------------
 
-TRACED = "execve,set_tid_address,flock,mkdir,sendto,poll,clone,clone3,write,wait4,exit_group"
+TRACED = "execve,set_tid_address,flock,mkdir,sendto,clone,clone3,write,exit_group"
 LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(.*)$")
 DUR = re.compile(r"<(\d+\.\d+)>\s*$")
 
@@ -164,40 +164,43 @@ def end_of_call(ev, pid, name, after):
 
 
 def phases_sandguard(ev):
-    """Phase durations (ms) of one traced `sandguard exec`, by the syscalls
-    that open and close each step (see docs/performance.md)."""
+    """Phase durations (ms) of one traced cold `sandguard exec`, by the
+    syscalls that open and close each step (see docs/performance.md): the
+    sandbox is prepared (its init started by clone3 with CLONE_NEWPID,
+    READY over its control socket), then its one run starts (init's clone3
+    into the run's cgroup), is booked (the journal's lock) and printed; the
+    teardown follows the result."""
     parent = ev[0][0]
     t0 = ev[0][1]
     t_libc = first(ev, parent, lambda t: t.startswith("set_tid_address("))[0]
     t_admit = first(ev, parent, lambda t: t.startswith("flock("))[0]
     t_cg = first(ev, parent, lambda t: t.startswith("mkdir(\"/sys/fs/cgroup"), t_admit)[0]
-    t_reg = first(ev, parent, lambda t: t.startswith("sendto(") and '\\"op\\":\\"register' in t)[0]
-    t_reg_done = end_of_call(ev, parent, "poll", t_reg)
-    i = first_index(ev, parent, lambda t: t.startswith("clone(") or t.startswith("clone3("), t_reg_done)
+    i = first_index(ev, parent, lambda t: t.startswith("clone3(") and "CLONE_NEWPID" in t, t_cg)
     t_clone = ev[i][1]
-    child = returned(ev, i)  # the sandbox's init; the tenant's command is its child, main
+    init = returned(ev, i)
+    t_ready = first(ev, init, lambda t: t.startswith("sendto("), t_clone)[0]
+    t_start = first(ev, init, lambda t: t.startswith("clone3(") and "CLONE_INTO_CGROUP" in t, t_ready)[0]
     main_pid, t_exec = next((p, ts) for p, ts, text, _ in ev
-                            if ts >= t_clone and p != parent and text.startswith("execve("))
-    join = sum(d for p, ts, text, d in ev
-               if p == child and ts < t_exec and text.startswith("write(") and "cgroup.procs" in text and d)
+                            if ts >= t_start and p not in (parent, init) and text.startswith("execve("))
+    v1_join = sum(d for p, ts, text, d in ev
+                  if p == init and ts < t_ready and text.startswith("write(") and "/tasks>" in text and d)
     t_exit = first(ev, main_pid, lambda t: t.startswith("+++ exited") or t.startswith("exit_group("))[0]
-    # (openat is not traced: the journal's lock is seen when it is taken,
-    # strace -yy naming the file behind the fd)
-    t_report = first(ev, parent, lambda t: t.startswith("flock(") and "/journal/" in t, t_exit)[0]
+    t_book = first(ev, parent, lambda t: t.startswith("flock(") and "/journal/.lock" in t, t_exit)[0]
+    t_out = first(ev, parent, lambda t: t.startswith("write(1"), t_book)[0]
     t_end = first(ev, parent, lambda t: t.startswith("+++ exited"))[0]
     ms = lambda a, b: (b - a) * 1000.0
     return {
         "exec + mapping the shared libraries": ms(t0, t_libc),
-        "relocation + constructors, batch/policy parse, agent connect, admission": ms(t_libc, t_admit),
-        "uid slot (lock + NSS lookup), scratch dir": ms(t_admit, t_cg),
-        "cgroup create (v2 + 3 v1) + limits": ms(t_cg, t_reg),
-        "agent register round trip": ms(t_reg, t_reg_done),
-        "Landlock + seccomp build, pipes": ms(t_reg_done, t_clone),
-        "sandbox setup until execve (init: namespaces, root, relay; main)": ms(t_clone, t_exec),
-        "  of which cgroup.procs writes": join * 1000.0,
+        "relocation + constructors, batch/policy parse, agent connect": ms(t_libc, t_admit),
+        "admission (tenant and CPU slots), uid slot, records, scratch": ms(t_admit, t_cg),
+        "cgroups (v2 + 3 v1) + limits, agent enrollment, Landlock + seccomp build": ms(t_cg, t_clone),
+        "init: namespaces, v1 join, root, until READY": ms(t_clone, t_ready),
+        "  of which the v1 `tasks` writes": v1_join * 1000.0,
+        "START: run record, clone3 into the run's cgroup, main until execve": ms(t_ready, t_exec),
         "reward program (execve to exit)": ms(t_exec, t_exit),
-        "teardown: kill, verdict, unregister, rmdir, scratch": ms(t_exit, t_report),
-        "booking (journal append + fdatasync), output, exit": ms(t_report, t_end),
+        "run's end: verdict, run cgroup killed": ms(t_exit, t_book),
+        "booking (journal append + fdatasync), result written": ms(t_book, t_out),
+        "after the result: teardown (kill, unregister, rmdir, scratch), exit": ms(t_out, t_end),
         "total under strace": ms(t0, t_end),
     }
 
@@ -265,22 +268,30 @@ def breakdown(env, tools, runs, cgroup_parent):
             result["plain"][key] = summary(vals)
 
     trials = max(runs * 2, 6)
-    os.makedirs(cgroup_parent, exist_ok=True)
+    # Hybrid nodes: the v1 joins too, under the pids hierarchy.
+    pids = cgroup_v1_mounts().get("pids")
+    parents = [cgroup_parent] + ([os.path.join(pids, os.path.basename(cgroup_parent))] if pids else [])
+    for d in parents:
+        os.makedirs(d, exist_ok=True)
     try:
-        p = subprocess.run([tools["cgjoin"], cgroup_parent, str(trials), "100"],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run([tools["cgjoin"]] + parents[:1] + [str(trials), "100"] + parents[1:],
+                           capture_output=True, text=True, timeout=240)
     finally:
-        try:
-            os.rmdir(cgroup_parent)
-        except OSError:
-            pass
-    mig, into = [], []
+        for d in parents:
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+    got = {}
     for line in p.stdout.splitlines():
         f = line.split()
-        mig.append(float(f[1]))
-        into.append(float(f[3]))
+        for name, value in zip(f[0::2], f[1::2]):
+            got.setdefault(name, []).append(float(value))
     result["binary_start"] = binary_start(env, tools, max(runs * 4, 10))
-    result["cgroup_join"] = {"fork + write cgroup.procs (child side), ms": summary(mig),
-                             "clone3(CLONE_INTO_CGROUP) until the child runs, ms": summary(into)}
+    labels = {"migrate_ms": "fork + write cgroup.procs (child side), ms",
+              "clone_into_ms": "clone3(CLONE_INTO_CGROUP) until the child runs, ms",
+              "v1_procs_ms": "v1 (pids): the new process writes 0 to cgroup.procs, ms",
+              "v1_tasks_ms": "v1 (pids): the new process writes 0 to tasks (what init does), ms"}
+    result["cgroup_join"] = {labels[k]: summary(v) for k, v in got.items() if k in labels}
     log("launch breakdown: %d traced runs each" % runs)
     return result

@@ -18,6 +18,7 @@ import json
 import os
 import random
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -107,10 +108,13 @@ def generate(root, n_programs, seed=7):
     return out
 
 
-def run_sandguard(env, dirs, parallel):
+def run_sandguard(env, dirs, parallel, paths):
     """{dir: reward or None}, sandboxes the agent did not take, hung
     invocations. `parallel` invocations at a time, each running its tests
-    on its own threads (min(nproc, concurrency, tests))."""
+    on its own threads (min(nproc, concurrency, tests)). `paths` counts
+    the path each run took (warm, cold)."""
+    lock = threading.Lock()
+
     def one(d):
         argv = [env.sandguard, "exec", "--tenant", TENANT, "--policy-dir", env.policy_dir,
                 "--tests", os.path.join(d, "tests.json"), "--timeout-ms", str(TIMEOUT_MS),
@@ -124,9 +128,12 @@ def run_sandguard(env, dirs, parallel):
         # then goes on with its own layers only): counted, it is a finding.
         unenforced = p.stderr.count("agent did not take sandbox")
         try:
-            return d, json.loads(p.stdout).get("reward"), unenforced, 0
+            res = json.loads(p.stdout)
         except ValueError:
             return d, None, unenforced, 0
+        with lock:
+            paths[res.get("path")] = paths.get(res.get("path"), 0) + 1
+        return d, res.get("reward"), unenforced, 0
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         results = list(pool.map(one, dirs))
@@ -144,7 +151,9 @@ def run_plain(dirs, parallel):
     return rewards
 
 
-def measure(env, n_programs, chunks, parallel):
+def measure(env, n_programs, chunks, parallel, server_cpu_ms=None):
+    """server_cpu_ms: the CPU ms so far of a long-lived executor the runs go
+    to (its work is not a child of ours), added to sandguard's CPU."""
     programs = generate(os.path.join(env.programs, "verify"), n_programs)
     dirs = [d for d, _ in programs]
     expected = dict(programs)
@@ -155,19 +164,21 @@ def measure(env, n_programs, chunks, parallel):
     cpu = {"sandguard": 0.0, "plain": 0.0}
     rewards = {"sandguard": {}, "plain": {}}
     unenforced = hung = 0
+    paths = {}
     for i, part in enumerate(parts):
         order = ("plain", "sandguard") if i % 4 in (0, 3) else ("sandguard", "plain")
         for who in order:
-            c0 = children_cpu_ms()
+            extra = server_cpu_ms if who == "sandguard" and server_cpu_ms else (lambda: 0.0)
+            c0 = children_cpu_ms() + extra()
             t0 = time.monotonic()
             if who == "sandguard":
-                got, missed, stuck = run_sandguard(env, part, parallel)
+                got, missed, stuck = run_sandguard(env, part, parallel, paths)
                 unenforced += missed
                 hung += stuck
             else:
                 got = run_plain(part, parallel)
             dt = time.monotonic() - t0
-            cpu[who] += children_cpu_ms() - c0
+            cpu[who] += children_cpu_ms() + extra() - c0
             rewards[who].update(got)
             wall[who] += dt
             rates[who].append(len(part) * N_TESTS / dt)
@@ -183,7 +194,7 @@ def measure(env, n_programs, chunks, parallel):
         "plain_pass": sum(1 for d in dirs if rewards["plain"].get(d) == 1),
         "sandguard_no_reward": sum(1 for d in dirs if rewards["sandguard"].get(d) is None),
         "sandboxes_not_taken_by_agent": unenforced,
-        "invocations_hung": hung, "invocation_limit_s": INVOCATION_LIMIT_S,
+        "invocations_hung": hung, "paths": paths, "invocation_limit_s": INVOCATION_LIMIT_S,
         "verdicts_identical": not differ, "verdicts_differ": differ[:20],
         "plain_differs_from_construction": unexpected[:20],
         "total_wall_s": wall,
@@ -195,11 +206,11 @@ def measure(env, n_programs, chunks, parallel):
            "name": "sandguard exec --tests, %d programs x %d tests" % (len(dirs), N_TESTS),
            "unit": "tests/s", "value": s, "baseline": b,
            "baseline_name": "xargs -P%d + timeout, unsandboxed" % parallel,
-           "ratio": s["median"] / b["median"], "target": ">= 0.95x", "lower_is_better": False,
+           "ratio": s["median"] / b["median"], "target": ">= 1.0x", "lower_is_better": False,
            "notes": "verdicts %s (%d/%d programs pass); CPU per test %.1f ms (baseline %.1f ms); "
-                    "%d sandboxes not taken by the agent; %d invocations hung (killed after %d s)" %
+                    "%d sandboxes not taken by the agent; %d invocations hung (killed after %d s); paths %s" %
                     ("identical" if not differ else "DIFFER on %d" % len(differ), detail["sandguard_pass"],
                      len(dirs), detail["cpu_ms_per_test"]["sandguard"], detail["cpu_ms_per_test"]["plain"],
-                     unenforced, hung, INVOCATION_LIMIT_S),
+                     unenforced, hung, INVOCATION_LIMIT_S, paths),
            "detail": detail}
     return [row]

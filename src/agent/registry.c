@@ -58,7 +58,9 @@ static void scratch_identity(const struct registry *r, const struct sg_tenant *t
 			 path);
 }
 
-/* The ids its executor enrolled the sandbox with, when they are there. */
+/* The ids its executor enrolled the sandbox with, when they are there. A
+ * prepared sandbox (a warm pool's) is enrolled before its request is
+ * known: its ids come when its run starts, so empty ones are not kept. */
 static void load_ids(struct registry *r, struct sg_sandbox_entry *e)
 {
 	struct sg_sandbox_ids ids;
@@ -66,6 +68,8 @@ static void load_ids(struct registry *r, struct sg_sandbox_entry *e)
 	if (bpf_map_lookup_elem(r->bpf->ids_fd, &e->cgid, &ids))
 		return;
 	sg_sandbox_ids_terminate(&ids);
+	if (!ids.run_id[0] && !ids.batch_id[0])
+		return;
 	snprintf(e->run_id, sizeof(e->run_id), "%s", ids.run_id);
 	snprintf(e->batch_id, sizeof(e->batch_id), "%s", ids.batch_id);
 	e->ids_known = true;

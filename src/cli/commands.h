@@ -10,6 +10,7 @@
 
 int cmd_agent(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
+int cmd_executor(int argc, char **argv);
 int cmd_events(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
 int cmd_policy(int argc, char **argv);

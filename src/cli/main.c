@@ -13,6 +13,8 @@ static const struct {
 } commands[] = {
 	{ "agent", cmd_agent, "load the eBPF programs and enforce tenant policies on this node" },
 	{ "exec", cmd_exec, "run a reward program over a batch (or tests) in a sandbox" },
+	{ "executor", cmd_executor,
+	  "the long-lived executor `exec` hands its runs to (a warm pool)" },
 	{ "events", cmd_events, "show enforcement events (--tenant, --type, --since, --sandbox)" },
 	{ "explain", cmd_explain,
 	  "the life of one batch: attempts, events, the policy lines that decided, a verdict" },

@@ -311,6 +311,20 @@ int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_resu
 	return err;
 }
 
+int sg_enroll_ids(const struct sg_enroll_request *req, char *detail, size_t len)
+{
+	struct pins p = PINS_NONE;
+	struct sg_enroll_result res = { 0 };
+	int err;
+
+	p.ids = sg_pinned_map("sg_sandbox_ids");
+	err = write_ids(&p, req, &res);
+	pins_close(&p);
+	if (err)
+		snprintf(detail, len, "%s", res.detail);
+	return err;
+}
+
 void sg_enroll_release(uint64_t cgroup_id)
 {
 	struct pins p = PINS_NONE;

@@ -47,6 +47,12 @@ struct sg_enroll_result {
  *  - the maps refused the entries (full, ...). */
 int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_result *res);
 
+/* A prepared sandbox's next run: its run and batch ids (req's tenant,
+ * sandbox, cgroup_id, run_id, batch_id) replace those written at
+ * enrollment, for the agent's event lines. 0 (also when no agent's map is
+ * pinned), or -errno with `detail`. */
+int sg_enroll_ids(const struct sg_enroll_request *req, char *detail, size_t len);
+
 /* Take a sandbox's entries out of the pinned maps (after its verdict was
  * read). The agent does it too when it sees the cgroup go. */
 void sg_enroll_release(uint64_t cgroup_id);

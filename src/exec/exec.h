@@ -52,7 +52,9 @@
  *  - the node's CPUs are committed (node_cpu.h): the same, with
  *    EXEC_REFUSED_NODE_CPU(_TIMEOUT), in the time left of the same wait.
  *  - first of all, at most once a second per process, orphans of killed
- *    executors are reclaimed and booked (exec_reap_orphans()).
+ *    executors are reclaimed and booked (exec_reap_orphans()); a
+ *    long-lived executor does it on its own thread instead
+ *    (ctx->reap_elsewhere).
  *
  * A deadline missed by a run that was starved of CPU (it got less than
  * half of its share, min(limits.cpu, node CPUs), and waited for a CPU a
@@ -70,6 +72,7 @@
 #ifndef SG_EXEC_H
 #define SG_EXEC_H
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +105,31 @@ enum exec_refusal {
 
 typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_result *result);
 
+/* Where a mode's sandboxes come from. Without one (ctx->sandboxes NULL)
+ * each is prepared when its run is due and destroyed once its last run is
+ * booked. The warm executor's pool is one (src/warm/warm_pool.h); so is
+ * struct exec_later. Both functions may be called from several threads. */
+struct exec_sandboxes {
+	/* A sandbox prepared for spec's policy, tenant and exec-in-scratch,
+	 * never run in. 0, or -errno with `detail` (a platform error). */
+	int (*take)(void *self, const struct sandbox_spec *spec, struct sandbox **sb, char *detail,
+		    size_t len);
+	/* Its last run is booked: tear it down, now or later. */
+	void (*retire)(void *self, struct sandbox *sb);
+	void *self;
+};
+
+/* Sandboxes prepared on the spot and destroyed by exec_later_finish(),
+ * once the result is out (`sandguard exec` prints first). */
+struct exec_later {
+	pthread_mutex_t lock;
+	struct sandbox **list;
+	size_t n, cap;
+	struct exec_sandboxes src;
+};
+void exec_later_init(struct exec_later *l);
+void exec_later_finish(struct exec_later *l);
+
 /* Who runs what: shared by every mode. */
 struct exec_ctx {
 	const struct sg_policy *policy;
@@ -110,7 +138,10 @@ struct exec_ctx {
 	char *const *argv;        /* the command; NULL-terminated */
 	uint64_t timeout_ms;      /* per run; 0 = policy; callers keep it <= the policy's */
 	struct agent_conn *agent; /* NULL: no agent */
-	sandbox_runner run;       /* NULL = sandbox_run (tests inject a fake) */
+	const struct exec_sandboxes *sandboxes; /* NULL: prepared on the spot */
+	const char *path;    /* "warm" (a long-lived executor) or "cold"; NULL: not said */
+	bool reap_elsewhere; /* orphans are reaped on another thread, not at admission */
+	sandbox_runner run;  /* tests inject a fake: no sandbox at all */
 };
 
 /* A batch as the trainer sends it: {"batch_id": "...", "items":
@@ -209,7 +240,8 @@ struct exec_result {
 	bool verify;
 	struct verify_result *tests;
 	size_t n_tests;
-	int reward; /* 0 or 1; -1 when there is none (failed) */
+	int reward;       /* 0 or 1; -1 when there is none (failed) */
+	const char *path; /* ctx->path */
 };
 
 int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struct exec_result *res);
@@ -221,8 +253,9 @@ void exec_result_free(struct exec_result *res);
 /* The result object: {"tenant", "run_id", "batch_id", "status", "cause",
  * "rule", "scores", "detail", "attempts", "sandboxes" (exec_attempts_json),
  * "wall_ms", "stats" (ok batches),
- * "stderr" (excerpt, EXEC_STDERR_EXCERPT bytes), and in verifier mode
- * "tests": [{"status", "wall_ms", "detail"}], "reward"}. */
+ * "stderr" (excerpt, EXEC_STDERR_EXCERPT bytes), "path" (when the caller
+ * said: "warm" or "cold"), and in verifier mode "tests": [{"status",
+ * "wall_ms", "detail"}], "reward"}. */
 json_t *exec_result_json(const char *tenant, const struct exec_result *res);
 int exec_exit_code(enum sg_cause cause);
 
@@ -262,6 +295,7 @@ struct exec_run_result {
 	struct exec_attempts runs; /* each sandbox run, with its id */
 	enum exec_refusal refusal; /* why, when attempts is 0 */
 	char detail[EXEC_DETAIL_MAX];
+	const char *path; /* ctx->path */
 };
 
 /* Runs ctx->argv once (retrying only platform errors), with the same
@@ -282,8 +316,9 @@ void exec_run_result_free(struct exec_run_result *res);
  *
  * The outcome id makes a booking idempotent: the ledger counts the first
  * record of an id and ignores any later one. It is `outcome_id` when set,
- * else the run's sandbox id, else a fresh random id ("o-<16 hex>"): a
- * refusal before any run, a verifier request's summary.
+ * else the run's attempt id (its sandbox's id, or <id>.<n> for a later run
+ * in the same sandbox), else a fresh random id ("o-<16 hex>"): a refusal
+ * before any run, a verifier request's summary.
  *
  * Returns 0, or -errno when the record could not be written (logged as an
  * error); the caller then turns its result into a platform error

@@ -88,6 +88,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	memset(res, 0, sizeof(*res));
 	res->rule = -1;
 	res->reward = -1;
+	res->path = ctx->path;
 	snprintf(res->batch_id, sizeof(res->batch_id), "%s", batch->batch_id);
 	snprintf(res->run_id, sizeof(res->run_id), "%s", ctx->run_id ? ctx->run_id : "");
 	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
@@ -102,6 +103,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	spec.stdin_data = batch->json;
 	spec.stdin_len = batch->json_len;
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
+		struct exec_box box = { 0 };
 		struct sandbox_result r;
 		struct score_stats st = { 0 };
 		char detail[EXEC_DETAIL_MAX];
@@ -109,7 +111,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		bool invalid, again;
 		int rule, rc;
 
-		rc = exec_call_runner(ctx, &spec, &r);
+		rc = exec_box_run(ctx, &box, &spec, &r);
 		enum sg_cause cause = judge(rc, &r, &spec, batch->n_items, &scores, &rule, &invalid,
 					    detail, sizeof(detail));
 		if (cause == SG_CAUSE_OK)
@@ -147,6 +149,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		res->err_len = r.err ? r.err_len : 0;
 		r.err = NULL;
 		sandbox_result_free(&r);
+		exec_box_done(ctx, &box); /* every attempt a fresh sandbox */
 		res->attempts = attempt;
 		if (again) {
 			free(scores);
@@ -239,5 +242,7 @@ json_t *exec_result_json(const char *tenant, const struct exec_result *res)
 	json_object_set_new(j, "stderr",
 			    res->err ? json_excerpt(res->err, res->err_len, EXEC_STDERR_EXCERPT)
 				     : json_null());
+	if (res->path)
+		json_object_set_new(j, "path", json_string(res->path));
 	return j;
 }

@@ -62,14 +62,6 @@ void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy, 
 	spec->agent = ctx->agent;
 }
 
-int exec_call_runner(const struct exec_ctx *ctx, const struct sandbox_spec *spec,
-		     struct sandbox_result *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->rule = -1;
-	return ctx->run ? ctx->run(spec, r) : sandbox_run(spec, r);
-}
-
 const char *exec_signal_name(int sig, char *buf, size_t len)
 {
 	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
@@ -221,9 +213,10 @@ static int book_orphan(const struct sb_record *rec, void *arg)
 				.agent = arg };
 	uint64_t now = clock_ms(CLOCK_REALTIME);
 
-	/* The attempt's id is its sandbox id: a journal that already has
-	 * this attempt (the executor booked it, then died) keeps one. */
+	/* The run's outcome id: a journal that already has this attempt
+	 * (the executor booked it, then died) keeps one. */
 	snprintf(run.sandbox_id, sizeof(run.sandbox_id), "%s", rec->sandbox);
+	snprintf(run.attempt_id, sizeof(run.attempt_id), "%s", rec->outcome);
 	return exec_book(&ctx, &(struct exec_booking){
 				       .mode = rec->mode[0] ? rec->mode : "batch",
 				       .batch_id = rec->batch_id,
@@ -233,7 +226,7 @@ static int book_orphan(const struct sb_record *rec, void *arg)
 				       .rule = -1,
 				       .wall_ms = now > rec->started_ms ? now - rec->started_ms : 0,
 				       .run = &run,
-				       .outcome_id = rec->sandbox,
+				       .outcome_id = rec->outcome,
 				       .detail = "executor died" });
 }
 
@@ -315,7 +308,8 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 	slot->fd = -1;
 	slot->index = -1;
 	slot->cpu.fd = -1;
-	reap_now_and_then(ctx->agent);
+	if (!ctx->reap_elsewhere)
+		reap_now_and_then(ctx->agent);
 	*refusal = EXEC_REFUSED_DISK;
 	if (exec_journal_full(detail, detail_len))
 		return SG_CAUSE_PLATFORM_ERROR;
@@ -406,6 +400,8 @@ static int outcome_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 	o->cgroup_id = b->run ? b->run->cgroup_id : b->cgroup_id;
 	if (b->outcome_id && *b->outcome_id)
 		snprintf(o->id, sizeof(o->id), "%s", b->outcome_id);
+	else if (b->run && b->run->attempt_id[0])
+		snprintf(o->id, sizeof(o->id), "%s", b->run->attempt_id);
 	else if (b->run && b->run->sandbox_id[0])
 		snprintf(o->id, sizeof(o->id), "%s", b->run->sandbox_id);
 	else if ((err = journal_new_id(o->id, sizeof(o->id))))

@@ -21,9 +21,20 @@ uint32_t exec_attempt_budget(const struct sg_policy *p);
 void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy, const char *mode,
 		    const char *batch_id, uint64_t timeout_ms, struct sandbox_spec *spec);
 
-/* ctx->run, or sandbox_run. */
-int exec_call_runner(const struct exec_ctx *ctx, const struct sandbox_spec *spec,
-		     struct sandbox_result *r);
+/* The sandbox a mode's runs go into: one per attempt, or, in verifier
+ * mode, one per worker, reset between its tests (exec_sandbox.c). */
+struct exec_box {
+	struct sandbox *sb; /* NULL: none yet */
+};
+
+/* One run of spec: in box's sandbox, reset since its last run, or in one
+ * taken (ctx->sandboxes) or prepared now; ctx->run instead when set (a
+ * test's fake). Returns what sandbox_run() returns. */
+int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct sandbox_spec *spec,
+		 struct sandbox_result *r);
+
+/* Done with box's sandbox (its runs are booked): retired. */
+void exec_box_done(const struct exec_ctx *ctx, struct exec_box *box);
 
 /* What a run means (exec.h's table), before any schema gate: a clean exit
  * 0 is SG_CAUSE_OK. rc is sandbox_run()'s return value. */

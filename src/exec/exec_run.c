@@ -36,6 +36,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 
 	memset(res, 0, sizeof(*res));
 	res->rule = -1;
+	res->path = ctx->path;
 	res->timeout_ms = exec_timeout_ms(ctx);
 	res->memory_mb = req->memory_mb && req->memory_mb < base->limits.memory_mb
 				 ? req->memory_mb
@@ -64,8 +65,9 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	spec.n_fetch = req->n_fetch;
 	spec.allow_exec_in_scratch = req->allow_exec_in_scratch;
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
+		struct exec_box box = { 0 };
 		struct sandbox_result r;
-		int rule, rc = exec_call_runner(ctx, &spec, &r);
+		int rule, rc = exec_box_run(ctx, &box, &spec, &r);
 		enum sg_cause cause =
 			exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
 		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
@@ -93,6 +95,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		exec_attempts_add(&res->runs, attempt, -1, r.sandbox_id, cause);
 		if (again) {
 			sandbox_result_free(&r);
+			exec_box_done(ctx, &box);
 			continue;
 		}
 		res->cause = cause;
@@ -106,6 +109,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 			take_output(res, &r);
 		}
 		sandbox_result_free(&r);
+		exec_box_done(ctx, &box);
 		break;
 	}
 	free(policy);

@@ -1,9 +1,13 @@
-/* Verifier mode: the program runs once per stdin/stdout test, each run in
- * its own sandbox, tests in parallel up to min(tenant concurrency, cores),
- * outputs compared LiveCodeBench-style; reward 1 iff every test passes.
- * Test failures are the verdict, never retried; a platform error is
- * retried within the attempt budget and, if it persists, fails the whole
- * request (no reward: a platform fault must not read as a wrong answer). */
+/* Verifier mode: the program runs once per stdin/stdout test, tests in
+ * parallel up to min(tenant concurrency, cores), outputs compared
+ * LiveCodeBench-style; reward 1 iff every test passes. Each worker keeps
+ * one sandbox for the tests it runs: every test is a fresh process in a
+ * fresh cgroup and IPC namespace, and between two tests the sandbox is put
+ * back as it was made (sandbox_reset(): nothing left running, the scratch
+ * as made), or replaced when that cannot be done. Test failures are the
+ * verdict, never retried; a platform error is retried within the attempt
+ * budget and, if it persists, fails the whole request (no reward: a
+ * platform fault must not read as a wrong answer). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -34,6 +38,7 @@ struct verify_job {
 	const struct verify_cases *tests;
 	struct exec_result *res;
 	uint64_t timeout_ms;
+	FILE *log;            /* the requester's log stream (sg_log_to()) */
 	pthread_mutex_t lock; /* guards the fields below and res->err */
 	size_t next;
 	uint32_t runs;
@@ -78,7 +83,7 @@ static void note_run(struct verify_job *job, size_t i, uint32_t attempt, enum sg
 	pthread_mutex_unlock(&job->lock);
 }
 
-static void run_test(struct verify_job *job, size_t i)
+static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 {
 	const struct exec_ctx *ctx = job->ctx;
 	const struct verify_case *tc = &job->tests->v[i];
@@ -92,7 +97,7 @@ static void run_test(struct verify_job *job, size_t i)
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct sandbox_result r;
 		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 32];
-		int rule, rc = exec_call_runner(ctx, &spec, &r);
+		int rule, rc = exec_box_run(ctx, box, &spec, &r);
 		enum sg_cause cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
 		enum verify_status status = status_of(cause);
 		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
@@ -142,7 +147,9 @@ static void run_test(struct verify_job *job, size_t i)
 static void *worker(void *arg)
 {
 	struct verify_job *job = arg;
+	struct exec_box box = { 0 };
 
+	sg_log_to(job->log);
 	for (;;) {
 		size_t i;
 
@@ -150,9 +157,11 @@ static void *worker(void *arg)
 		i = job->next++;
 		pthread_mutex_unlock(&job->lock);
 		if (i >= job->tests->n)
-			return NULL;
-		run_test(job, i);
+			break;
+		run_test(job, &box, i);
 	}
+	exec_box_done(job->ctx, &box);
+	return NULL;
 }
 
 static size_t parallelism(const struct sg_policy *p, size_t n_tests)
@@ -224,6 +233,7 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		.timeout_ms = exec_timeout_ms(ctx),
 		.lock = PTHREAD_MUTEX_INITIALIZER,
 		.err_test = SIZE_MAX,
+		.log = sg_log_stream(),
 	};
 	struct score_stats st = { .n = 1 };
 
@@ -231,6 +241,7 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 	res->rule = -1;
 	res->reward = -1;
 	res->verify = true;
+	res->path = ctx->path;
 	if (!batch_id) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);

@@ -68,13 +68,22 @@ void fs_close(int *fd)
 
 int fs_read_all(const char *path, size_t max, char **data, size_t *len)
 {
-	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
+	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO, ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = fs_read_fd(fd, max, data, len);
+	if (fd != STDIN_FILENO)
+		close(fd);
+	return ret;
+}
+
+int fs_read_fd(int fd, size_t max, char **data, size_t *len)
+{
 	size_t cap = 65536, n = 0;
 	char *buf = NULL;
 	int ret = 0;
 
-	if (fd < 0)
-		return -errno;
 	buf = malloc(cap + 1);
 	if (!buf) {
 		ret = -ENOMEM;
@@ -118,8 +127,6 @@ int fs_read_all(const char *path, size_t max, char **data, size_t *len)
 	buf = NULL;
 out:
 	free(buf);
-	if (fd != STDIN_FILENO)
-		close(fd);
 	return ret;
 }
 

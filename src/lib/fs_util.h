@@ -25,6 +25,9 @@ void fs_close(int *fd);
  * refusing more than `max` bytes (-EFBIG). 0 or -errno. */
 int fs_read_all(const char *path, size_t max, char **data, size_t *len);
 
+/* The same from an open fd, to its end (the fd stays open). */
+int fs_read_fd(int fd, size_t max, char **data, size_t *len);
+
 /* Replace `path` with `data` atomically (write a temporary file in the same
  * directory, fsync, rename). 0 or -errno. */
 int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode);

@@ -6,6 +6,17 @@
 
 static enum sg_log_level min_level = SG_LOG_INFO;
 static int level_from_env = -1;
+static __thread FILE *thread_stream;
+
+void sg_log_to(FILE *f)
+{
+	thread_stream = f;
+}
+
+FILE *sg_log_stream(void)
+{
+	return thread_stream;
+}
 
 void sg_log_set_level(enum sg_log_level lvl)
 {
@@ -15,6 +26,7 @@ void sg_log_set_level(enum sg_log_level lvl)
 void sg_log(enum sg_log_level lvl, const char *fmt, ...)
 {
 	static const char *names[] = { "debug", "info", "warning", "error" };
+	FILE *f = thread_stream ? thread_stream : stderr;
 	va_list ap;
 
 	if (level_from_env < 0) {
@@ -25,9 +37,11 @@ void sg_log(enum sg_log_level lvl, const char *fmt, ...)
 	}
 	if (lvl < min_level)
 		return;
-	fprintf(stderr, "sandguard: %s: ", names[lvl]);
+	flockfile(f); /* one line, whole, among other threads' */
+	fprintf(f, "sandguard: %s: ", names[lvl]);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vfprintf(f, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fputc('\n', f);
+	funlockfile(f);
 }

@@ -1,9 +1,16 @@
-/* One run of tenant code in a fresh sandbox: a cgroup <root>/<tenant>/<id>,
- * a tmpfs scratch on <scratch_root>/<tenant>/<id>, an unprivileged slot
- * uid, PID, mount, UTS, IPC and network namespaces of its own with a
- * minimal root, Landlock, seccomp and the policy's resource contract (see
- * docs/sandbox.md). The caller (batch or verifier orchestration) decides
- * what the outcome means. */
+/* Sandboxes for tenant code: a cgroup <root>/<tenant>/<id>, a tmpfs scratch
+ * on <scratch_root>/<tenant>/<id>, an unprivileged slot uid, PID, mount,
+ * UTS, IPC and network namespaces of its own with a minimal root, Landlock,
+ * seccomp and the policy's resource contract (see docs/sandbox.md). The
+ * caller (batch or verifier orchestration) decides what an outcome means.
+ *
+ * A sandbox is prepared ahead of its first run (sandbox_prepare(): all of
+ * the above, its init waiting in its namespaces), serves one run
+ * (sandbox_exec()), and is destroyed (sandbox_destroy()), or is reset for
+ * another run of the same request (sandbox_reset(): a verifier's next
+ * test): every run is a fresh process in a fresh cgroup and IPC namespace,
+ * on a scratch put back as it was made. sandbox_run() is the three in one.
+ * A sandbox is used by one thread at a time. */
 #ifndef SG_SANDBOX_H
 #define SG_SANDBOX_H
 #include <stdbool.h>
@@ -72,34 +79,84 @@ struct sandbox_result {
 	bool err_truncated;
 	uint64_t wall_ms;
 	char sandbox_id[SG_ID_BUF];
+	/* The run's outcome id: the sandbox's id for its first run, then
+	 * <id>.<n> (a verifier's later tests in the same sandbox). */
+	char attempt_id[SG_ID_BUF];
 	uint64_t cgroup_id;
 	uint32_t uid;        /* the slot uid it ran as; 0 before a slot was taken */
 	pid_t init_pid;      /* the host pid of its init (events name it); 0 before */
 	bool agent_enforced; /* the agent acknowledged the registration */
 	/* What it got of the CPU (src/sandbox/sandbox_cpu.h), from the moment
-	 * its cgroup was made to the end of the run. */
+	 * the run's cgroup was made to the end of the run. */
 	uint64_t cpu_ms;
 	uint64_t cpu_wait_ms;
 	bool cpu_known, cpu_wait_known;
 	uint64_t timeout_ms; /* the deadline it ran under */
-	/* Held from before the sandbox existed until sandbox_result_free():
-	 * free the result only once the attempt is booked. */
+	/* The run's record, held from before it started until
+	 * sandbox_result_free(): free the result only once it is booked. */
 	struct sb_record_lock record;
 	struct sandbox_fetched *fetched;
 	size_t n_fetched;
 	char detail[256]; /* human-readable; the reason of a platform error */
 };
 
+struct sandbox;
+
+/* Prepare a sandbox for spec's policy, tenant, allow_exec_in_scratch and
+ * agent (nothing else of spec is used): slot, in-flight record, scratch,
+ * cgroups with their limits, the agent's enrollment, the Landlock ruleset
+ * and seccomp filter, and its init, which builds the namespaces and the
+ * root while this returns. 0 with *out set, or -errno with `detail`. */
+int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char *detail,
+		    size_t dlen);
+
+/* Wait (at most timeout_ms) until its init is set up. 0, or -errno with
+ * `detail` (the sandbox is then of no use: destroy it). */
+int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t dlen);
+
+/* Whether sb was prepared for what spec asks: the same policy, tenant and
+ * exec-in-scratch. */
+bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec);
+
+/* Whether a sandbox made for policy a is one made for b: equal but for
+ * what only the executor reads (on_excess, queue_timeout_ms, failure,
+ * max_retries, health). */
+bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b);
+
+/* Its id (the outcomes' "sandbox"). */
+const char *sandbox_id(const struct sandbox *sb);
+
+/* One run of spec->argv in sb (prepared, or reset since its last run):
+ * returns as sandbox_run() does; the run's processes are gone, the
+ * sandbox stays for sandbox_reset() or sandbox_destroy(). */
+int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec,
+		 struct sandbox_result *result);
+
+/* Ready sb for another run: the last run's cgroup emptied and removed
+ * (nothing left in the sandbox but its init), the scratch put back as it
+ * was made, the agent's counters for it started over, a fresh cgroup for
+ * the next run (its IPC namespace is fresh too). 0, or -errno with
+ * `detail` when it cannot be reused (destroy it and take another): its
+ * init died (an agent kill), something survived, a relay runs in it, the
+ * scratch is not as made. */
+int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen);
+
+/* Tear it down: everything in it killed, the agent told, cgroups removed,
+ * scratch unmounted, slot released, its record deleted; then freed. A
+ * cgroup that cannot be emptied keeps its slot locked for this process's
+ * life and leaves its record for a reaper. */
+void sandbox_destroy(struct sandbox *sb);
+
 /* Runs spec->argv in a fresh sandbox and tears it down (cgroup emptied and
  * removed, scratch unmounted) before returning, whatever happened. Its
- * in-flight record stays until sandbox_result_free(), so that an executor
- * killed before it booked the attempt leaves an orphan the next one books
- * (src/sandbox/sandbox_record.h).
+ * run's in-flight record stays until sandbox_result_free(), so that an
+ * executor killed before it booked the attempt leaves an orphan the next
+ * one books (src/sandbox/sandbox_record.h).
  * Returns 0 when the tenant code ran (see result->end), or -errno for a
  * platform error (no cgroup, fork failed, disk full, ...) with
  * result->detail saying what; a platform error is never the tenant's. */
 int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *result);
-/* Frees the outputs and releases the in-flight record. */
+/* Frees the outputs and releases the run's in-flight record. */
 void sandbox_result_free(struct sandbox_result *result);
 
 

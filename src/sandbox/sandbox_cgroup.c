@@ -1,14 +1,19 @@
 /* A sandbox's cgroups, v2 and v1 (see src/sandbox/sandbox_cgroup.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include "lib/cgroup.h"
+#include "lib/fs_util.h"
 #include "lib/log.h"
 #include "sandbox_cgroup.h"
 
@@ -86,7 +91,7 @@ static bool v2_enable(const char *root, const char *tenant_dir, const char *ctrl
 	return true;
 }
 
-static int make_dir(const char *path, bool exclusive, char *detail, size_t dlen)
+int sb_cgroup_mkdir(const char *path, bool exclusive, char *detail, size_t dlen)
 {
 	if (mkdir(path, 0755) == 0 || (!exclusive && errno == EEXIST))
 		return 0;
@@ -112,11 +117,11 @@ static int create_v1(struct sb_cgroup *cg, enum sb_ctrl c, const char *base, con
 	}
 	/* Both parents are prefixes of the leaf, which fitted. */
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", mnt, base) < sizeof(dir))
-		err = make_dir(dir, false, detail, dlen);
+		err = sb_cgroup_mkdir(dir, false, detail, dlen);
 	if (!err && (size_t)snprintf(dir, sizeof(dir), "%s/%s/%s", mnt, base, tenant) < sizeof(dir))
-		err = make_dir(dir, false, detail, dlen);
+		err = sb_cgroup_mkdir(dir, false, detail, dlen);
 	if (!err)
-		err = make_dir(cg->v1[c], true, detail, dlen);
+		err = sb_cgroup_mkdir(cg->v1[c], true, detail, dlen);
 	if (err)
 		cg->v1[c][0] = '\0';
 	return err;
@@ -229,24 +234,37 @@ static int apply_limits(struct sb_cgroup *cg, const struct sg_limits *lim, char 
 	return err;
 }
 
+int sb_cgroup_open(const char *dir, const char *file, int flags, int *fd, char *detail, size_t dlen)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s%s%s", dir, file ? "/" : "", file ? file : "");
+	*fd = open(path, flags | O_CLOEXEC);
+	if (*fd >= 0)
+		return 0;
+	snprintf(detail, dlen, "cannot open %s: %s", path, strerror(errno));
+	return -errno;
+}
+
+/* What the sandbox's init needs to start inside: the v2 directory (born
+ * there), its cgroup.procs (or moved there), the v1 `tasks` files. */
 static int open_join_fds(struct sb_cgroup *cg, char *detail, size_t dlen)
 {
-	const char *dirs[1 + SB_CTRL__COUNT] = { cg->v2 };
-	char path[PATH_MAX];
-	int n = 1;
+	int err = sb_cgroup_open(cg->v2, NULL, O_RDONLY | O_DIRECTORY, &cg->dir_fd, detail, dlen);
 
-	for (int c = 0; c < SB_CTRL__COUNT; c++)
+	err = err ?: sb_cgroup_open(cg->v2, "cgroup.procs", O_WRONLY, &cg->procs_fd, detail, dlen);
+	for (int c = 0; c < SB_CTRL__COUNT && !err; c++)
 		if (cg->v1[c][0])
-			dirs[n++] = cg->v1[c];
-	for (int i = 0; i < n; i++) {
-		snprintf(path, sizeof(path), "%s/cgroup.procs", dirs[i]);
-		cg->join_fd[i] = open(path, O_WRONLY | O_CLOEXEC);
-		if (cg->join_fd[i] < 0) {
-			snprintf(detail, dlen, "cannot open %s: %s", path, strerror(errno));
-			return -errno;
-		}
-	}
-	return 0;
+			err = sb_cgroup_open(cg->v1[c], "tasks", O_WRONLY, &cg->tasks_fd[c], detail,
+					     dlen);
+	return err;
+}
+
+static void no_fds(struct sb_cgroup *cg)
+{
+	cg->dir_fd = cg->procs_fd = -1;
+	for (int c = 0; c < SB_CTRL__COUNT; c++)
+		cg->tasks_fd[c] = -1;
 }
 
 int sb_cgroup_root(char *buf, size_t len)
@@ -263,8 +281,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	int err;
 
 	memset(cg, 0, sizeof(*cg));
-	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++)
-		cg->join_fd[i] = -1;
+	no_fds(cg);
 	err = sandguard_root(root, sizeof(cg->root), true);
 	if (err) {
 		snprintf(detail, dlen, "cannot create the sandguard cgroup root: %s",
@@ -278,7 +295,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		cg->v2[0] = '\0';
 		return -ENAMETOOLONG;
 	}
-	err = make_dir(tenant_dir, false, detail, dlen);
+	err = sb_cgroup_mkdir(tenant_dir, false, detail, dlen);
 	if (err) {
 		cg->v2[0] = '\0';
 		return err;
@@ -286,7 +303,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
 		if ((c != SB_CTRL_IO || wants_io(lim)) && v2_enable(root, tenant_dir, ctrl_name[c]))
 			cg->where[c] = SB_WHERE_V2;
-	err = make_dir(cg->v2, true, detail, dlen);
+	err = sb_cgroup_mkdir(cg->v2, true, detail, dlen);
 	if (err) {
 		cg->v2[0] = '\0';
 		return err;
@@ -322,27 +339,6 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	if (err)
 		sb_cgroup_destroy(cg);
 	return err;
-}
-
-int sb_cgroup_join_self(const struct sb_cgroup *cg)
-{
-	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++) {
-		if (cg->join_fd[i] < 0)
-			continue;
-		/* "0" is the writing process itself, in v1 and v2 alike. */
-		if (write(cg->join_fd[i], "0", 1) != 1)
-			return -errno;
-	}
-	return 0;
-}
-
-void sb_cgroup_close_join_fds(struct sb_cgroup *cg)
-{
-	for (int i = 0; i < 1 + SB_CTRL__COUNT; i++) {
-		if (cg->join_fd[i] >= 0)
-			close(cg->join_fd[i]);
-		cg->join_fd[i] = -1;
-	}
 }
 
 int sb_cgroup_kill(struct sb_cgroup *cg, int timeout_ms)
@@ -400,9 +396,12 @@ uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg)
 }
 
 /* rmdir, retrying briefly: a cgroup stays busy for a moment while its
- * last tasks finish exiting. */
+ * last tasks finish exiting. The runs' cgroups below it go first. */
+static int remove_children(const char *path);
+
 static int remove_dir(const char *path)
 {
+	remove_children(path);
 	for (int i = 0; i < 200; i++) {
 		if (!rmdir(path) || errno == ENOENT)
 			return 0;
@@ -412,6 +411,29 @@ static int remove_dir(const char *path)
 	}
 	sg_error("cannot remove cgroup %s: %s", path, strerror(errno));
 	return -errno;
+}
+
+/* The runs' cgroups (one level below a sandbox's), emptied already. */
+static int remove_children(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	char sub[PATH_MAX];
+	int err = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d))) {
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+		for (int i = 0; i < 200 && rmdir(sub) && errno == EBUSY; i++)
+			usleep(5000);
+		if (!access(sub, F_OK) && !err)
+			err = -EBUSY;
+	}
+	closedir(d);
+	return err;
 }
 
 int sb_cgroup_destroy(struct sb_cgroup *cg)

@@ -14,7 +14,21 @@
  * pids.max is limits.max_tasks: a hard ceiling where fork() fails with
  * EAGAIN. The agent's fork rule (max_tasks live, max_forks over the
  * sandbox's life) kills and attributes on its own; with both at max_tasks
- * the cgroup guarantees the bound even with no agent running. */
+ * the cgroup guarantees the bound even with no agent running.
+ *
+ * Joining (docs/sandbox.md, "Starting inside the cgroup"): a process is
+ * born in the v2 cgroup by clone3(CLONE_INTO_CGROUP) where the kernel has
+ * it; moving a process there (a cgroup.procs write) takes the global
+ * cgroup_threadgroup_rwsem for writing, which waits for an RCU grace
+ * period. The v1 cgroups are joined by the new process itself writing "0"
+ * to each v1 `tasks` file, which moves the calling thread alone and does
+ * not take that lock.
+ *
+ * Each run of a sandbox gets a cgroup of its own below the sandbox's,
+ * <v2>/run-<n>, with no controller of its own: the sandbox's limits hold
+ * for the sandbox's init and every run, the agent judges them all as the
+ * sandbox (it looks at the ancestor at the sandbox's level), and killing
+ * a run's cgroup empties the run and nothing else. */
 #ifndef SG_SANDBOX_CGROUP_H
 #define SG_SANDBOX_CGROUP_H
 #include <limits.h>
@@ -32,9 +46,18 @@ struct sb_cgroup {
 	char v2[PATH_MAX];                 /* the sandbox's cgroup2 directory */
 	char v1[SB_CTRL__COUNT][PATH_MAX]; /* "" where not used */
 	enum sb_ctrl_where where[SB_CTRL__COUNT];
-	int join_fd[1 + SB_CTRL__COUNT]; /* cgroup.procs files the child joins; -1 */
-	uint64_t id;                     /* cgroup2 id */
-	char root[PATH_MAX];             /* the sandguard cgroup2 root it is under */
+	int dir_fd;                   /* the v2 directory: clone3(CLONE_INTO_CGROUP); -1 */
+	int procs_fd;                 /* its cgroup.procs, to join by migration; -1 */
+	int tasks_fd[SB_CTRL__COUNT]; /* v1 `tasks` files the new process joins; -1 */
+	uint64_t id;                  /* cgroup2 id */
+	char root[PATH_MAX];          /* the sandguard cgroup2 root it is under */
+};
+
+/* One run's cgroup, <v2>/run-<n>. */
+struct sb_leaf {
+	char path[PATH_MAX]; /* "" when none */
+	int dir_fd;          /* for clone3(CLONE_INTO_CGROUP); -1 */
+	int procs_fd;        /* its cgroup.procs, where clone3 cannot place a process; -1 */
 };
 
 /* Create the cgroups and apply the limits: pids, memory, cpu, and the IO
@@ -43,6 +66,13 @@ struct sb_cgroup {
  * or -errno with `detail` filled in; on error nothing is left behind. */
 int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		     const struct sg_policy *p, char *detail, size_t dlen);
+
+/* Shared by sandbox_cgroup*.c: mkdir (exclusive: EEXIST is an error) and
+ * open of dir/file (file NULL: dir itself), close-on-exec; 0 or -errno
+ * with `detail`. */
+int sb_cgroup_mkdir(const char *path, bool exclusive, char *detail, size_t dlen);
+int sb_cgroup_open(const char *dir, const char *file, int flags, int *fd, char *detail,
+		   size_t dlen);
 
 /* The sandguard cgroup2 root new sandboxes go under (for the in-flight
  * record). 0 or -errno. */
@@ -56,27 +86,55 @@ int sb_cgroup_reclaim(const char *root, const char *tenant, const char *id);
  * paths; virtual filesystems (major 0) have none. Returns how many. */
 int sb_io_devices(const struct sg_policy *p, char devs[][32], int max);
 
-/* Child side, right after fork and before anything else: move the calling
- * process into every cgroup. Only async-signal-safe calls; 0 or -errno. */
-int sb_cgroup_join_self(const struct sb_cgroup *cg);
+/* Whether clone3() is there to start a process inside a cgroup
+ * (CLONE_INTO_CGROUP, Linux 5.7); probed once. */
+bool sb_clone3_works(void);
 
-/* Parent side after fork: the join files are the child's business. */
+/* clone(flags | SIGCHLD) with the caller's stack copied, like fork(),
+ * inside the cgroup open at cgroup_fd (-1: the caller's). Only where
+ * sb_clone3_works(). Async-signal-safe; returns what fork() returns. */
+pid_t sb_clone_into(unsigned long flags, int cgroup_fd);
+
+/* Child side, before anything else: join the v2 cgroup by migration when
+ * `migrate` (it was not born there), then the v1 cgroups. Only
+ * async-signal-safe calls; 0 or -errno. */
+int sb_cgroup_join_self(const struct sb_cgroup *cg, bool migrate);
+
+/* Parent side once the sandbox's init runs: the join files are its
+ * business (the v2 directory fd is kept for the leaves). */
 void sb_cgroup_close_join_fds(struct sb_cgroup *cg);
+
+/* Make run n's cgroup below the sandbox's and open it. 0 or -errno with
+ * `detail` set. */
+int sb_cgroup_leaf_make(const struct sb_cgroup *cg, unsigned n, struct sb_leaf *leaf, char *detail,
+			size_t dlen);
+
+/* Kill what is in a run's cgroup and remove it (waits, bounded, for it to
+ * empty). 0 when it is gone; -errno when it could not be emptied. */
+int sb_cgroup_leaf_remove(struct sb_leaf *leaf, int timeout_ms);
+
+/* Kill what is in a run's cgroup, without waiting. */
+void sb_cgroup_leaf_kill(const struct sb_leaf *leaf);
 
 /* Kill every process in the sandbox and wait until it is empty. */
 int sb_cgroup_kill(struct sb_cgroup *cg, int timeout_ms);
 
-/* The memory controller's OOM kill count; 0 when unknown. */
 /* With the agent enforcing max_tasks, pids.max becomes a backstop a little
  * above it (max_tasks + max(8, max_tasks / 4)). */
 int sb_cgroup_pids_backstop(struct sb_cgroup *cg, const struct sg_limits *lim);
 
+/* The memory controller's OOM kill count; 0 when unknown. */
 uint64_t sb_cgroup_oom_kills(const struct sb_cgroup *cg);
 
 /* How often a fork was refused at pids.max; 0 when unknown. */
 uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg);
 
-/* Kill what is left and remove every directory. 0 or -errno (logged). */
+/* The processes directly in the sandbox's v2 cgroup (not in a run's):
+ * how many, and the first of them in *pid. -errno when unreadable. */
+int sb_cgroup_own_procs(const struct sb_cgroup *cg, pid_t *pid);
+
+/* Kill what is left and remove every directory, the runs' first. 0 or
+ * -errno (logged). */
 int sb_cgroup_destroy(struct sb_cgroup *cg);
 
 #endif

@@ -34,6 +34,8 @@ static const char *const step_names[] = {
 	[SB_STEP_NETWORK] = "setting up the sandbox's network",
 	[SB_STEP_ROOT] = "building the sandbox's root filesystem",
 	[SB_STEP_FORK] = "starting a process in the sandbox",
+	[SB_STEP_CAPABILITIES] = "dropping capabilities",
+	[SB_STEP_START] = "receiving the run",
 };
 
 const char *sb_child_step_name(int step)
@@ -41,6 +43,30 @@ const char *sb_child_step_name(int step)
 	if (step > 0 && (size_t)step < ARRAY_LEN(step_names) && step_names[step])
 		return step_names[step];
 	return "unknown step";
+}
+
+void sb_close_all_but(const int *keep, int n)
+{
+	int sorted[SB_KEEP_MAX], m = 0, lo = 0;
+
+	for (int i = 0; i < n && m < SB_KEEP_MAX; i++) {
+		int j = m++;
+
+		if (keep[i] < 0) {
+			m--;
+			continue;
+		}
+		for (; j > 0 && sorted[j - 1] > keep[i]; j--)
+			sorted[j] = sorted[j - 1];
+		sorted[j] = keep[i];
+	}
+	for (int i = 0; i < m; i++) {
+		if (sorted[i] > lo)
+			syscall(__NR_close_range, (unsigned)lo, (unsigned)sorted[i] - 1, 0U);
+		if (sorted[i] >= lo)
+			lo = sorted[i] + 1;
+	}
+	syscall(__NR_close_range, (unsigned)lo, ~0U, 0U);
 }
 
 pid_t sb_clone(unsigned long flags)
@@ -51,7 +77,9 @@ pid_t sb_clone(unsigned long flags)
 
 _Noreturn void sb_child_fail(const struct sb_child_plan *p, int step, int err, int op)
 {
-	struct sb_child_report r = { .step = step, .err = err > 0 ? err : -err, .op = op };
+	struct sb_child_report r = {
+		.type = SB_REPORT_FAILED, .step = step, .err = err > 0 ? err : -err, .op = op
+	};
 
 	if (write(p->report_fd, &r, sizeof(r)) < 0) {
 		/* nothing left to tell it with; the exit status says enough */
@@ -108,10 +136,19 @@ int sb_child_drop_identity(uid_t uid, gid_t gid)
 	return 0;
 }
 
+int sb_child_join_run(const struct sb_child_plan *p)
+{
+	if (p->cgroup_procs_fd >= 0 && write(p->cgroup_procs_fd, "0", 1) != 1)
+		return -errno;
+	return 0;
+}
+
 _Noreturn void sb_child_exec(const struct sb_child_plan *p)
 {
-	int err = 0;
+	int err = sb_child_join_run(p);
 
+	if (err)
+		fail(p, SB_STEP_CGROUP, err);
 	if (setsid() < 0)
 		fail(p, SB_STEP_SETSID, errno);
 	for (int i = 0; i < 3; i++)

@@ -1,22 +1,29 @@
 /* The sandbox's processes, from the executor's clone() to the tenant's
- * execve, on a plan the parent prepared:
+ * execve, on plans the parent prepared:
  *
- *   executor --clone(CLONE_NEWPID)--> init (PID 1, sandbox_init.c)
- *        joins the cgroups, enters new mount, UTS, IPC and network
- *        namespaces, sets up the network and the minimal root, then
- *        --clone--> relay (sandbox_relay.c; only with an egress allowlist)
- *        --clone--> main (PID 2 or 3, sb_child_exec() below): the tenant's
- *        command; init reaps every orphan and, when main exits, writes
- *        its wait status to the status pipe and exits, which kills
- *        whatever is left in the PID namespace.
+ *   executor --clone3(CLONE_NEWPID, into the sandbox's cgroup)--> init
+ *        (PID 1, sandbox_init.c): joins the v1 cgroups, enters new mount,
+ *        UTS, IPC and network namespaces, sets up the network and the
+ *        minimal root, says READY on its control socket, and waits.
+ *   executor --START (argv, rlimits; stdio, report pipe, the run's
+ *        cgroup)--> init --clone3(into the run's cgroup)--> relay
+ *        (sandbox_relay.c; only with an egress allowlist) and main
+ *        (sb_child_exec() below): the tenant's command. init reaps every
+ *        orphan and, when main exits, says DONE with main's wait status;
+ *        the executor then empties the run's cgroup. init takes a fresh
+ *        IPC namespace for the next run and waits for its START.
+ *   executor closes the control socket, or init dies: the PID namespace
+ *        ends, and everything in it.
  *
  * Only async-signal-safe calls (the executor may be multithreaded, and
- * raw clone() skips glibc's fork handlers): no malloc, no stdio. Any
- * failure is written to the report pipe as a struct sb_child_report and
- * the process exits 127: the parent books it as a platform error, never as
- * a tenant crash. */
+ * the processes are made by raw clone()): no malloc, no stdio. A failure
+ * of init's setup is a FAILED report on the control socket, a failure of
+ * main's (or the relay's) a report on the run's report pipe; either
+ * process then exits 127, and the parent books a platform error, never a
+ * tenant crash. */
 #ifndef SG_SANDBOX_CHILD_H
 #define SG_SANDBOX_CHILD_H
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -44,60 +51,115 @@ enum sb_child_step {
 	SB_STEP_NETWORK,
 	SB_STEP_ROOT,
 	SB_STEP_FORK,
+	SB_STEP_CAPABILITIES,
+	SB_STEP_START,
 };
 
+enum sb_report_type {
+	SB_REPORT_FAILED = 1, /* a setup step failed: step, err, op */
+	SB_REPORT_READY,      /* init: set up, waiting for a START */
+	SB_REPORT_DONE,       /* init: the run's main ended: main_ran, wait_status */
+};
+
+/* One message on init's control socket, or on a run's report pipe (only
+ * FAILED there: its EOF at main's execve means the tenant runs). */
 struct sb_child_report {
+	int type;
 	int step; /* enum sb_child_step */
 	int err;  /* errno */
 	int op;   /* SB_STEP_ROOT: the index of the root operation that failed */
-};
-
-/* What init tells the parent when it exits normally. */
-struct sb_init_status {
-	int main_ran;    /* 1: main was started and reaped */
+	int main_ran;
 	int wait_status; /* main's, as from waitpid() */
 };
 
 #define SB_MAX_RLIMITS 6
 
+struct sb_rlimit {
+	int resource;
+	struct rlimit lim;
+};
+
+/* What a run's processes (main, and the relay) get. The sandbox's part is
+ * prepared with it; init fills in the run's part from its START. */
 struct sb_child_plan {
-	const struct sb_cgroup *cg;
-	int stdio[3];  /* child ends of the pipes, all >= 3 */
-	int report_fd; /* O_CLOEXEC write end, >= 3 */
-	int status_fd; /* O_CLOEXEC write end, >= 3: struct sb_init_status */
+	int stdio[3];        /* the run's pipes */
+	int report_fd;       /* the run's report pipe (close-on-exec write end) */
+	int cgroup_procs_fd; /* the run's cgroup.procs, to move into; -1: born there */
 	uid_t uid;
 	gid_t gid;
-	int unshare_flags; /* CLONE_NEW*, for init */
-	const char *hostname;
-	const struct sb_root_plan *root;
-	const struct sb_net_plan *net; /* NULL: no relay, loopback left down */
-	uint64_t proc_read;            /* Landlock read rights on the sandbox's /proc paths */
 	const char *scratch;
 	int landlock_fd;                  /* -1: no Landlock on this kernel */
 	const struct sb_seccomp *seccomp; /* NULL: no filter for this arch */
+	const struct sb_net_plan *net;    /* the relay's allowlist; NULL: no relay */
 	int n_rlimits;
-	struct {
-		int resource;
-		struct rlimit lim;
-	} rlimits[SB_MAX_RLIMITS];
+	struct sb_rlimit rlimits[SB_MAX_RLIMITS];
 	char *const *argv;
 	char *const *envp;
 	const char *exec_paths[2]; /* argv[0] resolved against PATH=/usr/bin:/bin */
 	int n_exec_paths;
 };
 
+/* The sandbox's init, prepared by the parent before the clone. */
+struct sb_init_plan {
+	const struct sb_cgroup *cg;
+	bool migrate;      /* born outside the v2 cgroup (a relay's listeners): move in */
+	bool clone3;       /* start runs inside their cgroup (else they move in) */
+	int ctl;           /* init's end of the control socket (SOCK_SEQPACKET) */
+	int sigfd;         /* a signalfd for SIGCHLD */
+	int unshare_flags; /* CLONE_NEW* */
+	const char *hostname;
+	const struct sb_root_plan *root;
+	uint64_t proc_read; /* Landlock read rights on the sandbox's /proc paths */
+	struct sb_child_plan child;
+};
+
+/* A run, from the executor to init. The run's fds travel with it
+ * (SCM_RIGHTS), in the order of enum sb_start_fd. */
+#define SB_START_MAGIC   0x53475231u
+#define SB_START_STRINGS (64 * 1024)
+#define SB_START_ARGS    1024
+
+enum sb_start_fd {
+	SB_FD_STDIN,
+	SB_FD_STDOUT,
+	SB_FD_STDERR,
+	SB_FD_REPORT,
+	SB_FD_CGROUP,
+	SB_START_FDS
+};
+
+struct sb_start {
+	uint32_t magic;
+	int n_rlimits;
+	struct sb_rlimit rlimits[SB_MAX_RLIMITS];
+	uint32_t argc;
+	uint32_t n_exec_paths;
+	uint32_t len; /* bytes used in strings: argv, then the exec paths, NUL-ended */
+	char strings[SB_START_STRINGS];
+};
+
 /* fork() without glibc's handlers: `flags` | SIGCHLD, the caller's stack
  * copied. Returns what fork() returns. */
 pid_t sb_clone(unsigned long flags);
 
-/* init, in the child of sb_clone(CLONE_NEWPID). */
-_Noreturn void sb_init_run(const struct sb_child_plan *p);
+/* init, in the child of the executor's clone. */
+_Noreturn void sb_init_run(const struct sb_init_plan *p);
 
 /* main: from init's clone to the tenant's execve. */
 _Noreturn void sb_child_exec(const struct sb_child_plan *p);
 
-/* Shared by init, relay and main: report a failed step and exit 127. */
+/* Close every fd but those in keep[] (negative entries ignored; at most
+ * SB_KEEP_MAX). Shared by init and the relay. */
+#define SB_KEEP_MAX (SB_NET_MAX_LISTENERS + 8)
+void sb_close_all_but(const int *keep, int n);
+
+/* Shared by relay and main: report a failed step on the report pipe and
+ * exit 127. */
 _Noreturn void sb_child_fail(const struct sb_child_plan *p, int step, int err, int op);
+
+/* Shared by relay and main, first thing: into the run's cgroup where
+ * clone3() could not start them there. 0 or -errno. */
+int sb_child_join_run(const struct sb_child_plan *p);
 
 /* Shared by relay and main: become the slot uid/gid with no groups. */
 int sb_child_drop_identity(uid_t uid, gid_t gid);

@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 #include "sandbox_cpu.h"
 
@@ -77,12 +78,12 @@ static bool live_run_delay(const char *dir, uint64_t *us)
 	return any;
 }
 
-void sb_cpu_read(const struct sb_cgroup *cg, struct sb_cpu_stats *st)
+void sb_cpu_read(const char *dir, struct sb_cpu_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	if (!cg->v2[0])
+	if (!dir || !dir[0])
 		return;
-	st->usage_known = keyed(cg->v2, "cpu.stat", "usage_usec", &st->usage_us);
-	st->wait_from_psi = psi_some(cg->v2, &st->wait_us);
-	st->wait_known = st->wait_from_psi || live_run_delay(cg->v2, &st->wait_us);
+	st->usage_known = keyed(dir, "cpu.stat", "usage_usec", &st->usage_us);
+	st->wait_from_psi = psi_some(dir, &st->wait_us);
+	st->wait_known = st->wait_from_psi || live_run_delay(dir, &st->wait_us);
 }

@@ -14,7 +14,6 @@
 #define SG_SANDBOX_CPU_H
 #include <stdbool.h>
 #include <stdint.h>
-#include "sandbox_cgroup.h"
 
 struct sb_cpu_stats {
 	uint64_t usage_us;
@@ -23,7 +22,8 @@ struct sb_cpu_stats {
 	bool wait_from_psi; /* false: schedstat of the live tasks */
 };
 
-/* Read both, before the sandbox is emptied (schedstat needs live tasks). */
-void sb_cpu_read(const struct sb_cgroup *cg, struct sb_cpu_stats *st);
+/* Read both for the cgroup2 directory `dir` (a run's cgroup), before it
+ * is emptied (schedstat needs live tasks). */
+void sb_cpu_read(const char *dir, struct sb_cpu_stats *st);
 
 #endif

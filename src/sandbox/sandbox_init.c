@@ -1,174 +1,382 @@
 /* The sandbox's init, PID 1 of its PID namespace (see
  * src/sandbox/sandbox_child.h). It does what needs root before any tenant
- * code exists, starts the relay and main, and then only reaps: it never
- * runs tenant code, holds no capability once main is started, and its
- * exit (when main's ends) takes everything left in the namespace with it.
+ * code exists, says READY, and then serves runs: for each START it starts
+ * the relay and main inside the run's cgroup, reaps, and says DONE with
+ * main's wait status. It never runs tenant code; it keeps only the
+ * capabilities a run's start needs (its processes' uid change, the relay's
+ * way back to the host's network, the next run's fresh IPC namespace),
+ * and its exit takes everything left in the namespace with it.
  * Async-signal-safe calls only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
-#include <poll.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#include "lib/array_len.h"
+#include "lib/fs_util.h"
 #include "sandbox_child.h"
 #include "sandbox_relay.h"
 
-static const char *const oom_never = "-1000";
+/* What init keeps: the uid change of a run's processes, the relay's setns
+ * back to the host's network and the next run's unshare(CLONE_NEWIPC). */
+#define KEPT_CAPS ((1ULL << CAP_SETUID) | (1ULL << CAP_SETGID) | (1ULL << CAP_SYS_ADMIN))
 
-/* Out of the OOM killer's reach: it would pick init only if nothing else
- * were left, and its death would be a platform error, not the tenant's. */
-static void oom_protect(void)
-{
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return;
-	if (write(fd, oom_never, 5) < 0) {
-		/* best effort: the sandbox's memory limit still holds */
-	}
-	close(fd);
-}
-
-/* init's side of the run, once main started. */
 struct init_state {
-	pid_t main, relay;
-	int status_fd; /* struct sb_init_status to the parent */
-	int life_fd;   /* write end: closing it tells the relay to drain; -1 */
+	const struct sb_init_plan *p;
+	int sigfd;
+	int listeners[SB_NET_MAX_LISTENERS], n_listeners;
+	int host_netns;
+	pid_t main, relay; /* 0: none */
+	int main_status;
+	bool main_done;
+	int life_fd;          /* write end: closing it tells the relay to drain; -1 */
+	uint64_t drain_until; /* ms, CLOCK_MONOTONIC */
 };
 
-/* After main started: no fd but the status pipe and the relay's life pipe
- * (no stdio either: init opens nothing once in the sandbox, where the
- * agent would judge it), no capabilities, nothing to gain by exec. */
-static int shed(const struct sb_child_plan *p, struct init_state *st)
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void tell(int fd, const struct sb_child_report *r)
+{
+	if (send(fd, r, sizeof(*r), MSG_NOSIGNAL) < 0) {
+		/* the executor is gone: the closed socket ends us next */
+	}
+}
+
+static _Noreturn void fail(const struct sb_init_plan *p, int step, int err, int op)
+{
+	struct sb_child_report r = {
+		.type = SB_REPORT_FAILED, .step = step, .err = err > 0 ? err : -err, .op = op
+	};
+
+	tell(p->ctl, &r);
+	_exit(127);
+}
+
+static int keep_only_needed_caps(void)
 {
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct none[2] = { { 0 } };
+	struct __user_cap_data_struct data[2] = { { 0 } };
 
-	if (dup2(p->status_fd, 3) != 3 || (st->life_fd >= 0 && dup2(st->life_fd, 4) != 4))
-		return -errno;
-	st->status_fd = 3;
-	st->life_fd = st->life_fd >= 0 ? 4 : -1;
-	syscall(__NR_close_range, 0U, 2U, 0U);
-	syscall(__NR_close_range, st->life_fd >= 0 ? 5U : 4U, ~0U, 0U);
 	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
-		prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-	if (syscall(SYS_capset, &hdr, none) || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+		if (!(KEPT_CAPS & (1ULL << cap)))
+			prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+	data[0].permitted = data[0].effective = (uint32_t)KEPT_CAPS;
+	data[1].permitted = data[1].effective = (uint32_t)(KEPT_CAPS >> 32);
+	if (syscall(SYS_capset, &hdr, data) || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
 	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
 		return -errno;
 	return 0;
 }
 
-/* Main is gone: the relay gets a moment to deliver what main sent
- * before it exited (a network would, after close()), not longer. */
-static void drain_relay(struct init_state *st)
+/* The network, before init is in the sandbox's cgroup (only when there is
+ * a relay: init was born outside for this). A socket belongs to the cgroup
+ * that made it, and an accepted one to its listener's: the relay's end of
+ * a tenant's connection is plumbing, not tenant traffic for the agent's
+ * egress filter to judge. */
+static void make_network(const struct sb_init_plan *p, struct init_state *st)
 {
-	struct pollfd exited = { .events = POLLIN };
+	int err;
 
-	if (st->relay <= 0)
-		return;
-	exited.fd = (int)syscall(SYS_pidfd_open, st->relay, 0);
-	close(st->life_fd);
-	if (exited.fd >= 0) {
-		while (poll(&exited, 1, SB_RELAY_DRAIN_MS) < 0 && errno == EINTR)
-			;
-		close(exited.fd);
+	st->host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (st->host_netns < 0)
+		fail(p, SB_STEP_NETWORK, errno, -1);
+	if (syscall(SYS_unshare, CLONE_NEWNET))
+		fail(p, SB_STEP_UNSHARE, errno, -1);
+	err = sb_net_setup(p->child.net, st->listeners, &st->n_listeners);
+	if (err)
+		fail(p, SB_STEP_NETWORK, err, -1);
+}
+
+static void set_up(const struct sb_init_plan *p, struct init_state *st)
+{
+	int keep[SB_NET_MAX_LISTENERS + 8], n = 0, unshare_flags = p->unshare_flags, err;
+	sigset_t chld;
+	size_t op;
+
+	if (p->child.net) {
+		make_network(p, st);
+		unshare_flags &= ~CLONE_NEWNET;
+	}
+	err = sb_cgroup_join_self(p->cg, p->migrate);
+	if (err)
+		fail(p, SB_STEP_CGROUP, err, -1);
+	keep[n++] = p->ctl;
+	keep[n++] = p->child.landlock_fd;
+	keep[n++] = st->host_netns;
+	for (int i = 0; i < st->n_listeners; i++)
+		keep[n++] = st->listeners[i];
+	/* Nothing of the executor's stays open in init: not its stdio, not
+	 * other sandboxes' pipes (an idle init holding them would keep them
+	 * open). */
+	sb_close_all_but(keep, n);
+	/* Nothing of the executor's signal handling; SIGCHLD arrives on a
+	 * signalfd (not an open: the agent judges every open in here). */
+	err = sb_child_reset_signals();
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (err || sigprocmask(SIG_BLOCK, &chld, NULL))
+		fail(p, SB_STEP_SIGNALS, err ? err : errno, -1);
+	st->sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (st->sigfd < 0)
+		fail(p, SB_STEP_SIGNALS, errno, -1);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
+		fail(p, SB_STEP_PDEATHSIG, errno, -1);
+	if (syscall(SYS_unshare, unshare_flags))
+		fail(p, SB_STEP_UNSHARE, errno, -1);
+	if (sethostname(p->hostname, strlen(p->hostname)))
+		fail(p, SB_STEP_HOSTNAME, errno, -1);
+	err = sb_root_enter(p->root, p->child.landlock_fd, p->proc_read, &op);
+	if (err)
+		fail(p, SB_STEP_ROOT, err, (int)op);
+	/* A pool prepares at a lower priority; the runs get the normal one. */
+	if (setpriority(PRIO_PROCESS, 0, 0))
+		fail(p, SB_STEP_CAPABILITIES, errno, -1);
+	err = keep_only_needed_caps();
+	if (err)
+		fail(p, SB_STEP_CAPABILITIES, err, -1);
+}
+
+/* The run's fds, kept above stdio: main's dup2() onto 0, 1 and 2 must not
+ * clobber one of them. */
+static int receive(int ctl, struct sb_start *m, int fds[SB_START_FDS])
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * SB_START_FDS)];
+	struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c;
+	ssize_t got;
+	int n = 0;
+
+	for (int i = 0; i < SB_START_FDS; i++)
+		fds[i] = -1;
+	do
+		got = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+	while (got < 0 && errno == EINTR);
+	if (got <= 0)
+		return got == 0 ? -ESHUTDOWN : -errno;
+	c = CMSG_FIRSTHDR(&mh);
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+		n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		memcpy(fds, CMSG_DATA(c),
+		       sizeof(int) * (size_t)(n < SB_START_FDS ? n : SB_START_FDS));
+	}
+	for (int i = 0; i < SB_START_FDS; i++) {
+		if (fds[i] >= 0 && fds[i] <= 2) {
+			int up = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+
+			close(fds[i]);
+			fds[i] = up;
+		}
+	}
+	if (n != SB_START_FDS || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	    (size_t)got < offsetof(struct sb_start, strings) || m->magic != SB_START_MAGIC ||
+	    (size_t)got != offsetof(struct sb_start, strings) + m->len)
+		return -EPROTO;
+	for (int i = 0; i < SB_START_FDS; i++)
+		if (fds[i] < 0)
+			return -EBADF;
+	return 0;
+}
+
+/* argv and the exec paths out of the strings, and the rest of the run's
+ * plan. */
+static int decode(const struct sb_start *m, const int fds[SB_START_FDS], char **argv,
+		  struct sb_child_plan *run)
+{
+	uint32_t want = m->argc + m->n_exec_paths, got = 0;
+	const char *s = m->strings, *end = m->strings + m->len;
+
+	if (!m->argc || m->argc > SB_START_ARGS || m->n_exec_paths < 1 ||
+	    m->n_exec_paths > ARRAY_LEN(run->exec_paths) || m->n_rlimits < 0 ||
+	    m->n_rlimits > SB_MAX_RLIMITS || m->len > SB_START_STRINGS)
+		return -EPROTO;
+	while (s < end && got < want) {
+		const char *nul = memchr(s, '\0', (size_t)(end - s));
+
+		if (!nul)
+			return -EPROTO;
+		if (got < m->argc)
+			argv[got] = (char *)s;
+		else
+			run->exec_paths[got - m->argc] = s;
+		got++;
+		s = nul + 1;
+	}
+	if (got != want)
+		return -EPROTO;
+	argv[m->argc] = NULL;
+	run->argv = argv;
+	run->n_exec_paths = (int)m->n_exec_paths;
+	run->n_rlimits = m->n_rlimits;
+	memcpy(run->rlimits, m->rlimits, sizeof(run->rlimits));
+	for (int i = 0; i < 3; i++)
+		run->stdio[i] = fds[SB_FD_STDIN + i];
+	run->report_fd = fds[SB_FD_REPORT];
+	return 0;
+}
+
+/* A run that cannot start says why on its report pipe, as main would. */
+static void refuse(int report_fd, int step, int err)
+{
+	struct sb_child_report r = { .type = SB_REPORT_FAILED, .step = step, .err = err };
+
+	if (report_fd >= 0 && write(report_fd, &r, sizeof(r)) < 0) {
+		/* the executor gave up on the run */
 	}
 }
 
-/* Reap everything; when main is reaped, tell the parent how it ended. */
-static _Noreturn void reap(struct init_state *st)
+static pid_t start_in(const struct sb_init_plan *p, struct sb_child_plan *run, int cgroup_fd)
 {
-	struct sb_init_status report = { 0 };
+	if (p->clone3)
+		return sb_clone_into(0, cgroup_fd);
+	run->cgroup_procs_fd = cgroup_fd;
+	return sb_clone(0);
+}
 
+static void start_run(struct init_state *st)
+{
+	/* In init's memory only: the executor's copies are never touched. */
+	static struct sb_start msg;
+	static char *argv[SB_START_ARGS + 1];
+	const struct sb_init_plan *p = st->p;
+	struct sb_child_plan run = p->child;
+	int fds[SB_START_FDS], life[2] = { -1, -1 }, err;
+
+	err = receive(p->ctl, &msg, fds);
+	if (err == -ESHUTDOWN)
+		_exit(0); /* the executor closed the socket: the sandbox is done */
+	if (!err)
+		err = decode(&msg, fds, argv, &run);
+	if (!err && run.net && pipe2(life, O_CLOEXEC))
+		err = -errno;
+	if (!err && run.net) {
+		st->relay = start_in(p, &run, fds[SB_FD_CGROUP]);
+		if (st->relay == 0) {
+			close(life[1]);
+			sb_relay_run(&run, st->listeners, st->n_listeners, st->host_netns, life[0]);
+		}
+		if (st->relay < 0)
+			err = -errno;
+		close(life[0]);
+		st->life_fd = life[1];
+		if (err)
+			fs_close(&st->life_fd);
+	}
+	if (!err) {
+		st->main = start_in(p, &run, fds[SB_FD_CGROUP]);
+		if (st->main == 0)
+			sb_child_exec(&run);
+		if (st->main < 0)
+			err = -errno;
+	}
+	if (err) {
+		st->main = 0;
+		st->main_done = true; /* DONE, main_ran 0 */
+		refuse(fds[SB_FD_REPORT],
+		       err == -EPROTO || err == -EBADF ? SB_STEP_START : SB_STEP_FORK, -err);
+	}
+	for (int i = 0; i < SB_START_FDS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* Reap everything; note main's end and start the relay's drain. */
+static void reap(struct init_state *st)
+{
+	struct signalfd_siginfo si;
+
+	while (read(st->sigfd, &si, sizeof(si)) > 0)
+		;
 	for (;;) {
 		int ws;
-		pid_t pid = waitpid(-1, &ws, 0);
+		pid_t pid = waitpid(-1, &ws, WNOHANG);
 
-		if (pid < 0 && errno == EINTR)
-			continue;
+		if (pid <= 0)
+			break;
 		if (pid == st->relay)
 			st->relay = 0;
-		if (pid < 0 || pid == st->main) {
-			report.main_ran = pid == st->main;
-			report.wait_status = ws;
-			drain_relay(st);
-			if (write(st->status_fd, &report, sizeof(report)) < 0) {
-				/* the parent is gone: nobody to tell */
-			}
-			_exit(0);
+		if (pid == st->main) {
+			st->main = 0;
+			st->main_status = ws;
+			st->main_done = true;
+			/* The relay gets a moment to deliver what main sent
+			 * before it exited (a network would, after close()). */
+			fs_close(&st->life_fd);
+			st->drain_until = now_ms() + SB_RELAY_DRAIN_MS;
 		}
 	}
 }
 
-static int start_relay(const struct sb_child_plan *p, const int *listeners, int n, int host_netns,
-		       struct init_state *st)
+/* Main is gone (and the relay, or its drain time): DONE, and a fresh IPC
+ * namespace for the next run, so that no SysV object or POSIX message
+ * queue of this one is there for it. */
+static void finish_run(struct init_state *st, bool main_ran)
 {
-	int life[2];
+	struct sb_child_report r = { .type = SB_REPORT_DONE,
+				     .main_ran = main_ran,
+				     .wait_status = st->main_status };
 
-	if (pipe2(life, O_CLOEXEC))
-		return -errno;
-	st->relay = sb_clone(0);
-	if (st->relay < 0)
-		return -errno;
-	if (st->relay == 0) {
-		close(life[1]);
-		sb_relay_run(p, listeners, n, host_netns, life[0]);
-	}
-	close(life[0]);
-	st->life_fd = life[1];
-	return 0;
+	tell(st->p->ctl, &r);
+	st->main_done = false;
+	st->relay = 0;
+	if (syscall(SYS_unshare, CLONE_NEWIPC))
+		_exit(127); /* the executor finds the sandbox dead: not reused */
 }
 
-_Noreturn void sb_init_run(const struct sb_child_plan *p)
+_Noreturn void sb_init_run(const struct sb_init_plan *p)
 {
-	int listeners[SB_NET_MAX_LISTENERS], n_listeners = 0, host_netns = -1, err;
-	struct init_state st = { .life_fd = -1 };
-	size_t op;
+	struct init_state st = { .p = p, .host_netns = -1, .life_fd = -1 };
+	struct sb_child_report ready = { .type = SB_REPORT_READY };
+	bool ran = false;
 
-	/* Before init is in the sandbox: the two files it opens (from the
-	 * sandbox's cgroup on, the agent judges every open as the tenant's),
-	 * and its network with the relay's listeners. A socket belongs to
-	 * the cgroup that made it, and an accepted one to its listener's:
-	 * the relay's end of a tenant's connection is plumbing, not tenant
-	 * traffic for the agent's egress filter to judge. */
-	oom_protect();
-	if (p->net && (host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
-		sb_child_fail(p, SB_STEP_NETWORK, errno, -1);
-	if (syscall(SYS_unshare, CLONE_NEWNET))
-		sb_child_fail(p, SB_STEP_UNSHARE, errno, -1);
-	if (p->net && (err = sb_net_setup(p->net, listeners, &n_listeners)))
-		sb_child_fail(p, SB_STEP_NETWORK, err, -1);
-	/* Then into the sandbox, so that anything done here is charged to
-	 * it; then nothing of the executor's signal handling. */
-	err = sb_cgroup_join_self(p->cg);
-	if (err)
-		sb_child_fail(p, SB_STEP_CGROUP, err, -1);
-	err = sb_child_reset_signals();
-	if (err)
-		sb_child_fail(p, SB_STEP_SIGNALS, err, -1);
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
-		sb_child_fail(p, SB_STEP_PDEATHSIG, errno, -1);
-	if (syscall(SYS_unshare, p->unshare_flags & ~CLONE_NEWNET))
-		sb_child_fail(p, SB_STEP_UNSHARE, errno, -1);
-	if (sethostname(p->hostname, strlen(p->hostname)))
-		sb_child_fail(p, SB_STEP_HOSTNAME, errno, -1);
-	err = sb_root_enter(p->root, p->landlock_fd, p->proc_read, &op);
-	if (err)
-		sb_child_fail(p, SB_STEP_ROOT, err, (int)op);
-	if (p->net && (err = start_relay(p, listeners, n_listeners, host_netns, &st)))
-		sb_child_fail(p, SB_STEP_FORK, err, -1);
-	st.main = sb_clone(0);
-	if (st.main < 0)
-		sb_child_fail(p, SB_STEP_FORK, errno, -1);
-	if (st.main == 0)
-		sb_child_exec(p);
-	if (shed(p, &st))
-		_exit(127); /* main runs; without a status, the parent sees a kill */
-	reap(&st);
+	set_up(p, &st);
+	tell(p->ctl, &ready);
+	for (;;) {
+		bool running = st.main > 0 || st.main_done;
+		/* A START is read only between runs (the executor sends one
+		 * at a time); a hang-up is seen always. */
+		struct pollfd fds[2] = { { .fd = p->ctl, .events = running ? 0 : POLLIN },
+					 { .fd = st.sigfd, .events = POLLIN } };
+		int timeout = -1;
+
+		if (st.main_done) {
+			uint64_t now = now_ms();
+
+			if (st.relay == 0 || now >= st.drain_until) {
+				finish_run(&st, ran);
+				continue;
+			}
+			timeout = (int)(st.drain_until - now);
+		}
+		if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+			_exit(127);
+		if (fds[1].revents)
+			reap(&st);
+		if (fds[0].revents & (POLLHUP | POLLERR))
+			_exit(0); /* the executor is done with the sandbox, or gone */
+		if ((fds[0].revents & POLLIN) && !running) {
+			start_run(&st);
+			ran = st.main > 0;
+		}
+	}
 }

@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "lib/fs_util.h"
@@ -15,7 +14,6 @@
 
 #define CHUNK          65536
 #define READS_PER_TURN 16 /* a flooding fd must not starve the deadline */
-#define NO_PIDFD_TICK  10 /* ms between waitpid() polls without a pidfd */
 
 /* Keep what fits under the limit; count the rest. */
 static int keep(struct sb_capture *c, const char *buf, size_t n)
@@ -89,85 +87,94 @@ static void feed(struct sb_feed *f)
 	fs_close(&f->fd);
 }
 
-static bool reap(struct sb_pump *p, int flags)
+/* Reads what is there on stdout and stderr; SB_PUMP_OVERSIZE when stdout
+ * went over its limit, 0, or -errno. */
+static int collect(struct sb_pump *p, const struct pollfd *fds, int out_i, int err_i)
 {
-	pid_t r;
+	int err;
 
-	do
-		r = waitpid(p->pid, &p->status, flags);
-	while (r < 0 && errno == EINTR);
-	return r == p->pid;
+	if (out_i >= 0 && fds[out_i].revents) {
+		err = drain(&p->out);
+		if (err)
+			return err;
+		if (p->out.seen > p->out.limit)
+			return SB_PUMP_OVERSIZE;
+	}
+	if (err_i >= 0 && fds[err_i].revents)
+		return drain(&p->err);
+	return 0;
+}
+
+/* One turn: poll the pipes (and end_fd when watch_end), until `until`.
+ * Returns collect()'s answer, or 1 when end_fd is ready. */
+static int turn(struct sb_pump *p, bool watch_end, uint64_t until)
+{
+	struct pollfd fds[4];
+	int nfds = 0, in_i = -1, out_i = -1, err_i = -1, end_i = -1, ret;
+	uint64_t now = clock_ms(CLOCK_MONOTONIC);
+
+	if (p->in.fd >= 0 && watch_end) {
+		in_i = nfds;
+		fds[nfds++] = (struct pollfd){ .fd = p->in.fd, .events = POLLOUT };
+	}
+	if (p->out.fd >= 0) {
+		out_i = nfds;
+		fds[nfds++] = (struct pollfd){ .fd = p->out.fd, .events = POLLIN };
+	}
+	if (p->err.fd >= 0) {
+		err_i = nfds;
+		fds[nfds++] = (struct pollfd){ .fd = p->err.fd, .events = POLLIN };
+	}
+	if (watch_end) {
+		end_i = nfds;
+		fds[nfds++] = (struct pollfd){ .fd = p->end_fd, .events = POLLIN };
+	}
+	uint64_t left = until > now ? until - now : 0;
+
+	if (poll(fds, (nfds_t)nfds, left > INT_MAX ? INT_MAX : (int)left) < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (in_i >= 0 && fds[in_i].revents)
+		feed(&p->in);
+	ret = collect(p, fds, out_i, err_i);
+	if (ret)
+		return ret;
+	return end_i >= 0 && fds[end_i].revents ? 1 : 0;
 }
 
 int sb_pump_run(struct sb_pump *p)
 {
-	bool exited = false;
-	uint64_t linger_until = 0;
-
 	if (p->in.len == 0)
 		fs_close(&p->in.fd);
 	for (;;) {
-		struct pollfd fds[4];
-		int nfds = 0, in_i = -1, out_i = -1, err_i = -1, pid_i = -1, timeout;
-		uint64_t now = clock_ms(CLOCK_MONOTONIC), until;
+		uint64_t now = clock_ms(CLOCK_MONOTONIC);
+		int ret;
 
-		if (!exited && now >= p->deadline_ms) {
+		if (now >= p->deadline_ms) {
 			p->end_ms = now;
 			return SB_PUMP_DEADLINE;
 		}
-		if (exited && ((p->out.fd < 0 && p->err.fd < 0) || now >= linger_until))
-			return SB_PUMP_EXITED;
-		if (p->in.fd >= 0) {
-			in_i = nfds;
-			fds[nfds++] = (struct pollfd){ .fd = p->in.fd, .events = POLLOUT };
-		}
-		if (p->out.fd >= 0) {
-			out_i = nfds;
-			fds[nfds++] = (struct pollfd){ .fd = p->out.fd, .events = POLLIN };
-		}
-		if (p->err.fd >= 0) {
-			err_i = nfds;
-			fds[nfds++] = (struct pollfd){ .fd = p->err.fd, .events = POLLIN };
-		}
-		if (!exited && p->pidfd >= 0) {
-			pid_i = nfds;
-			fds[nfds++] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
-		}
-		until = exited ? linger_until : p->deadline_ms;
-		timeout = until - now > INT_MAX ? INT_MAX : (int)(until - now);
-		if (!exited && p->pidfd < 0 && timeout > NO_PIDFD_TICK)
-			timeout = NO_PIDFD_TICK;
-		if (poll(fds, (nfds_t)nfds, timeout) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (in_i >= 0 && fds[in_i].revents)
-			feed(&p->in);
-		if (out_i >= 0 && fds[out_i].revents) {
-			int err = drain(&p->out);
-			if (err)
-				return err;
-			if (p->out.seen > p->out.limit) {
-				p->end_ms = clock_ms(CLOCK_MONOTONIC);
-				return SB_PUMP_OVERSIZE;
-			}
-		}
-		if (err_i >= 0 && fds[err_i].revents) {
-			int err = drain(&p->err);
-			if (err)
-				return err;
-		}
-		if (!exited &&
-		    ((pid_i >= 0 && fds[pid_i].revents) || (p->pidfd < 0 && reap(p, WNOHANG)))) {
-			if (pid_i >= 0)
-				reap(p, 0);
-			exited = true;
-			p->end_ms = clock_ms(CLOCK_MONOTONIC);
-			linger_until = p->end_ms + (uint64_t)p->linger_ms;
+		ret = turn(p, true, p->deadline_ms);
+		if (ret == 0)
+			continue;
+		p->end_ms = clock_ms(CLOCK_MONOTONIC);
+		if (ret == 1) {
 			fs_close(&p->in.fd); /* nobody left to read it */
+			return SB_PUMP_EXITED;
 		}
+		return ret;
 	}
+}
+
+int sb_pump_drain(struct sb_pump *p, uint64_t until_ms)
+{
+	fs_close(&p->in.fd);
+	while ((p->out.fd >= 0 || p->err.fd >= 0) && clock_ms(CLOCK_MONOTONIC) < until_ms) {
+		int ret = turn(p, false, until_ms);
+
+		if (ret < 0 || ret == SB_PUMP_OVERSIZE)
+			return ret;
+	}
+	return SB_PUMP_EXITED;
 }
 
 void sb_pump_close(struct sb_pump *p)
@@ -175,7 +182,6 @@ void sb_pump_close(struct sb_pump *p)
 	fs_close(&p->in.fd);
 	fs_close(&p->out.fd);
 	fs_close(&p->err.fd);
-	fs_close(&p->pidfd);
 }
 
 void sb_sigpipe_block(struct sb_sigpipe_guard *g)

@@ -1,6 +1,7 @@
 /* The parent's side of a sandbox run while tenant code runs: feed stdin,
  * drain stdout and stderr concurrently (each capped: memory stays bounded
- * whatever the tenant writes), watch the main process and the deadline. */
+ * whatever the tenant writes), watch for the main process's end (init's
+ * DONE on the control socket) and the deadline. */
 #ifndef SG_SANDBOX_IO_H
 #define SG_SANDBOX_IO_H
 #include <stdbool.h>
@@ -25,27 +26,27 @@ struct sb_feed {
 };
 
 enum sb_pump_end {
-	SB_PUMP_EXITED = 1, /* the main process exited; `status` is set */
+	SB_PUMP_EXITED = 1, /* the main process exited (end_fd became readable) */
 	SB_PUMP_DEADLINE,   /* the deadline passed first */
 	SB_PUMP_OVERSIZE,   /* stdout went over its limit */
 };
 
 struct sb_pump {
-	pid_t pid;
-	int pidfd; /* -1: poll waitpid() instead */
+	int end_fd; /* readable, or hung up, once the main process ended; not owned */
 	struct sb_feed in;
 	struct sb_capture out, err;
 	uint64_t deadline_ms; /* on clock_ms(CLOCK_MONOTONIC) */
-	int linger_ms;        /* after the main exit, for the pipes */
-	int status;           /* wait status, when exited */
 	uint64_t end_ms;      /* when the outcome was decided */
 };
 
-
-/* Runs until the main process exited (and the pipes drained, at most
- * linger_ms more), the deadline, or stdout oversize. Returns an
- * enum sb_pump_end, or -errno (-ENOMEM, a failed poll). */
+/* Runs until the main process ended, the deadline, or stdout oversize.
+ * Returns an enum sb_pump_end, or -errno (-ENOMEM, a failed poll). */
 int sb_pump_run(struct sb_pump *p);
+
+/* After the end (the run's processes were killed): collect what is left
+ * in the pipes, until both are closed or `until_ms`. SB_PUMP_OVERSIZE when
+ * stdout went over its limit meanwhile, else SB_PUMP_EXITED; or -errno. */
+int sb_pump_drain(struct sb_pump *p, uint64_t until_ms);
 
 /* Closes the pump's fds; the captures keep their data. */
 void sb_pump_close(struct sb_pump *p);

@@ -1,6 +1,7 @@
 /* In-flight records and the orphan reaper (see src/sandbox/sandbox_record.h). */
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -19,16 +20,29 @@
 
 #define RECORD_MAX_BYTES 16384
 #define SUFFIX           ".json"
+#define RUN_SUFFIX       ".run.json"
+#define TMP_TRIES        8 /* a .tmp file discarded before we locked it: another */
 
 #define RECORDS "inflight" /* <run>/inflight */
 
+static const char *const kind_names[] = {
+	[SB_RECORD_BOTH] = "both", [SB_RECORD_SANDBOX] = "sandbox", [SB_RECORD_RUN] = "run"
+};
+
 static json_t *record_json(const struct sb_record *r)
 {
-	return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:i, s:I}", "version", 1,
-			 "tenant", r->tenant, "run_id", r->run_id, "batch_id", r->batch_id, "mode",
-			 r->mode, "sandbox", r->sandbox, "attempt", (int)r->attempt, "cgroup_root",
+	return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:i, s:I}",
+			 "version", 2, "kind", kind_names[r->kind], "tenant", r->tenant, "run_id",
+			 r->run_id, "batch_id", r->batch_id, "mode", r->mode, "sandbox", r->sandbox,
+			 "outcome", r->outcome, "attempt", (int)r->attempt, "cgroup_root",
 			 r->cgroup_root, "scratch_root", r->scratch_root, "executor",
 			 (int)r->executor, "started_ms", (json_int_t)r->started_ms);
+}
+
+/* A name that becomes a path component: nothing but what executors write. */
+static bool id_valid(const char *id)
+{
+	return id[0] && id[0] != '.' && !strchr(id, '/');
 }
 
 static int copy_field(json_t *o, const char *key, char *dst, size_t len)
@@ -44,6 +58,7 @@ static int copy_field(json_t *o, const char *key, char *dst, size_t len)
 static int record_parse(const char *text, size_t n, struct sb_record *r)
 {
 	json_t *o = json_loadb(text, n, 0, NULL);
+	const char *kind;
 	int err;
 
 	memset(r, 0, sizeof(*r));
@@ -56,13 +71,22 @@ static int record_parse(const char *text, size_t n, struct sb_record *r)
 	err = err ?: copy_field(o, "sandbox", r->sandbox, sizeof(r->sandbox));
 	err = err ?: copy_field(o, "cgroup_root", r->cgroup_root, sizeof(r->cgroup_root));
 	err = err ?: copy_field(o, "scratch_root", r->scratch_root, sizeof(r->scratch_root));
+	/* Version 1 has neither: a sandbox and its one run, whose outcome id
+	 * is the sandbox's. */
+	kind = json_string_value(json_object_get(o, "kind"));
+	r->kind = SB_RECORD_BOTH;
+	for (int k = SB_RECORD_SANDBOX; kind && k <= SB_RECORD_RUN; k++)
+		if (!strcmp(kind, kind_names[k]))
+			r->kind = k;
+	if (copy_field(o, "outcome", r->outcome, sizeof(r->outcome)) || !r->outcome[0])
+		memcpy(r->outcome, r->sandbox, sizeof(r->outcome));
 	r->attempt = (uint32_t)json_integer_value(json_object_get(o, "attempt"));
 	r->executor = (pid_t)json_integer_value(json_object_get(o, "executor"));
 	r->started_ms = (uint64_t)json_integer_value(json_object_get(o, "started_ms"));
 	json_decref(o);
 	/* Names that become paths: nothing but what the executor writes. */
-	if (!err && (!tenant_name_valid(r->tenant) || !r->sandbox[0] || strchr(r->sandbox, '/') ||
-		     r->sandbox[0] == '.'))
+	if (!err &&
+	    (!tenant_name_valid(r->tenant) || !id_valid(r->sandbox) || !id_valid(r->outcome)))
 		err = -EINVAL;
 	return err;
 }
@@ -85,17 +109,33 @@ int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char 
 	json_decref(j);
 	if (err) {
 		free(text);
-		snprintf(detail, dlen, "cannot record sandbox %s: %s", rec->sandbox,
-			 strerror(-err));
+		snprintf(detail, dlen, "cannot record sandbox %s: %s",
+			 rec->outcome[0] ? rec->outcome : rec->sandbox, strerror(-err));
 		return err;
 	}
-	if (getrandom(&rnd, sizeof(rnd), 0) < 0)
-		rnd = (uint32_t)getpid();
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-%08x-%s", dir, rnd, rec->sandbox);
-	snprintf(lk->path, sizeof(lk->path), "%s/%s" SUFFIX, dir, rec->sandbox);
-	lk->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (lk->fd < 0 || flock(lk->fd, LOCK_EX) || write(lk->fd, text, strlen(text)) < 0 ||
-	    rename(tmp, lk->path))
+	if (rec->kind == SB_RECORD_RUN)
+		snprintf(lk->path, sizeof(lk->path), "%s/%s" RUN_SUFFIX, dir, rec->outcome);
+	else
+		snprintf(lk->path, sizeof(lk->path), "%s/%s" SUFFIX, dir, rec->sandbox);
+	/* A reaper (sb_records_reap()) discards a .tmp file it can lock: one
+	 * made but not locked yet may go. Locked and still linked, it stays. */
+	for (int tries = 0; tries < TMP_TRIES; tries++) {
+		struct stat st;
+
+		if (getrandom(&rnd, sizeof(rnd), 0) < 0)
+			rnd = (uint32_t)getpid() + (uint32_t)tries;
+		snprintf(tmp, sizeof(tmp), "%s/.tmp-%08x-%s", dir, rnd, rec->sandbox);
+		lk->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (lk->fd < 0 || flock(lk->fd, LOCK_EX) || fstat(lk->fd, &st)) {
+			err = -errno;
+			break;
+		}
+		if (st.st_nlink)
+			break;
+		fs_close(&lk->fd);
+		err = -ENOENT;
+	}
+	if (!err && (write(lk->fd, text, strlen(text)) < 0 || rename(tmp, lk->path)))
 		err = -errno;
 	free(text);
 	if (err) {
@@ -132,6 +172,27 @@ static int reclaim(const struct sb_record *r)
 	return sb_scratch_remove(r->scratch_root, r->tenant, r->sandbox);
 }
 
+/* An orphan: its resources reclaimed (a sandbox), its run booked (a run),
+ * or both (version 1). 0 when the record can go. */
+static int reap_record(const struct sb_record *rec, sb_orphan_fn fn, void *arg)
+{
+	int err = 0;
+
+	if (rec->kind != SB_RECORD_RUN) {
+		err = reclaim(rec);
+		if (err)
+			return err;
+		sg_warn("reclaimed sandbox %s of tenant %s, left by executor %d", rec->sandbox,
+			rec->tenant, (int)rec->executor);
+	}
+	if (rec->kind != SB_RECORD_SANDBOX && fn) {
+		sg_warn("booking run %s of tenant %s (batch %s, attempt %u), left by executor %d",
+			rec->outcome, rec->tenant, rec->batch_id, rec->attempt, (int)rec->executor);
+		err = fn(rec, arg);
+	}
+	return err;
+}
+
 /* Reap one record if nobody holds it. 1 reaped, 0 live or gone, -errno. */
 static int reap_one(int dirfd, const char *name, sb_orphan_fn fn, void *arg)
 {
@@ -154,15 +215,7 @@ static int reap_one(int dirfd, const char *name, sb_orphan_fn fn, void *arg)
 		/* Died while writing it: nothing was made yet. */
 		sg_warn("discarding unreadable in-flight record %s", name);
 	} else {
-		err = reclaim(&rec);
-		if (!err) {
-			sg_warn("reclaimed sandbox %s of tenant %s, left by executor %d (batch %s, "
-				"attempt %u)",
-				rec.sandbox, rec.tenant, (int)rec.executor, rec.batch_id,
-				rec.attempt);
-			if (fn)
-				err = fn(&rec, arg);
-		}
+		err = reap_record(&rec, fn, arg);
 	}
 	if (!err)
 		unlinkat(dirfd, name, 0);

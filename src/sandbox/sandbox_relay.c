@@ -46,29 +46,6 @@ struct relay {
 	bool draining; /* main exited: deliver what the tenant sent, then go */
 };
 
-/* Keep listeners and the few fds still needed; close everything else,
- * stdio included (the executor's and init's fds: the tenant's pipes
- * among them). Nothing is opened instead: in the sandbox's cgroup the
- * agent would judge that open as the tenant's. */
-static void close_others(const int *keep, int n)
-{
-	int sorted[SB_NET_MAX_LISTENERS + 5], m = 0, lo = 0;
-
-	for (int i = 0; i < n; i++) {
-		int j = m++;
-		for (; j > 0 && sorted[j - 1] > keep[i]; j--)
-			sorted[j] = sorted[j - 1];
-		sorted[j] = keep[i];
-	}
-	for (int i = 0; i < m; i++) {
-		if (sorted[i] > lo)
-			syscall(__NR_close_range, (unsigned)lo, (unsigned)sorted[i] - 1, 0U);
-		if (sorted[i] >= lo)
-			lo = sorted[i] + 1;
-	}
-	syscall(__NR_close_range, (unsigned)lo, ~0U, 0U);
-}
-
 static void arm(struct relay *rl, uint32_t idx, int side, uint32_t events)
 {
 	struct conn *c = &rl->conns[idx];
@@ -316,6 +293,9 @@ _Noreturn void sb_relay_run(const struct sb_child_plan *p, const int *listeners,
 	struct relay rl = { .policy = p->net->policy };
 	size_t bytes;
 
+	err = sb_child_join_run(p);
+	if (err)
+		sb_child_fail(p, SB_STEP_CGROUP, err, -1);
 	sb_child_reset_signals();
 	for (int i = 0; i < n; i++)
 		keep[n_keep++] = listeners[i];
@@ -324,7 +304,10 @@ _Noreturn void sb_relay_run(const struct sb_child_plan *p, const int *listeners,
 	keep[n_keep++] = p->report_fd;
 	if (p->landlock_fd >= 0)
 		keep[n_keep++] = p->landlock_fd;
-	close_others(keep, n_keep);
+	/* Nothing else: not stdio, not init's or the executor's fds (the
+	 * tenant's pipes among them). Nothing is opened instead: in the
+	 * sandbox's cgroup the agent would judge that open as the tenant's. */
+	sb_close_all_but(keep, n_keep);
 	err = confine(p, host_netns, n);
 	if (err)
 		sb_child_fail(p, SB_STEP_NETWORK, err, -1);

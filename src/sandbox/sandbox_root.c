@@ -37,6 +37,31 @@ struct resolved {
 	struct links links;
 };
 
+size_t sb_root_in_scratch(const struct sb_root_plan *rp, char (*rel)[PATH_MAX], size_t max)
+{
+	static const char *const in[][2] = { { "/tmp/", SB_SCRATCH_TMP "/" },
+					     { "/dev/shm/", SB_SCRATCH_SHM "/" } };
+	size_t n = 0;
+
+	for (size_t i = 0; i < rp->n_ops; i++) {
+		const struct sb_root_op *op = &rp->ops[i];
+		const char *path = rp->arena + op->path;
+
+		if (op->kind != SB_OP_DIR && op->kind != SB_OP_FILE && op->kind != SB_OP_SYMLINK)
+			continue;
+		for (size_t k = 0; k < ARRAY_LEN(in); k++) {
+			size_t len = strlen(in[k][0]);
+
+			if (strncmp(path, in[k][0], len) || !path[len])
+				continue;
+			if (n < max)
+				snprintf(rel[n], PATH_MAX, "%s%s", in[k][1], path + len);
+			n++;
+		}
+	}
+	return n;
+}
+
 const char *sb_root_str(const struct sb_root_plan *rp, size_t off)
 {
 	return rp->arena + off;

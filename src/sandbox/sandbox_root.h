@@ -20,6 +20,7 @@
  * of operations, sb_root_enter() performs them and pivots into the result. */
 #ifndef SG_SANDBOX_ROOT_H
 #define SG_SANDBOX_ROOT_H
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +65,13 @@ struct sb_root_plan {
 int sb_root_plan(struct sb_root_plan *rp, const struct sg_policy *p, const char *scratch,
 		 const char *base, bool exec_in_scratch, char *detail, size_t dlen);
 void sb_root_plan_free(struct sb_root_plan *rp);
+
+/* What building the root makes inside the scratch: the directories,
+ * files and links the plan puts below /tmp or /dev/shm (mount points of
+ * policy paths there, or of the scratch itself when it lies there), as
+ * paths relative to the scratch (".tmp/...", ".shm/..."). Fills at most
+ * `max`; returns how many there are. */
+size_t sb_root_in_scratch(const struct sb_root_plan *rp, char (*rel)[PATH_MAX], size_t max);
 
 /* The string at an arena offset. */
 const char *sb_root_str(const struct sb_root_plan *rp, size_t off);

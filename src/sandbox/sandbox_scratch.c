@@ -1,4 +1,5 @@
 /* Sandbox scratch directories (see src/sandbox/sandbox_scratch.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,6 +10,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include "lib/fs_util.h"
 #include "lib/log.h"
@@ -362,5 +364,198 @@ int sb_scratch_remove(const char *root, const char *tenant, const char *id)
 	if (err)
 		sg_error("cannot remove scratch %s: %s", path, strerror(-err));
 	close(tfd);
+	return err;
+}
+
+int sb_scratch_mark(const char *path, uid_t uid, gid_t gid, struct sb_scratch_marks *m)
+{
+	struct stat root, tmp, shm;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &root) || fstatat(fd, SB_SCRATCH_TMP, &tmp, AT_SYMLINK_NOFOLLOW) ||
+	    fstatat(fd, SB_SCRATCH_SHM, &shm, AT_SYMLINK_NOFOLLOW))
+		err = -errno;
+	close(fd);
+	if (err)
+		return err;
+	*m = (struct sb_scratch_marks){ .dev = root.st_dev,
+					.root = root.st_ino,
+					.tmp = tmp.st_ino,
+					.shm = shm.st_ino,
+					.uid = uid,
+					.gid = gid };
+	return 0;
+}
+
+/* A walk that puts a scratch back: what it must keep, what it met of it. */
+struct walk {
+	const struct sb_scratch_marks *m;
+	size_t seen;
+};
+
+static int kept_index(const struct sb_scratch_marks *m, const char *rel)
+{
+	for (size_t i = 0; i < m->n_kept; i++)
+		if (!strcmp(m->kept[i].rel, rel))
+			return (int)i;
+	return -1;
+}
+
+/* A kept entry, as made: the same inode; a directory is emptied of
+ * anything else. */
+static int keep_entry(int dfd, const char *name, const char *rel, int k, int depth, struct walk *w);
+
+/* Remove everything below the directory open at dfd, whose path in the
+ * scratch is `rel` (NULL: nothing in it is kept); depth-bounded. The top
+ * level's .tmp and .shm are reset_private()'s. 0 or -errno. */
+static int empty_dir(int dfd, const char *rel, int depth, struct walk *w)
+{
+	int copy = dup(dfd), err = 0;
+	char sub[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	if (copy < 0)
+		return -errno;
+	d = fdopendir(copy);
+	if (!d) {
+		close(copy);
+		return -errno;
+	}
+	while (!err && (e = readdir(d))) {
+		const char *name = e->d_name;
+		int k = -1, fd;
+
+		if (!strcmp(name, ".") || !strcmp(name, "..") ||
+		    (rel && !*rel &&
+		     (!strcmp(name, SB_SCRATCH_TMP) || !strcmp(name, SB_SCRATCH_SHM))))
+			continue;
+		if (rel && w->m->n_kept) {
+			snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", name);
+			k = kept_index(w->m, sub);
+		}
+		if (k >= 0) {
+			err = keep_entry(dfd, name, sub, k, depth, w);
+			continue;
+		}
+		if (!unlinkat(dfd, name, 0) || errno == ENOENT)
+			continue;
+		if (errno != EISDIR)
+			err = -errno;
+		else if (depth >= SB_SCRATCH_RESET_DEPTH)
+			err = -EBUSY;
+		else if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+			 0)
+			err = -errno;
+		else {
+			err = empty_dir(fd, NULL, depth + 1, w);
+			close(fd);
+			if (!err && unlinkat(dfd, name, AT_REMOVEDIR))
+				err = -errno;
+		}
+	}
+	closedir(d);
+	return err;
+}
+
+static int keep_entry(int dfd, const char *name, const char *rel, int k, int depth, struct walk *w)
+{
+	struct stat st;
+	int fd, err;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	if (st.st_ino != w->m->kept[k].ino || st.st_dev != w->m->dev)
+		return -EBUSY;
+	w->seen++;
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	err = empty_dir(fd, rel, depth + 1, w);
+	close(fd);
+	return err;
+}
+
+int sb_scratch_mark_kept(const char *path, char (*rel)[PATH_MAX], size_t n,
+			 struct sb_scratch_marks *m)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err = 0;
+	struct stat st;
+
+	if (n > SB_SCRATCH_KEEP)
+		return -E2BIG;
+	if (fd < 0)
+		return -errno;
+	for (size_t i = 0; i < n && !err; i++) {
+		if (fstatat(fd, rel[i], &st, AT_SYMLINK_NOFOLLOW))
+			err = -errno;
+		snprintf(m->kept[i].rel, sizeof(m->kept[i].rel), "%s", rel[i]);
+		m->kept[i].ino = st.st_ino;
+	}
+	close(fd);
+	m->n_kept = err ? 0 : n;
+	return err;
+}
+
+/* Owner, mode and no extended attribute (ACLs included): as made. */
+static int restore(int fd, const struct sb_scratch_marks *m)
+{
+	char names[4096];
+	ssize_t len = flistxattr(fd, names, sizeof(names));
+
+	for (ssize_t off = 0; len > 0 && off < len; off += (ssize_t)strlen(names + off) + 1)
+		if (fremovexattr(fd, names + off) && errno != ENODATA)
+			return -errno;
+	if (len < 0 && errno != ENOTSUP)
+		return -errno;
+	if (fchown(fd, m->uid, m->gid) || fchmod(fd, 0700))
+		return -errno;
+	return 0;
+}
+
+/* .tmp or .shm: the very directory the sandbox's root binds, emptied. */
+static int reset_private(int root, const char *name, ino_t ino, struct walk *w)
+{
+	struct stat st;
+	int fd = openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err;
+
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? -EBUSY : -errno;
+	err = fstat(fd, &st) ? -errno : st.st_ino != ino || st.st_dev != w->m->dev ? -EBUSY : 0;
+	err = err ?: empty_dir(fd, name, 1, w);
+	err = err ?: restore(fd, w->m);
+	close(fd);
+	return err;
+}
+
+int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *detail, size_t dlen)
+{
+	int root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err;
+	struct walk w = { .m = m };
+	struct stat st;
+
+	if (root < 0) {
+		snprintf(detail, dlen, "cannot open scratch %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	err = fstat(root, &st) ? -errno : st.st_ino != m->root || st.st_dev != m->dev ? -EBUSY : 0;
+	err = err ?: reset_private(root, SB_SCRATCH_TMP, m->tmp, &w);
+	err = err ?: reset_private(root, SB_SCRATCH_SHM, m->shm, &w);
+	err = err ?: empty_dir(root, "", 1, &w);
+	err = err ?: restore(root, m);
+	if (!err && w.seen != m->n_kept)
+		err = -EBUSY; /* something the root build made is gone */
+	close(root);
+	if (err == -EBUSY)
+		snprintf(detail, dlen,
+			 "scratch %s is not as it was made (its .tmp, .shm or the sandbox root's "
+			 "mount points in them replaced, or a tree deeper than %d)",
+			 path, SB_SCRATCH_RESET_DEPTH);
+	else if (err)
+		snprintf(detail, dlen, "cannot reset scratch %s: %s", path, strerror(-err));
 	return err;
 }

@@ -33,6 +33,47 @@ struct sb_scratch_spec {
 int sb_scratch_create(const struct sb_scratch_spec *sp, char *path, size_t plen, char *detail,
 		      size_t dlen);
 
+/* What the sandbox's root build made inside a scratch (mount points below
+ * its /tmp or /dev/shm), by path relative to the scratch and identity. */
+#define SB_SCRATCH_KEEP 32
+
+struct sb_scratch_kept {
+	char rel[PATH_MAX];
+	ino_t ino;
+};
+
+/* What a scratch is made of, to put it back between runs: the
+ * identities of its root and of its .tmp and .shm (the sandbox's /tmp and
+ * /dev/shm are binds of those very directories), and what the root build
+ * made in them. */
+struct sb_scratch_marks {
+	dev_t dev;
+	ino_t root, tmp, shm;
+	uid_t uid;
+	gid_t gid;
+	struct sb_scratch_kept kept[SB_SCRATCH_KEEP];
+	size_t n_kept;
+};
+
+/* Note a fresh scratch's marks. 0 or -errno. */
+int sb_scratch_mark(const char *path, uid_t uid, gid_t gid, struct sb_scratch_marks *m);
+
+/* Note what the root build made in it (once it is built): rel[] as from
+ * sb_root_in_scratch(). 0, -E2BIG for more than SB_SCRATCH_KEEP, -errno. */
+int sb_scratch_mark_kept(const char *path, char (*rel)[PATH_MAX], size_t n,
+			 struct sb_scratch_marks *m);
+
+/* Put a scratch back to what sb_scratch_create() made, for the sandbox's
+ * next run (its processes are gone): everything the run left removed but
+ * what the root build made (m->kept), its root, .tmp and .shm owned by the
+ * slot, 0700, without extended attributes. Walks with directory fds, never
+ * following a symlink. -EBUSY (with `detail`) when the scratch is not as
+ * it was made (.tmp, .shm or a kept entry replaced or gone) or its tree is
+ * deeper than SB_SCRATCH_RESET_DEPTH: then it is not reused (a fresh one
+ * is made); other -errno likewise. */
+#define SB_SCRATCH_RESET_DEPTH 64
+int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *detail, size_t dlen);
+
 /* Write spec files into a fresh scratch, owned by uid/gid. -ENOSPC when the
  * disk is full, -EINVAL for a bad relative path. */
 int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files, size_t n,

@@ -29,6 +29,7 @@
 #include "serve_http.h"
 #include "serve_internal.h"
 #include "telemetry/journal.h"
+#include "warm/warm_pool.h"
 
 #define FDS_RESERVED    64 /* logs, policy files, the agent socket, ... */
 #define FDS_PER_SANDBOX 32 /* pipes, cgroup files, the slot lock, scratch */
@@ -131,6 +132,8 @@ static void defaults(struct serve_config *cfg)
 
 static void serve_free(struct serve *s)
 {
+	warm_pool_stop(s->pool);
+	warm_agent_close(&s->agent);
 	serve_tokens_free(s->tokens);
 	gate_free(s->gate);
 	free(s);
@@ -149,11 +152,23 @@ int serve_start(const struct serve_config *cfg, struct serve **out)
 	snprintf(s->policy_dir, sizeof(s->policy_dir), "%s",
 		 cfg->policy_dir ? cfg->policy_dir : policy_dir_default());
 	s->cfg.policy_dir = s->policy_dir;
+	warm_agent_init(&s->agent);
 	ret = serve_langs_init(&s->langs, s->cfg.languages, err, sizeof(err));
 	if (ret) {
 		sg_error("serve: %s", err);
-		free(s);
+		serve_free(s);
 		return ret;
+	}
+	/* What a killed server left is reaped by the pool's thread, once a
+	 * second, from its start. */
+	if (!s->cfg.run) {
+		ret = warm_pool_start(&(struct warm_pool_opts){ .agent = &s->agent }, &s->pool, err,
+				      sizeof(err));
+		if (ret) {
+			sg_error("serve: %s", err);
+			serve_free(s);
+			return ret;
+		}
 	}
 	ret = setup_auth(s);
 	if (ret) {

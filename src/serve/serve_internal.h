@@ -26,6 +26,7 @@
 #include "serve.h"
 #include "serve_auth.h"
 #include "lib/ids.h"
+#include "warm/warm_agent.h"
 
 #define SERVE_TENANT_HEADER      "X-Sandguard-Tenant"
 #define SERVE_RUN_ID_HEADER      "X-Sandguard-Run-Id"
@@ -168,6 +169,10 @@ struct serve {
 	atomic_bool draining;
 	struct serve_http *http;
 	uint16_t port;
+	/* Every run's connection to the agent, and the sandboxes prepared
+	 * ahead of demand (NULL when cfg.run is a test's fake). */
+	struct warm_agent agent;
+	struct warm_pool *pool;
 	/* Counters for /healthz (and the tests). */
 	atomic_ulong n_unauthorized; /* 401 and 403 for credentials */
 	atomic_ulong n_late;         /* /run_code refused 504: could not start in time */

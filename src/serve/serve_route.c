@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "control/agent_client.h"
 #include "lib/clock.h"
 #include "lib/json_text.h"
 #include "lib/log.h"
@@ -410,14 +409,13 @@ static void policy_failure(struct serve_call *c, const struct serve_endpoint *ep
 
 	policy_error_format(perr, msg, sizeof(msg));
 	snprintf(detail, sizeof(detail), "platform error: cannot load the policy: %s", msg);
-	ctx.agent = agent_connect(NULL);
+	ctx.agent = warm_agent_get(&c->srv->agent);
 	exec_book(&ctx, &(struct exec_booking){ .mode = ep->mode,
 						.batch_id = c->request_id,
 						.final = true,
 						.cause = SG_CAUSE_PLATFORM_ERROR,
 						.rule = -1,
 						.detail = detail });
-	agent_close(ctx.agent);
 	sg_error("serve: tenant %s: %s", c->tenant, detail);
 	ep->policy_error(c, detail, rp);
 }
@@ -463,9 +461,8 @@ static void admit_and_run(struct serve_call *c, const struct serve_endpoint *ep,
 		refuse(c, ep, v, late && (v == GATE_TENANT_FULL || v == GATE_SERVER_FULL), rp);
 		return;
 	}
-	c->agent = agent_connect(NULL);
+	c->agent = warm_agent_get(&s->agent);
 	ep->execute(c, plan, rp);
-	agent_close(c->agent);
 	gate_leave(s->gate, &ticket);
 }
 

@@ -24,24 +24,47 @@
 #include "lib/json_text.h"
 #include "lib/rule_names.h"
 #include "serve_internal.h"
+#include "warm/warm_pool.h"
 
 #define TIME_DIGITS 9 /* execution_time 1.5, not 1.5000000000000002 */
 
-/* The sandboxes a request ran in. exec_run() takes a runner with no
- * context of its own, so the request's thread leaves its record here. */
+/* The sandboxes a request ran in: taken from the server's pool through
+ * `src`, which notes each one's id; or, with a test's fake runner (which
+ * exec_run() calls with no context of its own), noted from its results
+ * through the request thread's `record`. */
 struct sandbox_record {
-	sandbox_runner run; /* the server's runner (NULL: sandbox_run) */
+	sandbox_runner run; /* the server's fake runner; NULL: sandboxes from the pool */
 	json_t *ids;
+	const struct exec_sandboxes *pool;
+	struct exec_sandboxes src;
 };
 static __thread struct sandbox_record *record;
 
 static int recording_runner(const struct sandbox_spec *spec, struct sandbox_result *r)
 {
-	int ret = record->run ? record->run(spec, r) : sandbox_run(spec, r);
+	int ret = record->run(spec, r);
 
 	if (r->sandbox_id[0])
 		json_array_append_new(record->ids, json_string(r->sandbox_id));
 	return ret;
+}
+
+static int recording_take(void *self, const struct sandbox_spec *spec, struct sandbox **sb,
+			  char *detail, size_t len)
+{
+	struct sandbox_record *rec = self;
+	int err = rec->pool->take(rec->pool->self, spec, sb, detail, len);
+
+	if (!err)
+		json_array_append_new(rec->ids, json_string(sandbox_id(*sb)));
+	return err;
+}
+
+static void recording_retire(void *self, struct sandbox *sb)
+{
+	struct sandbox_record *rec = self;
+
+	rec->pool->retire(rec->pool->self, sb);
 }
 
 /* One step's outcome beyond the run's result. */
@@ -100,7 +123,9 @@ static enum step_end step(struct serve_call *c, char *const *argv, uint64_t time
 		.argv = argv,
 		.timeout_ms = timeout_ms,
 		.agent = c->agent,
-		.run = recording_runner,
+		.sandboxes = record->run ? NULL : &record->src,
+		.reap_elsewhere = !record->run,
+		.run = record->run ? recording_runner : NULL,
 	};
 	uint32_t cut_to = 0; /* the attempts the budget allows, when fewer than the policy's */
 	int ret;
@@ -285,7 +310,12 @@ static void run_limits(const struct serve_call *c, const struct runcode_plan *pl
 void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 {
 	struct runcode_plan *plan = p;
-	struct sandbox_record rec = { .run = c->srv->cfg.run, .ids = json_array() };
+	struct sandbox_record rec = {
+		.run = c->srv->cfg.run,
+		.ids = json_array(),
+		.pool = c->srv->pool ? warm_pool_source(c->srv->pool) : NULL,
+		.src = { .take = recording_take, .retire = recording_retire, .self = &rec },
+	};
 	json_t *resp = runcode_response_new(c, "Success", ""), *batch_ids = json_array();
 	struct sandbox_file artifact = { 0 }, *files = plan->files;
 	struct exec_run_request req = { .stdin_data = plan->stdin_data,

@@ -402,7 +402,8 @@ def load(env, srv, tag, tenant_of, run_timeout=10):
 def t_drain(env, _srv):
     """SIGTERM: the running request finishes and is answered, the queued
     one gets 504 with Retry-After (verl retries it, on another node behind
-    a Service), /readyz turns 503, and the server exits 0."""
+    a Service), /readyz turns 503, and the server exits 0, leaving no
+    sandbox of its own behind."""
     srv = Server(env, "--max-concurrency", "1")
     out = {}
 
@@ -445,6 +446,13 @@ def t_drain(env, _srv):
         return "/readyz did not turn 503 while draining (%s)" % ready
     if rc != 0:
         return "serve exited %d" % rc
+    # Its pool's prepared sandboxes went with it: no scratch of its own
+    # (named <sandbox id>-<its pid>) is left.
+    mine = "-%d" % srv.proc.pid
+    left = [t + "/" + d for t in os.listdir(env.scratch) for d in os.listdir(os.path.join(env.scratch, t))
+            if d.endswith(mine)]
+    if left:
+        return "scratch left after a clean stop: %s" % left
 
 
 def cpp_exec_allow():

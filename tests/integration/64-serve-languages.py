@@ -28,7 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import exit_code, report  # noqa: E402
 from sgagent import Agent  # noqa: E402
-from sgserve import SRC, UID_BASE, Env, Server, can_run, verl_request, verl_verdict  # noqa: E402
+from sgserve import (SRC, UID_BASE, Env, Server, can_run, used_scratch_left, verl_request,  # noqa: E402
+                     verl_verdict)
 import sgjournal  # noqa: E402
 import sglangs  # noqa: E402
 
@@ -107,7 +108,7 @@ def one_language(language, srv, agent, scratch):
         if not sg["sandbox_ids"] or set(sg["batch_ids"]) != {o["batch_id"] for o in lines}:
             return "%s: ids %s / %s vs bookings %s" % (name, sg["sandbox_ids"], sg["batch_ids"], lines)
     note("%s: %s" % (language, ", ".join(timings)))
-    left = [d for d in os.listdir(os.path.join(scratch, tenant))] if os.path.isdir(os.path.join(scratch, tenant)) else []
+    left = [d for d in used_scratch_left(scratch, agent.env["SANDGUARD_STATE_DIR"]) if d.startswith(tenant + "/")]
     if left:
         return "scratch left: %s" % left
     return None

@@ -75,15 +75,29 @@ class Env:
         return sgjournal.read(self.env["SANDGUARD_STATE_DIR"])
 
     def scratch_left(self):
-        left = []
-        for tenant in os.listdir(self.scratch) if os.path.isdir(self.scratch) else []:
-            left += [tenant + "/" + d for d in os.listdir(os.path.join(self.scratch, tenant))]
-        return left
+        return used_scratch_left(self.scratch, self.env["SANDGUARD_STATE_DIR"])
 
     def cleanup(self):
         remove_cgroup_tree(self.cg_root)
         if not os.environ.get("SANDGUARD_KEEP_TEST_DIR"):
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def used_scratch_left(scratch, state_dir, wait_s=30):
+    """["tenant/id", ...]: scratch directories of sandboxes a run was booked
+    in that are still there. Their teardown follows the reply, on the
+    server's pool thread: waited for, up to wait_s. The pool's prepared
+    sandboxes, which no run has used yet, are not counted (a scratch is
+    named after its sandbox)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        used = {o.get("sandbox") for o in sgjournal.read(state_dir)}
+        left = []
+        for tenant in os.listdir(scratch) if os.path.isdir(scratch) else []:
+            left += [tenant + "/" + d for d in os.listdir(os.path.join(scratch, tenant)) if d in used]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
 
 
 class Server:

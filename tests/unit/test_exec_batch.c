@@ -181,7 +181,7 @@ static void expect_cause(struct step s, enum sg_cause cause, int rule, const cha
 	int got_rule, rc;
 
 	play(1, s);
-	rc = exec_call_runner(&ctx, &spec, &r);
+	rc = exec_box_run(&ctx, &(struct exec_box){ 0 }, &spec, &r);
 	assert_int_equal(exec_classify(rc, &r, &spec, &got_rule, got, sizeof(got)), cause);
 	assert_int_equal(got_rule, rule);
 	assert_string_equal(got, detail);

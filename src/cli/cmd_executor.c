@@ -1,0 +1,161 @@
+/* sandguard executor: the long-lived executor `sandguard exec` hands its
+ * runs to (src/warm/warm_server.h), with a pool of sandboxes prepared ahead
+ * of demand (src/warm/warm_pool.h). Runs until SIGINT or SIGTERM, then
+ * stops taking runs, finishes those under way and tears every sandbox
+ * down; SIGHUP retires the prepared sandboxes (the node's policies may have
+ * changed). Prints "executor listening on PATH" once it is. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "commands.h"
+#include "exec/exec.h"
+#include "lib/log.h"
+#include "warm/warm_agent.h"
+#include "warm/warm_pool.h"
+#include "warm/warm_server.h"
+
+struct executor_opts {
+	unsigned long long pool_max, idle_s, max_clients;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sandguard executor [--pool-max N] [--idle-s S] [--max-clients N]\n"
+		"\n"
+		"A long-lived executor: `sandguard exec` hands it its run over the local socket\n"
+		"<run>/executor.sock (root only; $SANDGUARD_RUN_DIR or /run/sandguard) when the\n"
+		"two share their SANDGUARD_* environment, and its sandboxes come prepared from a\n"
+		"pool that follows each tenant's demand (docs/sandbox.md, \"The warm pool\").\n"
+		"\n"
+		"  --pool-max N     prepared sandboxes kept, all tenants (default: 4 per CPU, 4..64)\n"
+		"  --idle-s S       a tenant's prepared sandboxes go after S s unused (default 60)\n"
+		"  --max-clients N  runs at once; more run cold (default 4096)\n"
+		"\n"
+		"SIGTERM, SIGINT: stop (runs under way finish); SIGHUP: retire the prepared\n"
+		"sandboxes.\n");
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "sandguard executor: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n(see 'sandguard executor --help')\n");
+	return SG_EXIT_USAGE;
+}
+
+static int count(const char *flag, const char *v, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || !*out || *out > max)
+		return usage_error("%s must be an integer in 1..%llu, got '%s'", flag, max, v);
+	return 0;
+}
+
+/* 0 to go on, -1 after --help, or an exit code. */
+static int parse_args(int argc, char **argv, struct executor_opts *o)
+{
+	static const struct option longopts[] = { { "pool-max", required_argument, NULL, 'p' },
+						  { "idle-s", required_argument, NULL, 'i' },
+						  { "max-clients", required_argument, NULL, 'c' },
+						  { "help", no_argument, NULL, 'h' },
+						  { 0 } };
+	int c, ret = 0;
+
+	opterr = 0;
+	optind = 1;
+	while (!ret && (c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		if (c == 'p')
+			ret = count("--pool-max", optarg, 256, &o->pool_max);
+		else if (c == 'i')
+			ret = count("--idle-s", optarg, 86400, &o->idle_s);
+		else if (c == 'c')
+			ret = count("--max-clients", optarg, 65536, &o->max_clients);
+		else if (c == 'h') {
+			usage(stdout);
+			return -1;
+		} else if (c == ':')
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		else
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+	}
+	if (!ret && optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	return ret;
+}
+
+int cmd_executor(int argc, char **argv)
+{
+	struct executor_opts o = { 0 };
+	struct warm_agent agent;
+	struct warm_pool *pool = NULL;
+	struct warm_server *server = NULL;
+	struct warm_pool_stats st;
+	char detail[256];
+	sigset_t sigs;
+	int sig = 0, ret, reaped;
+
+	ret = parse_args(argc, argv, &o);
+	if (ret)
+		return ret < 0 ? SG_EXIT_OK : ret;
+	/* Every thread inherits this mask: the signals reach sigwait() below
+	 * only (sandboxes reset theirs). */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	warm_agent_init(&agent);
+	/* What a killed executor left, before anything new. */
+	reaped = exec_reap_orphans(warm_agent_get(&agent));
+	if (reaped > 0)
+		sg_info("executor: reclaimed %d orphaned records", reaped);
+	ret = warm_pool_start(&(struct warm_pool_opts){ .agent = &agent,
+							.max_ready = (unsigned)o.pool_max,
+							.idle_ms = o.idle_s * 1000 },
+			      &pool, detail, sizeof(detail));
+	if (!ret)
+		ret = warm_server_start(
+			&(struct warm_server_opts){ .pool = pool,
+						    .agent = &agent,
+						    .max_clients = (unsigned)o.max_clients },
+			&server, detail, sizeof(detail));
+	if (ret) {
+		sg_error("executor: %s", detail);
+		warm_pool_stop(pool);
+		warm_agent_close(&agent);
+		return SG_EXIT_PLATFORM;
+	}
+	printf("executor listening on %s\n", warm_server_path(server));
+	fflush(stdout);
+	for (;;) {
+		while (sigwait(&sigs, &sig) == EINTR)
+			;
+		if (sig != SIGHUP)
+			break;
+		sg_info("executor: SIGHUP: retiring the prepared sandboxes");
+		warm_pool_drain(pool);
+	}
+	sg_info("executor: %s: stopping", strsignal(sig));
+	warm_server_stop(server);
+	warm_pool_stats(pool, &st);
+	warm_pool_stop(pool);
+	warm_agent_close(&agent);
+	sg_info("executor: stopped; %llu runs had a prepared sandbox, %llu one made for them",
+		(unsigned long long)st.taken_ready, (unsigned long long)st.taken_fresh);
+	return SG_EXIT_OK;
+}

@@ -1,0 +1,102 @@
+/* Where a mode's sandboxes come from, and how long each serves (see
+ * exec_internal.h): taken from ctx->sandboxes (the warm executor's pool)
+ * or prepared on the spot; one run each, or reset between the tests of
+ * one verifier request; retired once the last run is booked. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "exec_internal.h"
+#include "lib/log.h"
+
+static int take(const struct exec_ctx *ctx, const struct sandbox_spec *spec, struct sandbox **sb,
+		char *detail, size_t len)
+{
+	if (ctx->sandboxes)
+		return ctx->sandboxes->take(ctx->sandboxes->self, spec, sb, detail, len);
+	return sandbox_prepare(spec, sb, detail, len);
+}
+
+void exec_box_done(const struct exec_ctx *ctx, struct exec_box *box)
+{
+	if (!box->sb)
+		return;
+	if (ctx->sandboxes)
+		ctx->sandboxes->retire(ctx->sandboxes->self, box->sb);
+	else
+		sandbox_destroy(box->sb);
+	box->sb = NULL;
+}
+
+int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct sandbox_spec *spec,
+		 struct sandbox_result *r)
+{
+	char why[256];
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	r->rule = -1;
+	if (ctx->run)
+		return ctx->run(spec, r);
+	/* The same request's next test: the sandbox put back as it was made,
+	 * or, when that cannot be done, another one. */
+	if (box->sb && (!sandbox_fits(box->sb, spec) || sandbox_reset(box->sb, why, sizeof(why)))) {
+		if (sandbox_fits(box->sb, spec))
+			sg_debug("exec: %s", why);
+		exec_box_done(ctx, box);
+	}
+	if (!box->sb) {
+		err = take(ctx, spec, &box->sb, r->detail, sizeof(r->detail));
+		if (err)
+			return err;
+	}
+	return sandbox_exec(box->sb, spec, r);
+}
+
+/* ---- destroyed after the result is out ---------------------------- */
+
+static int later_take(void *self, const struct sandbox_spec *spec, struct sandbox **sb,
+		      char *detail, size_t len)
+{
+	(void)self;
+	return sandbox_prepare(spec, sb, detail, len);
+}
+
+static void later_retire(void *self, struct sandbox *sb)
+{
+	struct exec_later *l = self;
+	struct sandbox **grown;
+
+	pthread_mutex_lock(&l->lock);
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 8;
+
+		grown = realloc(l->list, cap * sizeof(*grown));
+		if (grown) {
+			l->list = grown;
+			l->cap = cap;
+		}
+	}
+	if (l->n < l->cap) {
+		l->list[l->n++] = sb;
+		sb = NULL;
+	}
+	pthread_mutex_unlock(&l->lock);
+	sandbox_destroy(sb); /* out of memory: now */
+}
+
+void exec_later_init(struct exec_later *l)
+{
+	memset(l, 0, sizeof(*l));
+	pthread_mutex_init(&l->lock, NULL);
+	l->src = (struct exec_sandboxes){ .take = later_take, .retire = later_retire, .self = l };
+}
+
+void exec_later_finish(struct exec_later *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		sandbox_destroy(l->list[i]);
+	free(l->list);
+	pthread_mutex_destroy(&l->lock);
+	memset(l, 0, sizeof(*l));
+}

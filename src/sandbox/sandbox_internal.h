@@ -1,0 +1,72 @@
+/* A prepared sandbox, shared by its two halves: sandbox.c (prepare and
+ * destroy: what lives as long as the sandbox) and sandbox_exec.c (a run,
+ * and the reset between runs). Not an API: see src/sandbox/sandbox.h. */
+#ifndef SG_SANDBOX_INTERNAL_H
+#define SG_SANDBOX_INTERNAL_H
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "policy/policy.h"
+#include "sandbox.h"
+#include "sandbox_cgroup.h"
+#include "sandbox_child.h"
+#include "sandbox_net.h"
+#include "sandbox_record.h"
+#include "sandbox_root.h"
+#include "sandbox_scratch.h"
+#include "sandbox_seccomp.h"
+#include "sandbox_slots.h"
+
+#define SB_KILL_WAIT_MS 2000
+
+struct sandbox {
+	struct sg_policy policy; /* what it was prepared for (a copy) */
+	char tenant[SG_TENANT_MAX];
+	bool exec_in_scratch;
+	struct agent_conn *agent;
+	char id[SG_ID_BUF];
+	struct sb_slot slot;
+	struct sb_record_lock record; /* the sandbox's own (its resources) */
+	char scratch[PATH_MAX];
+	bool scratch_made;
+	struct sb_scratch_marks marks;
+	struct sb_cgroup cg;
+	bool cgroup_made;
+	struct sb_leaf leaf; /* the next (or current) run's cgroup */
+	bool registered;     /* the agent was told */
+	bool enrolled;       /* our entries are in the pinned maps */
+	bool agent_enforced;
+	int landlock_fd;
+	struct sb_seccomp seccomp;
+	struct sb_root_plan root;
+	struct sb_net_plan net;
+	bool relay; /* the policy allows TCP egress: a relay in each run */
+	char home[PATH_MAX + 8];
+	char *envp[4];
+	struct sb_init_plan plan;
+	int ctl; /* our end of init's control socket */
+	pid_t init;
+	bool init_reaped;
+	bool ready;  /* init said READY */
+	bool marked; /* what its root build made in the scratch is noted: resettable */
+	bool used;   /* a run happened since the last reset */
+	bool broken; /* cannot serve another run: destroy it */
+	unsigned runs;
+	uint64_t oom_base, pids_base; /* the counters before the current run */
+};
+
+/* Read one message from init's control socket, waiting at most
+ * timeout_ms: 1 with *msg, 0 on timeout, -EPIPE when init is gone (the
+ * sandbox is broken), -errno. */
+int sb_read_init(struct sandbox *sb, struct sb_child_report *msg, int timeout_ms);
+
+/* init said READY: note what its root build made in the scratch (what a
+ * reset keeps). */
+void sb_on_ready(struct sandbox *sb);
+
+/* The agent's enrollment of the sandbox (its counters start at zero);
+ * the agent is told when `notify` (once is enough). */
+int sb_enroll(struct sandbox *sb, bool notify, char *detail, size_t dlen);
+
+#endif

@@ -1,0 +1,195 @@
+/* `sandguard exec`'s warm path, the client side (see
+ * src/warm/warm_client.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "warm_client.h"
+#include "warm_proto.h"
+
+#define CHUNK 65536
+
+static int connect_executor(void)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (warm_socket_path(addr.sun_path, sizeof(addr.sun_path)))
+		return -1;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The strings: argv, then our SANDGUARD_* environment. */
+static char *pack(int argc, char **argv, char **envp, struct warm_request *h)
+{
+	size_t len = 0, off = 0;
+	char *buf;
+
+	for (int i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	for (char **e = envp; *e; e++)
+		if (warm_env_shared(*e))
+			len += strlen(*e) + 1;
+	if (len > WARM_MAX_STRINGS || !(buf = malloc(len ? len : 1)))
+		return NULL;
+	*h = (struct warm_request){ .magic = WARM_MAGIC,
+				    .argc = (uint32_t)argc,
+				    .len = (uint32_t)len };
+	for (int i = 0; i < argc; i++) {
+		memcpy(buf + off, argv[i], strlen(argv[i]) + 1);
+		off += strlen(argv[i]) + 1;
+	}
+	for (char **e = envp; *e; e++) {
+		if (!warm_env_shared(*e))
+			continue;
+		memcpy(buf + off, *e, strlen(*e) + 1);
+		off += strlen(*e) + 1;
+		h->envc++;
+	}
+	return buf;
+}
+
+/* The head with our working directory and stdin, then the strings. */
+static int send_request(int fd, const struct warm_request *h, const char *strings)
+{
+	int fds[2] = { open(".", O_PATH | O_DIRECTORY | O_CLOEXEC), STDIN_FILENO };
+	char cbuf[CMSG_SPACE(sizeof(fds))] = { 0 };
+	struct iovec iov = { .iov_base = (void *)h, .iov_len = sizeof(*h) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf };
+	size_t n = h->has_stdin ? 2 : 1;
+	struct cmsghdr *c;
+	ssize_t sent;
+
+	if (fds[0] < 0)
+		return -errno;
+	mh.msg_controllen = CMSG_SPACE(n * sizeof(int));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+	do
+		sent = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	while (sent < 0 && errno == EINTR);
+	close(fds[0]);
+	if (sent != (ssize_t)sizeof(*h))
+		return sent < 0 ? -errno : -EIO;
+	return warm_send_all(fd, strings, h->len);
+}
+
+/* Copy n bytes of the answer to `to` (or drop them, to < 0). */
+static int relay(int fd, uint64_t n, int to)
+{
+	char buf[CHUNK];
+
+	while (n) {
+		size_t want = n < sizeof(buf) ? (size_t)n : sizeof(buf);
+		int err = warm_recv_all(fd, buf, want);
+
+		if (err)
+			return err;
+		for (size_t off = 0; to >= 0 && off < want;) {
+			ssize_t w = write(to, buf + off, want - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				to = -1; /* our caller stopped reading; drain the rest */
+			else
+				off += (size_t)w;
+		}
+		n -= want;
+	}
+	return 0;
+}
+
+/* The tenant named on the command line, if it is a plain name. */
+static const char *tenant_of(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		const char *t = !strcmp(argv[i], "--tenant") && i + 1 < argc ? argv[i + 1]
+				: !strncmp(argv[i], "--tenant=", 9)          ? argv[i] + 9
+									     : NULL;
+
+		if (t && *t && strspn(t, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(t) &&
+		    strlen(t) < 64)
+			return t;
+	}
+	return NULL;
+}
+
+/* The executor ended while it ran the command: its run, if it started, is
+ * the next executor's to reap and book; never run it twice. */
+static int executor_died(int argc, char **argv)
+{
+	const char *tenant = tenant_of(argc, argv);
+
+	printf("{\"tenant\":%s%s%s,\"batch_id\":null,\"status\":\"failed\",\"cause\":\"platform_error\","
+	       "\"rule\":null,\"scores\":null,\"detail\":\"platform error: the executor ended before it "
+	       "answered; a run it started is reclaimed and booked when an executor starts next\","
+	       "\"attempts\":0,\"wall_ms\":0,\"stderr\":null,\"path\":\"warm\"}\n",
+	       tenant ? "\"" : "", tenant ? tenant : "null", tenant ? "\"" : "");
+	fflush(stdout);
+	fprintf(stderr, "sandguard: error: exec: the executor ended before it answered\n");
+	return 2;
+}
+
+int warm_client_run(int argc, char **argv, char **envp)
+{
+	const char *off = getenv(WARM_ENV_OFF);
+	struct warm_request h;
+	struct warm_reply r;
+	char *strings;
+	int fd, err;
+
+	if (off && !strcmp(off, "0"))
+		return -1;
+	fd = connect_executor();
+	if (fd < 0)
+		return -1;
+	strings = pack(argc, argv, envp, &h);
+	if (!strings) {
+		close(fd);
+		return -1;
+	}
+	h.has_stdin = fcntl(STDIN_FILENO, F_GETFD) >= 0;
+	err = send_request(fd, &h, strings);
+	free(strings);
+	if (err) {
+		close(fd); /* it never had the whole request: nothing ran */
+		return -1;
+	}
+	/* Until it says it took the run, nothing of it happened. */
+	err = warm_recv_all(fd, &r, sizeof(r));
+	if (err || r.magic != WARM_MAGIC || r.code != WARM_STARTED) {
+		if (!err && r.magic == WARM_MAGIC && getenv("SANDGUARD_DEBUG"))
+			relay(fd, r.err_len, STDERR_FILENO); /* why not */
+		close(fd);
+		return -1;
+	}
+	err = warm_recv_all(fd, &r, sizeof(r));
+	if (err || r.magic != WARM_MAGIC) {
+		close(fd);
+		return executor_died(argc, argv);
+	}
+	err = relay(fd, r.out_len, STDOUT_FILENO);
+	err = err ?: relay(fd, r.err_len, STDERR_FILENO);
+	close(fd);
+	if (err) { /* its answer was cut: what came of it is out already */
+		fprintf(stderr, "sandguard: error: exec: the executor's answer was cut short\n");
+		return 2;
+	}
+	return r.code;
+}

@@ -1,0 +1,66 @@
+/* The warm pool: sandboxes prepared ahead of demand, per tenant, for a
+ * long-lived executor (docs/sandbox.md, "The warm pool").
+ *
+ * Sandboxes are kept per kind: (tenant, policy, exec in scratch). take()
+ * hands out a prepared one (its init already waiting in its namespaces
+ * with the root built, the cgroups limited, the agent's enrollment done),
+ * or prepares one on the caller's thread when none is ready. A sandbox is
+ * handed out once: retire() queues it for teardown, off the caller's path,
+ * on the pool's own thread; it never comes back.
+ *
+ * How many are kept ready follows demand: for each kind, the most in use
+ * at once over the last 10 to 20 seconds, at most the policy's
+ * concurrency, and at most `max_ready` over all kinds. A kind unused for
+ * `idle_ms` is let go. A request under another policy for the same tenant
+ * (a policy reload) retires every ready sandbox of the old one.
+ *
+ * Node CPU: a ready sandbox holds no CPU commitment (admission commits CPU
+ * to running requests only, src/exec/node_cpu.h) and uses none (its init
+ * sleeps). Preparing one takes CPU: the pool's thread runs at nice
+ * WARM_POOL_NICE, so that on a node whose CPUs are all committed it takes
+ * little from the running sandboxes (their inits reset to nice 0 before
+ * any run starts). The pool's thread also reaps orphans of killed
+ * executors, once a second. */
+#ifndef SG_WARM_POOL_H
+#define SG_WARM_POOL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "exec/exec.h"
+
+#define WARM_POOL_NICE 10
+
+struct warm_agent;
+
+struct warm_pool_opts {
+	struct warm_agent *agent; /* the executor's connection to the agent */
+	unsigned max_ready;       /* ready sandboxes over all kinds; 0: 4 per CPU, 4..64 */
+	uint64_t idle_ms;         /* 0: 60 s */
+};
+
+struct warm_pool_stats {
+	unsigned ready, preparing, in_use, retiring;
+	uint64_t taken_ready; /* handed out prepared */
+	uint64_t taken_fresh; /* prepared for the taker, none being ready */
+	uint64_t prepare_failures;
+};
+
+struct warm_pool;
+
+/* Start the pool's threads. 0, or -errno with `detail`. */
+int warm_pool_start(const struct warm_pool_opts *o, struct warm_pool **out, char *detail,
+		    size_t len);
+
+/* The pool as the exec modes take sandboxes (ctx->sandboxes). */
+const struct exec_sandboxes *warm_pool_source(struct warm_pool *p);
+
+/* Retire every ready sandbox (SIGHUP: the node's policies may have
+ * changed); the pool fills again as requests come. */
+void warm_pool_drain(struct warm_pool *p);
+
+void warm_pool_stats(struct warm_pool *p, struct warm_pool_stats *st);
+
+/* Retire everything, wait until it is torn down, stop. Every sandbox
+ * taken must have been retired. */
+void warm_pool_stop(struct warm_pool *p);
+
+#endif

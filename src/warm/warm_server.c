@@ -1,0 +1,406 @@
+/* The long-lived executor's local socket (see src/warm/warm_server.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "lib/fs_util.h"
+#include "lib/log.h"
+#include "warm_agent.h"
+#include "warm_command.h"
+#include "warm_pool.h"
+#include "warm_proto.h"
+#include "warm_server.h"
+
+#define MAX_CLIENTS 4096
+
+extern char **environ;
+
+struct warm_server {
+	int listen_fd;
+	int stop_pipe[2]; /* wakes the acceptor */
+	char path[PATH_MAX];
+	struct warm_pool *pool;
+	struct warm_agent *agent;
+	char *env; /* our shared environment: sorted entries, NUL-separated */
+	size_t env_len;
+	pthread_t acceptor;
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	unsigned active, max_active;
+};
+
+/* One client's request, as received. */
+struct client {
+	struct warm_server *s;
+	int fd;
+	int cwd, in; /* -1 when not sent */
+	struct warm_request h;
+	char *strings;
+	char **argv;
+};
+
+static int by_string(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The entries warm_env_shared() keeps, sorted, NUL-separated: the same
+ * text for the same environment, whatever its order. */
+static char *env_text(char **entries, size_t n, size_t *len)
+{
+	char **keep = calloc(n + 1, sizeof(*keep)), *text = NULL;
+	size_t k = 0, off = 0;
+
+	*len = 0;
+	if (!keep)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (warm_env_shared(entries[i]))
+			keep[k++] = entries[i];
+	qsort(keep, k, sizeof(*keep), by_string);
+	for (size_t i = 0; i < k; i++)
+		*len += strlen(keep[i]) + 1;
+	text = malloc(*len + 1);
+	for (size_t i = 0; text && i < k; i++) {
+		memcpy(text + off, keep[i], strlen(keep[i]) + 1);
+		off += strlen(keep[i]) + 1;
+	}
+	free(keep);
+	return text;
+}
+
+static int receive(struct client *c)
+{
+	int fds[2] = { -1, -1 };
+	char cbuf[CMSG_SPACE(sizeof(fds))];
+	struct iovec iov = { .iov_base = &c->h, .iov_len = sizeof(c->h) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	do
+		n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+	while (n < 0 && errno == EINTR);
+	cm = CMSG_FIRSTHDR(&mh);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(fds, CMSG_DATA(cm), cm->cmsg_len - CMSG_LEN(0));
+	c->cwd = fds[0];
+	c->in = fds[1];
+	if (n != (ssize_t)sizeof(c->h) || c->h.magic != WARM_MAGIC || c->h.len > WARM_MAX_STRINGS ||
+	    !c->h.argc || c->cwd < 0 || (c->h.has_stdin && c->in < 0))
+		return -EPROTO;
+	c->strings = malloc(c->h.len + 1);
+	c->argv = calloc(c->h.argc + 1, sizeof(*c->argv));
+	if (!c->strings || !c->argv)
+		return -ENOMEM;
+	return warm_recv_all(c->fd, c->strings, c->h.len);
+}
+
+/* argv, and whether the client's environment is ours. */
+static int unpack(struct client *c, char *why, size_t len)
+{
+	char **env = calloc(c->h.envc + 1, sizeof(*env)), *text;
+	size_t off = 0, env_len;
+	uint32_t i;
+	int err = 0;
+
+	if (!env)
+		return -ENOMEM;
+	for (i = 0; i < c->h.argc + c->h.envc && off < c->h.len; i++) {
+		char *s = c->strings + off, *nul = memchr(s, '\0', c->h.len - off);
+
+		if (!nul)
+			break;
+		if (i < c->h.argc)
+			c->argv[i] = s;
+		else
+			env[i - c->h.argc] = s;
+		off += (size_t)(nul - s) + 1;
+	}
+	if (i != c->h.argc + c->h.envc || off != c->h.len) {
+		free(env);
+		return -EPROTO;
+	}
+	text = env_text(env, c->h.envc, &env_len);
+	if (!text)
+		err = -ENOMEM;
+	else if (env_len != c->s->env_len || memcmp(text, c->s->env, env_len)) {
+		snprintf(
+			why, len,
+			"the client's SANDGUARD_* environment is not the executor's: it runs cold\n");
+		err = -EXDEV;
+	}
+	free(text);
+	free(env);
+	return err;
+}
+
+static void answer(struct client *c, int code, const char *out, size_t out_len, const char *err,
+		   size_t err_len)
+{
+	struct warm_reply r = {
+		.magic = WARM_MAGIC, .code = code, .out_len = out_len, .err_len = err_len
+	};
+
+	if (warm_send_all(c->fd, &r, sizeof(r)) || warm_send_all(c->fd, out, out_len) ||
+	    warm_send_all(c->fd, err, err_len))
+		sg_debug("executor: a client went away before its answer");
+}
+
+/* The command, in the client's directory, its output captured. */
+static void run_command(struct client *c)
+{
+	struct warm_io io = { .in_fd = c->in,
+			      .path = "warm",
+			      .agent = warm_agent_get(c->s->agent),
+			      .sandboxes = warm_pool_source(c->s->pool),
+			      .reap_elsewhere = true };
+	char *out = NULL, *err = NULL;
+	size_t out_len = 0, err_len = 0;
+	int code;
+
+	/* This thread's own working directory: the client's. */
+	if (unshare(CLONE_FS) || fchdir(c->cwd)) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "cannot enter the client's directory: %s\n",
+			 strerror(errno));
+		answer(c, WARM_NOT_SERVED, "", 0, why, strlen(why));
+		return;
+	}
+	io.out = open_memstream(&out, &out_len);
+	io.err = open_memstream(&err, &err_len);
+	if (!io.out || !io.err) {
+		answer(c, WARM_NOT_SERVED, "", 0, "out of memory\n", 14);
+		if (io.out)
+			fclose(io.out);
+		if (io.err)
+			fclose(io.err);
+		return;
+	}
+	/* From here on the run is ours: the client never runs it again. */
+	answer(c, WARM_STARTED, "", 0, "", 0);
+	sg_log_to(io.err);
+	code = warm_exec_command((int)c->h.argc, c->argv, &io);
+	sg_log_to(NULL);
+	fclose(io.out);
+	fclose(io.err);
+	answer(c, code, out, out_len, err, err_len);
+	free(out);
+	free(err);
+}
+
+static void *serve_client(void *arg)
+{
+	struct client *c = arg;
+	struct warm_server *s = c->s;
+	char why[160] = "";
+	int err = receive(c);
+
+	if (!err)
+		err = unpack(c, why, sizeof(why));
+	if (err == -EXDEV)
+		answer(c, WARM_NOT_SERVED, "", 0, why, strlen(why));
+	else if (err)
+		sg_debug("executor: a bad request: %s", strerror(-err));
+	else
+		run_command(c);
+	fs_close(&c->fd);
+	fs_close(&c->cwd);
+	fs_close(&c->in);
+	free(c->strings);
+	free(c->argv);
+	free(c);
+	pthread_mutex_lock(&s->lock);
+	if (--s->active == 0)
+		pthread_cond_broadcast(&s->idle);
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/* Root only, as the agent's control socket. */
+static bool peer_is_root(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && cred.uid == 0;
+}
+
+static void take_client(struct warm_server *s, int fd)
+{
+	struct client *c;
+	pthread_attr_t attr;
+	pthread_t t;
+	bool room;
+
+	pthread_mutex_lock(&s->lock);
+	room = s->active < s->max_active;
+	if (room)
+		s->active++;
+	pthread_mutex_unlock(&s->lock);
+	c = room ? calloc(1, sizeof(*c)) : NULL;
+	if (c) {
+		*c = (struct client){ .s = s, .fd = fd, .cwd = -1, .in = -1 };
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (!pthread_create(&t, &attr, serve_client, c)) {
+			pthread_attr_destroy(&attr);
+			return;
+		}
+		pthread_attr_destroy(&attr);
+		free(c);
+	}
+	/* No room: the client runs cold (it sent nothing that ran). */
+	answer(&(struct client){ .fd = fd }, WARM_NOT_SERVED, "", 0, "the executor is full\n", 21);
+	close(fd);
+	if (room) {
+		pthread_mutex_lock(&s->lock);
+		s->active--;
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+static void *acceptor(void *arg)
+{
+	struct warm_server *s = arg;
+
+	for (;;) {
+		struct pollfd pfd[2] = { { .fd = s->listen_fd, .events = POLLIN },
+					 { .fd = s->stop_pipe[0], .events = POLLIN } };
+		int fd;
+
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break;
+		if (!pfd[0].revents)
+			continue;
+		fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (!peer_is_root(fd)) {
+			close(fd);
+			continue;
+		}
+		take_client(s, fd);
+	}
+	return NULL;
+}
+
+/* Bind <run>/executor.sock, replacing a stale one but never a live one. */
+static int listen_on(struct warm_server *s, char *detail, size_t len)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	mode_t old;
+	int probe, err;
+
+	err = warm_socket_path(s->path, sizeof(s->path));
+	if (!err)
+		err = fs_run_subdir("", 0755, addr.sun_path, sizeof(addr.sun_path));
+	if (err || strlen(s->path) >= sizeof(addr.sun_path)) {
+		snprintf(detail, len, "no usable socket path under the run directory: %s",
+			 strerror(err ? -err : ENAMETOOLONG));
+		return err ? err : -ENAMETOOLONG;
+	}
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", s->path);
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe >= 0 && !connect(probe, (struct sockaddr *)&addr, sizeof(addr))) {
+		close(probe);
+		snprintf(detail, len, "another executor listens on %s", s->path);
+		return -EADDRINUSE;
+	}
+	if (probe >= 0)
+		close(probe);
+	unlink(s->path);
+	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	old = umask(0177); /* 0600: root's alone */
+	err = s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&addr, sizeof(addr)) ||
+			      listen(s->listen_fd, 1024)
+		      ? -errno
+		      : 0;
+	umask(old);
+	if (err)
+		snprintf(detail, len, "cannot listen on %s: %s", s->path, strerror(-err));
+	return err;
+}
+
+int warm_server_start(const struct warm_server_opts *o, struct warm_server **out, char *detail,
+		      size_t len)
+{
+	struct warm_server *s = calloc(1, sizeof(*s));
+	size_t n_env = 0;
+	int err;
+
+	*out = NULL;
+	if (!s) {
+		snprintf(detail, len, "out of memory");
+		return -ENOMEM;
+	}
+	s->listen_fd = s->stop_pipe[0] = s->stop_pipe[1] = -1;
+	s->pool = o->pool;
+	s->agent = o->agent;
+	s->max_active = o->max_clients ? o->max_clients : MAX_CLIENTS;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->idle, NULL);
+	while (environ && environ[n_env])
+		n_env++;
+	s->env = env_text(environ, n_env, &s->env_len);
+	err = s->env ? 0 : -ENOMEM;
+	if (!err && pipe2(s->stop_pipe, O_CLOEXEC))
+		err = -errno;
+	err = err ?: listen_on(s, detail, len);
+	if (!err && (err = -pthread_create(&s->acceptor, NULL, acceptor, s)))
+		snprintf(detail, len, "cannot start the executor's thread: %s", strerror(-err));
+	if (err) {
+		if (s->listen_fd >= 0)
+			unlink(s->path);
+		fs_close(&s->listen_fd);
+		fs_close(&s->stop_pipe[0]);
+		fs_close(&s->stop_pipe[1]);
+		free(s->env);
+		free(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+const char *warm_server_path(const struct warm_server *s)
+{
+	return s->path;
+}
+
+void warm_server_stop(struct warm_server *s)
+{
+	if (!s)
+		return;
+	if (write(s->stop_pipe[1], "x", 1) != 1)
+		sg_warn("executor: cannot wake the acceptor: %s", strerror(errno));
+	pthread_join(s->acceptor, NULL);
+	/* Clients that connected from now on find no one, and run cold. */
+	unlink(s->path);
+	fs_close(&s->listen_fd);
+	pthread_mutex_lock(&s->lock);
+	while (s->active)
+		pthread_cond_wait(&s->idle, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	fs_close(&s->stop_pipe[0]);
+	fs_close(&s->stop_pipe[1]);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->idle);
+	free(s->env);
+	free(s);
+}

@@ -1,0 +1,33 @@
+/* The long-lived executor's local socket (src/warm/warm_proto.h): each
+ * client's `sandguard exec` runs here, on a thread of its own, in the
+ * client's working directory with the client's stdin, its sandboxes taken
+ * from the warm pool; its stdout and stderr go back over the socket. The
+ * result is booked (the journal append) before the answer is sent; the
+ * sandbox's teardown follows on the pool's thread. */
+#ifndef SG_WARM_SERVER_H
+#define SG_WARM_SERVER_H
+#include <stddef.h>
+
+struct warm_pool;
+struct warm_agent;
+
+struct warm_server_opts {
+	struct warm_pool *pool;
+	struct warm_agent *agent; /* shared by every run */
+	unsigned max_clients;     /* at once; beyond, clients run cold. 0: 4096 */
+};
+
+struct warm_server;
+
+/* Listen on <run>/executor.sock (refused when another executor listens
+ * there; a stale socket is replaced). 0, or -errno with `detail`. */
+int warm_server_start(const struct warm_server_opts *o, struct warm_server **out, char *detail,
+		      size_t len);
+
+/* The socket's path. */
+const char *warm_server_path(const struct warm_server *s);
+
+/* Stop taking clients, wait for the runs under way, remove the socket. */
+void warm_server_stop(struct warm_server *s);
+
+#endif

@@ -1,0 +1,507 @@
+#!/usr/bin/python3
+"""The warm path end to end, as root: `sandguard executor` (a pool of
+sandboxes prepared ahead of demand) and `sandguard exec` handing its run to
+it over <run>/executor.sock. Each case asserts what a cold run does and
+what the warm one must do the same (result, exit code, booking), that no
+state crosses from one run to the next (files, processes, SysV objects,
+environment, descriptors), that a verifier's tests in one shared sandbox
+never see each other, and what a killed or stopped executor leaves (nothing
+that the next start does not reap, booked once). Private roots: cgroup
+root, run, state, scratch and policies are the suite's own. Prints one
+PASS/FAIL/SKIP line per case."""
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from sgtest import cgroup2_mount, cgroup_v1_mounts, exit_code, remove_cgroup_tree, report, uid_base  # noqa: E402
+import sgjournal  # noqa: E402
+
+BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
+SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PROGRAMS = os.path.join(SRC, "tests", "programs")
+PYTHON = "/usr/bin/python3"
+UID_BASE = uid_base(63000)  # 20-sandbox uses 61000, 30-exec 62000
+
+
+class Env:
+    """A temp tree (programs, policies, scratch, state, run) and a private
+    cgroup root; env() is what every sandguard command of the suite gets."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sgwarm-")
+        os.chmod(self.dir, 0o755)
+        self.progs = os.path.join(self.dir, "programs")
+        shutil.copytree(PROGRAMS, self.progs)
+        for root, dirs, files in os.walk(self.progs):
+            os.chmod(root, 0o755)
+            for f in files:
+                os.chmod(os.path.join(root, f), 0o644)
+        self.policies = os.path.join(self.dir, "policies")
+        os.mkdir(self.policies)
+        self.scratch = os.path.join(self.dir, "scratch")
+        self.state = os.path.join(self.dir, "state")
+        self.run = os.path.join(self.dir, "run")
+        self.cgroot = os.path.join(cgroup2_mount(), "sandguard-warmtest-%d" % os.getpid())
+        with open(os.path.join(SRC, "policies", "default.json")) as f:
+            self.base = json.load(f)
+
+    def policy(self, tenant, **limits):
+        p = json.loads(json.dumps(self.base))
+        p["tenant"] = tenant
+        p["require_agent"] = False
+        p["files"]["scratch_root"] = self.scratch
+        p["files"]["read_only"].append(self.progs)
+        p["failure"] = {"mode": "skip", "max_retries": 0}
+        lim = {"timeout_ms": 3000, "memory_mb": 128, "max_tasks": 32, "concurrency": 4}
+        lim.update(limits)
+        p["limits"].update(lim)
+        with open(os.path.join(self.policies, tenant + ".json"), "w") as f:
+            json.dump(p, f)
+
+    def env(self, **extra):
+        e = dict(os.environ, SANDGUARD_STATE_DIR=self.state, SANDGUARD_RUN_DIR=self.run,
+                 SANDGUARD_UID_BASE=str(UID_BASE), SANDGUARD_CGROUP_ROOT=self.cgroot,
+                 SANDGUARD_AGENT_SOCK=os.path.join(self.dir, "no-agent.sock"))
+        for k in ("SANDGUARD_POLICY_DIR", "SANDGUARD_WARM", "SANDGUARD_DEBUG"):
+            e.pop(k, None)
+        e.update(extra)
+        return e
+
+    def outcomes(self):
+        return sgjournal.read(self.state)
+
+    def sandboxes(self, tenant):
+        """The tenant's sandboxes that exist now (their scratch)."""
+        d = os.path.join(self.scratch, tenant)
+        return set(os.listdir(d)) if os.path.isdir(d) else set()
+
+    def cleanup(self):
+        remove_cgroup_tree(self.cgroot)
+        if not os.environ.get("SANDGUARD_KEEP_TEST_DIR"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Executor:
+    """One `sandguard executor` with the suite's environment."""
+
+    def __init__(self, env, *args, **extra_env):
+        self.env, self.args, self.extra = env, list(args), extra_env
+        self.proc = None
+        self.log = os.path.join(env.dir, "executor.log")
+
+    def start(self):
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen([BIN, "executor"] + self.args, env=self.env.env(**self.extra),
+                                         stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        line = self.proc.stdout.readline().decode() if ready else ""
+        if "executor listening on" not in line:
+            self.stop(signal.SIGKILL)
+            raise RuntimeError("the executor did not start: %r, log %s" % (line, self.tail()))
+        return self
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=60)
+        rc = self.proc.returncode if self.proc else None
+        self.proc = None
+        return rc
+
+    def tail(self):
+        with open(self.log) as f:
+            return f.read()[-1500:]
+
+
+def batch(batch_id, n=3):
+    return {"batch_id": batch_id,
+            "items": [{"prompt": "p%d" % i, "completion": "c" * (i + 1)} for i in range(n)]}
+
+
+def exec_cli(env, args, stdin=None, extra_env=None, cwd=None):
+    """`sandguard exec ARGS`: (rc, result or None, stderr)."""
+    p = subprocess.run([BIN, "exec"] + args, input=stdin, capture_output=True,
+                       env=env.env(**(extra_env or {})), timeout=300, cwd=cwd)
+    out = p.stdout.decode()
+    lines = out.strip().split("\n") if out.strip() else []
+    if len(lines) > 1:
+        raise AssertionError("%d lines on stdout, want one JSON object: %r" % (len(lines), out[:400]))
+    return p.returncode, json.loads(lines[0]) if lines else None, p.stderr.decode()
+
+
+def run_batch(env, tenant, program, b, prog_args=(), extra_env=None):
+    return exec_cli(env, ["--tenant", tenant, "--policy-dir", env.policies, "--batch", "-", "--",
+                          PYTHON, os.path.join(env.progs, program)] + list(prog_args),
+                    stdin=json.dumps(b).encode(), extra_env=extra_env)
+
+
+def run_tests(env, tenant, program, tests, batch_id, extra_env=None):
+    path = os.path.join(env.dir, "tests-%s.json" % batch_id)
+    with open(path, "w") as f:
+        json.dump(tests, f)
+    return exec_cli(env, ["--tenant", tenant, "--policy-dir", env.policies, "--tests", path,
+                          "--batch-id", batch_id, "--", PYTHON, os.path.join(env.progs, program)],
+                    extra_env=extra_env)
+
+
+COLD = {"SANDGUARD_WARM": "0"}
+# What may differ between a cold and a warm run of the same thing.
+VARYING = ("wall_ms", "path", "stderr")
+
+
+def comparable(res):
+    r = {k: v for k, v in res.items() if k not in VARYING}
+    if r.get("cause") == "tenant_timeout":
+        r.pop("detail", None)  # the CPU it got is in there
+    for t in r.get("tests") or []:
+        t.pop("wall_ms", None)
+    return r
+
+
+def wait_for(pred, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+# ---- cases -------------------------------------------------------------
+
+SAME_CASES = [("rw_good.py", "ok", 0), ("rw_nan.py", "tenant_bad_output", 1),
+              ("rw_abort.py", "tenant_crash", 1), ("rw_hang.py", "timeout", 1),
+              ("rw_memory_hog.py", "tenant_oom", 1), ("rw_fork_bomb.py", "bounded", 1)]
+
+
+def outcome(res):
+    """A result's cause, with what timing decides folded: a deadline missed
+    on a loaded node is booked starved (a platform error, exit 2), and a
+    fork bomb ends at the pids limit or at its deadline, whichever comes."""
+    cause = res["cause"]
+    if cause == "tenant_timeout" or (cause == "platform_error" and "starved" in (res["detail"] or "")):
+        cause = "timeout"
+    if cause == "tenant_policy_violation" and res["rule"] == "fork":
+        cause = "bounded"
+    return cause
+
+
+def t_same_as_cold(env, ex):
+    """Every cause, the verifier, usage errors and an unloadable policy:
+    the warm result and exit code are the cold ones (path aside)."""
+    bad = []
+    for program, cause, rc_want in SAME_CASES:
+        got = {}
+        for name, extra in (("cold", COLD), ("warm", {})):
+            got[name] = run_batch(env, "wm-same", program, batch("same-" + program), extra_env=extra)
+        (crc, cres, _), (wrc, wres, _) = got["cold"], got["warm"]
+        if not cres or not wres:
+            bad.append("%s: no result (cold %d, warm %d)" % (program, crc, wrc))
+            continue
+        if cres.get("path") != "cold" or wres.get("path") != "warm":
+            bad.append("%s: paths %s/%s" % (program, cres.get("path"), wres.get("path")))
+        want = ("timeout", "bounded") if cause == "bounded" else (cause,)
+        if outcome(cres) not in want or outcome(wres) not in want:
+            bad.append("%s: cold %s, warm %s, want %s" % (program, outcome(cres), outcome(wres), cause))
+        elif outcome(cres) == cause and outcome(wres) == cause and cause != "timeout" and \
+                (comparable(cres) != comparable(wres) or crc != wrc or crc != rc_want):
+            bad.append("%s: cold %s (%d) != warm %s (%d)" % (program, comparable(cres), crc,
+                                                             comparable(wres), wrc))
+    tests = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 5", "output": "10"}]
+    for program in ("rw_sum.py", "rw_sum_wrong.py"):
+        c = run_tests(env, "wm-same", program, tests, "v-cold-" + program[:-3], COLD)
+        w = run_tests(env, "wm-same", program, tests, "v-warm-" + program[:-3])
+        if not c[1] or not w[1] or c[0] != w[0] or \
+                {**comparable(c[1]), "batch_id": 0} != {**comparable(w[1]), "batch_id": 0}:
+            bad.append("verifier %s: cold %s != warm %s" % (program, c[:2], w[:2]))
+    for args in (["--tenant", "wm-same"], ["--tenant", "BAD!", "--batch", "-", "--", "x"],
+                 ["--tenant", "wm-same", "--policy-dir", env.policies, "--batch", "-", "--timeout-ms",
+                  "999999", "--", PYTHON, "x.py"]):
+        c = subprocess.run([BIN, "exec"] + args, input=b"{}", capture_output=True, env=env.env(**COLD))
+        w = subprocess.run([BIN, "exec"] + args, input=b"{}", capture_output=True, env=env.env())
+        if (c.returncode, c.stdout, c.stderr) != (w.returncode, w.stdout, w.stderr) or c.returncode != 64:
+            bad.append("usage %s: cold %s != warm %s" % (args[:2], (c.returncode, c.stderr[:120]),
+                                                        (w.returncode, w.stderr[:120])))
+    with open(os.path.join(env.policies, "wm-broken.json"), "w") as f:
+        f.write("{ not json")
+    c = run_batch(env, "wm-broken", "rw_good.py", batch("broken-cold"), extra_env=COLD)
+    w = run_batch(env, "wm-broken", "rw_good.py", batch("broken-warm"))
+    if not c[1] or not w[1] or c[0] != 2 or w[0] != 2 or \
+            {**comparable(c[1]), "batch_id": 0} != {**comparable(w[1]), "batch_id": 0}:
+        bad.append("unloadable policy: cold %s != warm %s" % (c[:2], w[:2]))
+    return "; ".join(bad) or None
+
+
+def t_cold_fallbacks(env, ex):
+    """No executor, another environment, SANDGUARD_WARM=0: cold, and right."""
+    bad = []
+    for why, extra in (("SANDGUARD_WARM=0", COLD), ("another environment", {"SANDGUARD_NODE_CPUS": "2"})):
+        rc, res, err = run_batch(env, "wm-same", "rw_good.py", batch("fallback"), extra_env=extra)
+        if rc != 0 or not res or res.get("path") != "cold":
+            bad.append("%s: exit %d path %s" % (why, rc, res and res.get("path")))
+    ex.stop()
+    try:
+        rc, res, err = run_batch(env, "wm-same", "rw_good.py", batch("no-executor"))
+        if rc != 0 or not res or res.get("path") != "cold":
+            bad.append("no executor: exit %d path %s" % (rc, res and res.get("path")))
+    finally:
+        ex.start()
+    return "; ".join(bad) or None
+
+
+def t_verifier_isolated(env, ex):
+    """Issue 14 item 4: one sandbox for a program's tests, each test a fresh
+    process. Test 1 leaves a file (scratch, /tmp, /dev/shm), a daemon and
+    SysV objects; test 2, in the same sandbox, sees none of them. Cold and
+    warm. The control: the same probe in one run finds all of it."""
+    bad = []
+    rc, res, _ = run_batch(env, "wm-iso", "wm_leftovers.py", batch("control"), prog_args=["both"],
+                           extra_env=COLD)
+    probe = json.loads(res["stderr"]) if res and res.get("stderr") else {}
+    missing = [m for m in probe.get("made", []) if not any(m in f for f in probe.get("found", []))]
+    if not probe.get("made") or missing or not any(f.startswith("processes") for f in probe.get("found", [])):
+        return "the probe does not see what it leaves (made %s, found %s)" % (probe.get("made"),
+                                                                            probe.get("found"))
+    tests = [{"input": "leave\n", "output": "left\n"}, {"input": "check\n", "output": "clean\n"}]
+    for name, extra in (("cold", COLD), ("warm", {})):
+        rc, res, _ = run_tests(env, "wm-iso", "wm_leftovers.py", tests, "iso-" + name, extra)
+        if rc != 0 or not res or res["reward"] != 1 or res.get("path") != name:
+            bad.append("%s: exit %d, %s" % (name, rc, res and (res.get("tests"), res.get("detail"))))
+            continue
+        runs = [o for o in env.outcomes() if o.get("batch_id") == "iso-" + name and not o.get("final")]
+        if len(runs) != 2 or runs[0]["sandbox"] != runs[1]["sandbox"] or runs[0]["id"] == runs[1]["id"]:
+            bad.append("%s: the tests did not share one sandbox: %s" %
+                       (name, [(o["id"], o["sandbox"]) for o in runs]))
+    return "; ".join(bad) or None
+
+
+def t_no_state_crosses_runs(env, ex):
+    """Warm batch runs, one after another: what the first leaves (files,
+    daemon, SysV objects, environment), the second never finds; every run
+    has a sandbox of its own, never handed out twice."""
+    ids = []
+    for mode in ("leave", "check", "check"):
+        rc, res, _ = run_batch(env, "wm-iso", "wm_leftovers.py", batch("cross-" + mode), prog_args=[mode])
+        probe = json.loads(res["stderr"]) if res and res.get("stderr") else None
+        if rc != 0 or not res or res.get("path") != "warm" or probe is None:
+            return "%s: exit %d %s" % (mode, rc, res)
+        if mode == "check" and probe["found"]:
+            return "a later run found %s" % probe["found"]
+    ids = [o["sandbox"] for o in env.outcomes() if str(o.get("batch_id", "")).startswith("cross-")]
+    if len(ids) != 3 or len(set(ids)) != 3:
+        return "sandboxes %s: one handed out twice" % ids
+    return None
+
+
+def t_stdin_cwd(env, ex):
+    """The client's stdin and working directory: --batch -, and a relative
+    --policy-dir, as the client sees them."""
+    rc, res, err = exec_cli(env, ["--tenant", "wm-same", "--policy-dir", "policies", "--batch", "-", "--",
+                                  PYTHON, os.path.join(env.progs, "rw_good.py")],
+                            stdin=json.dumps(batch("relative")).encode(), cwd=env.dir)
+    if rc != 0 or not res or res.get("path") != "warm" or res.get("batch_id") != "relative":
+        return "exit %d %s %s" % (rc, res, err[-300:])
+    return None
+
+
+def t_concurrent_booked_once(env, ex):
+    """24 warm runs at once: all ok, each booked exactly once."""
+    results = []
+
+    def one(i):
+        results.append(run_batch(env, "wm-many", "rw_good.py", batch("many-%d" % i)))
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    bad = [r for r in results if r[0] != 0 or not r[1] or r[1].get("path") != "warm"]
+    if bad:
+        return "%d of 24 failed: %s" % (len(bad), [(r[0], r[1] and r[1].get("detail"), r[2][-200:])
+                                                   for r in bad[:3]])
+    booked = [o for o in env.outcomes() if str(o.get("batch_id", "")).startswith("many-") and o.get("final")]
+    ids = {o["id"] for o in booked}
+    if len(booked) != 24 or len(ids) != 24 or len({o["batch_id"] for o in booked}) != 24:
+        return "%d final records, %d ids for 24 batches" % (len(booked), len(ids))
+    return None
+
+
+PROBE_NOFILE = "import json, resource, sys; json.load(sys.stdin); " \
+               "print('[%d]' % resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+
+
+def t_policy_reload_drains(env, ex):
+    """A changed policy: the next run runs under it, and the sandboxes the
+    pool prepared under the old one are torn down."""
+    env.policy("wm-reload", open_files=64, concurrency=2)
+
+    def nofile():
+        rc, res, err = exec_cli(env, ["--tenant", "wm-reload", "--policy-dir", env.policies, "--batch", "-",
+                                      "--", PYTHON, "-c", PROBE_NOFILE],
+                                stdin=json.dumps(batch("reload", 1)).encode())
+        return res and res.get("scores") and int(res["scores"][0]), res
+    for _ in range(3):
+        got, res = nofile()
+        if got != 64:
+            return "before: %s" % res
+    if not wait_for(lambda: env.sandboxes("wm-reload"), 10):
+        return "the pool prepared nothing for the tenant: nothing to drain"
+    old = env.sandboxes("wm-reload")
+    env.policy("wm-reload", open_files=128, concurrency=2)
+    got, res = nofile()
+    if got != 128 or res.get("path") != "warm":
+        return "after the change: %s" % res
+    if not wait_for(lambda: not (old & env.sandboxes("wm-reload")), 10):
+        return "sandboxes of the old policy still there: %s" % (old & env.sandboxes("wm-reload"))
+    return None
+
+
+def cgroup_dirs(env, tenant):
+    """The tenant's sandbox cgroups that exist, v2 and the v1 mirrors."""
+    name = os.path.basename(env.cgroot)
+    tops = [os.path.join(env.cgroot, tenant)] + \
+        [os.path.join(p, name, tenant) for p in set(cgroup_v1_mounts().values())]
+    return [os.path.join(t, d) for t in tops if os.path.isdir(t)
+            for d in os.listdir(t) if os.path.isdir(os.path.join(t, d))]
+
+
+def records(env):
+    d = os.path.join(env.run, "inflight")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def t_killed_executor(env, ex):
+    """kill -9 of the executor mid-run: the client gets a platform error
+    (never a second run), the sandbox's processes die with it, and the next
+    start reclaims every sandbox it left (the prepared ones too) and books
+    the run that was under way once, final, "executor died"."""
+    env.policy("wm-long", timeout_ms=60000)
+    b = batch("killed-warm")
+    client = subprocess.Popen([BIN, "exec", "--tenant", "wm-long", "--policy-dir", env.policies, "--batch", "-",
+                               "--", PYTHON, os.path.join(env.progs, "rw_daemon_hang.py")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.env())
+    client.stdin.write(json.dumps(b).encode())
+    client.stdin.close()
+    client.stdin = None
+    if not wait_for(lambda: any(os.path.exists(os.path.join(env.scratch, "wm-long", d, "ready"))
+                                for d in env.sandboxes("wm-long")), 30):
+        client.kill()
+        return "the run never started"
+    left = env.sandboxes("wm-long") | env.sandboxes("wm-same") | env.sandboxes("wm-iso")
+    ex.stop(signal.SIGKILL)
+    out, err = client.communicate(timeout=30)
+    res = json.loads(out) if out.strip() else None
+    bad = []
+    if client.returncode != 2 or not res or res.get("cause") != "platform_error" or res.get("path") != "warm":
+        bad.append("the client: exit %d, %s" % (client.returncode, out[-300:]))
+    if not cgroup_dirs(env, "wm-long") or not records(env):
+        bad.append("nothing was left to reclaim: the test proves nothing")
+    ex.start()
+    gone = wait_for(lambda: not (left & (env.sandboxes("wm-long") | env.sandboxes("wm-same") |
+                                         env.sandboxes("wm-iso"))) and
+                    not any(r.split(".")[0] in str(left) for r in records(env)), 15)
+    if not gone:
+        bad.append("left after the next start: scratch %s, records %s" %
+                   (left & (env.sandboxes("wm-long") | env.sandboxes("wm-same")), records(env)))
+    if any(os.path.basename(c) in left for c in cgroup_dirs(env, "wm-long") + cgroup_dirs(env, "wm-same")):
+        bad.append("cgroups left")
+    booked = [o for o in env.outcomes() if o.get("batch_id") == "killed-warm"]
+    if len(booked) != 1 or booked[0]["cause"] != "platform_error" or not booked[0].get("final") or \
+            "executor died" not in json.dumps(booked[0]):
+        bad.append("booked %s, want one final 'executor died'" % booked)
+    booked_died = [o for o in env.outcomes() if "executor died" in json.dumps(o)]
+    if len(booked_died) != 1:
+        bad.append("%d 'executor died' bookings: the prepared sandboxes are not runs" % len(booked_died))
+    return "; ".join(bad) or None
+
+
+def t_clean_shutdown(env, ex):
+    """SIGTERM: runs under way finish, then nothing of the executor is
+    left: no sandbox cgroup, scratch, record or socket."""
+    run_batch(env, "wm-same", "rw_good.py", batch("before-stop"))
+    if not wait_for(lambda: env.sandboxes("wm-same"), 10):
+        return "the pool prepared nothing: the test proves nothing"
+    rc = ex.stop(signal.SIGTERM)
+    bad = []
+    if rc != 0:
+        bad.append("exit %s" % rc)
+    for tenant in ("wm-same", "wm-iso", "wm-many", "wm-reload", "wm-long"):
+        if env.sandboxes(tenant) or cgroup_dirs(env, tenant):
+            bad.append("%s: scratch %s, cgroups %s" % (tenant, env.sandboxes(tenant), cgroup_dirs(env, tenant)))
+    if records(env):
+        bad.append("records %s" % records(env))
+    if os.path.exists(os.path.join(env.run, "executor.sock")):
+        bad.append("the socket")
+    ex.start()
+    return "; ".join(bad) or None
+
+
+def t_socket_root_only(env, ex):
+    """The socket is root's alone: mode 0600, and a connect from another
+    uid is refused."""
+    path = os.path.join(env.run, "executor.sock")
+    st = os.stat(path)
+    if st.st_uid != 0 or st.st_mode & 0o777 != 0o600:
+        return "socket mode %o owner %d" % (st.st_mode & 0o777, st.st_uid)
+    probe = ("import socket; s = socket.socket(socket.AF_UNIX)\n"
+             "try:\n    s.connect(%r); print('connected')\nexcept OSError as e: print(e.errno)" % path)
+    out = subprocess.run([PYTHON, "-c", probe], user=65534, group=65534, extra_groups=[],
+                         capture_output=True, text=True, timeout=30).stdout.strip()
+    if out == "connected":
+        return "uid 65534 connected to the executor's socket"
+    return None
+
+
+CASES = [
+    ("warm-same-result-as-cold", t_same_as_cold),
+    ("warm-cold-fallbacks", t_cold_fallbacks),
+    ("warm-verifier-tests-isolated-in-one-sandbox", t_verifier_isolated),
+    ("warm-no-state-crosses-runs", t_no_state_crosses_runs),
+    ("warm-client-stdin-and-cwd", t_stdin_cwd),
+    ("warm-24-concurrent-booked-once", t_concurrent_booked_once),
+    ("warm-policy-reload-drains-pool", t_policy_reload_drains),
+    ("warm-socket-root-only", t_socket_root_only),
+    ("warm-killed-executor-reaped-booked-once", t_killed_executor),
+    ("warm-clean-shutdown-leaves-nothing", t_clean_shutdown),
+]
+
+
+def main():
+    if os.geteuid() != 0:
+        for name, _ in CASES:
+            report("SKIP", name, "needs root")
+        return 0
+    env = Env()
+    ex = None
+    try:
+        env.policy("wm-same", max_tasks=16)
+        env.policy("wm-iso", concurrency=1)
+        env.policy("wm-many", concurrency=32, cpu=0.25, timeout_ms=10000, queue_timeout_ms=120000)
+        ex = Executor(env).start()
+        only = sys.argv[1:]
+        for name, fn in CASES:
+            if only and name not in only:
+                continue
+            try:
+                why = fn(env, ex)
+            except Exception as e:  # a crash in a case is that case's failure
+                why = "%s: %s" % (type(e).__name__, e)
+            report("FAIL" if why else "PASS", name, why or "")
+    finally:
+        if ex:
+            ex.stop()
+        env.cleanup()
+    return exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
