@@ -155,7 +155,7 @@ def run_tests(env, tenant, program, tests, batch_id, extra_env=None):
 
 COLD = {"SANDGUARD_WARM": "0"}
 # What may differ between a cold and a warm run of the same thing.
-VARYING = ("wall_ms", "path", "stderr")
+VARYING = ("wall_ms", "path", "stderr", "sandboxes")  # sandboxes: each run's own ids
 
 
 def comparable(res):
