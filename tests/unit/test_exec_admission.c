@@ -100,6 +100,13 @@ static void test_starved_deadline_is_platform(void **state)
 	assert_int_equal(classify_timeout(1000, 5, 0, true, detail, sizeof(detail)),
 			 SG_CAUSE_TENANT_TIMEOUT);
 	assert_non_null(strstr(detail, "it got 5 ms of CPU"));
+	/* A program that sleeps on a busy node: it waited 313 ms while its
+	 * interpreter started, then slept. It never wanted its share. */
+	assert_int_equal(classify_timeout(1000, 60, 313, true, detail, sizeof(detail)),
+			 SG_CAUSE_TENANT_TIMEOUT);
+	/* The same wait by a program that wanted the CPU all along. */
+	assert_int_equal(classify_timeout(1000, 300, 650, true, detail, sizeof(detail)),
+			 SG_CAUSE_PLATFORM_ERROR);
 	/* A busy loop that got its whole share. The tenant's. */
 	assert_int_equal(classify_timeout(1000, 990, 400, true, detail, sizeof(detail)),
 			 SG_CAUSE_TENANT_TIMEOUT);
