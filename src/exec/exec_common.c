@@ -102,7 +102,9 @@ static const char *known(bool is_known, uint64_t v, char *buf, size_t len)
  * that sleeps or blocks gets little CPU too, and on a busy node it waits
  * a little while its interpreter starts, but it never wanted its share:
  * that timeout stays the tenant's. Without the measures, it is the
- * tenant's. */
+ * tenant's. The wait excludes the time its own CPU limit held it back
+ * (sandbox_exec.c): PSI counts that as waiting, but it is the share the
+ * tenant asked for, not the node's overload. */
 static bool starved(const struct sandbox_result *r, const struct sg_limits *lim)
 {
 	double wall = (double)r->wall_ms, half_share = 0.5 * share_of(lim) * wall;
@@ -151,9 +153,14 @@ enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct
 			 (unsigned long long)deadline_of(r, spec));
 		if (r->cpu_known)
 			detail_append(detail, detail_len,
-				      " (it got %llu ms of CPU, waited %s ms for one)",
+				      " (it got %llu ms of CPU, waited %s ms for one",
 				      (unsigned long long)r->cpu_ms,
 				      known(r->cpu_wait_known, r->cpu_wait_ms, wait, sizeof(wait)));
+		if (r->cpu_known && r->cpu_throttled_ms)
+			detail_append(detail, detail_len, ", and its own CPU limit held it %llu ms",
+				      (unsigned long long)r->cpu_throttled_ms);
+		if (r->cpu_known)
+			detail_append(detail, detail_len, ")");
 		return SG_CAUSE_TENANT_TIMEOUT;
 	case SB_OOM:
 		snprintf(detail, detail_len, "memory limit of %llu MB exceeded",

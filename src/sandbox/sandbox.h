@@ -89,7 +89,8 @@ struct sandbox_result {
 	/* What it got of the CPU (src/sandbox/sandbox_cpu.h), from the moment
 	 * the run's cgroup was made to the end of the run. */
 	uint64_t cpu_ms;
-	uint64_t cpu_wait_ms;
+	uint64_t cpu_wait_ms;      /* not counting cpu_throttled_ms */
+	uint64_t cpu_throttled_ms; /* held back by its own CPU quota */
 	bool cpu_known, cpu_wait_known;
 	uint64_t timeout_ms; /* the deadline it ran under */
 	/* The run's record, held from before it started until

@@ -383,6 +383,18 @@ uint64_t sb_cgroup_oom_kills(const struct sb_cgroup *cg)
 	}
 }
 
+uint64_t sb_cgroup_cpu_throttled_us(const struct sb_cgroup *cg)
+{
+	switch (cg->where[SB_CTRL_CPU]) {
+	case SB_WHERE_V2:
+		return read_keyed(cg->v2, "cpu.stat", "throttled_usec");
+	case SB_WHERE_V1: /* nanoseconds there */
+		return read_keyed(cg->v1[SB_CTRL_CPU], "cpu.stat", "throttled_time") / 1000;
+	default:
+		return 0;
+	}
+}
+
 uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg)
 {
 	switch (cg->where[SB_CTRL_PIDS]) {

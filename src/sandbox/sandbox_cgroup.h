@@ -129,6 +129,11 @@ uint64_t sb_cgroup_oom_kills(const struct sb_cgroup *cg);
 /* How often a fork was refused at pids.max; 0 when unknown. */
 uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg);
 
+/* The time the sandbox's CPU quota held its tasks back (cpu.stat
+ * throttled_usec on v2, throttled_time on v1), in us; 0 without a quota.
+ * It grows over the sandbox's life: callers take differences. */
+uint64_t sb_cgroup_cpu_throttled_us(const struct sb_cgroup *cg);
+
 /* The processes directly in the sandbox's v2 cgroup (not in a run's):
  * how many, and the first of them in *pid. -errno when unreadable. */
 int sb_cgroup_own_procs(const struct sb_cgroup *cg, pid_t *pid);

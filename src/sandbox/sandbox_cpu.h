@@ -9,7 +9,14 @@
  *              Linux 4.20+, CONFIG_PSI, not booted with psi=0);
  *              else the run_delay in /proc/<tid>/schedstat of the tasks
  *              still alive when it is read (a lower bound: tasks that
- *              exited earlier are not counted) */
+ *              exited earlier are not counted)
+ *   throttled  the sandbox's cpu.stat throttled time over the run
+ *              (sb_cgroup_cpu_throttled_us()): PSI counts the time its own
+ *              quota held it back as waiting, so the executor takes it
+ *              out of the wait. The kernel sums it over CPUs, so it can
+ *              exceed the wall time: the wait is clamped at 0, which errs
+ *              only where the sandbox had used up its own quota, i.e. got
+ *              its share in those periods. */
 #ifndef SG_SANDBOX_CPU_H
 #define SG_SANDBOX_CPU_H
 #include <stdbool.h>

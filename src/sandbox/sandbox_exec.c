@@ -348,7 +348,7 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 {
 	struct sandbox *sb = r->sb;
 	struct sb_cpu_stats cpu;
-	uint64_t start = clock_ms(CLOCK_MONOTONIC);
+	uint64_t start = clock_ms(CLOCK_MONOTONIC), throttled = sb_cgroup_cpu_throttled_us(&sb->cg);
 	int ret;
 
 	ret = send_start(r);
@@ -375,8 +375,12 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	sb_cpu_read(sb->leaf.path, &cpu);
 	r->res->cpu_known = cpu.usage_known;
 	r->res->cpu_ms = cpu.usage_us / 1000;
+	/* The sandbox's own quota holding it back is not the node's
+	 * overload, but PSI counts it as waiting: take it out. */
+	throttled = sb_cgroup_cpu_throttled_us(&sb->cg) - throttled;
+	r->res->cpu_throttled_ms = throttled / 1000;
 	r->res->cpu_wait_known = cpu.wait_known;
-	r->res->cpu_wait_ms = cpu.wait_us / 1000;
+	r->res->cpu_wait_ms = (cpu.wait_us > throttled ? cpu.wait_us - throttled : 0) / 1000;
 	/* Early exit or not, nothing outlives the main process. */
 	sb_cgroup_leaf_kill(&sb->leaf);
 	if (ret == SB_PUMP_EXITED) {

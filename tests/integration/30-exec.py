@@ -616,6 +616,21 @@ def t_overload_starved(env):
     return None
 
 
+def t_own_quota_not_starvation(env):
+    """A 0.02-core share: the interpreter's start is held back by the
+    sandbox's own CPU limit (PSI counts that as waiting), then it sleeps
+    past its deadline. That is the tenant's timeout, not the node's
+    starvation: the wait excludes the throttled time, which the detail
+    names. Host side: cpu.stat of a quota'd cgroup shows the hold."""
+    rc, res, err, _ = run_batch(env, "rw-quota", "rw_close_stdout_sleep.py", batch("quota"))
+    print("# own CPU limit: %s" % (res or {}).get("detail"), flush=True)
+    why = expect(env, "rw-quota", rc, res, "tenant_timeout", 1)
+    if why:
+        return why
+    if "its own CPU limit held it" not in res["detail"]:
+        return "the detail does not name the CPU limit's hold: %s" % res["detail"]
+
+
 CASES = [
     ("exec-good-ok", t_good),
     ("exec-nan-bad-output", bad_output_case("rw_nan.py", detail="score at index 0 is NaN, not a finite number")),
@@ -642,6 +657,7 @@ CASES = [
     ("exec-killed-executor-orphans-reaped-booked-once", t_killed_executor_reaped),
     ("exec-overload-128-cpu-bound-never-tenant-timeout", t_overload_admission),
     ("exec-overload-starved-is-platform-error", t_overload_starved),
+    ("exec-own-cpu-limit-is-not-starvation", t_own_quota_not_starvation),
 ]
 
 
@@ -666,6 +682,7 @@ def main():
         env.policy("rw-cpu", failure="retry", retries=1, concurrency=128, timeout_ms=5000, cpu=1.0,
                    queue_timeout_ms=20000)
         env.policy("rw-starve", failure="retry", retries=1, concurrency=64, timeout_ms=2000, cpu=1.0)
+        env.policy("rw-quota", failure="retry", retries=1, timeout_ms=8000, cpu=0.02)
         only = sys.argv[1:]
         for name, fn in CASES:
             if only and name not in only:
