@@ -101,6 +101,9 @@ enum exec_refusal {
 	 * later; the HTTP server answers 503 with Retry-After. */
 	EXEC_REFUSED_NODE_CPU,
 	EXEC_REFUSED_NODE_CPU_TIMEOUT,
+	/* platform_error: admitted only after ctx->start_by_ms, when the
+	 * run could no longer start in time for its caller. */
+	EXEC_REFUSED_LATE,
 };
 
 typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_result *result);
@@ -134,10 +137,13 @@ void exec_later_finish(struct exec_later *l);
 struct exec_ctx {
 	const struct sg_policy *policy;
 	const char *tenant;
-	const char *run_id;       /* may be NULL */
-	char *const *argv;        /* the command; NULL-terminated */
-	uint64_t timeout_ms;      /* per run; 0 = policy; callers keep it <= the policy's */
-	struct agent_conn *agent; /* NULL: no agent */
+	const char *run_id;  /* may be NULL */
+	char *const *argv;   /* the command; NULL-terminated */
+	uint64_t timeout_ms; /* per run; 0 = policy; callers keep it <= the policy's */
+	/* CLOCK_MONOTONIC ms: a run whose code cannot start by then is not
+	 * started (sandbox_spec.start_by_ms), nor retried; 0 = no bound. */
+	uint64_t start_by_ms;
+	struct agent_conn *agent;               /* NULL: no agent */
 	const struct exec_sandboxes *sandboxes; /* NULL: prepared on the spot */
 	const char *path;    /* "warm" (a long-lived executor) or "cold"; NULL: not said */
 	bool reap_elsewhere; /* orphans are reaped on another thread, not at admission */
@@ -294,6 +300,9 @@ struct exec_run_result {
 	uint32_t attempts;
 	struct exec_attempts runs; /* each sandbox run, with its id */
 	enum exec_refusal refusal; /* why, when attempts is 0 */
+	/* The last attempt could not start by ctx->start_by_ms: booked as a
+	 * platform error, not retried; its caller answers "too late". */
+	bool late;
 	char detail[EXEC_DETAIL_MAX];
 	const char *path; /* ctx->path */
 };

@@ -59,6 +59,7 @@ void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy, 
 	spec->batch_id = batch_id;
 	spec->argv = ctx->argv;
 	spec->timeout_ms = timeout_ms;
+	spec->start_by_ms = ctx->start_by_ms;
 	spec->agent = ctx->agent;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec_internal.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 
 static void take_output(struct exec_run_result *res, struct sandbox_result *r)
@@ -42,6 +43,16 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 				 ? req->memory_mb
 				 : base->limits.memory_mb;
 	res->cause = exec_admit(ctx, &slot, &res->refusal, res->detail, sizeof(res->detail));
+	if (res->cause == SG_CAUSE_OK && ctx->start_by_ms &&
+	    clock_ms(CLOCK_MONOTONIC) >= ctx->start_by_ms) {
+		tenant_slot_release(&slot);
+		res->cause = SG_CAUSE_PLATFORM_ERROR;
+		res->refusal = EXEC_REFUSED_LATE;
+		res->late = true;
+		snprintf(
+			res->detail, sizeof(res->detail),
+			"platform error: admitted too late to start by the time its caller gave it");
+	}
 	if (res->cause != SG_CAUSE_OK) {
 		res->cause = exec_book_refusal(ctx, "run", id, res->cause, 0, res->detail,
 					       sizeof(res->detail));
@@ -70,7 +81,8 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		int rule, rc = exec_box_run(ctx, &box, &spec, &r);
 		enum sg_cause cause =
 			exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
-		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
+		/* Too late once is too late for every later attempt. */
+		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget && rc != -ETIME;
 		int err = exec_book(
 			ctx, &(struct exec_booking){ .mode = "run",
 						     .batch_id = id,
@@ -100,6 +112,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		}
 		res->cause = cause;
 		res->rule = rule;
+		res->late = rc == -ETIME;
 		res->wall_ms = r.wall_ms;
 		if (rc >= 0) {
 			res->timed_out = r.end == SB_TIMEOUT;

@@ -4,9 +4,11 @@
  * one verifier request; retired once the last run is booked. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "exec_internal.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 
 static int take(const struct exec_ctx *ctx, const struct sandbox_spec *spec, struct sandbox **sb,
@@ -36,6 +38,12 @@ int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct 
 
 	memset(r, 0, sizeof(*r));
 	r->rule = -1;
+	/* Past its start-by already (a long admission wait): no sandbox. */
+	if (spec->start_by_ms && clock_ms(CLOCK_MONOTONIC) >= spec->start_by_ms) {
+		snprintf(r->detail, sizeof(r->detail),
+			 "no sandbox could be ready by the time its caller gave it");
+		return -ETIME;
+	}
 	if (ctx->run)
 		return ctx->run(spec, r);
 	/* The same request's next test: the sandbox put back as it was made,

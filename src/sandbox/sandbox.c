@@ -369,6 +369,19 @@ int sb_read_init(struct sandbox *sb, struct sb_child_report *msg, int timeout_ms
 	return n < 0 && errno != ECONNRESET ? -errno : -EPIPE;
 }
 
+int sb_await_done(struct sandbox *sb, int wait_ms, struct sb_child_report *done)
+{
+	uint64_t until = clock_ms(CLOCK_MONOTONIC) + (uint64_t)wait_ms;
+
+	for (;;) {
+		uint64_t now = clock_ms(CLOCK_MONOTONIC);
+		int got = sb_read_init(sb, done, now < until ? (int)(until - now) : 0);
+
+		if (got <= 0 || done->type == SB_REPORT_DONE)
+			return got;
+	}
+}
+
 void sb_on_ready(struct sandbox *sb)
 {
 	char(*rel)[PATH_MAX] = calloc(SB_SCRATCH_KEEP, PATH_MAX);

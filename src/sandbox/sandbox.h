@@ -40,6 +40,10 @@ struct sandbox_spec {
 	const void *stdin_data; /* fed to the program's stdin, then closed */
 	size_t stdin_len;
 	uint64_t timeout_ms; /* wall-clock deadline; 0 = policy->limits.timeout_ms */
+	/* CLOCK_MONOTONIC ms by which the tenant's code must have started
+	 * (its execve), or the run is not started: -ETIME, a platform error
+	 * (a caller whose client stops waiting; 0 = no bound). */
+	uint64_t start_by_ms;
 	const struct sandbox_file *files;
 	size_t n_files;
 	const char *const *fetch; /* scratch-relative paths read back after the run */

@@ -1,5 +1,5 @@
-/* One run in a prepared sandbox, and the reset between two runs (see
- * src/sandbox/sandbox.h).
+/* One run in a prepared sandbox (see src/sandbox/sandbox.h; the reset
+ * between two runs is sandbox_reset.c).
  *
  * A run: its record, the request's files in the scratch, pipes, one START
  * to the sandbox's init with the run's fds; init starts main (and the
@@ -322,26 +322,36 @@ static int wait_for_exec(struct run *r, uint64_t deadline)
 		    rep.step == SB_STEP_EXEC ? r->spec->argv[0] : r->sb->id, strerror(rep.err));
 }
 
-/* Main ended, or is being killed: init's DONE, waiting at most wait_ms. */
-static void read_done(struct run *r, int wait_ms)
+/* Main ended, or is being killed: init's DONE if it is there. Without it,
+ * the sandbox is not reused; or, when the result does not need it (owe),
+ * sandbox_reset() waits for it before another run. */
+static void read_done(struct run *r, bool owe)
 {
-	uint64_t until = clock_ms(CLOCK_MONOTONIC) + (uint64_t)wait_ms;
+	int got;
 
-	while (!r->done_read) {
-		struct sb_child_report msg;
-		uint64_t now = clock_ms(CLOCK_MONOTONIC);
-		int got = sb_read_init(r->sb, &msg, now < until ? (int)(until - now) : 0);
+	if (r->done_read)
+		return;
+	got = sb_await_done(r->sb, 0, &r->done);
+	r->done_read = got == 1;
+	if (got == 0 && owe)
+		r->sb->done_owed = true;
+	else if (got == 0)
+		r->sb->broken = true; /* no answer: not reused */
+}
 
-		if (got <= 0) {
-			if (got == 0)
-				r->sb->broken = true; /* no answer: not reused */
-			return;
-		}
-		if (msg.type == SB_REPORT_DONE) {
-			r->done = msg;
-			r->done_read = true;
-		}
-	}
+static uint64_t setup_deadline(const struct run *r, uint64_t start)
+{
+	uint64_t by = start + r->timeout_ms;
+
+	return r->spec->start_by_ms && r->spec->start_by_ms < by ? r->spec->start_by_ms : by;
+}
+
+static int late(struct run *r)
+{
+	return fail(r, -ETIME,
+		    "sandbox %s could not start the tenant's code by the time its caller gave it "
+		    "(setup took too long on this node)",
+		    r->sb->id);
 }
 
 static int start_and_watch(struct run *r, struct sb_pump *pump)
@@ -351,10 +361,16 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	uint64_t start = clock_ms(CLOCK_MONOTONIC), throttled = sb_cgroup_cpu_throttled_us(&sb->cg);
 	int ret;
 
-	ret = send_start(r);
 	/* Setting up is the platform's time: the deadline counts from the
-	 * tenant's execve, and bounds the setup too. */
-	ret = ret ?: wait_for_exec(r, start + r->timeout_ms);
+	 * tenant's execve, and bounds the setup too, as does the caller's
+	 * start_by: a run that starts later cannot be answered in time. */
+	if (r->spec->start_by_ms && start >= r->spec->start_by_ms)
+		return late(r);
+	ret = send_start(r);
+	ret = ret ?: wait_for_exec(r, setup_deadline(r, start));
+	if (ret == -ETIMEDOUT && r->spec->start_by_ms &&
+	    clock_ms(CLOCK_MONOTONIC) >= r->spec->start_by_ms)
+		return late(r);
 	if (ret)
 		return ret;
 	start = clock_ms(CLOCK_MONOTONIC);
@@ -384,10 +400,14 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	/* Early exit or not, nothing outlives the main process. */
 	sb_cgroup_leaf_kill(&sb->leaf);
 	if (ret == SB_PUMP_EXITED) {
-		read_done(r, 0);
+		read_done(r, false); /* queued: it is what ended the pump */
 		ret = sb_pump_drain(pump, clock_ms(CLOCK_MONOTONIC) + LINGER_MS);
 	} else {
-		read_done(r, SB_KILL_WAIT_MS);
+		/* Our own kill decides the result (decide()): init's DONE only
+		 * tells whether the sandbox can serve again. Init runs within
+		 * the tenant's CPU limit, so at a small share its answer can
+		 * take seconds: not on this caller's path. */
+		read_done(r, true);
 	}
 	return ret;
 }
@@ -568,57 +588,4 @@ void sandbox_result_free(struct sandbox_result *res)
 	sb_record_release(&res->record);
 	memset(res, 0, sizeof(*res));
 	res->rule = -1;
-}
-
-static int not_reused(struct sandbox *sb, int err, char *detail, size_t dlen, const char *why)
-{
-	sb->broken = true;
-	if (why)
-		snprintf(detail, dlen, "sandbox %s is not reused: %s", sb->id, why);
-	return err;
-}
-
-int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
-{
-	pid_t pid = 0;
-	int n, err;
-
-	if (!sb->used)
-		return 0;
-	if (sb->broken)
-		return not_reused(sb, -EBUSY, detail, dlen,
-				  "its last run failed or its init ended");
-	/* The relay's listeners outlive a run: a connection the last run
-	 * left queued must not reach the next one. */
-	if (sb->relay)
-		return not_reused(sb, -EBUSY, detail, dlen, "it relays egress");
-	if (!sb->marked)
-		return not_reused(sb, -EBUSY, detail, dlen,
-				  "its root build's entries in the scratch could not be noted");
-	err = sb_cgroup_leaf_remove(&sb->leaf, SB_KILL_WAIT_MS);
-	if (err)
-		return not_reused(sb, err, detail, dlen, "its last run's cgroup would not empty");
-	n = sb_cgroup_own_procs(&sb->cg, &pid);
-	if (n != 1 || pid != sb->init)
-		return not_reused(sb, -EBUSY, detail, dlen,
-				  "something besides its init survived the last run");
-	err = sb_scratch_reset(sb->scratch, &sb->marks, detail, dlen);
-	if (err)
-		return not_reused(sb, err, detail, dlen, NULL);
-	/* The agent's counters (forks over the sandbox's life, trips) start
-	 * over, as for a fresh sandbox. */
-	if (sb->enrolled) {
-		sg_enroll_release(sb->cg.id);
-		err = sb_enroll(sb, false, detail, dlen);
-		if (err || !sb->enrolled)
-			return not_reused(sb, err ? err : -ENOLINK, detail, dlen,
-					  err ? NULL : "the agent's maps went away");
-	}
-	err = sb_cgroup_leaf_make(&sb->cg, sb->runs + 1, &sb->leaf, detail, dlen);
-	if (err)
-		return not_reused(sb, err, detail, dlen, NULL);
-	sb->oom_base = sb_cgroup_oom_kills(&sb->cg);
-	sb->pids_base = sb_cgroup_pids_max_hits(&sb->cg);
-	sb->used = false;
-	return 0;
 }

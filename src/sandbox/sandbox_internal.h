@@ -52,6 +52,9 @@ struct sandbox {
 	bool marked; /* what its root build made in the scratch is noted: resettable */
 	bool used;   /* a run happened since the last reset */
 	bool broken; /* cannot serve another run: destroy it */
+	/* The last run's DONE is still to be read from init: sandbox_reset()
+	 * reads it before another run (see start_and_watch()). */
+	bool done_owed;
 	unsigned runs;
 	uint64_t oom_base, pids_base; /* the counters before the current run */
 };
@@ -60,6 +63,11 @@ struct sandbox {
  * timeout_ms: 1 with *msg, 0 on timeout, -EPIPE when init is gone (the
  * sandbox is broken), -errno. */
 int sb_read_init(struct sandbox *sb, struct sb_child_report *msg, int timeout_ms);
+
+/* Init's DONE for the last run, waiting at most wait_ms (other messages
+ * are skipped): 1 with *done, 0 when it has not come, -errno when init is
+ * gone. */
+int sb_await_done(struct sandbox *sb, int wait_ms, struct sb_child_report *done);
 
 /* init said READY: note what its root build made in the scratch (what a
  * reset keeps). */

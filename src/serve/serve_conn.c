@@ -31,6 +31,8 @@
 struct conn_entry {
 	int fd;
 	uint64_t deadline_ms; /* headers due; 0 while a request is being handled */
+	uint64_t opened_ms;   /* when it was accepted */
+	bool answered;        /* a response went out on it */
 	bool shut;
 	struct conn_entry *prev, *next;
 };
@@ -282,7 +284,8 @@ struct conn_entry *conns_opened(struct serve_conns *c, int fd)
 	if (!e)
 		return NULL;
 	e->fd = fd;
-	e->deadline_ms = clock_ms(CLOCK_MONOTONIC) + c->header_timeout_ms;
+	e->opened_ms = clock_ms(CLOCK_MONOTONIC);
+	e->deadline_ms = e->opened_ms + c->header_timeout_ms;
 	pthread_mutex_lock(&c->lock);
 	e->next = c->head;
 	if (c->head)
@@ -323,7 +326,20 @@ void conns_request_done(struct serve_conns *c, struct conn_entry *e)
 		return;
 	pthread_mutex_lock(&c->lock);
 	e->deadline_ms = clock_ms(CLOCK_MONOTONIC) + c->header_timeout_ms;
+	e->answered = true;
 	pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t conns_first_request_ms(struct serve_conns *c, struct conn_entry *e)
+{
+	uint64_t ms;
+
+	if (!e)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	ms = e->answered ? 0 : e->opened_ms;
+	pthread_mutex_unlock(&c->lock);
+	return ms;
 }
 
 uint32_t conns_live(struct serve_conns *c)

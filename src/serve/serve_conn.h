@@ -48,6 +48,10 @@ void conns_headers_in(struct serve_conns *c, struct conn_entry *e);
 /* Its response is out: a kept-alive connection owes the next request's
  * headers within header_timeout_s. */
 void conns_request_done(struct serve_conns *c, struct conn_entry *e);
+/* When the connection was accepted, while its first request is being read
+ * (its client's clock started no later); 0 for a kept-alive connection's
+ * later requests, or without an entry. */
+uint64_t conns_first_request_ms(struct serve_conns *c, struct conn_entry *e);
 
 /* Open connections; and how many were shut for a header deadline, or
  * answered 503 for the cap, since the start. */

@@ -359,6 +359,18 @@ static int keep(struct request *r, const char *data, size_t n)
 	return 0;
 }
 
+/* The client's wait started when it connected, not when its headers were
+ * parsed: under load the difference is seconds of its budget that the
+ * server would not see. The first request of a connection counts from
+ * the accept; a kept-alive one's later requests from their headers. */
+static void arrived_at_accept(struct serve_http *h, struct request *r, struct conn_entry *e)
+{
+	uint64_t opened = conns_first_request_ms(h->conns, e);
+
+	if (opened && opened < r->rq.arrived_ms)
+		r->rq.arrived_ms = opened;
+}
+
 /* ---- the worker -------------------------------------------------------- */
 
 static void *worker(void *arg)
@@ -421,6 +433,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 		r = request_new(h, mc, url, method);
 		if (!r)
 			return MHD_NO;
+		arrived_at_accept(h, r, ci ? ci->socket_context : NULL);
 		*req_cls = r;
 		r->announced = cl ? strtoull(cl, NULL, 10) : 0;
 		/* An answer queued now closes the connection (libmicrohttpd

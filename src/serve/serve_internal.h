@@ -226,6 +226,9 @@ struct serve_call {
 	const struct sg_policy *policy;
 	struct agent_conn *agent; /* set for execute(); NULL: none answers */
 	struct serve_budget budget;
+	/* CLOCK_MONOTONIC ms: admitted by the server's gate, and done
+	 * executing (0: not reached); the access log shows where time went. */
+	uint64_t admitted_ms, executed_ms;
 };
 
 /* One POST endpoint: validate (4xx, never booked), then run admitted. */

@@ -5,6 +5,7 @@
  * policy, let the endpoint validate, admit, run. Bad input is answered
  * before anything is booked or admitted. */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -462,8 +463,25 @@ static void admit_and_run(struct serve_call *c, const struct serve_endpoint *ep,
 		return;
 	}
 	c->agent = warm_agent_get(&s->agent);
+	c->admitted_ms = clock_ms(CLOCK_MONOTONIC);
 	ep->execute(c, plan, rp);
+	c->executed_ms = clock_ms(CLOCK_MONOTONIC);
 	gate_leave(s->gate, &ticket);
+}
+
+/* One access line per request: who, what, the answer, and where its time
+ * went (the gate's queue, the execution), from when its client connected. */
+static void log_request(const struct serve_call *c, const char *shown, const struct serve_reply *rp)
+{
+	uint64_t now = clock_ms(CLOCK_MONOTONIC), at = c->rq->arrived_ms;
+	char when[96] = "";
+
+	if (c->admitted_ms && c->executed_ms)
+		snprintf(when, sizeof(when), " (queued %" PRIu64 " ms, executed in %" PRIu64 " ms)",
+			 c->admitted_ms - at, c->executed_ms - c->admitted_ms);
+	sg_info("serve: %s %s tenant %s request %s: %s%u in %" PRIu64 " ms%s", c->rq->method, shown,
+		c->tenant[0] ? c->tenant : "-", c->request_id[0] ? c->request_id : "-",
+		rp->no_reply ? "dropped, client gone, " : "", rp->status, now - at, when);
 }
 
 static void handle_post(struct serve *s, const struct serve_route *rt,
@@ -509,9 +527,7 @@ static void handle_post(struct serve *s, const struct serve_route *rt,
 	ep->free_plan(plan);
 out:
 	serve_shown_url(rq, shown, sizeof(shown));
-	sg_info("serve: %s %s tenant %s request %s: %s%u", rq->method, shown,
-		c.tenant[0] ? c.tenant : "-", c.request_id[0] ? c.request_id : "-",
-		rp->no_reply ? "dropped, client gone, " : "", rp->status);
+	log_request(&c, shown, rp);
 	free(policy);
 	json_decref(body);
 }

@@ -85,6 +85,8 @@ static bool refused(struct serve_call *c, const struct exec_run_result *r, struc
 		serve_error(rp, 403, "%s", r->detail);
 		return true;
 	}
+	if (r->refusal == EXEC_REFUSED_LATE)
+		atomic_fetch_add(&c->srv->n_late, 1);
 	serve_busy(c, &serve_runcode_endpoint, 504, gate_retry_after_s(c->srv->gate), rp, "%s",
 		   r->detail);
 	return true;
@@ -105,6 +107,21 @@ static bool out_of_time(struct serve_call *c, const struct exec_run_result *r, u
 	return true;
 }
 
+/* A run the node could not start by latest_ms (its setup was slow): booked
+ * as a platform error, answered 504 like a request that could not start in
+ * time, so that the client retries rather than reads a SandboxError. */
+static bool too_late(struct serve_call *c, const struct exec_run_result *r, struct serve_reply *rp)
+{
+	if (!r->late)
+		return false;
+	atomic_fetch_add(&c->srv->n_late, 1);
+	serve_busy(c, &serve_runcode_endpoint, 504, gate_retry_after_s(c->srv->gate), rp,
+		   "request %s: %s; it could not finish within what its client waits "
+		   "(compile_timeout + run_timeout + %d s): retry later",
+		   c->request_id, r->detail, SERVE_CLIENT_SLACK_MS / 1000);
+	return true;
+}
+
 /* Run one step, admitted by the executor no later than latest_ms, retried
  * (platform errors) only as often as whole runs still fit in the client's
  * budget, before the then_ms that later steps need. `loads_program`: the
@@ -122,6 +139,7 @@ static enum step_end step(struct serve_call *c, char *const *argv, uint64_t time
 		.run_id = c->run_id,
 		.argv = argv,
 		.timeout_ms = timeout_ms,
+		.start_by_ms = latest_ms,
 		.agent = c->agent,
 		.sandboxes = record->run ? NULL : &record->src,
 		.reap_elsewhere = !record->run,
@@ -162,7 +180,7 @@ static enum step_end step(struct serve_call *c, char *const *argv, uint64_t time
 	free(policy);
 	if (ret)
 		return STEP_ENOMEM;
-	if (refused(c, r, rp) || (cut_to && out_of_time(c, r, cut_to, rp))) {
+	if (refused(c, r, rp) || too_late(c, r, rp) || (cut_to && out_of_time(c, r, cut_to, rp))) {
 		exec_run_result_free(r);
 		return STEP_REFUSED;
 	}

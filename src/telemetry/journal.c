@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@
 #define SEGMENT_PREFIX "outcomes-"
 #define SEGMENT_SUFFIX ".jsonl"
 #define LOCK_NAME      ".lock"
+
+static pthread_mutex_t append_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int journal_state_dir(char *buf, size_t len)
 {
@@ -280,10 +283,16 @@ int journal_append(const struct journal *j, const char *line, size_t len, struct
 	}
 	if (fd < 0)
 		return -errno;
+	/* One thread of this process at a time asks for the flock: the
+	 * kernel wakes every waiter of an flock at each release, and a
+	 * hundred threads booking at once (serve at a deadline) would spend
+	 * seconds in that herd. The mutex queues them here instead. */
+	pthread_mutex_lock(&append_lock);
 	while (flock(fd, LOCK_EX) && errno == EINTR)
 		;
 	seg = append_locked(j, line, len, at);
 	close(fd); /* and the lock with it */
+	pthread_mutex_unlock(&append_lock);
 	if (seg < 0)
 		return seg;
 	/* Synced outside the lock: concurrent executors' syncs overlap (the

@@ -16,6 +16,7 @@
 #include "exec/exec.h"
 #include "journal_lines.h"
 #include "exec/tenant_state.h"
+#include "lib/clock.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int running, max_running, runs, flaky_left;
@@ -341,6 +342,64 @@ static void test_run_once(void **state)
 	ctx.timeout_ms = 0;
 }
 
+/* A run that cannot start by its caller's start_by (serve: what the
+ * client waits) is not started, not retried, and booked once as a
+ * platform error; the caller learns it was late. */
+static void test_run_too_late(void **state)
+{
+	struct exec_run_result res;
+	struct exec_run_request req = { .request_id = "late-1",
+					.stdin_data = "20 22",
+					.stdin_len = 5 };
+	json_t *all, *j;
+	size_t i;
+	int lines = 0;
+
+	journal_clear();
+	runs = 0;
+	ctx.start_by_ms = clock_ms(CLOCK_MONOTONIC) - 1;
+	assert_int_equal(exec_run(&ctx, &req, &res), 0);
+	ctx.start_by_ms = 0;
+	assert_int_equal(runs, 0);
+	assert_true(res.late);
+	assert_int_equal(res.attempts, 0); /* refused after admission: nothing ran */
+	assert_int_equal(res.refusal, EXEC_REFUSED_LATE);
+	assert_int_equal(res.cause, SG_CAUSE_PLATFORM_ERROR);
+	assert_non_null(strstr(res.detail, "by the time its caller gave it"));
+	all = journal_lines();
+	json_array_foreach(all, i, j)
+	{
+		assert_string_equal(json_string_value(json_object_get(j, "batch_id")), "late-1");
+		assert_true(json_is_true(json_object_get(j, "final")));
+		assert_string_equal(json_string_value(json_object_get(j, "cause")),
+				    "platform_error");
+		lines++;
+	}
+	json_decref(all);
+	assert_int_equal(lines, 1);
+	exec_run_result_free(&res);
+
+	/* A platform error whose retry would start after start_by: the retry
+	 * is not run, and the request ends late with two records. */
+	journal_clear();
+	runs = 0;
+	req.stdin_data = "platform";
+	req.stdin_len = 8;
+	ctx.start_by_ms = clock_ms(CLOCK_MONOTONIC) + 10; /* the fake run takes 20 ms */
+	exec_run(&ctx, &req, &res);
+	ctx.start_by_ms = 0;
+	assert_int_equal(runs, 1);
+	assert_int_equal(res.attempts, 2);
+	assert_true(res.late);
+	assert_int_equal(res.cause, SG_CAUSE_PLATFORM_ERROR);
+	all = journal_lines();
+	assert_int_equal(json_array_size(all), 2);
+	assert_false(json_is_true(json_object_get(json_array_get(all, 0), "final")));
+	assert_true(json_is_true(json_object_get(json_array_get(all, 1), "final")));
+	json_decref(all);
+	exec_run_result_free(&res);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -350,6 +409,7 @@ int main(void)
 		cmocka_unit_test(test_verify_booking),
 		cmocka_unit_test(test_verify_paused),
 		cmocka_unit_test(test_run_once),
+		cmocka_unit_test(test_run_too_late),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
