@@ -16,7 +16,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import exit_code, report, uid_base  # noqa: E402
+from sgtest import cgroup2_mount, exit_code, report, sandbox_cgroups, slot_processes, uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
@@ -107,25 +107,8 @@ def run_batch(env, tenant, program, b, args=(), extra_env=None, prog_args=()):
 
 
 def slot_uid_procs(env):
-    """Live (not zombie) processes of this run: a slot uid, running one of
-    our programs (its command line names our temp dir, so that another run
-    of this test at the same time is not mistaken for ours)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/status" % pid) as f:
-                st = f.read()
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmdline = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        uid = int(st.split("Uid:")[1].split()[0])
-        state = st.split("State:")[1].split()[0]
-        if UID_BASE <= uid < UID_BASE + SLOTS and state != "Z" and env.dir in cmdline:
-            found.append(int(pid))
-    return found
+    """Live processes of this run: a slot uid, running one of our programs."""
+    return slot_processes(UID_BASE, SLOTS, env.dir)
 
 
 def scratch_left(env, tenant):
@@ -481,16 +464,8 @@ def t_usage(env):
 
 def cgroup_dirs(tenant, sandbox):
     """The sandbox's cgroup directories that exist (v2 and the v1 mirrors)."""
-    found = []
-    for line in open("/proc/self/mountinfo"):
-        left, _, right = line.partition(" - ")
-        fs = right.split()
-        point = left.split()[4]
-        if fs[0] in ("cgroup", "cgroup2"):
-            path = os.path.join(point, "sandguard", tenant, sandbox)
-            if os.path.isdir(path):
-                found.append(path)
-    return found
+    return [d for d in sandbox_cgroups(os.path.join(cgroup2_mount(), "sandguard"), tenant)
+            if os.path.basename(d) == sandbox]
 
 
 def t_killed_executor_reaped(env):

@@ -22,7 +22,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, cgroup_v1_mounts, exit_code, remove_cgroup_tree, report, uid_base  # noqa: E402
+from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report, sandbox_cgroups, uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
@@ -367,11 +367,7 @@ def t_policy_reload_drains(env, ex):
 
 def cgroup_dirs(env, tenant):
     """The tenant's sandbox cgroups that exist, v2 and the v1 mirrors."""
-    name = os.path.basename(env.cgroot)
-    tops = [os.path.join(env.cgroot, tenant)] + \
-        [os.path.join(p, name, tenant) for p in set(cgroup_v1_mounts().values())]
-    return [os.path.join(t, d) for t in tops if os.path.isdir(t)
-            for d in os.listdir(t) if os.path.isdir(os.path.join(t, d))]
+    return sandbox_cgroups(env.cgroot, tenant)
 
 
 def records(env):

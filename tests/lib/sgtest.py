@@ -123,3 +123,41 @@ def remove_cgroup_tree(root):
             for d in dirnames:
                 kill_and_rmdir(os.path.join(dirpath, d))
         kill_and_rmdir(top)
+
+
+def sandbox_cgroups(root, tenant=None):
+    """Sandbox cgroup directories below a sandguard cgroup root that exist:
+    <root>/<tenant>/<sandbox>, and the same below the v1 mirrors of hybrid
+    nodes (<v1 mount>/<basename root>/...). One tenant's, or every one's."""
+    name = os.path.basename(root)
+    tops = [root] + [os.path.join(p, name) for p in set(cgroup_v1_mounts().values())]
+    found = []
+    for top in tops:
+        tenants = [tenant] if tenant else (os.listdir(top) if os.path.isdir(top) else [])
+        for t in tenants:
+            tdir = os.path.join(top, t)
+            if os.path.isdir(tdir):
+                found += [os.path.join(tdir, d) for d in os.listdir(tdir) if os.path.isdir(os.path.join(tdir, d))]
+    return found
+
+
+def slot_processes(base, slots, cmdline_has=None):
+    """Live (not zombie) processes running as a slot uid in [base, base +
+    slots); only those whose command line contains `cmdline_has` when
+    given (a test's temp dir: another run of the same suite at the same
+    time is not mistaken for ours)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/status" % pid) as f:
+                st = f.read()
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        uid = int(st.split("\nUid:")[1].split()[0])
+        if base <= uid < base + slots and "\nState:\tZ" not in st \
+                and (cmdline_has is None or cmdline_has in cmdline):
+            found.append(int(pid))
+    return found
+

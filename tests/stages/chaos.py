@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from sgagent import Agent, PY, SANDGUARD, check, skip  # noqa: E402
 import sgjournal  # noqa: E402
-from sgtest import cgroup_v1_mounts, uid_base  # noqa: E402
+from sgtest import sandbox_cgroups, slot_processes, uid_base  # noqa: E402
 import sgtest  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("CHAOS_BATCHES", "300"))
@@ -257,34 +257,6 @@ class Chaos:
                 self.counts["errors"] += 1
 
 
-def cgroups_left(a):
-    """Sandbox-level cgroup directories below our roots, v2 and v1."""
-    root = a.env["SANDGUARD_CGROUP_ROOT"]
-    roots = [root] + [os.path.join(m, os.path.basename(root)) for m in set(cgroup_v1_mounts().values())]
-    left = []
-    for r in roots:
-        for tenant in (os.listdir(r) if os.path.isdir(r) else []):
-            tdir = os.path.join(r, tenant)
-            if os.path.isdir(tdir):
-                left += [os.path.join(tdir, d) for d in os.listdir(tdir)
-                         if os.path.isdir(os.path.join(tdir, d))]
-    return left
-
-
-def slot_processes():
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/status" % pid) as f:
-                st = f.read()
-        except OSError:
-            continue
-        uid = int(st.split("\nUid:")[1].split()[0])
-        if UID_BASE <= uid < UID_BASE + SLOTS and "\nState:\tZ" not in st:
-            found.append(pid)
-    return found
-
-
 def slots_held():
     import fcntl
     held = []
@@ -397,13 +369,13 @@ def report_exactly_once(a, state, c):
 def report_leftovers(a, c):
     left = sorted(os.listdir(c.inflight_dir)) if os.path.isdir(c.inflight_dir) else []
     check(not left, "chaos: no in-flight record left (every orphan reaped and booked)", str(left[:5]))
-    cg = cgroups_left(a)
+    cg = sandbox_cgroups(a.env["SANDGUARD_CGROUP_ROOT"])
     check(not cg, "chaos: no sandbox cgroup left (v2 and v1)", str(cg[:5]))
     scratch = []
     for tenant in os.listdir(a.scratch):
         scratch += [tenant + "/" + d for d in os.listdir(os.path.join(a.scratch, tenant))]
     check(not scratch, "chaos: no scratch directory left", str(scratch[:5]))
-    procs = slot_processes()
+    procs = slot_processes(UID_BASE, SLOTS)
     check(not procs, "chaos: no process of a sandbox uid left", str(procs[:5]))
     held = slots_held()
     check(not held, "chaos: no uid slot held", str(held[:5]))
