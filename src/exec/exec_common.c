@@ -99,13 +99,15 @@ static const char *known(bool is_known, uint64_t v, char *buf, size_t len)
 
 /* Starved: it got less than half of its CPU share over the run, some task
  * of it waited for a CPU at least a quarter of the time, and it wanted the
- * CPU (ran or waited to run) for at least half of its share: a program
- * that sleeps or blocks gets little CPU too, and on a busy node it waits
- * a little while its interpreter starts, but it never wanted its share:
- * that timeout stays the tenant's. Without the measures, it is the
- * tenant's. The wait excludes the time its own CPU limit held it back
- * (sandbox_exec.c): PSI counts that as waiting, but it is the share the
- * tenant asked for, not the node's overload. */
+ * CPU (ran or waited to run) for at least half of the run: a program that
+ * sleeps or blocks gets little CPU too, and on a busy node it waits a
+ * while its interpreter starts, but it was idle for most of its deadline:
+ * that timeout stays the tenant's (measured against its share instead, a
+ * small share such as 0.02 cores made any start's wait look like demand).
+ * Without the measures, it is the tenant's. The wait excludes the time its
+ * own CPU limit held it back (sandbox_exec.c): PSI counts that as
+ * waiting, but it is the share the tenant asked for, not the node's
+ * overload. */
 static bool starved(const struct sandbox_result *r, const struct sg_limits *lim)
 {
 	double wall = (double)r->wall_ms, half_share = 0.5 * share_of(lim) * wall;
@@ -113,7 +115,7 @@ static bool starved(const struct sandbox_result *r, const struct sg_limits *lim)
 	if (!r->cpu_known || !r->cpu_wait_known || r->wall_ms == 0)
 		return false;
 	return (double)r->cpu_ms < half_share && (double)r->cpu_wait_ms >= 0.25 * wall &&
-	       (double)(r->cpu_ms + r->cpu_wait_ms) >= half_share;
+	       (double)(r->cpu_ms + r->cpu_wait_ms) >= 0.5 * wall;
 }
 
 enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,

@@ -119,6 +119,15 @@ static void test_starved_deadline_is_platform(void **state)
 			 SG_CAUSE_TENANT_TIMEOUT);
 	assert_int_equal(classify_timeout(1000, 50, 800, true, detail, sizeof(detail)),
 			 SG_CAUSE_PLATFORM_ERROR);
+	/* A 0.02-core share (the documented sizing for 100 tests on 2
+	 * cores): a sleeper whose start waited 300 ms on a busy node, then
+	 * slept, is the tenant's; a busy loop that waited most of its
+	 * deadline is starved. */
+	policy.limits.cpu = 0.02;
+	assert_int_equal(classify_timeout(1000, 7, 300, true, detail, sizeof(detail)),
+			 SG_CAUSE_TENANT_TIMEOUT);
+	assert_int_equal(classify_timeout(1000, 5, 900, true, detail, sizeof(detail)),
+			 SG_CAUSE_PLATFORM_ERROR);
 	policy.limits.cpu = 1.0;
 }
 
