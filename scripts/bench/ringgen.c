@@ -54,7 +54,8 @@ static void check_pinned(struct bpf_object *obj, const char *pin_root)
 		if (!bpf_map__is_internal(m)) {
 			snprintf(path, sizeof(path), "%s/%s", pin_root, bpf_map__name(m));
 			if (access(path, F_OK)) {
-				fprintf(stderr, "ringgen: %s: %s (is the agent running with this pin root?)\n",
+				fprintf(stderr,
+					"ringgen: %s: %s (is the agent running with this pin root?)\n",
 					path, strerror(errno));
 				exit(1);
 			}
