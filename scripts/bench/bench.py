@@ -4,7 +4,7 @@ shapes a fallback file hook could take. Every figure is a ratio
 against a baseline measured in the same run; the two arms of each
 comparison are interleaved. Prints one table and writes results.json.
 
-    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9]
+    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11]
 
 Run through scripts/bench/run.sh (make bench), which builds the helpers."""
 import argparse
@@ -19,6 +19,7 @@ import launch
 import layers
 import pipeline
 import report
+import ringpipe
 import syscost
 import verifier
 import warm
@@ -29,7 +30,7 @@ QUICK = {
     "hook_cycles": 2, "hook_reps": 3, "hook_launches": 2,
     "hook_iters": {"open": 20000, "forkexec": 100, "connect": 1500, "getppid": 50000},
     "hook_costs": True, "kills": 40, "syscost_rounds": 3,
-    "rates": [50000, 100000, 200000, 0], "rate_seconds": 2, "sinks": ["tmpfs"],
+    "rates": [50000, 100000, 200000, 0], "rate_seconds": 2, "sinks": ["tmpfs"], "ring_rounds": 1,
     "programs": 16, "chunks": 2,
     "layer_rounds": 20,
     "warm_rounds": 10, "warm_callers": 128, "warm_each": 2,
@@ -40,7 +41,7 @@ FULL = {
     "hook_iters": {"open": 200000, "forkexec": 400, "connect": 10000, "getppid": 500000},
     "hook_costs": True, "kills": 300, "syscost_rounds": 10,
     "rates": [25000, 50000, 100000, 200000, 400000, 0], "rate_seconds": 5,
-    "sinks": ["tmpfs", "/dev/null"],
+    "sinks": ["tmpfs", "/dev/null"], "ring_rounds": 3,
     "programs": 1024, "chunks": 16,
     "layer_rounds": 100,
     "warm_rounds": 40, "warm_callers": 128, "warm_each": 4,
@@ -66,7 +67,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,11", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -75,7 +76,7 @@ def main():
     only = set(a.only.split(","))
     tools = {k: os.path.join(a.tools, k)
              for k in ("plainrun", "hookloop", "eventgen", "cgjoin", "layers", "sandbox_run",
-                       "progstats", "syscost", "syscost.bpf.o")}
+                       "progstats", "syscost", "syscost.bpf.o", "ringgen", "ringgen.bpf.o")}
     nproc = os.cpu_count() or 1
 
     doc = {"mode": "quick" if a.quick else "full", "config": cfg, "machine": machine(),
@@ -126,6 +127,12 @@ def main():
             doc["pipeline"] = results
             doc["pipeline_profile"] = pipeline.profile(env, tools, agent, 3 if a.quick else 5)
             doc["rows"] += pipeline.rows(results)
+        if "11" in only:
+            log("scenario 11: event pipeline, ring-buffer source, rates %s, %d s each, %d rounds" %
+                (ringpipe.RATES, cfg["rate_seconds"], cfg["ring_rounds"]))
+            results, agent = ringpipe.measure(env, tools, agent, cfg["rate_seconds"], cfg["ring_rounds"])
+            doc["ring_pipeline"] = results
+            doc["rows"] += ringpipe.rows(results) + ringpipe.steps_rows(results)
         if "7" in only:
             log("scenario 7: kill latency, %d kills" % cfg["kills"])
             doc["kill_latency"] = killlat.measure(env, tools, cfg["kills"], hooks.free_port())
@@ -170,8 +177,8 @@ def main():
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "9": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6, "7": 7, "8": 8}
-    doc["rows"].sort(key=lambda r: order.get(r["scenario"][0], 9))
+    order = {"1": 0, "9": 1, "2": 2, "3": 3, "4": 4, "11": 4.5, "5": 5, "6": 6, "7": 7, "8": 8}
+    doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 9))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))
     print("\n%s run, %.0f s; other sandguard agents attached on this node: %s; results: %s" %

@@ -4,11 +4,11 @@
 # measured in the same run. Prints one table; writes <build>/bench/results.json.
 # By hand only (never in CI); the machine should be as idle as you can get it.
 #
-#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6,7,8,9] [--programs N]
+#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6,7,8,9,11] [--programs N]
 #
 # --quick: about a minute, scaled down (fewer rounds, cycles, events and 16
 # verifier programs instead of 1024). Without it: the full run, ~10 minutes.
-# Builds its helpers (plainrun, hookloop, eventgen, cgjoin, progstats) into <build>/bench/.
+# Builds its helpers (plainrun, hookloop, eventgen, ringgen, cgjoin, progstats) into <build>/bench/.
 # Runs a private agent (own cgroup root, pins, socket, state) like the
 # integration tests do, so a real agent on the node is never touched.
 set -euo pipefail
@@ -52,6 +52,18 @@ if [ ! -f "$out/syscost.bpf.o" ] || [ "$src/scripts/bench/syscost.bpf.c" -nt "$o
 fi
 if [ ! -x "$out/syscost" ] || [ "$src/scripts/bench/syscost.c" -nt "$out/syscost" ]; then
     ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -o "$out/syscost" "$src/scripts/bench/syscost.c" -lbpf
+fi
+
+# Scenario 11's event source: the agent's own maps and submit (common.bpf.h),
+# rebuilt whenever they change.
+if [ ! -f "$out/ringgen.bpf.o" ] || [ "$src/scripts/bench/ringgen.bpf.c" -nt "$out/ringgen.bpf.o" ] ||
+   [ -n "$(find "$src/src/agent/bpf/common.bpf.h" "$src/include/abi" -newer "$out/ringgen.bpf.o")" ]; then
+    ${CLANG:-clang} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 -Wall -I"$src/include" \
+        -I"$src/src/agent/bpf" -I"$build" -I/usr/include/"$(uname -m)"-linux-gnu \
+        -c "$src/scripts/bench/ringgen.bpf.c" -o "$out/ringgen.bpf.o"
+fi
+if [ ! -x "$out/ringgen" ] || [ "$src/scripts/bench/ringgen.c" -nt "$out/ringgen" ]; then
+    ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -o "$out/ringgen" "$src/scripts/bench/ringgen.c" -lbpf
 fi
 
 # The layers helper runs sandguard's own sandbox code: it links the build's

@@ -8,6 +8,7 @@
 # in alternating cycles. Prints, for the host to collect:
 #   BENCH: <where> <loop> <state> <ns/op>          every run
 #   BENCH-COST: <where> <loop> <program> <ns/op>   bpf_stats, one pass
+#   BENCH-INFO: clocksource <name> jit <0|1|2> cpus <n>   once
 # and one PASS line per loop that ran in both states (a SKIP when the
 # agent is not in LSM mode: this payload is the LSM figure).
 set -u
@@ -101,6 +102,11 @@ if [ "$mode" != lsm ]; then
     echo "SKIP: bench: the agent runs files in '$mode' mode here; this payload measures LSM mode"
     exit 0
 fi
+
+# What shapes every figure of a guest besides the agent: the clock the
+# kernel reads (bpf_stats reads it twice per program run, every event once)
+# and whether BPF programs are JIT-compiled.
+echo "BENCH-INFO: clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown) jit $(cat /proc/sys/net/core/bpf_jit_enable 2>/dev/null || echo unknown) cpus $(grep -c ^processor /proc/cpuinfo)"
 
 c=0
 while [ $c -lt $cycles ]; do

@@ -37,4 +37,8 @@ done
 echo "vmbench: LSM-mode hook overhead, medians of the runs in one guest (agent attached vs not loaded)"
 printf '%-14s %-8s %-9s %12s %12s %7s %12s\n' kernel where loop "on ns/op" "off ns/op" ratio "programs ns"
 awk -F '\t' '{ printf "%-14s %-8s %-9s %12s %12s %6.2fx %12s\n", $1, $2, $3, $4, $5, $6, $7 }' "$tsv"
+for entry in "$@"; do
+    [ -f "$out/$entry/results.log" ] &&
+        tr -d '\r' < "$out/$entry/results.log" | sed -n "s/^BENCH-INFO: /vmbench: $entry: /p"
+done
 echo "vmbench: results in $tsv"

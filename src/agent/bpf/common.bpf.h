@@ -291,7 +291,7 @@ static __always_inline void sg_event_submit(struct sg_event *e)
 }
 
 /* (bpf_get_current_task_btf() is 5.11+: the plain task pointer and CO-RE
- * reads work everywhere but in the fallback's refused opens, which need
+ * reads work everywhere but in the fallback's open programs, which need
  * 5.15 anyway.) */
 static __always_inline void sg_event_task(struct sg_event *e)
 {

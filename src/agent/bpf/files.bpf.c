@@ -135,18 +135,18 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 					       struct sg_file_detail *d)
 {
 	struct dentry *dentry = BPF_CORE_READ(path, dentry);
+	__u32 dev = BPF_CORE_READ(dentry, d_sb, s_dev);
 	struct sg_verdict_key vkey = {};
 	__u8 access = 0, *known;
 	enum walk_end end;
 
 	/* A scratch of its own (a tmpfs mounted for the sandbox): every file
 	 * on its filesystem is inside it, at any depth, with no walk. */
-	if ((sb->flags & SG_SB_SCRATCH_FS) &&
-	    BPF_CORE_READ(dentry, d_sb, s_dev) == (__u32)sb->scratch_dev)
+	if ((sb->flags & SG_SB_SCRATCH_FS) && dev == (__u32)sb->scratch_dev)
 		return ALLOW;
 	if (pol) {
 		vkey.set = SG_SET_KEY(sb->tenant, pol->set_gen);
-		vkey.dev = BPF_CORE_READ(dentry, d_sb, s_dev);
+		vkey.dev = dev;
 		vkey.ino = BPF_CORE_READ(dentry, d_inode, i_ino);
 		vkey.epoch = epoch;
 		known = bpf_map_lookup_elem(&sg_verdicts, &vkey);
@@ -350,11 +350,11 @@ static __always_inline int refused_open(__u64 cgid, const struct sg_sandbox *sb,
 
 static __always_inline int judge_open_exit(long fd, enum open_call call)
 {
-	struct task_struct *task;
 	struct sg_sandbox *sb;
 	struct sg_config *cfg;
+	struct fdtable *fdt;
 	struct file **fds, *file;
-	__u32 fmode, max_fds;
+	__u32 fmode;
 	__u64 cgid;
 	__u8 action;
 
@@ -368,11 +368,13 @@ static __always_inline int judge_open_exit(long fd, enum open_call call)
 		return 0;
 	if (fd < 0)
 		return refused_open(cgid, sb, call);
-	task = (struct task_struct *)bpf_get_current_task();
-	max_fds = BPF_CORE_READ(task, files, fdt, max_fds);
-	if ((__u64)fd >= max_fds)
+	/* The fd table by the task's BTF pointer: plain loads (each guarded
+	 * against a fault), not a helper call per field. The slot itself
+	 * needs the helper: a variable index into it is not a BTF access. */
+	fdt = bpf_get_current_task_btf()->files->fdt;
+	if ((__u64)fd >= fdt->max_fds)
 		return 0;
-	fds = BPF_CORE_READ(task, files, fdt, fd);
+	fds = fdt->fd;
 	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
 		return 0;
 	fmode = BPF_CORE_READ(file, f_mode);
