@@ -123,6 +123,17 @@ bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec);
  * max_retries, health). */
 bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b);
 
+/* Whether a warm interpreter for spec's script runs in sb (spec NULL: for
+ * any script): a pool resets such a sandbox after its call and keeps it
+ * for that script's next call (docs/sandbox.md, "Warm interpreters"). */
+bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec);
+
+/* sb serves this thread's runs only: its init has the parent-death signal
+ * of the thread that prepared it, so it ends with that thread, and it is
+ * not worth a warm interpreter (a pool's sandbox prepared on a request's
+ * thread; sandbox_run()). */
+void sandbox_single_use(struct sandbox *sb);
+
 /* Its id (the outcomes' "sandbox"). */
 const char *sandbox_id(const struct sandbox *sb);
 

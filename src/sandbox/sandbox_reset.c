@@ -1,0 +1,67 @@
+/* The reset between two runs of a prepared sandbox: a verifier's next
+ * test, or a warm interpreter's next call (see src/sandbox/sandbox.h and
+ * src/sandbox/sandbox_warm.h). */
+#include <errno.h>
+#include <stdio.h>
+#include "control/enroll.h"
+#include "sandbox_internal.h"
+
+static int not_reused(struct sandbox *sb, int err, char *detail, size_t dlen, const char *why)
+{
+	sb->broken = true;
+	if (why)
+		snprintf(detail, dlen, "sandbox %s is not reused: %s", sb->id, why);
+	return err;
+}
+
+int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
+{
+	pid_t pid = 0;
+	int n, err;
+
+	if (!sb->used)
+		return 0;
+	if (sb->broken)
+		return not_reused(sb, -EBUSY, detail, dlen,
+				  "its last run failed or its init ended");
+	/* The relay's listeners outlive a run: a connection the last run
+	 * left queued must not reach the next one. */
+	if (sb->relay)
+		return not_reused(sb, -EBUSY, detail, dlen, "it relays egress");
+	if (!sb->marked)
+		return not_reused(sb, -EBUSY, detail, dlen,
+				  "its root build's entries in the scratch could not be noted");
+	err = sb_cgroup_leaf_remove(&sb->leaf, SB_KILL_WAIT_MS);
+	if (err)
+		return not_reused(sb, err, detail, dlen, "its last run's cgroup would not empty");
+	n = sb_cgroup_own_procs(&sb->cg, &pid);
+	if (n != 1 || pid != sb->init)
+		return not_reused(sb, -EBUSY, detail, dlen,
+				  "something besides its init survived the last run");
+	if (sb->warm.sock >= 0) {
+		char why[200];
+
+		err = sb_warm_check(sb, why, sizeof(why));
+		if (err)
+			return not_reused(sb, err, detail, dlen, why);
+	}
+	err = sb_scratch_reset(sb->scratch, &sb->marks, detail, dlen);
+	if (err)
+		return not_reused(sb, err, detail, dlen, NULL);
+	/* The agent's counters (forks over the sandbox's life, trips) start
+	 * over, as for a fresh sandbox. */
+	if (sb->enrolled) {
+		sg_enroll_release(sb->cg.id);
+		err = sb_enroll(sb, false, detail, dlen);
+		if (err || !sb->enrolled)
+			return not_reused(sb, err ? err : -ENOLINK, detail, dlen,
+					  err ? NULL : "the agent's maps went away");
+	}
+	err = sb_cgroup_leaf_make(&sb->cg, sb->runs + 1, &sb->leaf, detail, dlen);
+	if (err)
+		return not_reused(sb, err, detail, dlen, NULL);
+	sb->oom_base = sb_cgroup_oom_kills(&sb->cg);
+	sb->pids_base = sb_cgroup_pids_max_hits(&sb->cg);
+	sb->used = false;
+	return 0;
+}
