@@ -447,9 +447,9 @@ bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec)
 			 !strcmp(sb->warm.script, spec->argv[1]) && sandbox_fits(sb, spec));
 }
 
-void sandbox_single_use(struct sandbox *sb)
+void sandbox_may_keep(struct sandbox *sb)
 {
-	sb->warm.off = true;
+	sb->warm.keep = true;
 }
 
 const char *sandbox_id(const struct sandbox *sb)
@@ -521,7 +521,6 @@ int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
 	ret = sandbox_prepare(spec, &sb, res->detail, sizeof(res->detail));
 	if (ret)
 		return ret;
-	sandbox_single_use(sb);
 	ret = sandbox_exec(sb, spec, res);
 	sandbox_destroy(sb);
 	return ret;

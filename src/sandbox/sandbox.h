@@ -128,11 +128,12 @@ bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b);
  * for that script's next call (docs/sandbox.md, "Warm interpreters"). */
 bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec);
 
-/* sb serves this thread's runs only: its init has the parent-death signal
- * of the thread that prepared it, so it ends with that thread, and it is
- * not worth a warm interpreter (a pool's sandbox prepared on a request's
- * thread; sandbox_run()). */
-void sandbox_single_use(struct sandbox *sb);
+/* sb may run a warm interpreter and serve more than one request: it was
+ * prepared on a thread that outlives the requests (a pool's keeper). A
+ * sandbox's init has the parent-death signal of the thread that prepared
+ * it, so one prepared on a request's thread ends with that thread; such a
+ * sandbox (the default) never runs a warm interpreter. */
+void sandbox_may_keep(struct sandbox *sb);
 
 /* Its id (the outcomes' "sandbox"). */
 const char *sandbox_id(const struct sandbox *sb);

@@ -66,14 +66,15 @@ int sb_run_decide(struct run *r, int pump_end)
 	}
 	/* The call's parent is the platform's: its death is never scored. */
 	if (!reported && sb->warm.sock >= 0)
-		return sb_run_fail(r, -ECHILD, "sandbox %s: its warm interpreter died during the call",
-			    sb->id);
+		return sb_run_fail(r, -ECHILD,
+				   "sandbox %s: its warm interpreter died during the call", sb->id);
 	if (!reported && res->end != SB_TIMEOUT && res->end != SB_OUTPUT_OVERSIZE &&
 	    res->end != SB_OOM && res->end != SB_FORK_LIMIT)
-		return sb_run_fail(r, -ECHILD,
-			    "sandbox %s: its init was killed from outside (no agent kill, no limit "
-			    "hit)",
-			    sb->id);
+		return sb_run_fail(
+			r, -ECHILD,
+			"sandbox %s: its init was killed from outside (no agent kill, no limit "
+			"hit)",
+			sb->id);
 	return 0;
 }
 

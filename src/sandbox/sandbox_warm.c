@@ -52,9 +52,10 @@ bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec)
 	const struct sg_warm *w = &sb->policy.warm;
 	static int abi = -1;
 
-	if (w->interpreter == SG_WARM_OFF || sb->warm.off || !spec->mode || strcmp(spec->mode, "batch") ||
-	    spec->n_files || spec->n_fetch || sb->relay || !spec->argv[0] || !spec->argv[1] ||
-	    !is_interpreter(spec->argv[0], w->interpreter) || !is_script(spec->argv[1]))
+	if (w->interpreter == SG_WARM_OFF || !sb->warm.keep || !spec->mode ||
+	    strcmp(spec->mode, "batch") || spec->n_files || spec->n_fetch || sb->relay ||
+	    !spec->argv[0] || !spec->argv[1] || !is_interpreter(spec->argv[0], w->interpreter) ||
+	    !is_script(spec->argv[1]))
 		return false;
 	if (abi < 0)
 		abi = landlock_abi();
@@ -173,7 +174,7 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 	sb->broken = true; /* until the parent said READY */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		return sb_fail(detail, dlen, -errno, "warm interpreter: socketpair: %s",
-			    strerror(errno));
+			       strerror(errno));
 	snprintf(w->script, sizeof(w->script), "%s", spec->argv[1]);
 	/* Not ours until its main runs: init's READY may come first. */
 	err = start_parent(sb, spec, sv[1], detail, dlen);
@@ -188,12 +189,12 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 	got = read_msg(sb, &m, START_MS);
 	if (got == 1 && m.type == SB_WARM_FAILED)
 		return sb_fail(detail, dlen, -ENOEXEC,
-			    "sandbox %s: the warm interpreter for %s could not start: %.*s", sb->id,
-			    w->script, (int)sizeof(m.text), m.text);
+			       "sandbox %s: the warm interpreter for %s could not start: %.*s",
+			       sb->id, w->script, (int)sizeof(m.text), m.text);
 	if (got != 1 || m.type != SB_WARM_READY)
 		return sb_fail(detail, dlen, got == 0 ? -ETIMEDOUT : -EPIPE,
-			    "sandbox %s: the warm interpreter for %s %s", sb->id, w->script,
-			    got == 0 ? "was not ready within 10 s" : "ended during its start");
+			       "sandbox %s: the warm interpreter for %s %s", sb->id, w->script,
+			       got == 0 ? "was not ready within 10 s" : "ended during its start");
 	w->pid = lone_process(w->home.path);
 	w->base_rss_kb = w->pid ? rss_kb(w->pid) : 0;
 	w->started_ms = clock_ms(CLOCK_MONOTONIC);
@@ -210,7 +211,7 @@ static int make_call_dir(struct sandbox *sb, char *dir, size_t len, char *detail
 	snprintf(dir, len, "%s/call-%u", sb->scratch, sb->runs);
 	if (mkdir(dir, 0700) || chown(dir, sb->slot.uid, sb->slot.gid))
 		return sb_fail(detail, dlen, -errno, "sandbox %s: cannot make %s: %s", sb->id, dir,
-			    strerror(errno));
+			       strerror(errno));
 	return 0;
 }
 
@@ -258,9 +259,10 @@ int sb_warm_send_call(struct sandbox *sb, const struct sandbox_spec *spec, const
 	close(all[0]);
 	if (err) {
 		sb->broken = true;
-		return sb_fail(detail, dlen, err, "sandbox %s: cannot hand the call to its warm "
-					       "interpreter: %s",
-			    sb->id, strerror(-err));
+		return sb_fail(detail, dlen, err,
+			       "sandbox %s: cannot hand the call to its warm "
+			       "interpreter: %s",
+			       sb->id, strerror(-err));
 	}
 	sb->warm.calls++;
 	return 0;
@@ -292,22 +294,24 @@ int sb_warm_check(struct sandbox *sb, char *detail, size_t dlen)
 	struct pollfd pfd = { .fd = w->sock, .events = POLLIN };
 
 	if (poll(&pfd, 1, 0) != 0)
-		return sb_fail(detail, dlen, -EPIPE, "its warm interpreter spoke out of turn or ended");
+		return sb_fail(detail, dlen, -EPIPE,
+			       "its warm interpreter spoke out of turn or ended");
 	if (!w->pid || lone_process(w->home.path) != w->pid)
-		return sb_fail(detail, dlen, -EBUSY,
-			    "its warm interpreter is not alone in its cgroup (an escaped child?)");
+		return sb_fail(
+			detail, dlen, -EBUSY,
+			"its warm interpreter is not alone in its cgroup (an escaped child?)");
 	rss = rss_kb(w->pid);
 	if (rss > w->base_rss_kb + (uint64_t)p->max_growth_mb * 1024)
 		return sb_fail(detail, dlen, -ENOMEM,
-			    "its warm interpreter grew from %llu to %llu KiB (max_growth_mb %u)",
-			    (unsigned long long)w->base_rss_kb, (unsigned long long)rss,
-			    p->max_growth_mb);
+			       "its warm interpreter grew from %llu to %llu KiB (max_growth_mb %u)",
+			       (unsigned long long)w->base_rss_kb, (unsigned long long)rss,
+			       p->max_growth_mb);
 	if (w->calls >= p->max_calls)
 		return sb_fail(detail, dlen, -ESTALE, "its warm interpreter served max_calls (%u)",
-			    p->max_calls);
+			       p->max_calls);
 	if (age >= (uint64_t)p->max_age_s * 1000)
 		return sb_fail(detail, dlen, -ESTALE, "its warm interpreter is past max_age_s (%u)",
-			    p->max_age_s);
+			       p->max_age_s);
 	return 0;
 }
 

@@ -35,10 +35,10 @@ enum sb_warm_msg_type { SB_WARM_READY = 1, SB_WARM_FAILED, SB_WARM_DONE };
 /* From the parent (fixed size: one datagram each). */
 struct sb_warm_msg {
 	uint32_t magic;
-	uint32_t type;   /* enum sb_warm_msg_type */
-	int32_t status;  /* DONE: the child's wait status */
+	uint32_t type;  /* enum sb_warm_msg_type */
+	int32_t status; /* DONE: the child's wait status */
 	uint32_t unused;
-	char text[240];  /* FAILED: why, not NUL-terminated when full */
+	char text[240]; /* FAILED: why, not NUL-terminated when full */
 };
 
 /* To the parent, followed by `len` bytes of NUL-ended strings: the call's
@@ -58,7 +58,7 @@ struct sb_warm {
 	uint64_t started_ms; /* CLOCK_MONOTONIC */
 	uint64_t base_rss_kb;
 	unsigned calls;
-	bool off; /* sandbox_single_use(): never warm */
+	bool keep; /* sandbox_may_keep(): it may be warm */
 };
 
 struct sandbox;
@@ -69,8 +69,8 @@ void sb_warm_init(struct sb_warm *w);
 /* Whether spec's run goes to a warm interpreter in sb: the policy asks for
  * one, the command is `<interpreter> SCRIPT.py [ARG...]` (no interpreter
  * options), batch mode, no files in or out, no egress relay, Landlock ABI
- * >= 6, and sb is fresh (and not a one-run sandbox) or its parent runs
- * this script. */
+ * >= 6, and sb may be kept (sandbox_may_keep()) and is fresh, or its
+ * parent runs this script. */
 bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec);
 
 /* Start the parent in sb (fresh: its leaf is run-1) unless it runs, and

@@ -35,7 +35,7 @@ CALL_FDS = 5
 REPORT = struct.Struct("=6i")  # struct sb_child_report
 REPORT_FAILED = 1
 # enum sb_child_step
-STEP_CGROUP, STEP_STDIO, STEP_CLOSE_FDS, STEP_CHDIR, STEP_LANDLOCK = 1, 4, 5, 10, 12
+STEP_CGROUP, STEP_STDIO, STEP_CLOSE_FDS, STEP_CHDIR, STEP_LANDLOCK, STEP_SECCOMP = 1, 4, 5, 10, 12, 13
 
 # Landlock (linux/landlock.h)
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446
@@ -44,6 +44,51 @@ WRITE_FILE, TRUNCATE, IOCTL_DEV = 1 << 1, 1 << 14, 1 << 15
 TREE_WRITES = WRITE_FILE | sum(1 << b for b in range(4, 14)) | TRUNCATE | IOCTL_DEV
 SCOPE_ABSTRACT_UNIX, SCOPE_SIGNAL = 1, 2
 ABI_FOR = {1 << 13: 2, TRUNCATE: 3, IOCTL_DEV: 5}  # rights newer than ABI 1
+
+
+# The SysV and POSIX IPC objects a call could leave in the parent's IPC
+# namespace for a later call (a cold run gets a fresh namespace; a call
+# cannot unshare one): making them is refused (EPERM) by a filter of the
+# call's own, on top of the sandbox's. shmget, semget, msgget, mq_open.
+IPC_MAKERS = {"x86_64": (29, 64, 68, 240), "aarch64": (194, 190, 186, 180)}
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(SockFilter))]
+
+
+def ipc_filter():
+    """The call's seccomp program (built by the parent, installed by the
+    child): load the syscall number, EPERM for the IPC makers, else allow
+    (the sandbox's own filter still decides first)."""
+    nrs = IPC_MAKERS.get(os.uname().machine)
+    if nrs is None:
+        return None
+    insns = [(0x20, 0, 0, 0)]  # BPF_LD | BPF_W | BPF_ABS, seccomp_data.nr
+    for i, nr in enumerate(nrs):  # BPF_JMP | BPF_JEQ | BPF_K: to the EPERM at the end
+        insns.append((0x15, len(nrs) - i, 0, nr))
+    insns += [(0x06, 0, 0, RET_ALLOW), (0x06, 0, 0, RET_EPERM)]  # BPF_RET | BPF_K
+    prog = (SockFilter * len(insns))(*[SockFilter(*x) for x in insns])
+    return SockFprog(len(insns), prog), prog
+
+
+IPC_FILTER = ipc_filter()
+
+
+def refuse_ipc():
+    if IPC_FILTER is None:
+        raise OSError(95, "no IPC filter for %s: a warm call would share SysV IPC" %
+                      os.uname().machine)
+    if LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(IPC_FILTER[0]), 0, 0):
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
 
 
 class RulesetAttr(ctypes.Structure):
@@ -179,6 +224,8 @@ def child(fds, ruleset, scratch, argv):
         os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX"))
         step = STEP_LANDLOCK
         restrict(ruleset)
+        step = STEP_SECCOMP
+        refuse_ipc()
         step = STEP_CHDIR
         os.chdir(scratch)
         os.environ.clear()
@@ -220,10 +267,7 @@ def serve(sock, abi):
 
 def main():
     script, preload = sys.argv[1], sys.argv[2:]
-    sock = socket.socket(fileno=0)
-    null = os.open("/dev/null", os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
+    sock = socket.socket(fileno=0)  # fds 1 and 2 are /dev/null, the executor's
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     sys.dont_write_bytecode = True
     sys.argv = [script]

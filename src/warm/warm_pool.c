@@ -195,8 +195,6 @@ static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb
 	/* None ready: prepared here, for this taker. */
 	err = sandbox_prepare(spec, sb, detail, len);
 	pthread_mutex_lock(&p->lock);
-	if (!err)
-		sandbox_single_use(*sb); /* its init ends with this thread */
 	if (k && err)
 		k->in_use--;
 	else if (k) {
@@ -323,6 +321,8 @@ static void prepare_one(struct warm_pool *p, struct kind *k)
 	k->preparing++;
 	pthread_mutex_unlock(&p->lock);
 	err = sandbox_prepare(&spec, &sb, detail, sizeof(detail));
+	if (!err)
+		sandbox_may_keep(sb); /* this thread lives as long as the pool */
 	if (!err && (err = sandbox_wait_ready(sb, READY_WAIT_MS, detail, sizeof(detail)))) {
 		sandbox_destroy(sb);
 		sb = NULL;

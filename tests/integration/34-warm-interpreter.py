@@ -23,6 +23,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import report, uid_base  # noqa: E402
 from sgexecutor import PYTHON, SRC, batch, exec_cli, run_suite  # noqa: E402
+import sgserve  # noqa: E402
 
 UID_BASE = uid_base(63500)  # 32-warm and the serve suites use 63000
 DEMO = os.path.join(SRC, "scripts", "demo", "programs")
@@ -143,6 +144,22 @@ def t_child_cannot_reach_parent(env, ex):
     return None
 
 
+def t_no_ipc_objects(env, ex):
+    """A call cannot make a SysV or POSIX IPC object, which would outlive it
+    in the parent's IPC namespace; the same program cold makes them all (in
+    its run's own namespace)."""
+    warm_policy(env, "wi-ipc")
+    rc, cold, err = call(env, "wi-ipc", "wi_ipc.py", cold=True)
+    if not cold or cold["scores"] != [0, 0, 0, 0]:
+        return "cold, the objects should be made (the probe's control): %s %s" % (cold, err[-200:])
+    first = until_warm(env, "wi-ipc", "wi_ipc.py")
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % WARM_BOUND_S
+    if first["scores"] != [1, 1, 1, 1]:
+        return "warm, want shm, sem, msg and mq refused [1, 1, 1, 1], got %s" % first["scores"]
+    return None
+
+
 SAME_AS_COLD = [(DEMO, "good.py"), (DEMO, "nan.py"), (DEMO, "hang.py"), (DEMO, "env_probe.py"),
                 (DEMO, "read_outside.py"), (None, "rw_good.py"), (None, "rw_wrong_length.py"),
                 (None, "rw_abort.py"), (None, "rw_trailing_garbage.py")]
@@ -188,16 +205,14 @@ def t_parent_killed_is_platform_error(env, ex):
     warm_policy(env, "wi-kill", failure={"mode": "retry", "max_retries": 1})
     if not until_warm(env, "wi-kill", "wi_sleep.py", args=("0",)):
         return "no two calls shared a warm interpreter within %d s" % WARM_BOUND_S
-    for old in glob.glob(os.path.join(env.scratch, "wi-kill", "*", "call-*", "started")):
-        os.unlink(old)
     out = {}
     runner = threading.Thread(target=lambda: out.update(
-        r=call(env, "wi-kill", "wi_sleep.py", args=("1",), items=2, batch_id="b-killed")))
+        r=call(env, "wi-kill", "wi_sleep.py", args=("1.5",), items=2, batch_id="b-killed")))
     runner.start()
     killed = None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not killed:
-        started = glob.glob(os.path.join(env.scratch, "wi-kill", "*", "call-*", "started"))
+        started = glob.glob(os.path.join(env.scratch, "wi-kill", "*", "call-*", "started-1.5"))
         if started:
             sandbox = started[0].split(os.sep)[-3]
             for procs in glob.glob(os.path.join(env.cgroot, "wi-kill", sandbox, "run-1",
@@ -268,12 +283,44 @@ def t_reload_replaces_parent(env, ex):
     return None
 
 
+class ServeEnv:
+    """What sgserve.Server needs of the suite's tree."""
+
+    def __init__(self, env):
+        self.dir, self.policies, self.env = env.dir, env.policies, env.env()
+
+
+def t_v1_score_warm(env, ex):
+    """POST /v1/score on `sandguard serve` (its own pool): warm calls share
+    a parent and see nothing of each other."""
+    warm_policy(env, "wi-serve")
+    server = sgserve.Server(ServeEnv(env))
+    try:
+        last, results = None, []
+        deadline = time.monotonic() + WARM_BOUND_S
+        while time.monotonic() < deadline and len(results) < 3:
+            status, _, res = server.post("/v1/score", {
+                "tenant": "wi-serve", "command": [PYTHON, os.path.join(env.progs, "wi_global.py")],
+                "batch": batch("b-serve", 4)})
+            if status != 200 or res.get("status") != "ok":
+                return "/v1/score answered %d %s" % (status, res)
+            if res["scores"][3] == 1 and sandbox_of(res) == last:
+                results.append(res)
+            last = sandbox_of(res) if res["scores"][3] == 1 else None
+        if len(results) < 3:
+            return "fewer than 3 warm calls within %d s" % WARM_BOUND_S
+        bad = [r["scores"] for r in results if r["scores"] != [0, 1, 1, 1]]
+        return "scores %s, want [0, 1, 1, 1]" % bad if bad else None
+    finally:
+        server.stop()
+
+
 def t_nothing_left_at_stop(env, ex):
     rc = ex.stop()
     if rc != 0:
         return "the executor exited %s" % rc
     left = [p for t in ("wi-glob", "wi-files", "wi-probe", "wi-func", "wi-kill", "wi-max",
-                        "wi-reload") for p in parent_pids(env, t)]
+                        "wi-reload", "wi-serve") for p in parent_pids(env, t)]
     if left:
         return "warm parents left after a clean stop: %s" % left
     leftover = {t: env.sandboxes(t) for t in ("wi-glob", "wi-func", "wi-kill") if env.sandboxes(t)}
@@ -286,10 +333,12 @@ CASES = [
     ("warm-global-does-not-cross-calls", t_global_does_not_cross),
     ("warm-file-does-not-cross-calls", t_file_does_not_cross),
     ("warm-child-cannot-reach-its-parent", t_child_cannot_reach_parent),
+    ("warm-no-ipc-objects-cross-calls", t_no_ipc_objects),
     ("warm-same-results-as-cold", t_same_scores_as_cold),
     ("warm-parent-killed-is-platform-error-retried", t_parent_killed_is_platform_error),
     ("warm-recycled-after-max-calls", t_recycled_after_max_calls),
     ("warm-reload-replaces-the-parent", t_reload_replaces_parent),
+    ("warm-v1-score", t_v1_score_warm),
     ("warm-nothing-left-at-stop", t_nothing_left_at_stop),
 ]
 
