@@ -443,8 +443,7 @@ bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
 	if (sb->warm.sock < 0 || sb->broken)
 		return false;
-	return !spec || (spec->argv && spec->argv[0] && spec->argv[1] &&
-			 !strcmp(sb->warm.script, spec->argv[1]) && sandbox_fits(sb, spec));
+	return !spec || (spec->argv && sandbox_fits(sb, spec) && sb_warm_wanted(sb, spec));
 }
 
 void sandbox_may_keep(struct sandbox *sb)

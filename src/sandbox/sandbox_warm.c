@@ -50,7 +50,7 @@ static bool is_script(const char *arg)
 bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
 	const struct sg_warm *w = &sb->policy.warm;
-	static int abi = -1;
+	static int abi = -1; /* the kernel's: the same for every thread that asks */
 
 	if (w->interpreter == SG_WARM_OFF || !sb->warm.keep || !spec->mode ||
 	    strcmp(spec->mode, "batch") || spec->n_files || spec->n_fetch || sb->relay ||

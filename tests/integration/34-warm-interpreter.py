@@ -144,6 +144,26 @@ def t_child_cannot_reach_parent(env, ex):
     return None
 
 
+def t_verifier_stays_cold(env, ex):
+    """Verifier mode never takes a warm interpreter, even the same script's:
+    the test's expected output is what a cold run prints (not preloaded)."""
+    warm_policy(env, "wi-verify")
+    if not until_warm(env, "wi-verify", "wi_global.py"):
+        return "no two calls shared a warm interpreter within %d s" % WARM_BOUND_S
+    path = os.path.join(env.dir, "tests-verify.json")
+    with open(path, "w") as f:
+        json.dump([{"input": json.dumps(batch("v", 4)), "output": "[0, 1, 1, 0]"}], f)
+    rc, res, err = exec_cli(env, ["--tenant", "wi-verify", "--policy-dir", env.policies, "--tests",
+                                  path, "--batch-id", "v1", "--", PYTHON,
+                                  os.path.join(env.progs, "wi_global.py")])
+    if rc != 0 or not res or res.get("reward") != 1:
+        return "the verifier's test did not see a cold run: rc %d %s %s" % (rc, res, err[-200:])
+    rc, after, _ = call(env, "wi-verify", "wi_global.py")
+    if rc != 0 or after["scores"] != [0, 1, 1, 1]:
+        return "the warm interpreter did not serve the next batch call: %s" % after
+    return None
+
+
 def t_no_ipc_objects(env, ex):
     """A call cannot make a SysV or POSIX IPC object, which would outlive it
     in the parent's IPC namespace; the same program cold makes them all (in
@@ -320,7 +340,8 @@ def t_nothing_left_at_stop(env, ex):
     if rc != 0:
         return "the executor exited %s" % rc
     left = [p for t in ("wi-glob", "wi-files", "wi-probe", "wi-func", "wi-kill", "wi-max",
-                        "wi-reload", "wi-serve") for p in parent_pids(env, t)]
+                        "wi-reload", "wi-serve", "wi-ipc", "wi-verify")
+            for p in parent_pids(env, t)]
     if left:
         return "warm parents left after a clean stop: %s" % left
     leftover = {t: env.sandboxes(t) for t in ("wi-glob", "wi-func", "wi-kill") if env.sandboxes(t)}
@@ -334,6 +355,7 @@ CASES = [
     ("warm-file-does-not-cross-calls", t_file_does_not_cross),
     ("warm-child-cannot-reach-its-parent", t_child_cannot_reach_parent),
     ("warm-no-ipc-objects-cross-calls", t_no_ipc_objects),
+    ("warm-verifier-stays-cold", t_verifier_stays_cold),
     ("warm-same-results-as-cold", t_same_scores_as_cold),
     ("warm-parent-killed-is-platform-error-retried", t_parent_killed_is_platform_error),
     ("warm-recycled-after-max-calls", t_recycled_after_max_calls),
