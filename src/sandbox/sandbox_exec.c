@@ -469,12 +469,14 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct san
 		sb->used = true;
 		sb->runs++;
 	}
+	/* The ids first: the agent attributes the warm interpreter's start to
+	 * the call that started it. */
+	ret = ret ?: name_run(&r);
 	if (!ret && sb_warm_wanted(sb, spec))
 		ret = sb_warm_start(sb, spec, res->detail, sizeof(res->detail));
 	else if (!ret && sb->warm.sock >= 0) /* a pool's mistake: never run it */
 		ret = sb_run_fail(&r, -EINVAL,
 				  "sandbox %s runs a warm interpreter for another command", sb->id);
-	ret = ret ?: name_run(&r);
 	ret = ret ?: record_run(&r);
 	ret = ret ?: files_in(&r);
 	ret = ret ?: make_pipes(&r);

@@ -16,6 +16,7 @@ import glob
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -23,6 +24,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import report, uid_base  # noqa: E402
 from sgexecutor import PYTHON, SRC, batch, exec_cli, run_suite  # noqa: E402
+import sgagent  # noqa: E402
+import sgexecutor  # noqa: E402
 import sgserve  # noqa: E402
 
 UID_BASE = uid_base(63500)  # 32-warm and the serve suites use 63000
@@ -303,6 +306,57 @@ def t_reload_replaces_parent(env, ex):
     return None
 
 
+def t_agent_attributes_each_call(env, ex):
+    """With an agent enforcing: a connect the policy denies, in two warm
+    calls of one parent, is refused and evented once per call with that
+    call's batch_id and run_id (the parent and the children are the
+    sandbox's; the ids are enrolled per call)."""
+    a = sgagent.Agent({"wi-agent": {"warm": {"interpreter": "python3", "preload": ["json"]},
+                                    "actions": {"egress": "deny"}}}, name="wiagent")
+    a.env["SANDGUARD_UID_BASE"] = str(UID_BASE + 128)
+    prog = a.program("wi_egress.py", open(os.path.join(env.progs, "wi_egress.py")).read())
+    executor = None
+    try:
+        if not a.start():
+            return "the agent did not start: %s" % open(os.path.join(a.dir, "agent.log")).read()[-300:]
+        executor = subprocess.Popen([sgexecutor.BIN, "executor"], env=a.env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        if b"executor listening on" not in executor.stdout.readline():
+            return "the executor did not start"
+        calls, last = [], None
+        deadline = time.monotonic() + WARM_BOUND_S
+        while time.monotonic() < deadline and len(calls) < 2:
+            run = "wi-run-%d" % time.monotonic_ns()
+            res, raw = a.exec_batch("wi-agent", prog, extra=("--run-id", run))
+            if not res or res.get("path") != "warm" or res.get("scores") != [1, 1, 1]:
+                return "a call was not refused its connect warm: %s %s" % (res, raw.stderr[-200:])
+            sandbox = sandbox_of(res)
+            if sandbox == last:
+                calls.append((a.last_batch_id, run, sandbox))
+            else:
+                calls = []
+            last = sandbox
+        if len(calls) < 2:
+            return "no two calls shared a warm interpreter within %d s" % WARM_BOUND_S
+        for batch_id, run, sandbox in calls:
+            seen = []
+            until = time.monotonic() + 10  # the agent writes its lines each turn of its loop
+            while time.monotonic() < until and not seen:
+                seen = [e for e in a.events_matching(sandbox=sandbox, batch_id=batch_id, run_id=run)
+                        if e.get("action") == "denied"]
+                time.sleep(0.2)
+            if not seen:
+                return "no denied event with batch %s, run %s; the sandbox's: %s" % (
+                    batch_id, run, [(e.get("type"), e.get("batch_id"), e.get("action"))
+                                    for e in a.events_matching(sandbox=sandbox)][-6:])
+        return None
+    finally:
+        if executor:
+            executor.send_signal(signal.SIGTERM)
+            executor.wait(60)
+        a.cleanup()
+
+
 class ServeEnv:
     """What sgserve.Server needs of the suite's tree."""
 
@@ -361,6 +415,7 @@ CASES = [
     ("warm-recycled-after-max-calls", t_recycled_after_max_calls),
     ("warm-reload-replaces-the-parent", t_reload_replaces_parent),
     ("warm-v1-score", t_v1_score_warm),
+    ("warm-agent-attributes-each-call", t_agent_attributes_each_call),
     ("warm-nothing-left-at-stop", t_nothing_left_at_stop),
 ]
 
