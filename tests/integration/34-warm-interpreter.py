@@ -183,6 +183,17 @@ def t_no_ipc_objects(env, ex):
     return None
 
 
+def unstarved(go, tries=3):
+    """go()'s result, again while it is a platform error for the node's
+    overload ("starved of CPU": the run did not get its CPU share, so it
+    says nothing of the tenant's code; docs/oncall.md)."""
+    for _ in range(tries):
+        res = go()
+        if not res or "starved of CPU" not in (res.get("detail") or ""):
+            return res
+    return res
+
+
 SAME_AS_COLD = [(DEMO, "good.py"), (DEMO, "nan.py"), (DEMO, "hang.py"), (DEMO, "env_probe.py"),
                 (DEMO, "read_outside.py"), (None, "rw_good.py"), (None, "rw_wrong_length.py"),
                 (None, "rw_abort.py"), (None, "rw_trailing_garbage.py")]
@@ -194,21 +205,21 @@ def t_same_scores_as_cold(env, ex):
                 failure={"mode": "skip", "max_retries": 0})
     problems = []
     for directory, program in SAME_AS_COLD:
-        _, cold, err = call(env, "wi-func", program, cold=True, directory=directory)
+        cold = unstarved(lambda: call(env, "wi-func", program, cold=True, directory=directory)[1])
         if not cold:
-            problems.append("%s: no cold result: %s" % (program, err[-200:]))
+            problems.append("%s: no cold result" % program)
             continue
-        warm = []
-        for _ in range(3):
-            warm.append(call(env, "wi-func", program, directory=directory)[1])
+        warm = [unstarved(lambda: call(env, "wi-func", program, directory=directory)[1])
+                for _ in range(3)]
         if any(not w for w in warm):
             problems.append("%s: a warm call gave no result" % program)
             continue
         for w in warm:
             diff = [k for k in COMPARED if w.get(k) != cold.get(k)]
             if diff:
-                problems.append("%s: warm %s, cold %s" % (program, {k: w.get(k) for k in diff},
-                                                          {k: cold.get(k) for k in diff}))
+                problems.append("%s: warm %s (%s), cold %s" % (
+                    program, {k: w.get(k) for k in diff}, w.get("detail"),
+                    {k: cold.get(k) for k in diff}))
                 break
         if sandbox_of(warm[1]) != sandbox_of(warm[2]):
             problems.append("%s: its later calls did not share a warm interpreter" % program)
