@@ -68,7 +68,8 @@ BPF_OBJS  := $(patsubst src/agent/bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS)) 
 SKELS     := $(patsubst $(BUILD)/bpf/%.bpf.o,$(BUILD)/%.skel.h,$(BPF_OBJS))
 comp_objs  = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/$(1)/*.c))
 POLICY_BLOB := $(BUILD)/obj/policy/default_policy.o
-ALL_OBJS  := $(foreach c,$(COMPONENTS),$(call comp_objs,$(c))) $(POLICY_BLOB)
+WARM_BLOB := $(BUILD)/obj/sandbox/warm_bootstrap.o
+ALL_OBJS  := $(foreach c,$(COMPONENTS),$(call comp_objs,$(c))) $(POLICY_BLOB) $(WARM_BLOB)
 # One archive per component: a test links the archives of what it tests,
 # and the linker takes only the objects it needs from them.
 comp_lib   = $(BUILD)/lib/libsg_$(1).a
@@ -178,12 +179,18 @@ $(POLICY_BLOB): src/policy/default_policy.S policies/default.json
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -c $< -o $@
 
+# The warm interpreter's bootstrap: src/sandbox/warm_bootstrap.py, likewise.
+$(WARM_BLOB): src/sandbox/warm_bootstrap.S src/sandbox/warm_bootstrap.py
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -c $< -o $@
+
 $(BUILD)/lib/libsg_%.a:
 	@echo "  AR      $@"
 	$(Q)mkdir -p $(@D)
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(foreach c,$(COMPONENTS),$(eval $(call comp_lib,$(c)): $(call comp_objs,$(c))))
 $(call comp_lib,policy): $(POLICY_BLOB)
+$(call comp_lib,sandbox): $(WARM_BLOB)
 
 $(BUILD)/sandguard: $(ALL_OBJS)
 	@echo "  LD      $@"

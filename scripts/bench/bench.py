@@ -14,6 +14,7 @@ import sys
 import time
 
 import hooks
+import interp
 import killlat
 import launch
 import layers
@@ -67,7 +68,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,11", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -142,6 +143,10 @@ def main():
             rows, doc["warm_samples"] = warm.measure(env, tools, cfg["warm_rounds"],
                                                      cfg["warm_callers"], cfg["warm_each"])
             doc["rows"] += rows
+        if "10" in only:
+            log("scenario 10: warm interpreters, %d interleaved rounds" % cfg["warm_rounds"])
+            rows, doc["interp_samples"] = interp.measure(env, tools, cfg["warm_rounds"])
+            doc["rows"] += rows
         if "5" in only:
             # A trainer's node runs the executor: the verifier's runs go warm.
             log("scenario 5: verifier, %d programs x %d tests, %d invocations at a time, "
@@ -177,8 +182,8 @@ def main():
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "9": 1, "2": 2, "3": 3, "4": 4, "11": 4.5, "5": 5, "6": 6, "7": 7, "8": 8}
-    doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 9))
+    order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9}
+    doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 10))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))
     print("\n%s run, %.0f s; other sandguard agents attached on this node: %s; results: %s" %

@@ -73,11 +73,11 @@ class Daemon:
         self.log.close()
 
 
-def post(port, path, body):
+def post(port, path, body, tenant=TENANT):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
         c.request("POST", path, json.dumps(body).encode(),
-                  {"Content-Type": "application/json", "X-Sandguard-Tenant": TENANT})
+                  {"Content-Type": "application/json", "X-Sandguard-Tenant": tenant})
         r = c.getresponse()
         return r.status, json.loads(r.read())
     finally:

@@ -77,9 +77,6 @@ static void load_ids(struct registry *r, struct sg_sandbox_entry *e)
 
 void registry_event_ids(struct registry *r, struct sg_sandbox_entry *s)
 {
-	if (s->ids_known || s->ids_retried)
-		return;
-	s->ids_retried = true;
 	load_ids(r, s);
 }
 

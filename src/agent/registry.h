@@ -47,7 +47,6 @@ struct sg_sandbox_entry {
 	char run_id[SG_ID_BUF];   /* "" = unknown */
 	char batch_id[SG_ID_BUF]; /* "" = unknown */
 	bool ids_known;           /* read from sg_sandbox_ids, or told by the executor */
-	bool ids_retried;         /* looked up once more at an event (see registry_event_ids) */
 	uint64_t added_ns;        /* CLOCK_BOOTTIME */
 	bool killed;              /* the agent emptied its cgroup */
 	bool kill_handled;        /* killed, or found tripped after its last task ended */
@@ -118,10 +117,13 @@ void registry_remove(struct registry *r, uint64_t cgid);
 struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid);
 
 /* Make sure the sandbox's run and batch ids are loaded before an event of
- * it is written: they are read from the pinned sg_sandbox_ids when the
- * sandbox is adopted, and once more at its first event when they were not
- * there yet (the agent saw its cgroup appear before the executor enrolled
- * it; no event can come before the enrollment). */
+ * it is written: they are read from the pinned sg_sandbox_ids at every
+ * event (one map lookup), because they change: a prepared sandbox is
+ * enrolled before its request is known, and a sandbox with a warm
+ * interpreter serves calls of several batches, each enrolling its own ids
+ * before it starts (docs/sandbox.md, "Warm interpreters"). The executor's
+ * verdict request drains the ring buffer at the end of each call, before
+ * the next call's ids are written. Empty ids leave the known ones. */
 void registry_event_ids(struct registry *r, struct sg_sandbox_entry *s);
 
 /* Map entries no sandbox of ours accounts for: adopted when their cgroup

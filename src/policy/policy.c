@@ -55,6 +55,7 @@ void policy_defaults(struct sg_policy *p)
 	snprintf(p->tenant, sizeof(p->tenant), "default");
 	p->enabled = true;
 	p->require_agent = false;
+	p->warm = (struct sg_warm){ .max_calls = 1000, .max_age_s = 600, .max_growth_mb = 64 };
 	p->limits = (struct sg_limits){
 		.timeout_ms = 10000,
 		.memory_mb = 512,

@@ -42,6 +42,22 @@ struct sg_limits {
 	uint64_t io_read_iops, io_write_iops;
 };
 
+/* Warm interpreters (docs/policy.md "warm"): a forkserver parent per
+ * tenant, inside a sandbox of that tenant, forks each call's process with
+ * the preloaded modules already imported. Off unless interpreter is set. */
+enum sg_warm_interp { SG_WARM_OFF = 0, SG_WARM_PYTHON3 };
+#define SG_WARM_PRELOADS  16
+#define SG_WARM_MODULELEN 64
+
+struct sg_warm {
+	uint8_t interpreter;                               /* enum sg_warm_interp */
+	char preload[SG_WARM_PRELOADS][SG_WARM_MODULELEN]; /* dotted module names */
+	int n_preload;
+	uint32_t max_calls;     /* the parent is recycled after this many calls */
+	uint32_t max_age_s;     /* or this long after it started */
+	uint32_t max_growth_mb; /* or when its RSS grew this much past its start */
+};
+
 struct sg_health {
 	uint32_t window;       /* batches per window */
 	double constant_rate;  /* fire when constant batches / window >= this */
@@ -71,6 +87,7 @@ struct sg_policy {
 	enum sg_failure_mode failure;
 	uint32_t max_retries;
 	struct sg_health health;
+	struct sg_warm warm;
 	char source[SG_POLICY_PATHLEN]; /* file it came from, or "<embedded>" */
 };
 

@@ -30,6 +30,7 @@ enum kind {
 	K_GLOB_LIST,   /* array of exec globs */
 	K_EGRESS_LIST, /* array of {cidr, port, proto} */
 	K_CIDR,
+	K_MODULE_LIST, /* array of dotted Python module names (warm.preload) */
 };
 
 struct choice {
@@ -183,6 +184,23 @@ static const struct field health_fields[] = {
 	{ .key = NULL },
 };
 
+static const struct choice warm_interpreters[] = { { "none", SG_WARM_OFF },
+						   { "python3", SG_WARM_PYTHON3 },
+						   { NULL, 0 } };
+
+static const struct field warm_fields[] = {
+	CHOICE("interpreter", warm.interpreter, warm_interpreters),
+	{ .key = "preload",
+	  .kind = K_MODULE_LIST,
+	  P(warm.preload),
+	  .count_off = offsetof(struct sg_policy, warm.n_preload),
+	  .max = SG_WARM_PRELOADS },
+	INT("max_calls", warm.max_calls, 1, 1000000),
+	INT("max_age_s", warm.max_age_s, 1, 86400),
+	INT("max_growth_mb", warm.max_growth_mb, 1, 65536),
+	{ .key = NULL },
+};
+
 static const struct field top_fields[] = {
 	{ .key = "tenant", .kind = K_TENANT, P(tenant) },
 	BOOL("enabled", enabled),
@@ -194,6 +212,7 @@ static const struct field top_fields[] = {
 	OBJECT("actions", actions_fields),
 	OBJECT("failure", failure_fields),
 	OBJECT("health", health_fields),
+	OBJECT("warm", warm_fields),
 	{ .key = NULL },
 };
 
@@ -390,6 +409,42 @@ static int check_glob(struct ctx *c, const json_t *v, char *dst)
 	return 0;
 }
 
+/* A module name as `import` takes it: identifiers joined by dots. */
+static bool module_name_valid(const char *name)
+{
+	bool start = true; /* at the first byte of an identifier */
+
+	for (const char *p = name; *p; p++) {
+		bool alpha = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_';
+		bool digit = *p >= '0' && *p <= '9';
+
+		if (*p == '.' && !start) {
+			start = true;
+			continue;
+		}
+		if (!alpha && (!digit || start))
+			return false;
+		start = false;
+	}
+	return !start;
+}
+
+static int check_module(struct ctx *c, const json_t *v, char *dst)
+{
+	const char *name = json_string_value(v);
+	char got[96];
+
+	if (want_string(c, v, "a Python module name"))
+		return -EINVAL;
+	if (!module_name_valid(name) || strlen(name) >= SG_WARM_MODULELEN)
+		return fail(c, false,
+			    "expected a Python module name such as \"reward\" or \"pkg.mod\" "
+			    "(at most %d bytes), got %s",
+			    SG_WARM_MODULELEN - 1, describe(v, got, sizeof(got)));
+	snprintf(dst, SG_WARM_MODULELEN, "%s", name);
+	return 0;
+}
+
 /* Arrays: each list replaces the default list, it does not extend it. */
 static int walk_list(struct ctx *c, const struct field *f, const json_t *arr, char *base)
 {
@@ -399,7 +454,9 @@ static int walk_list(struct ctx *c, const struct field *f, const json_t *arr, ch
 
 	if (!json_is_array(arr))
 		return fail(c, false, "expected an array, got %s", describe(arr, got, sizeof(got)));
-	stride = f->kind == K_EGRESS_LIST ? sizeof(struct sg_egress_allow) : SG_POLICY_PATHLEN;
+	stride = f->kind == K_EGRESS_LIST   ? sizeof(struct sg_egress_allow)
+		 : f->kind == K_MODULE_LIST ? SG_WARM_MODULELEN
+					    : SG_POLICY_PATHLEN;
 	if (n > (size_t)f->max) {
 		c->path[c->depth++] = (struct json_step){ .index = (size_t)f->max };
 		return fail(c, false, "too many entries: at most %lld, got %zu", f->max, n);
@@ -413,6 +470,8 @@ static int walk_list(struct ctx *c, const struct field *f, const json_t *arr, ch
 			r = check_dir(c, v, slot, true);
 		else if (f->kind == K_GLOB_LIST)
 			r = check_glob(c, v, slot);
+		else if (f->kind == K_MODULE_LIST)
+			r = check_module(c, v, slot);
 		else
 			r = walk_object(c, v, egress_entry_fields, slot);
 		if (!r)
@@ -472,6 +531,7 @@ static int walk_field(struct ctx *c, const struct field *f, const json_t *v, cha
 	case K_DIR_LIST:
 	case K_GLOB_LIST:
 	case K_EGRESS_LIST:
+	case K_MODULE_LIST:
 		return walk_list(c, f, v, base);
 	case K_CIDR:
 		if (want_string(c, v, "a CIDR such as \"10.0.0.0/8\" or \"fd00::/8\""))

@@ -36,10 +36,7 @@
 #define AGENT_COMPILE_MS  2000      /* a tenant's policy file the agent has not compiled yet */
 #define HOSTNAME          "sandbox" /* the same for every sandbox: nothing of the node */
 
-static int fail(char *detail, size_t dlen, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *detail, size_t dlen, int err, const char *fmt, ...)
+int sb_fail(char *detail, size_t dlen, int err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -55,21 +52,21 @@ static int check_spec(const struct sandbox_spec *s, char *detail, size_t dlen)
 
 	/* The tenant name becomes a directory name in two trees. */
 	if (!s->policy || !s->tenant || !tenant_name_valid(s->tenant))
-		return fail(detail, dlen, -EINVAL,
-			    "invalid sandbox spec: no policy or bad tenant name");
+		return sb_fail(detail, dlen, -EINVAL,
+			       "invalid sandbox spec: no policy or bad tenant name");
 	if (!s->policy->limits.output_bytes)
-		return fail(detail, dlen, -EINVAL, "invalid policy: limits.output_bytes is 0");
+		return sb_fail(detail, dlen, -EINVAL, "invalid policy: limits.output_bytes is 0");
 	if (!s->policy->scratch_root[0] || s->policy->scratch_root[0] != '/')
-		return fail(detail, dlen, -EINVAL,
-			    "invalid policy: scratch_root must be an absolute path");
+		return sb_fail(detail, dlen, -EINVAL,
+			       "invalid policy: scratch_root must be an absolute path");
 	if (sigaction(SIGCHLD, NULL, &chld) == 0 &&
 	    (chld.sa_handler == SIG_IGN || (chld.sa_flags & SA_NOCLDWAIT)))
-		return fail(detail, dlen, -EINVAL,
-			    "SIGCHLD is ignored in this process: "
-			    "the sandbox's exit status would be lost");
+		return sb_fail(detail, dlen, -EINVAL,
+			       "SIGCHLD is ignored in this process: "
+			       "the sandbox's exit status would be lost");
 	if (s->policy->require_agent && !s->agent)
-		return fail(detail, dlen, -ENOTCONN,
-			    "policy requires the sandguard agent, and none is connected");
+		return sb_fail(detail, dlen, -ENOTCONN,
+			       "policy requires the sandguard agent, and none is connected");
 	return 0;
 }
 
@@ -86,8 +83,8 @@ static int record(struct sandbox *sb, char *detail, size_t dlen)
 	rec.started_ms = clock_ms(CLOCK_REALTIME);
 	err = sb_cgroup_root(rec.cgroup_root, sizeof(rec.cgroup_root));
 	if (err)
-		return fail(detail, dlen, err, "cannot find the sandguard cgroup root: %s",
-			    strerror(-err));
+		return sb_fail(detail, dlen, err, "cannot find the sandguard cgroup root: %s",
+			       strerror(-err));
 	return sb_record_open(&rec, &sb->record, detail, dlen);
 }
 
@@ -111,7 +108,7 @@ static int make_scratch(struct sandbox *sb, char *detail, size_t dlen)
 		uint32_t rnd;
 
 		if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-			return fail(detail, dlen, -errno, "getrandom: %s", strerror(errno));
+			return sb_fail(detail, dlen, -errno, "getrandom: %s", strerror(errno));
 		snprintf(sb->id, sizeof(sb->id), "%08x-%d", rnd, (int)getpid());
 		err = record(sb, detail, dlen);
 		if (!err)
@@ -122,12 +119,12 @@ static int make_scratch(struct sandbox *sb, char *detail, size_t dlen)
 		sb_record_release(&sb->record);
 	}
 	if (err)
-		return err == -EEXIST ? fail(detail, dlen, err, "no unused sandbox id") : err;
+		return err == -EEXIST ? sb_fail(detail, dlen, err, "no unused sandbox id") : err;
 	sb->scratch_made = true;
 	err = sb_scratch_mark(sb->scratch, sb->slot.uid, sb->slot.gid, &sb->marks);
 	if (err)
-		return fail(detail, dlen, err, "cannot look at scratch %s: %s", sb->scratch,
-			    strerror(-err));
+		return sb_fail(detail, dlen, err, "cannot look at scratch %s: %s", sb->scratch,
+			       strerror(-err));
 	return 0;
 }
 
@@ -147,7 +144,7 @@ int sb_enroll(struct sandbox *sb, bool notify, char *detail, size_t dlen)
 	int err = sg_enroll_sandbox(&req, &res);
 
 	if (err)
-		return fail(detail, dlen, err, "sandbox %s not started: %s", sb->id, res.detail);
+		return sb_fail(detail, dlen, err, "sandbox %s not started: %s", sb->id, res.detail);
 	sb->registered = sb->registered || res.notified;
 	sb->enrolled = res.enforced;
 	sb->agent_enforced = res.enforced;
@@ -177,8 +174,8 @@ static int make_cgroup(struct sandbox *sb, char *detail, size_t dlen)
 	 * so that the agent's limit is the one that trips. */
 	err = sb_cgroup_pids_backstop(&sb->cg, &sb->policy.limits);
 	if (err)
-		return fail(detail, dlen, err, "cannot raise pids.max for sandbox %s: %s", sb->id,
-			    strerror(-err));
+		return sb_fail(detail, dlen, err, "cannot raise pids.max for sandbox %s: %s",
+			       sb->id, strerror(-err));
 	return 0;
 }
 
@@ -221,13 +218,13 @@ static int make_layers(struct sandbox *sb, char *detail, size_t dlen)
 	if (err == -EOPNOTSUPP)
 		sg_warn("no seccomp filter for this architecture");
 	else if (err)
-		return fail(detail, dlen, err, "cannot build the seccomp filter: %s",
-			    strerror(-err));
+		return sb_fail(detail, dlen, err, "cannot build the seccomp filter: %s",
+			       strerror(-err));
 	sb->plan.child.seccomp = err ? NULL : &sb->seccomp;
 	err = fs_mkdir_p(SB_ROOT_BASE, 0755);
 	if (err)
-		return fail(detail, dlen, err, "cannot create %s: %s", SB_ROOT_BASE,
-			    strerror(-err));
+		return sb_fail(detail, dlen, err, "cannot create %s: %s", SB_ROOT_BASE,
+			       strerror(-err));
 	err = sb_root_plan(&sb->root, p, sb->scratch, SB_ROOT_BASE, sb->exec_in_scratch, detail,
 			   dlen);
 	if (err)
@@ -294,7 +291,7 @@ static int start_init(struct sandbox *sb, char *detail, size_t dlen)
 	int pair[2];
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair))
-		return fail(detail, dlen, -errno, "socketpair: %s", strerror(errno));
+		return sb_fail(detail, dlen, -errno, "socketpair: %s", strerror(errno));
 	make_plan(sb, pair[1]);
 	sb->init = sb->plan.migrate ? sb_clone(CLONE_NEWPID)
 				    : sb_clone_into(CLONE_NEWPID, sb->cg.dir_fd);
@@ -304,7 +301,7 @@ static int start_init(struct sandbox *sb, char *detail, size_t dlen)
 	sb->ctl = pair[0];
 	if (sb->init < 0) {
 		sb->init = 0;
-		return fail(detail, dlen, -errno, "clone: %s", strerror(errno));
+		return sb_fail(detail, dlen, -errno, "clone: %s", strerror(errno));
 	}
 	oom_protect(sb->init);
 	/* The join files, and the ruleset, are init's business now. */
@@ -325,12 +322,13 @@ int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char 
 		return err;
 	sb = calloc(1, sizeof(*sb));
 	if (!sb)
-		return fail(detail, dlen, -ENOMEM, "out of memory");
+		return sb_fail(detail, dlen, -ENOMEM, "out of memory");
 	memcpy(&sb->policy, spec->policy, sizeof(sb->policy));
 	snprintf(sb->tenant, sizeof(sb->tenant), "%s", spec->tenant);
 	sb->exec_in_scratch = spec->allow_exec_in_scratch;
 	sb->agent = spec->agent;
 	sb->slot.lock_fd = sb->landlock_fd = sb->ctl = -1;
+	sb_warm_init(&sb->warm);
 	sb->leaf.dir_fd = sb->leaf.procs_fd = -1;
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
 		sb->cg.tasks_fd[c] = -1;
@@ -410,17 +408,19 @@ int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t 
 	sb->broken = true;
 	if (got == 1 && msg.type == SB_REPORT_FAILED && msg.step == SB_STEP_ROOT && msg.op >= 0 &&
 	    (size_t)msg.op < sb->root.n_ops)
-		return fail(detail, dlen, -msg.err, "sandbox setup failed while %s (%s, at %s): %s",
-			    sb_child_step_name(msg.step), sb->id,
-			    sb_root_str(&sb->root, sb->root.ops[msg.op].path), strerror(msg.err));
+		return sb_fail(detail, dlen, -msg.err,
+			       "sandbox setup failed while %s (%s, at %s): %s",
+			       sb_child_step_name(msg.step), sb->id,
+			       sb_root_str(&sb->root, sb->root.ops[msg.op].path),
+			       strerror(msg.err));
 	if (got == 1 && msg.type == SB_REPORT_FAILED)
-		return fail(detail, dlen, -msg.err, "sandbox setup failed while %s (%s): %s",
-			    sb_child_step_name(msg.step), sb->id, strerror(msg.err));
+		return sb_fail(detail, dlen, -msg.err, "sandbox setup failed while %s (%s): %s",
+			       sb_child_step_name(msg.step), sb->id, strerror(msg.err));
 	if (got == 0)
-		return fail(detail, dlen, -ETIMEDOUT, "sandbox %s was not set up within %d ms",
-			    sb->id, timeout_ms);
-	return fail(detail, dlen, got < 0 ? got : -EPROTO,
-		    "sandbox %s: its init ended before it was set up", sb->id);
+		return sb_fail(detail, dlen, -ETIMEDOUT, "sandbox %s was not set up within %d ms",
+			       sb->id, timeout_ms);
+	return sb_fail(detail, dlen, got < 0 ? got : -EPROTO,
+		       "sandbox %s: its init ended before it was set up", sb->id);
 }
 
 /* What only the executor reads (admission, retries, health) cleared: a
@@ -452,6 +452,18 @@ bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec)
 	       sandbox_policy_same(&sb->policy, spec->policy);
 }
 
+bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec)
+{
+	if (sb->warm.sock < 0 || sb->broken)
+		return false;
+	return !spec || (spec->argv && sandbox_fits(sb, spec) && sb_warm_wanted(sb, spec));
+}
+
+void sandbox_may_keep(struct sandbox *sb)
+{
+	sb->warm.keep = true;
+}
+
 const char *sandbox_id(const struct sandbox *sb)
 {
 	return sb->id;
@@ -477,6 +489,7 @@ void sandbox_destroy(struct sandbox *sb)
 
 	if (!sb)
 		return;
+	sb_warm_close(sb);
 	end_init(sb);
 	if (sb->registered && agent_unregister(sb->agent, sb->cg.id))
 		sg_debug("sandbox %s: agent_unregister failed", sb->id);

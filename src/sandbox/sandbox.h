@@ -128,6 +128,18 @@ bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec);
  * max_retries, health). */
 bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b);
 
+/* Whether a warm interpreter for spec's script runs in sb (spec NULL: for
+ * any script): a pool resets such a sandbox after its call and keeps it
+ * for that script's next call (docs/sandbox.md, "Warm interpreters"). */
+bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec);
+
+/* sb may run a warm interpreter and serve more than one request: it was
+ * prepared on a thread that outlives the requests (a pool's keeper). A
+ * sandbox's init has the parent-death signal of the thread that prepared
+ * it, so one prepared on a request's thread ends with that thread; such a
+ * sandbox (the default) never runs a warm interpreter. */
+void sandbox_may_keep(struct sandbox *sb);
+
 /* Its id (the outcomes' "sandbox"). */
 const char *sandbox_id(const struct sandbox *sb);
 

@@ -1,5 +1,5 @@
-/* One run in a prepared sandbox (see src/sandbox/sandbox.h; the reset
- * between two runs is sandbox_reset.c).
+/* One run in a prepared sandbox, and the reset between two runs (see
+ * src/sandbox/sandbox.h).
  *
  * A run: its record, the request's files in the scratch, pipes, one START
  * to the sandbox's init with the run's fds; init starts main (and the
@@ -28,25 +28,12 @@
 #include "sandbox_cpu.h"
 #include "sandbox_internal.h"
 #include "sandbox_io.h"
+#include "sandbox_run.h"
 
-#define LINGER_MS        100 /* pipe data after the main process exited */
-#define AGENT_VERDICT_MS 200 /* bounds the round trip, and a kill notice in flight */
-#define PIPE_BYTES       (256 * 1024)
+#define LINGER_MS  100 /* pipe data after the main process exited */
+#define PIPE_BYTES (256 * 1024)
 
-/* Everything one run holds. */
-struct run {
-	struct sandbox *sb;
-	const struct sandbox_spec *spec;
-	struct sandbox_result *res;
-	uint64_t timeout_ms;
-	int in[2], out[2], err[2], report[2];
-	struct sb_child_report done; /* init's DONE */
-	bool done_read;
-};
-
-static int fail(struct run *r, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(struct run *r, int err, const char *fmt, ...)
+int sb_run_fail(struct run *r, int err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -61,21 +48,22 @@ static int check_run(struct run *r)
 	const struct sandbox_spec *s = r->spec;
 
 	if (!s->argv || !s->argv[0] || !*s->argv[0])
-		return fail(r, -EINVAL, "invalid sandbox spec: empty command");
+		return sb_run_fail(r, -EINVAL, "invalid sandbox spec: empty command");
 	if ((s->stdin_len && !s->stdin_data) || (s->n_files && !s->files) ||
 	    (s->n_fetch && !s->fetch))
-		return fail(r, -EINVAL, "invalid sandbox spec: missing data");
+		return sb_run_fail(r, -EINVAL, "invalid sandbox spec: missing data");
 	if (!sandbox_fits(r->sb, s))
-		return fail(r, -EINVAL, "sandbox %s was prepared for another tenant or policy",
-			    r->sb->id);
+		return sb_run_fail(r, -EINVAL,
+				   "sandbox %s was prepared for another tenant or policy",
+				   r->sb->id);
 	r->timeout_ms = s->timeout_ms ? s->timeout_ms : s->policy->limits.timeout_ms;
 	r->res->timeout_ms = r->timeout_ms;
 	if (!r->timeout_ms)
-		return fail(r, -EINVAL,
-			    "invalid sandbox spec: no timeout (limits.timeout_ms is 0)");
+		return sb_run_fail(r, -EINVAL,
+				   "invalid sandbox spec: no timeout (limits.timeout_ms is 0)");
 	if (r->sb->broken || r->sb->used)
-		return fail(r, -EIO, "sandbox %s cannot take a run (%s)", r->sb->id,
-			    r->sb->broken ? "broken" : "not reset since its last run");
+		return sb_run_fail(r, -EIO, "sandbox %s cannot take a run (%s)", r->sb->id,
+				   r->sb->broken ? "broken" : "not reset since its last run");
 	return 0;
 }
 
@@ -95,7 +83,7 @@ static int name_run(struct run *r)
 	if (!r->sb->enrolled)
 		return 0;
 	err = sg_enroll_ids(&req, why, sizeof(why));
-	return err ? fail(r, err, "sandbox %s: %s", r->sb->id, why) : 0;
+	return err ? sb_run_fail(r, err, "sandbox %s: %s", r->sb->id, why) : 0;
 }
 
 /* The run's record, before it starts: an executor killed before it
@@ -120,7 +108,7 @@ static int record_run(struct run *r)
 	snprintf(rec.scratch_root, sizeof(rec.scratch_root), "%s", sb->policy.scratch_root);
 	rec.started_ms = clock_ms(CLOCK_REALTIME);
 	err = sb_record_open(&rec, &r->res->record, detail, sizeof(detail));
-	return err ? fail(r, err, "%s", detail) : 0;
+	return err ? sb_run_fail(r, err, "%s", detail) : 0;
 }
 
 static int make_pipes(struct run *r)
@@ -129,7 +117,7 @@ static int make_pipes(struct run *r)
 
 	for (int i = 0; i < 4; i++)
 		if (pipe2(pairs[i], O_CLOEXEC))
-			return fail(r, -errno, "pipe: %s", strerror(errno));
+			return sb_run_fail(r, -errno, "pipe: %s", strerror(errno));
 	/* Our ends never block; bigger pipes mean fewer wakeups on a flood. */
 	fcntl(r->in[1], F_SETFL, O_NONBLOCK);
 	fcntl(r->out[0], F_SETFL, O_NONBLOCK);
@@ -181,9 +169,9 @@ static int encode(struct run *r, struct sb_start *m)
 		m->n_exec_paths = 2;
 	}
 	if (err)
-		return fail(r, err,
-			    "the command is too long for the sandbox (%d arguments, %d bytes)",
-			    SB_START_ARGS, SB_START_STRINGS);
+		return sb_run_fail(
+			r, err, "the command is too long for the sandbox (%d arguments, %d bytes)",
+			SB_START_ARGS, SB_START_STRINGS);
 	/* No core dumps: they would land in the scratch. */
 	add_rlimit(m, RLIMIT_CORE, 0);
 	add_rlimit(m, RLIMIT_NOFILE, lim->open_files);
@@ -199,34 +187,42 @@ static int encode(struct run *r, struct sb_start *m)
 	return 0;
 }
 
+int sb_send_fds(int sock, const void *buf, size_t len, const int *fds, int n)
+{
+	char cbuf[CMSG_SPACE(8 * sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf,
+			     .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int)) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+	if (n < 1 || n > 8)
+		return -EINVAL;
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
 static int send_start(struct run *r)
 {
 	struct sandbox *sb = r->sb;
 	int fds[SB_START_FDS] = { r->in[0], r->out[1], r->err[1], r->report[1],
 				  sb->plan.clone3 ? sb->leaf.dir_fd : sb->leaf.procs_fd };
-	char cbuf[CMSG_SPACE(sizeof(fds))] = { 0 };
 	struct sb_start *m = malloc(sizeof(*m));
-	struct iovec iov;
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = cbuf,
-			     .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 	int err;
 
 	if (!m)
-		return fail(r, -ENOMEM, "out of memory");
+		return sb_run_fail(r, -ENOMEM, "out of memory");
 	err = encode(r, m);
 	if (!err) {
-		iov = (struct iovec){ .iov_base = m,
-				      .iov_len = offsetof(struct sb_start, strings) + m->len };
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(fds));
-		memcpy(CMSG_DATA(c), fds, sizeof(fds));
-		if (sendmsg(sb->ctl, &mh, MSG_NOSIGNAL) < 0) {
-			err = fail(r, -errno, "sandbox %s: cannot start the run: %s", sb->id,
-				   strerror(errno));
+		err = sb_send_fds(sb->ctl, m, offsetof(struct sb_start, strings) + m->len, fds,
+				  SB_START_FDS);
+		if (err) {
+			err = sb_run_fail(r, err, "sandbox %s: cannot start the run: %s", sb->id,
+					  strerror(-err));
 			sb->broken = true;
 		}
 	}
@@ -239,14 +235,56 @@ static int send_start(struct run *r)
 	return err;
 }
 
+/* A warm call: its fds to the sandbox's warm interpreter, which forks the
+ * call's process (src/sandbox/sandbox_warm.h). */
+static int send_call(struct run *r)
+{
+	int fds[4] = { r->in[0], r->out[1], r->err[1], r->report[1] };
+	char detail[256];
+	int err = sb_warm_send_call(r->sb, r->spec, fds, detail, sizeof(detail));
+
+	fs_close(&r->in[0]);
+	fs_close(&r->out[1]);
+	fs_close(&r->err[1]);
+	fs_close(&r->report[1]);
+	return err ? sb_run_fail(r, err, "%s", detail) : 0;
+}
+
+/* The warm interpreter's DONE: the call's process ended (a fresh child
+ * reports like init's DONE). */
+static void warm_done(struct run *r, int wait_ms)
+{
+	int status, got = r->done_read ? 0 : sb_warm_read_done(r->sb, &status, wait_ms);
+
+	if (got == 1) {
+		r->done = (struct sb_child_report){ .type = SB_REPORT_DONE,
+						    .main_ran = 1,
+						    .wait_status = status };
+		r->done_read = true;
+	} else if (!r->done_read) {
+		r->sb->broken = true; /* silent or gone: not reused */
+	}
+}
+
 /* A message from init before main's execve: READY (it was still setting
- * up), DONE (main failed to start: its report says why), or FAILED. */
+ * up), DONE (main failed to start: its report says why), or FAILED. In a
+ * warm call, the interpreter's DONE, or its end. */
 static int init_says(struct run *r)
 {
 	struct sandbox *sb = r->sb;
 	struct sb_child_report msg;
 	char detail[256];
-	int got = sb_read_init(sb, &msg, 0), err;
+	int got, err;
+
+	if (sb->warm.sock >= 0) {
+		warm_done(r, 0);
+		if (r->done_read)
+			return 0;
+		return sb_run_fail(r, -ECHILD,
+				   "sandbox %s: its warm interpreter ended before the call started",
+				   sb->id);
+	}
+	got = sb_read_init(sb, &msg, 0);
 
 	if (got == 1 && msg.type == SB_REPORT_READY) {
 		sb_on_ready(sb);
@@ -270,10 +308,10 @@ static int init_says(struct run *r)
 				 sb_child_step_name(msg.step), sb->id,
 				 sb_root_str(&sb->root, sb->root.ops[msg.op].path),
 				 strerror(msg.err));
-		return fail(r, err, "%s", detail);
+		return sb_run_fail(r, err, "%s", detail);
 	}
-	return fail(r, got < 0 ? got : -EPROTO, "sandbox %s: its init ended before the run started",
-		    sb->id);
+	return sb_run_fail(r, got < 0 ? got : -EPROTO,
+			   "sandbox %s: its init ended before the run started", sb->id);
 }
 
 /* Wait for main's execve: EOF on the report pipe means it happened, a
@@ -285,7 +323,9 @@ static int wait_for_exec(struct run *r, uint64_t deadline)
 
 	for (;;) {
 		struct pollfd pfd[2] = { { .fd = r->report[0], .events = POLLIN },
-					 { .fd = r->sb->ctl, .events = POLLIN } };
+					 { .fd = r->sb->warm.sock >= 0 ? r->sb->warm.sock
+								       : r->sb->ctl,
+					   .events = POLLIN } };
 		uint64_t now = clock_ms(CLOCK_MONOTONIC);
 		uint64_t left = now < deadline ? deadline - now : 0;
 		int ready = poll(pfd, r->done_read ? 1 : 2, left > INT_MAX ? INT_MAX : (int)left),
@@ -294,8 +334,9 @@ static int wait_for_exec(struct run *r, uint64_t deadline)
 		if (ready < 0 && errno == EINTR)
 			continue;
 		if (ready <= 0)
-			return fail(r, -ETIMEDOUT, "sandbox %s did not start before its deadline",
-				    r->sb->id);
+			return sb_run_fail(r, -ETIMEDOUT,
+					   "sandbox %s did not start before its deadline",
+					   r->sb->id);
 		/* init's messages first: its READY is queued before main
 		 * can exist, let alone exec. */
 		if (!r->done_read && pfd[1].revents) {
@@ -312,26 +353,31 @@ static int wait_for_exec(struct run *r, uint64_t deadline)
 	if (n == 0 && r->sb->ready)
 		return 0;
 	if (n == 0)
-		return fail(r, -EPROTO, "sandbox %s: the run started before its init was ready",
-			    r->sb->id);
+		return sb_run_fail(r, -EPROTO,
+				   "sandbox %s: the run started before its init was ready",
+				   r->sb->id);
 	r->sb->broken = true;
 	if (n != (ssize_t)sizeof(rep))
-		return fail(r, -EIO, "sandbox %s: short report from the run", r->sb->id);
-	return fail(r, -rep.err, "sandbox setup failed while %s (%s): %s",
-		    sb_child_step_name(rep.step),
-		    rep.step == SB_STEP_EXEC ? r->spec->argv[0] : r->sb->id, strerror(rep.err));
+		return sb_run_fail(r, -EIO, "sandbox %s: short report from the run", r->sb->id);
+	return sb_run_fail(r, -rep.err, "sandbox setup failed while %s (%s): %s",
+			   sb_child_step_name(rep.step),
+			   rep.step == SB_STEP_EXEC ? r->spec->argv[0] : r->sb->id,
+			   strerror(rep.err));
 }
 
-/* Main ended, or is being killed: init's DONE if it is there. Without it,
- * the sandbox is not reused; or, when the result does not need it (owe),
- * sandbox_reset() waits for it before another run. */
-static void read_done(struct run *r, bool owe)
+/* Main ended, or is being killed: init's DONE, waiting at most wait_ms.
+ * Without it by then, the sandbox is not reused; or, when the result does
+ * not need it (owe, init's sandboxes), sandbox_reset() waits for it before
+ * another run. */
+static void read_done(struct run *r, int wait_ms, bool owe)
 {
 	int got;
 
+	if (r->sb->warm.sock >= 0)
+		return warm_done(r, wait_ms);
 	if (r->done_read)
 		return;
-	got = sb_await_done(r->sb, 0, &r->done);
+	got = sb_await_done(r->sb, owe ? 0 : wait_ms, &r->done);
 	r->done_read = got == 1;
 	if (got == 0 && owe)
 		r->sb->done_owed = true;
@@ -348,10 +394,10 @@ static uint64_t setup_deadline(const struct run *r, uint64_t start)
 
 static int late(struct run *r)
 {
-	return fail(r, -ETIME,
-		    "sandbox %s could not start the tenant's code by the time its caller gave it "
-		    "(setup took too long on this node)",
-		    r->sb->id);
+	return sb_run_fail(r, -ETIME,
+			   "sandbox %s could not start the tenant's code by the time its caller "
+			   "gave it (setup took too long on this node)",
+			   r->sb->id);
 }
 
 static int start_and_watch(struct run *r, struct sb_pump *pump)
@@ -366,7 +412,7 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	 * start_by: a run that starts later cannot be answered in time. */
 	if (r->spec->start_by_ms && start >= r->spec->start_by_ms)
 		return late(r);
-	ret = send_start(r);
+	ret = sb->warm.sock >= 0 ? send_call(r) : send_start(r);
 	ret = ret ?: wait_for_exec(r, setup_deadline(r, start));
 	if (ret == -ETIMEDOUT && r->spec->start_by_ms &&
 	    clock_ms(CLOCK_MONOTONIC) >= r->spec->start_by_ms)
@@ -374,7 +420,7 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	if (ret)
 		return ret;
 	start = clock_ms(CLOCK_MONOTONIC);
-	pump->end_fd = sb->ctl;
+	pump->end_fd = sb->warm.sock >= 0 ? sb->warm.sock : sb->ctl;
 	pump->in = (struct sb_feed){ .fd = r->in[1],
 				     .data = r->spec->stdin_data,
 				     .len = r->spec->stdin_len };
@@ -384,8 +430,8 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	pump->deadline_ms = start + r->timeout_ms;
 	ret = sb_pump_run(pump);
 	if (ret < 0)
-		return fail(r, ret, "sandbox %s: watching the run failed: %s", sb->id,
-			    strerror(-ret));
+		return sb_run_fail(r, ret, "sandbox %s: watching the run failed: %s", sb->id,
+				   strerror(-ret));
 	r->res->wall_ms = pump->end_ms - start;
 	/* Before the kill: schedstat needs the tasks alive. */
 	sb_cpu_read(sb->leaf.path, &cpu);
@@ -400,118 +446,16 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	/* Early exit or not, nothing outlives the main process. */
 	sb_cgroup_leaf_kill(&sb->leaf);
 	if (ret == SB_PUMP_EXITED) {
-		read_done(r, false); /* queued: it is what ended the pump */
+		read_done(r, 0, false); /* queued: it is what ended the pump */
 		ret = sb_pump_drain(pump, clock_ms(CLOCK_MONOTONIC) + LINGER_MS);
 	} else {
 		/* Our own kill decides the result (decide()): init's DONE only
 		 * tells whether the sandbox can serve again. Init runs within
 		 * the tenant's CPU limit, so at a small share its answer can
 		 * take seconds: not on this caller's path. */
-		read_done(r, true);
+		read_done(r, SB_KILL_WAIT_MS, true);
 	}
 	return ret;
-}
-
-static uint64_t since(uint64_t now, uint64_t base)
-{
-	return now > base ? now - base : 0;
-}
-
-/* What ended the run. Our own kills (deadline, stdout) are certain, and
- * so is a run that ended past its deadline; else main's fate, explained
- * by the OOM and pids counters when it failed; and the agent's word on top
- * of everything, since its kill is what a SIGKILL or a timeout may really
- * have been. Returns 0, or -ECHILD when nothing explains an init that died
- * without a word (a platform error). */
-static int decide(struct run *r, int pump_end)
-{
-	struct sandbox *sb = r->sb;
-	struct sandbox_result *res = r->res;
-	bool reported = r->done_read && r->done.main_ran;
-	/* No report from init: it was killed, and main with it. */
-	int status = reported ? r->done.wait_status : SIGKILL, rule = -1, verdict;
-
-	if (WIFEXITED(status))
-		res->exit_code = WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		res->signal = WTERMSIG(status);
-	res->rule = -1;
-	if (pump_end == SB_PUMP_OVERSIZE) {
-		res->end = SB_OUTPUT_OVERSIZE;
-	} else if (pump_end == SB_PUMP_DEADLINE || res->wall_ms > r->timeout_ms) {
-		res->end = SB_TIMEOUT;
-	} else if (WIFEXITED(status) && res->exit_code == 0) {
-		res->end = SB_EXITED;
-	} else if (since(sb_cgroup_oom_kills(&sb->cg), sb->oom_base) > 0) {
-		res->end = SB_OOM;
-		res->rule = SG_RULE_MEMORY;
-	} else if (since(sb_cgroup_pids_max_hits(&sb->cg), sb->pids_base) > 0) {
-		res->end = SB_FORK_LIMIT;
-		res->rule = SG_RULE_FORK;
-	} else {
-		res->end = WIFSIGNALED(status) ? SB_SIGNALED : SB_EXITED;
-	}
-	if (sb->agent) {
-		verdict = agent_kill_verdict(sb->agent, sb->cg.id, &rule, AGENT_VERDICT_MS);
-		if (verdict == 1) {
-			res->end = SB_KILLED_BY_AGENT;
-			res->rule = rule;
-			sb->broken = true;
-			return 0;
-		}
-		if (verdict < 0)
-			sg_debug("sandbox %s: no kill verdict from the agent: %s", sb->id,
-				 strerror(-verdict));
-	}
-	if (!reported && res->end != SB_TIMEOUT && res->end != SB_OUTPUT_OVERSIZE &&
-	    res->end != SB_OOM && res->end != SB_FORK_LIMIT)
-		return fail(r, -ECHILD,
-			    "sandbox %s: its init was killed from outside (no agent kill, no limit "
-			    "hit)",
-			    sb->id);
-	return 0;
-}
-
-static int take_outputs(struct run *r, struct sb_pump *pump)
-{
-	const struct sandbox_spec *s = r->spec;
-	struct sandbox_result *res = r->res;
-
-	res->out = pump->out.data ? pump->out.data : strdup("");
-	res->out_len = pump->out.len;
-	res->out_truncated = pump->out.truncated;
-	res->err = pump->err.data ? pump->err.data : strdup("");
-	res->err_len = pump->err.len;
-	res->err_truncated = pump->err.truncated;
-	pump->out.data = pump->err.data = NULL;
-	if (!res->out || !res->err)
-		return fail(r, -ENOMEM, "out of memory");
-	if (!s->n_fetch)
-		return 0;
-	res->fetched = calloc(s->n_fetch, sizeof(*res->fetched));
-	if (!res->fetched)
-		return fail(r, -ENOMEM, "out of memory");
-	res->n_fetched = s->n_fetch;
-	for (size_t i = 0; i < s->n_fetch; i++)
-		if (sb_scratch_fetch(r->sb->scratch, s->fetch[i], r->sb->slot.uid,
-				     s->policy->limits.output_bytes, &res->fetched[i]))
-			return fail(r, -ENOMEM, "out of memory fetching %s", s->fetch[i]);
-	return 0;
-}
-
-static void free_outputs(struct sandbox_result *res)
-{
-	free(res->out);
-	free(res->err);
-	for (size_t i = 0; i < res->n_fetched; i++) {
-		free(res->fetched[i].path);
-		free(res->fetched[i].data);
-	}
-	free(res->fetched);
-	res->out = res->err = NULL;
-	res->out_len = res->err_len = 0;
-	res->fetched = NULL;
-	res->n_fetched = 0;
 }
 
 static int files_in(struct run *r)
@@ -520,7 +464,7 @@ static int files_in(struct run *r)
 	int err = sb_scratch_write_files(r->sb->scratch, r->spec->files, r->spec->n_files,
 					 r->sb->slot.uid, r->sb->slot.gid, detail, sizeof(detail));
 
-	return err ? fail(r, err, "%s", detail) : 0;
+	return err ? sb_run_fail(r, err, "%s", detail) : 0;
 }
 
 int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct sandbox_result *res)
@@ -550,15 +494,22 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct san
 		sb->used = true;
 		sb->runs++;
 	}
+	/* The ids first: the agent attributes the warm interpreter's start to
+	 * the call that started it. */
 	ret = ret ?: name_run(&r);
+	if (!ret && sb_warm_wanted(sb, spec))
+		ret = sb_warm_start(sb, spec, res->detail, sizeof(res->detail));
+	else if (!ret && sb->warm.sock >= 0) /* a pool's mistake: never run it */
+		ret = sb_run_fail(&r, -EINVAL,
+				  "sandbox %s runs a warm interpreter for another command", sb->id);
 	ret = ret ?: record_run(&r);
 	ret = ret ?: files_in(&r);
 	ret = ret ?: make_pipes(&r);
 	ret = ret ?: start_and_watch(&r, &pump);
 	if (ret > 0)
-		ret = decide(&r, ret);
+		ret = sb_run_decide(&r, ret);
 	if (ret >= 0)
-		ret = take_outputs(&r, &pump);
+		ret = sb_run_take_outputs(&r, &pump);
 	sb_pump_close(&pump);
 	free(pump.out.data);
 	free(pump.err.data);
@@ -573,19 +524,45 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct san
 		 * run's processes go. */
 		sb_cgroup_leaf_kill(&sb->leaf);
 		sb->broken = true;
-		free_outputs(res);
+		sb_run_free_outputs(res);
 		sg_debug("sandbox_exec: %s", res->detail);
 	}
 	sb_sigpipe_restore(&guard);
 	return ret < 0 ? ret : 0;
 }
 
-void sandbox_result_free(struct sandbox_result *res)
+int sb_start_main(struct sandbox *sb, const struct sandbox_spec *spec, int in, int out, int err,
+		  char *detail, size_t dlen)
 {
-	if (!res)
-		return;
-	free_outputs(res);
-	sb_record_release(&res->record);
-	memset(res, 0, sizeof(*res));
-	res->rule = -1;
+	struct sandbox_result *res = calloc(1, sizeof(*res));
+	struct run r = { .sb = sb, .spec = spec, .res = res, .timeout_ms = spec->timeout_ms };
+	int ret;
+
+	r.in[0] = in;
+	r.out[1] = out;
+	r.err[1] = err;
+	r.in[1] = r.out[0] = r.err[0] = r.report[0] = r.report[1] = -1;
+	if (!res) {
+		fs_close(&r.in[0]);
+		fs_close(&r.out[1]);
+		fs_close(&r.err[1]);
+		snprintf(detail, dlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (pipe2(r.report, O_CLOEXEC))
+		ret = sb_run_fail(&r, -errno, "pipe: %s", strerror(errno));
+	else
+		ret = send_start(&r);
+	ret = ret ?: wait_for_exec(&r, clock_ms(CLOCK_MONOTONIC) + r.timeout_ms);
+	fs_close(&r.in[0]);
+	fs_close(&r.out[1]);
+	fs_close(&r.err[1]);
+	fs_close(&r.report[0]);
+	fs_close(&r.report[1]);
+	if (ret) {
+		sb->broken = true;
+		snprintf(detail, dlen, "%s", res->detail);
+	}
+	free(res);
+	return ret;
 }

@@ -17,6 +17,7 @@
 #include "sandbox_scratch.h"
 #include "sandbox_seccomp.h"
 #include "sandbox_slots.h"
+#include "sandbox_warm.h"
 
 #define SB_KILL_WAIT_MS 2000
 
@@ -57,6 +58,7 @@ struct sandbox {
 	bool done_owed;
 	unsigned runs;
 	uint64_t oom_base, pids_base; /* the counters before the current run */
+	struct sb_warm warm;          /* its warm interpreter, if one runs in it */
 };
 
 /* Read one message from init's control socket, waiting at most
@@ -76,5 +78,20 @@ void sb_on_ready(struct sandbox *sb);
 /* The agent's enrollment of the sandbox (its counters start at zero);
  * the agent is told when `notify` (once is enough). */
 int sb_enroll(struct sandbox *sb, bool notify, char *detail, size_t dlen);
+
+/* detail set from fmt; returns err. */
+int sb_fail(char *detail, size_t dlen, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* One message and n (1..8) fds (SCM_RIGHTS) on a unix socket. 0 or
+ * -errno. */
+int sb_send_fds(int sock, const void *buf, size_t len, const int *fds, int n);
+
+/* Start spec->argv as the sandbox's main process in sb->leaf, with in,
+ * out and err as its stdio (taken: closed here), and wait (at most
+ * spec->timeout_ms) for its execve; it is left running (the warm
+ * interpreter). 0, or -errno with `detail` (sb is then broken). */
+int sb_start_main(struct sandbox *sb, const struct sandbox_spec *spec, int in, int out, int err,
+		  char *detail, size_t dlen);
 
 #endif

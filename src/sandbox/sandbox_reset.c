@@ -1,12 +1,10 @@
-/* The reset between two runs in one sandbox (see sandbox_reset() in
- * src/sandbox/sandbox.h): what the last run left is gone, or the sandbox
- * is not reused. */
+/* The reset between two runs of a prepared sandbox: a verifier's next
+ * test, or a warm interpreter's next call (see src/sandbox/sandbox.h and
+ * src/sandbox/sandbox_warm.h). */
 #include <errno.h>
 #include <stdio.h>
 #include "control/enroll.h"
-#include "sandbox_cgroup.h"
 #include "sandbox_internal.h"
-#include "sandbox_scratch.h"
 
 static int not_reused(struct sandbox *sb, int err, char *detail, size_t dlen, const char *why)
 {
@@ -48,6 +46,13 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 	if (n != 1 || pid != sb->init)
 		return not_reused(sb, -EBUSY, detail, dlen,
 				  "something besides its init survived the last run");
+	if (sb->warm.sock >= 0) {
+		char why[200];
+
+		err = sb_warm_check(sb, why, sizeof(why));
+		if (err)
+			return not_reused(sb, err, detail, dlen, why);
+	}
 	err = sb_scratch_reset(sb->scratch, &sb->marks, detail, dlen);
 	if (err)
 		return not_reused(sb, err, detail, dlen, NULL);

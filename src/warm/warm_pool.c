@@ -30,6 +30,10 @@ struct kind {
 	bool exec_in_scratch;
 	struct sandbox **ready;
 	size_t n_ready, cap_ready;
+	/* Reset after a call, their warm interpreters kept for the next call
+	 * of the same script (docs/sandbox.md, "Warm interpreters"). */
+	struct sandbox **warm;
+	size_t n_warm, cap_warm;
 	unsigned preparing, in_use;
 	unsigned peak_now, peak_before; /* most in use at once: this window, the last */
 	uint64_t window_start, last_take, backoff_until;
@@ -51,6 +55,8 @@ struct warm_pool {
 	size_t n_lent, cap_lent;
 	struct sandbox **retired;
 	size_t n_retired, cap_retired;
+	struct lent *recycled; /* warm sandboxes to reset, their kind's in_use kept */
+	size_t n_recycled, cap_recycled;
 	unsigned destroying;
 	struct warm_pool_stats stats;
 	struct warm_agent *agent;
@@ -92,6 +98,22 @@ static void retire_ready(struct warm_pool *p, struct kind *k, struct sandbox **n
 {
 	while (k->n_ready)
 		retire_locked(p, k->ready[--k->n_ready], now);
+	while (k->n_warm)
+		retire_locked(p, k->warm[--k->n_warm], now);
+}
+
+/* A kept warm sandbox whose interpreter runs spec's script. Under the lock. */
+static struct sandbox *take_warm(struct kind *k, const struct sandbox_spec *spec)
+{
+	for (size_t i = k->n_warm; i-- > 0;) {
+		struct sandbox *sb = k->warm[i];
+
+		if (sandbox_warm_for(sb, spec)) {
+			k->warm[i] = k->warm[--k->n_warm];
+			return sb;
+		}
+	}
+	return NULL;
 }
 
 static bool same_kind(const struct kind *k, const struct sandbox_spec *spec)
@@ -157,8 +179,10 @@ static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb
 		if (k->in_use > k->peak_now)
 			k->peak_now = k->in_use;
 		k->last_take = clock_ms(CLOCK_MONOTONIC);
-		if (k->n_ready) {
+		*sb = take_warm(k, spec);
+		if (!*sb && k->n_ready)
 			*sb = k->ready[--k->n_ready];
+		if (*sb) {
 			p->stats.taken_ready++;
 			lend(p, *sb, k, &now);
 		}
@@ -185,11 +209,23 @@ static void retire(void *self, struct sandbox *sb)
 {
 	struct warm_pool *p = self;
 	struct sandbox *now = NULL;
+	bool recycle = sandbox_warm_for(sb, NULL);
 
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < p->n_lent; i++) {
 		if (p->lent[i].sb != sb)
 			continue;
+		/* A warm interpreter is reset on the retirer's thread and kept
+		 * (its kind stays in use until then). */
+		if (recycle && !p->lent[i].k->stale && !p->stopping &&
+		    room((void **)&p->recycled, p->n_recycled, &p->cap_recycled,
+			 sizeof(*p->recycled))) {
+			p->recycled[p->n_recycled++] = p->lent[i];
+			p->lent[i] = p->lent[--p->n_lent];
+			pthread_cond_signal(&p->gone);
+			pthread_mutex_unlock(&p->lock);
+			return;
+		}
 		p->lent[i].k->in_use--;
 		p->lent[i] = p->lent[--p->n_lent];
 		break;
@@ -226,9 +262,10 @@ static void age(struct warm_pool *p, uint64_t now, struct sandbox **later)
 			k->stale = true;
 			retire_ready(p, k, later);
 		}
-		if (k->stale && !k->n_ready && !k->preparing && !k->in_use) {
+		if (k->stale && !k->n_ready && !k->n_warm && !k->preparing && !k->in_use) {
 			*kp = k->next;
 			free(k->ready);
+			free(k->warm);
 			free(k);
 			continue;
 		}
@@ -284,6 +321,8 @@ static void prepare_one(struct warm_pool *p, struct kind *k)
 	k->preparing++;
 	pthread_mutex_unlock(&p->lock);
 	err = sandbox_prepare(&spec, &sb, detail, sizeof(detail));
+	if (!err)
+		sandbox_may_keep(sb); /* this thread lives as long as the pool */
 	if (!err && (err = sandbox_wait_ready(sb, READY_WAIT_MS, detail, sizeof(detail)))) {
 		sandbox_destroy(sb);
 		sb = NULL;
@@ -361,6 +400,33 @@ static void *keeper(void *arg)
 
 /* ---- the retirer ----------------------------------------------------- */
 
+/* A warm sandbox after its call: reset, and kept for its kind's next call
+ * unless the reset refused it (its interpreter is recycled) or the kind
+ * went stale meanwhile. Called and returns with the lock held. */
+static void recycle_one(struct warm_pool *p, struct lent l)
+{
+	char detail[256];
+	struct sandbox *now = NULL;
+	int err;
+
+	pthread_mutex_unlock(&p->lock);
+	err = sandbox_reset(l.sb, detail, sizeof(detail));
+	if (err)
+		sg_debug("warm pool: %s", detail);
+	pthread_mutex_lock(&p->lock);
+	l.k->in_use--;
+	if (err || l.k->stale || p->stopping ||
+	    !room((void **)&l.k->warm, l.k->n_warm, &l.k->cap_warm, sizeof(*l.k->warm)))
+		retire_locked(p, l.sb, &now);
+	else
+		l.k->warm[l.k->n_warm++] = l.sb;
+	if (now) {
+		pthread_mutex_unlock(&p->lock);
+		sandbox_destroy(now);
+		pthread_mutex_lock(&p->lock);
+	}
+}
+
 static void *retirer(void *arg)
 {
 	struct warm_pool *p = arg;
@@ -369,8 +435,12 @@ static void *retirer(void *arg)
 	for (;;) {
 		struct sandbox *sb;
 
-		while (!p->n_retired && !p->stopping)
+		while (!p->n_retired && !p->n_recycled && !p->stopping)
 			pthread_cond_wait(&p->gone, &p->lock);
+		if (p->n_recycled) {
+			recycle_one(p, p->recycled[--p->n_recycled]);
+			continue;
+		}
 		if (!p->n_retired)
 			break; /* stopping, and nothing left */
 		sb = p->retired[--p->n_retired];
@@ -480,10 +550,12 @@ void warm_pool_stop(struct warm_pool *p)
 	for (struct kind *k = p->kinds, *next; k; k = next) {
 		next = k->next;
 		free(k->ready);
+		free(k->warm);
 		free(k);
 	}
 	free(p->lent);
 	free(p->retired);
+	free(p->recycled);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->wake);
 	pthread_cond_destroy(&p->gone);

@@ -67,7 +67,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 		"}\n",
 		3, 3,
 		"limitz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health)");
+		"egress, files, exec, actions, failure, health, warm)");
 	expect_error(
 		"t",
 		"{\n"
@@ -107,7 +107,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	/* The first problem in document order is the one reported. */
 	expect_error("t", "{\"zzz\": 1, \"enabled\": 1}", 1, 2,
 		     "zzz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		     "egress, files, exec, actions, failure, health)");
+		     "egress, files, exec, actions, failure, health, warm)");
 	expect_error("t", "{\"enabled\": 1, \"zzz\": 1}", 1, 13,
 		     "enabled: expected true or false, got 1");
 	/* Keys are matched after decoding escapes: "\u0074enant" is "tenant". */
@@ -138,7 +138,7 @@ static void test_columns_count_characters(void **state)
 		     "not an absolute path (it must start with /)");
 	expect_error("t", "{\"été\": 1}", 1, 2,
 		     "été: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		     "egress, files, exec, actions, failure, health)");
+		     "egress, files, exec, actions, failure, health, warm)");
 }
 
 /* ---- types -------------------------------------------------------------- */
@@ -547,6 +547,42 @@ static char *list_doc(const char *section, const char *key, const char *item, in
 	return doc;
 }
 
+/* "warm": the interpreter is a choice, preloads are module names. */
+static void test_warm(void **state)
+{
+	struct sg_policy p;
+
+	expect_error("t", "{\"warm\": {\"interpreter\": \"node\"}}", 1, 26,
+		     "warm.interpreter: expected one of \"none\", \"python3\", got \"node\"");
+	expect_error("t", "{\"warm\": {\"preload\": [\"os\", \"../x\"]}}", 1, 29,
+		     "warm.preload[1]: expected a Python module name such as \"reward\" or "
+		     "\"pkg.mod\" (at most 63 bytes), got \"../x\"");
+	expect_error("t", "{\"warm\": {\"preload\": [\"a..b\"]}}", 1, 23,
+		     "warm.preload[0]: expected a Python module name such as \"reward\" or "
+		     "\"pkg.mod\" (at most 63 bytes), got \"a..b\"");
+	expect_error("t", "{\"warm\": {\"preload\": [\"1x\"]}}", 1, 23,
+		     "warm.preload[0]: expected a Python module name such as \"reward\" or "
+		     "\"pkg.mod\" (at most 63 bytes), got \"1x\"");
+	expect_error("t", "{\"warm\": {\"max_calls\": 0}}", 1, 24,
+		     "warm.max_calls: expected an integer in 1..1000000, got 0");
+
+	expect_ok("t", "{}", &p);
+	assert_int_equal(p.warm.interpreter, SG_WARM_OFF);
+	assert_int_equal(p.warm.max_calls, 1000);
+	expect_ok("t",
+		  "{\"warm\": {\"interpreter\": \"python3\", \"preload\": [\"reward\", "
+		  "\"pkg._m2\"], \"max_calls\": 5, \"max_age_s\": 60, \"max_growth_mb\": 8}}",
+		  &p);
+	assert_int_equal(p.warm.interpreter, SG_WARM_PYTHON3);
+	assert_int_equal(p.warm.n_preload, 2);
+	assert_string_equal(p.warm.preload[0], "reward");
+	assert_string_equal(p.warm.preload[1], "pkg._m2");
+	assert_int_equal(p.warm.max_calls, 5);
+	assert_int_equal(p.warm.max_age_s, 60);
+	assert_int_equal(p.warm.max_growth_mb, 8);
+	(void)state;
+}
+
 static void test_too_many_entries(void **state)
 {
 	static const struct {
@@ -603,6 +639,7 @@ int main(void)
 		cmocka_unit_test(test_columns_count_characters),
 		cmocka_unit_test(test_wrong_types),
 		cmocka_unit_test(test_bad_cidrs),
+		cmocka_unit_test(test_warm),
 		cmocka_unit_test(test_ports),
 		cmocka_unit_test(test_egress_entry_needs_a_cidr),
 		cmocka_unit_test(test_bad_globs),

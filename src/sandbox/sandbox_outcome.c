@@ -1,0 +1,131 @@
+/* What ended a run, and what it left: the verdict (the run's own evidence,
+ * then the agent's word) and the outputs (see src/sandbox/sandbox.h). */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include "control/agent_client.h"
+#include "lib/log.h"
+#include "sandbox_internal.h"
+#include "sandbox_io.h"
+#include "sandbox_run.h"
+
+#define AGENT_VERDICT_MS 200 /* bounds the round trip, and a kill notice in flight */
+
+static uint64_t since(uint64_t now, uint64_t base)
+{
+	return now > base ? now - base : 0;
+}
+
+/* What ended the run. Our own kills (deadline, stdout) are certain, and
+ * so is a run that ended past its deadline; else main's fate, explained
+ * by the OOM and pids counters when it failed; and the agent's word on top
+ * of everything, since its kill is what a SIGKILL or a timeout may really
+ * have been. Returns 0, or -ECHILD when nothing explains an init that died
+ * without a word (a platform error). */
+int sb_run_decide(struct run *r, int pump_end)
+{
+	struct sandbox *sb = r->sb;
+	struct sandbox_result *res = r->res;
+	bool reported = r->done_read && r->done.main_ran;
+	/* No report from init: it was killed, and main with it. */
+	int status = reported ? r->done.wait_status : SIGKILL, rule = -1, verdict;
+
+	if (WIFEXITED(status))
+		res->exit_code = WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		res->signal = WTERMSIG(status);
+	res->rule = -1;
+	if (pump_end == SB_PUMP_OVERSIZE) {
+		res->end = SB_OUTPUT_OVERSIZE;
+	} else if (pump_end == SB_PUMP_DEADLINE || res->wall_ms > r->timeout_ms) {
+		res->end = SB_TIMEOUT;
+	} else if (WIFEXITED(status) && res->exit_code == 0) {
+		res->end = SB_EXITED;
+	} else if (since(sb_cgroup_oom_kills(&sb->cg), sb->oom_base) > 0) {
+		res->end = SB_OOM;
+		res->rule = SG_RULE_MEMORY;
+	} else if (since(sb_cgroup_pids_max_hits(&sb->cg), sb->pids_base) > 0) {
+		res->end = SB_FORK_LIMIT;
+		res->rule = SG_RULE_FORK;
+	} else {
+		res->end = WIFSIGNALED(status) ? SB_SIGNALED : SB_EXITED;
+	}
+	if (sb->agent) {
+		verdict = agent_kill_verdict(sb->agent, sb->cg.id, &rule, AGENT_VERDICT_MS);
+		if (verdict == 1) {
+			res->end = SB_KILLED_BY_AGENT;
+			res->rule = rule;
+			sb->broken = true;
+			return 0;
+		}
+		if (verdict < 0)
+			sg_debug("sandbox %s: no kill verdict from the agent: %s", sb->id,
+				 strerror(-verdict));
+	}
+	/* The call's parent is the platform's: its death is never scored. */
+	if (!reported && sb->warm.sock >= 0)
+		return sb_run_fail(r, -ECHILD,
+				   "sandbox %s: its warm interpreter died during the call", sb->id);
+	if (!reported && res->end != SB_TIMEOUT && res->end != SB_OUTPUT_OVERSIZE &&
+	    res->end != SB_OOM && res->end != SB_FORK_LIMIT)
+		return sb_run_fail(
+			r, -ECHILD,
+			"sandbox %s: its init was killed from outside (no agent kill, no limit "
+			"hit)",
+			sb->id);
+	return 0;
+}
+
+int sb_run_take_outputs(struct run *r, struct sb_pump *pump)
+{
+	const struct sandbox_spec *s = r->spec;
+	struct sandbox_result *res = r->res;
+
+	res->out = pump->out.data ? pump->out.data : strdup("");
+	res->out_len = pump->out.len;
+	res->out_truncated = pump->out.truncated;
+	res->err = pump->err.data ? pump->err.data : strdup("");
+	res->err_len = pump->err.len;
+	res->err_truncated = pump->err.truncated;
+	pump->out.data = pump->err.data = NULL;
+	if (!res->out || !res->err)
+		return sb_run_fail(r, -ENOMEM, "out of memory");
+	if (!s->n_fetch)
+		return 0;
+	res->fetched = calloc(s->n_fetch, sizeof(*res->fetched));
+	if (!res->fetched)
+		return sb_run_fail(r, -ENOMEM, "out of memory");
+	res->n_fetched = s->n_fetch;
+	for (size_t i = 0; i < s->n_fetch; i++)
+		if (sb_scratch_fetch(r->sb->scratch, s->fetch[i], r->sb->slot.uid,
+				     s->policy->limits.output_bytes, &res->fetched[i]))
+			return sb_run_fail(r, -ENOMEM, "out of memory fetching %s", s->fetch[i]);
+	return 0;
+}
+
+void sb_run_free_outputs(struct sandbox_result *res)
+{
+	free(res->out);
+	free(res->err);
+	for (size_t i = 0; i < res->n_fetched; i++) {
+		free(res->fetched[i].path);
+		free(res->fetched[i].data);
+	}
+	free(res->fetched);
+	res->out = res->err = NULL;
+	res->out_len = res->err_len = 0;
+	res->fetched = NULL;
+	res->n_fetched = 0;
+}
+
+void sandbox_result_free(struct sandbox_result *res)
+{
+	if (!res)
+		return;
+	sb_run_free_outputs(res);
+	sb_record_release(&res->record);
+	memset(res, 0, sizeof(*res));
+	res->rule = -1;
+}

@@ -1,0 +1,35 @@
+/* One run in a prepared sandbox, shared by sandbox_exec.c (start and
+ * watch) and sandbox_outcome.c (verdict and outputs). Not an API: see
+ * src/sandbox/sandbox.h. */
+#ifndef SG_SANDBOX_RUN_H
+#define SG_SANDBOX_RUN_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "sandbox.h"
+#include "sandbox_child.h"
+#include "sandbox_io.h"
+
+/* Everything one run holds. */
+struct run {
+	struct sandbox *sb;
+	const struct sandbox_spec *spec;
+	struct sandbox_result *res;
+	uint64_t timeout_ms;
+	int in[2], out[2], err[2], report[2];
+	struct sb_child_report done; /* init's DONE */
+	bool done_read;
+};
+
+/* res->detail set; returns err. */
+int sb_run_fail(struct run *r, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* What ended the run (res->end, exit code, signal, rule). Returns 0, or
+ * -ECHILD when nothing explains an init (or warm interpreter) that died
+ * without a word: a platform error. pump_end: enum sb_pump_end. */
+int sb_run_decide(struct run *r, int pump_end);
+
+/* stdout, stderr and the fetched files into the result; 0 or -ENOMEM. */
+int sb_run_take_outputs(struct run *r, struct sb_pump *pump);
+void sb_run_free_outputs(struct sandbox_result *res);
+
+#endif

@@ -1,0 +1,323 @@
+/* Warm interpreters: the executor's side of a sandbox's forkserver parent
+ * (see src/sandbox/sandbox_warm.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "lib/clock.h"
+#include "lib/fs_util.h"
+#include "lib/log.h"
+#include "sandbox_internal.h"
+#include "sandbox_landlock.h"
+#include "sandbox_warm.h"
+
+#define START_MS       10000 /* interpreter start and preloads; past it, a platform error */
+#define LANDLOCK_SCOPE 6     /* the ABI that scopes signals and abstract sockets */
+
+/* src/sandbox/warm_bootstrap.py, linked in by warm_bootstrap.S. */
+extern const char sb_warm_bootstrap_start[];
+
+void sb_warm_init(struct sb_warm *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->sock = -1;
+	w->home.dir_fd = w->home.procs_fd = -1;
+}
+
+static bool is_interpreter(const char *cmd, uint8_t interp)
+{
+	const char *base = strrchr(cmd, '/');
+
+	base = base ? base + 1 : cmd;
+	return interp == SG_WARM_PYTHON3 && !strcmp(base, "python3");
+}
+
+/* A script `python3 SCRIPT` would run: a .py path, not an option. */
+static bool is_script(const char *arg)
+{
+	size_t n = strlen(arg);
+
+	return arg[0] && arg[0] != '-' && n > 3 && !strcmp(arg + n - 3, ".py") &&
+	       n < sizeof(((struct sb_warm *)0)->script);
+}
+
+bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec)
+{
+	const struct sg_warm *w = &sb->policy.warm;
+	static int abi = -1; /* the kernel's: the same for every thread that asks */
+
+	if (w->interpreter == SG_WARM_OFF || !sb->warm.keep || !spec->mode ||
+	    strcmp(spec->mode, "batch") || spec->n_files || spec->n_fetch || sb->relay ||
+	    !spec->argv[0] || !spec->argv[1] || !is_interpreter(spec->argv[0], w->interpreter) ||
+	    !is_script(spec->argv[1]))
+		return false;
+	if (abi < 0)
+		abi = landlock_abi();
+	if (abi < LANDLOCK_SCOPE)
+		return false;
+	if (sb->warm.sock >= 0)
+		return !strcmp(sb->warm.script, spec->argv[1]);
+	return sb->runs == 1; /* this is its first run: the parent can start */
+}
+
+/* The only process in a cgroup: its pid, or 0 when there is not exactly
+ * one. */
+static pid_t lone_process(const char *cgroup)
+{
+	char path[PATH_MAX];
+	int n = 0, p, first = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fscanf(f, "%d", &p) == 1)
+		if (n++ == 0)
+			first = p;
+	fclose(f);
+	return n == 1 ? first : 0;
+}
+
+static uint64_t rss_kb(pid_t pid)
+{
+	char path[64];
+	unsigned long size, resident;
+	FILE *f;
+	int got;
+
+	snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	got = fscanf(f, "%lu %lu", &size, &resident);
+	fclose(f);
+	return got == 2 ? (uint64_t)resident * ((uint64_t)sysconf(_SC_PAGESIZE) / 1024) : 0;
+}
+
+static int read_msg(struct sandbox *sb, struct sb_warm_msg *m, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = sb->warm.sock, .events = POLLIN };
+	ssize_t n;
+	int ready;
+
+	do
+		ready = poll(&pfd, 1, timeout_ms);
+	while (ready < 0 && errno == EINTR);
+	if (ready <= 0)
+		return ready < 0 ? -errno : 0;
+	n = recv(sb->warm.sock, m, sizeof(*m), MSG_DONTWAIT);
+	if (n != (ssize_t)sizeof(*m) || m->magic != SB_WARM_MSG_MAGIC) {
+		sb->broken = true;
+		return -EPIPE;
+	}
+	return 1;
+}
+
+/* The parent's argv: the interpreter, the bootstrap, the script, the
+ * preloads. */
+static char **parent_argv(const struct sandbox *sb, const struct sandbox_spec *spec)
+{
+	const struct sg_warm *w = &sb->policy.warm;
+	char **argv = calloc((size_t)w->n_preload + 5, sizeof(*argv));
+	int n = 0;
+
+	if (!argv)
+		return NULL;
+	argv[n++] = spec->argv[0];
+	argv[n++] = "-c";
+	argv[n++] = (char *)sb_warm_bootstrap_start;
+	argv[n++] = spec->argv[1];
+	for (int i = 0; i < w->n_preload; i++)
+		argv[n++] = (char *)w->preload[i];
+	return argv;
+}
+
+/* The parent, through init like any run; its stdout and stderr go to
+ * /dev/null (it reports on its channel). */
+static int start_parent(struct sandbox *sb, const struct sandbox_spec *spec, int theirs,
+			char *detail, size_t dlen)
+{
+	struct sandbox_spec ps = *spec;
+	char **argv = parent_argv(sb, spec);
+	int out = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	int err = out >= 0 ? fcntl(out, F_DUPFD_CLOEXEC, 0) : -1, ret;
+
+	if (!argv || out < 0 || err < 0) {
+		free(argv);
+		fs_close(&out);
+		fs_close(&err);
+		close(theirs);
+		return sb_fail(detail, dlen, -ENOMEM, "warm interpreter: out of memory or fds");
+	}
+	ps.argv = argv;
+	ps.timeout_ms = (uint64_t)sb->policy.warm.max_age_s * 1000;
+	ret = sb_start_main(sb, &ps, theirs, out, err, detail, dlen);
+	free(argv);
+	return ret;
+}
+
+int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *detail, size_t dlen)
+{
+	struct sb_warm *w = &sb->warm;
+	struct sb_warm_msg m;
+	int sv[2], got, err;
+
+	if (w->sock >= 0)
+		return 0;
+	sb->broken = true; /* until the parent said READY */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return sb_fail(detail, dlen, -errno, "warm interpreter: socketpair: %s",
+			       strerror(errno));
+	snprintf(w->script, sizeof(w->script), "%s", spec->argv[1]);
+	/* Not ours until its main runs: init's READY may come first. */
+	err = start_parent(sb, spec, sv[1], detail, dlen);
+	if (err) {
+		close(sv[0]);
+		return err;
+	}
+	w->sock = sv[0];
+	/* The parent keeps run-1; each call gets a cgroup of its own. */
+	w->home = sb->leaf;
+	sb->leaf = (struct sb_leaf){ .dir_fd = -1, .procs_fd = -1 };
+	got = read_msg(sb, &m, START_MS);
+	if (got == 1 && m.type == SB_WARM_FAILED)
+		return sb_fail(detail, dlen, -ENOEXEC,
+			       "sandbox %s: the warm interpreter for %s could not start: %.*s",
+			       sb->id, w->script, (int)sizeof(m.text), m.text);
+	if (got != 1 || m.type != SB_WARM_READY)
+		return sb_fail(detail, dlen, got == 0 ? -ETIMEDOUT : -EPIPE,
+			       "sandbox %s: the warm interpreter for %s %s", sb->id, w->script,
+			       got == 0 ? "was not ready within 10 s" : "ended during its start");
+	w->pid = lone_process(w->home.path);
+	w->base_rss_kb = w->pid ? rss_kb(w->pid) : 0;
+	w->started_ms = clock_ms(CLOCK_MONOTONIC);
+	err = sb_cgroup_leaf_make(&sb->cg, sb->runs + 1, &sb->leaf, detail, dlen);
+	if (err)
+		return err;
+	sb->broken = false;
+	return 0;
+}
+
+/* The call's scratch, <scratch>/call-<n>, the slot's own (mode 0700). */
+static int make_call_dir(struct sandbox *sb, char *dir, size_t len, char *detail, size_t dlen)
+{
+	snprintf(dir, len, "%s/call-%u", sb->scratch, sb->runs);
+	if (mkdir(dir, 0700) || chown(dir, sb->slot.uid, sb->slot.gid))
+		return sb_fail(detail, dlen, -errno, "sandbox %s: cannot make %s: %s", sb->id, dir,
+			       strerror(errno));
+	return 0;
+}
+
+static int add(char *buf, uint32_t *len, const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	if (*len + n > SB_WARM_CALL_MAX)
+		return -E2BIG;
+	memcpy(buf + *len, s, n);
+	*len += (uint32_t)n;
+	return 0;
+}
+
+static int send_call(struct sandbox *sb, const char *dir, char *const *argv, const int fds[5])
+{
+	struct sb_warm_call *m = malloc(sizeof(*m) + SB_WARM_CALL_MAX);
+	char *strings = (char *)(m + 1);
+	int err;
+
+	if (!m)
+		return -ENOMEM;
+	*m = (struct sb_warm_call){ .magic = SB_WARM_CALL_MAGIC };
+	err = add(strings, &m->len, dir);
+	for (char *const *a = argv; *a && !err; a++, m->argc++)
+		err = add(strings, &m->len, *a);
+	err = err ?: sb_send_fds(sb->warm.sock, m, sizeof(*m) + m->len, fds, 5);
+	free(m);
+	return err;
+}
+
+int sb_warm_send_call(struct sandbox *sb, const struct sandbox_spec *spec, const int fds[4],
+		      char *detail, size_t dlen)
+{
+	char dir[PATH_MAX];
+	int all[5] = { -1, fds[0], fds[1], fds[2], fds[3] }, err;
+
+	err = make_call_dir(sb, dir, sizeof(dir), detail, dlen);
+	/* Opened here, as root: the child, which may not open it, joins its
+	 * cgroup by writing to it (docs/sandbox.md: why not clone3). */
+	err = err ?: sb_cgroup_open(sb->leaf.path, "cgroup.procs", O_WRONLY, &all[0], detail, dlen);
+	if (err)
+		return err;
+	err = send_call(sb, dir, spec->argv + 1, all);
+	close(all[0]);
+	if (err) {
+		sb->broken = true;
+		return sb_fail(detail, dlen, err,
+			       "sandbox %s: cannot hand the call to its warm "
+			       "interpreter: %s",
+			       sb->id, strerror(-err));
+	}
+	sb->warm.calls++;
+	return 0;
+}
+
+int sb_warm_read_done(struct sandbox *sb, int *status, int timeout_ms)
+{
+	struct sb_warm_msg m;
+	int got = read_msg(sb, &m, timeout_ms);
+
+	if (got != 1)
+		return got;
+	if (m.type != SB_WARM_DONE) {
+		if (m.type == SB_WARM_FAILED)
+			sg_warn("sandbox %s: its warm interpreter failed: %.*s", sb->id,
+				(int)sizeof(m.text), m.text);
+		sb->broken = true;
+		return -EPIPE;
+	}
+	*status = m.status;
+	return 1;
+}
+
+int sb_warm_check(struct sandbox *sb, char *detail, size_t dlen)
+{
+	const struct sg_warm *p = &sb->policy.warm;
+	struct sb_warm *w = &sb->warm;
+	uint64_t rss, age = clock_ms(CLOCK_MONOTONIC) - w->started_ms;
+	struct pollfd pfd = { .fd = w->sock, .events = POLLIN };
+
+	if (poll(&pfd, 1, 0) != 0)
+		return sb_fail(detail, dlen, -EPIPE,
+			       "its warm interpreter spoke out of turn or ended");
+	if (!w->pid || lone_process(w->home.path) != w->pid)
+		return sb_fail(
+			detail, dlen, -EBUSY,
+			"its warm interpreter is not alone in its cgroup (an escaped child?)");
+	rss = rss_kb(w->pid);
+	if (rss > w->base_rss_kb + (uint64_t)p->max_growth_mb * 1024)
+		return sb_fail(detail, dlen, -ENOMEM,
+			       "its warm interpreter grew from %llu to %llu KiB (max_growth_mb %u)",
+			       (unsigned long long)w->base_rss_kb, (unsigned long long)rss,
+			       p->max_growth_mb);
+	if (w->calls >= p->max_calls)
+		return sb_fail(detail, dlen, -ESTALE, "its warm interpreter served max_calls (%u)",
+			       p->max_calls);
+	if (age >= (uint64_t)p->max_age_s * 1000)
+		return sb_fail(detail, dlen, -ESTALE, "its warm interpreter is past max_age_s (%u)",
+			       p->max_age_s);
+	return 0;
+}
+
+void sb_warm_close(struct sandbox *sb)
+{
+	fs_close(&sb->warm.sock);
+	fs_close(&sb->warm.home.dir_fd);
+	fs_close(&sb->warm.home.procs_fd);
+}

@@ -1,0 +1,158 @@
+"""A long-lived `sandguard executor` for a suite, and the temp tree it and
+`sandguard exec` share (32-warm, 34-warm-interpreter): programs,
+policies, scratch, state, run dir and a private cgroup root."""
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report  # noqa: E402
+import sgjournal  # noqa: E402
+
+BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
+SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PROGRAMS = os.path.join(SRC, "tests", "programs")
+PYTHON = "/usr/bin/python3"
+
+
+class Env:
+    """A temp tree (programs, policies, scratch, state, run) and a private
+    cgroup root; env() is what every sandguard command of the suite gets."""
+
+    def __init__(self, uid_base, prefix="sgwarm-"):
+        self.uid_base = uid_base
+        self.dir = tempfile.mkdtemp(prefix=prefix)
+        os.chmod(self.dir, 0o755)
+        self.progs = os.path.join(self.dir, "programs")
+        shutil.copytree(PROGRAMS, self.progs)
+        for root, dirs, files in os.walk(self.progs):
+            os.chmod(root, 0o755)
+            for f in files:
+                os.chmod(os.path.join(root, f), 0o644)
+        self.policies = os.path.join(self.dir, "policies")
+        os.mkdir(self.policies)
+        self.scratch = os.path.join(self.dir, "scratch")
+        self.state = os.path.join(self.dir, "state")
+        self.run = os.path.join(self.dir, "run")
+        self.cgroot = os.path.join(cgroup2_mount(), "sandguard-%stest-%d" % (prefix.strip("-"), os.getpid()))
+        with open(os.path.join(SRC, "policies", "default.json")) as f:
+            self.base = json.load(f)
+
+    def policy(self, tenant, **limits):
+        p = json.loads(json.dumps(self.base))
+        p["tenant"] = tenant
+        p["require_agent"] = False
+        p["files"]["scratch_root"] = self.scratch
+        p["files"]["read_only"].append(self.progs)
+        p["failure"] = {"mode": "skip", "max_retries": 0}
+        lim = {"timeout_ms": 3000, "memory_mb": 128, "max_tasks": 32, "concurrency": 4}
+        lim.update(limits)
+        p["limits"].update(lim)
+        with open(os.path.join(self.policies, tenant + ".json"), "w") as f:
+            json.dump(p, f)
+
+    def env(self, **extra):
+        e = dict(os.environ, SANDGUARD_STATE_DIR=self.state, SANDGUARD_RUN_DIR=self.run,
+                 SANDGUARD_UID_BASE=str(self.uid_base), SANDGUARD_CGROUP_ROOT=self.cgroot,
+                 SANDGUARD_AGENT_SOCK=os.path.join(self.dir, "no-agent.sock"))
+        for k in ("SANDGUARD_POLICY_DIR", "SANDGUARD_WARM", "SANDGUARD_DEBUG"):
+            e.pop(k, None)
+        e.update(extra)
+        return e
+
+    def outcomes(self):
+        return sgjournal.read(self.state)
+
+    def sandboxes(self, tenant):
+        """The tenant's sandboxes that exist now (their scratch)."""
+        d = os.path.join(self.scratch, tenant)
+        return set(os.listdir(d)) if os.path.isdir(d) else set()
+
+    def cleanup(self):
+        remove_cgroup_tree(self.cgroot)
+        if not os.environ.get("SANDGUARD_KEEP_TEST_DIR"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Executor:
+    """One `sandguard executor` with the suite's environment."""
+
+    def __init__(self, env, *args, **extra_env):
+        self.env, self.args, self.extra = env, list(args), extra_env
+        self.proc = None
+        self.log = os.path.join(env.dir, "executor.log")
+
+    def start(self):
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen([BIN, "executor"] + self.args, env=self.env.env(**self.extra),
+                                         stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        line = self.proc.stdout.readline().decode() if ready else ""
+        if "executor listening on" not in line:
+            self.stop(signal.SIGKILL)
+            raise RuntimeError("the executor did not start: %r, log %s" % (line, self.tail()))
+        return self
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=60)
+        rc = self.proc.returncode if self.proc else None
+        self.proc = None
+        return rc
+
+    def tail(self):
+        with open(self.log) as f:
+            return f.read()[-1500:]
+
+
+def batch(batch_id, n=3):
+    return {"batch_id": batch_id,
+            "items": [{"prompt": "p%d" % i, "completion": "c" * (i + 1)} for i in range(n)]}
+
+
+def exec_cli(env, args, stdin=None, extra_env=None, cwd=None):
+    """`sandguard exec ARGS`: (rc, result or None, stderr)."""
+    p = subprocess.run([BIN, "exec"] + args, input=stdin, capture_output=True,
+                       env=env.env(**(extra_env or {})), timeout=300, cwd=cwd)
+    out = p.stdout.decode()
+    lines = out.strip().split("\n") if out.strip() else []
+    if len(lines) > 1:
+        raise AssertionError("%d lines on stdout, want one JSON object: %r" % (len(lines), out[:400]))
+    return p.returncode, json.loads(lines[0]) if lines else None, p.stderr.decode()
+
+
+def run_suite(cases, uid_base, prefix, setup=None):
+    """A suite's main: as root, one Env and one Executor (after
+    setup(env) wrote the policies it starts with), each case (the ones
+    named on the command line, else all) run as case(env, executor),
+    reported PASS/FAIL/SKIP; everything torn down at the end."""
+    if os.geteuid() != 0:
+        for name, _ in cases:
+            report("SKIP", name, "needs root")
+        return 0
+    env = Env(uid_base, prefix=prefix)
+    ex = None
+    try:
+        if setup:
+            setup(env)
+        ex = Executor(env).start()
+        only = sys.argv[1:]
+        for name, fn in cases:
+            if only and name not in only:
+                continue
+            try:
+                why = fn(env, ex)
+            except Exception as e:  # a crash in a case is that case's failure
+                why = "%s: %s" % (type(e).__name__, e)
+            report("FAIL" if why else "PASS", name, why or "")
+    finally:
+        if ex:
+            ex.stop()
+        env.cleanup()
+    return exit_code()
