@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "lib/ticket_queue.h"
+#include "queue_lines.h"
 
 #define LONG_WAIT_MS 20000 /* a bound for failures only: nothing waits this long */
 
@@ -69,18 +71,7 @@ static void give_back(int *fd)
 
 static int in_line(void)
 {
-	char q[160];
-	struct dirent *e;
-	int n = 0;
-	DIR *d;
-
-	snprintf(q, sizeof(q), "%s/queue", tmp);
-	if (!(d = opendir(q)))
-		return 0;
-	while ((e = readdir(d)))
-		n += !strncmp(e->d_name, "t-", 2);
-	closedir(d);
-	return n;
+	return queue_waiting(tmp);
 }
 
 /* How many waiters in line hold an earlier ticket than `pid`'s (-1: pid
@@ -109,12 +100,9 @@ static int place_of(pid_t pid)
 	return found ? place : -1;
 }
 
-/* Until `n` waiters are in line (bounded: a failure, not a timing). */
 static void until_in_line(int n)
 {
-	for (int i = 0; i < 20000 && in_line() != n; i++)
-		usleep(1000);
-	assert_int_equal(in_line(), n);
+	queue_until_waiting(tmp, n);
 }
 
 /* A waiter: takes the resource within wait_ms, reports `letter`, gives it
