@@ -16,8 +16,8 @@
 #include "ticket_queue.h"
 
 struct ticket {
-	uint64_t seq;
-	char name[48]; /* t-<16 hex>-<pid>-<8 hex> */
+	uint64_t seq, until; /* until: its waiter's deadline, CLOCK_MONOTONIC ms */
+	char name[72];       /* t-<16 hex seq>-<16 hex until>-<pid>-<8 hex> */
 };
 
 /* <dir>/queue, created on first use. An fd, or -errno. */
@@ -75,10 +75,10 @@ static int list_tickets(int qfd, struct ticket **out, size_t *n, uint64_t *last)
 		return -errno;
 	rewinddir(d); /* the dup shares qfd's offset, at its end after a first look */
 	while ((e = readdir(d))) {
-		unsigned long long seq;
+		unsigned long long seq, until;
 
 		if (strncmp(e->d_name, "t-", 2) || strlen(e->d_name) >= sizeof(v->name) ||
-		    sscanf(e->d_name, "t-%16llx-", &seq) != 1)
+		    sscanf(e->d_name, "t-%16llx-%16llx-", &seq, &until) != 2)
 			continue;
 		if (*n == cap) {
 			struct ticket *nv = realloc(v, (cap = cap ? 2 * cap : 32) * sizeof(*v));
@@ -89,6 +89,7 @@ static int list_tickets(int qfd, struct ticket **out, size_t *n, uint64_t *last)
 			v = nv;
 		}
 		v[*n].seq = seq;
+		v[*n].until = until;
 		snprintf(v[*n].name, sizeof(v[*n].name), "%s", e->d_name);
 		if (seq > *last)
 			*last = seq;
@@ -127,9 +128,12 @@ static int watch(int qfd, const char *name)
 }
 
 /* The nearest live waiter ahead of ticket `mine` (watched: an fd whose
- * poll reports POLLERR when it leaves), -ENOENT when none, or -errno; and
- * the highest ticket number in the line. Under the lock. */
-static int ahead_of(int qfd, uint64_t mine, uint64_t *last)
+ * poll reports POLLERR when it leaves; *until its deadline), -ENOENT when
+ * none, or -errno; and the highest ticket number in the line. A waiter
+ * past its deadline is passed over: it is leaving, or stopped (SIGSTOP),
+ * and must not hold up the line beyond its own queue timeout. Under the
+ * lock. */
+static int ahead_of(int qfd, uint64_t mine, uint64_t now, uint64_t *until, uint64_t *last)
 {
 	struct ticket *v;
 	size_t n;
@@ -137,23 +141,29 @@ static int ahead_of(int qfd, uint64_t mine, uint64_t *last)
 
 	if (err)
 		return err;
-	for (size_t i = n; i-- > 0 && fd < 0;)
-		if (v[i].seq < mine)
-			fd = watch(qfd, v[i].name);
+	for (size_t i = n; i-- > 0 && fd < 0;) {
+		if (v[i].seq >= mine)
+			continue;
+		fd = watch(qfd, v[i].name); /* also removes a dead waiter's file */
+		*until = v[i].until;
+		if (fd >= 0 && v[i].until <= now)
+			fs_close(&fd);
+	}
 	free(v);
 	return fd < 0 ? -ENOENT : fd;
 }
 
-/* Join the line with ticket `seq`: *fd holds its FIFO open. 0 or -errno. */
-static int join(int qfd, uint64_t seq, char *name, size_t len, int *fd)
+/* Join the line with ticket `seq`, waiting until `until`: *fd holds its
+ * FIFO open. 0 or -errno. */
+static int join(int qfd, uint64_t seq, uint64_t until, char *name, size_t len, int *fd)
 {
 	for (int tries = 0; tries < 8; tries++) {
 		uint32_t rnd = 0;
 
 		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
 			rnd = (uint32_t)clock_ms(CLOCK_MONOTONIC) + (uint32_t)tries;
-		snprintf(name, len, "t-%016llx-%d-%08x", (unsigned long long)seq, (int)getpid(),
-			 rnd);
+		snprintf(name, len, "t-%016llx-%016llx-%d-%08x", (unsigned long long)seq,
+			 (unsigned long long)until, (int)getpid(), rnd);
 		if (mkfifoat(qfd, name, 0600)) {
 			if (errno == EEXIST)
 				continue;
@@ -205,7 +215,8 @@ static void wait_on(int fd, short events, uint64_t ms)
 
 int ticket_queue_take(const char *dir, uint64_t wait_ms, ticket_queue_try_fn try, void *arg)
 {
-	uint64_t deadline = clock_ms(CLOCK_MONOTONIC) + wait_ms, mine = UINT64_MAX, last, now;
+	uint64_t now = clock_ms(CLOCK_MONOTONIC), deadline = now + wait_ms, mine = UINT64_MAX, last,
+		 until = 0;
 	int qfd = open_queue(dir), lock = -1, ticket = -1, bell = -1, front, err;
 	char name[sizeof(((struct ticket *)0)->name)];
 
@@ -214,7 +225,12 @@ int ticket_queue_take(const char *dir, uint64_t wait_ms, ticket_queue_try_fn try
 	for (;;) {
 		if (lock < 0 && (lock = err = lock_queue(qfd)) < 0)
 			break;
-		front = ahead_of(qfd, mine, &last);
+		now = clock_ms(CLOCK_MONOTONIC);
+		if (ticket >= 0 && now >= deadline) {
+			err = -ETIMEDOUT; /* those behind may have passed us over */
+			break;
+		}
+		front = ahead_of(qfd, mine, now, &until, &last);
 		if (front == -ENOENT) { /* at the head of the line, or no line */
 			if (ticket >= 0 && bell < 0)
 				bell = open_bell(qfd);
@@ -237,7 +253,7 @@ int ticket_queue_take(const char *dir, uint64_t wait_ms, ticket_queue_try_fn try
 		}
 		if (ticket < 0) {
 			mine = last + 1;
-			if ((err = join(qfd, mine, name, sizeof(name), &ticket))) {
+			if ((err = join(qfd, mine, deadline, name, sizeof(name), &ticket))) {
 				if (front >= 0)
 					close(front);
 				break;
@@ -246,8 +262,8 @@ int ticket_queue_take(const char *dir, uint64_t wait_ms, ticket_queue_try_fn try
 				continue; /* the head now: take the bell, then try again */
 		}
 		fs_close(&lock);
-		if (front >= 0) { /* until the one ahead leaves */
-			wait_on(front, 0, deadline - now);
+		if (front >= 0) { /* until the one ahead leaves, or its deadline */
+			wait_on(front, 0, (until < deadline ? until + 1 : deadline) - now);
 			close(front);
 		} else { /* until a release rings, or a holder may have died */
 			wait_on(bell, POLLIN,

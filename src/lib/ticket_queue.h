@@ -5,8 +5,11 @@
  *  - lock: flock'd around every look at the line and every try at the
  *    resource, so that no newcomer takes a freed resource while someone
  *    waits for it;
- *  - t-<ticket>-<pid>-<random>: one FIFO per waiter, opened O_RDWR by it
- *    for as long as it waits. Tickets grow in arrival order. A waiter that
+ *  - t-<ticket>-<deadline>-<pid>-<random>: one FIFO per waiter, opened
+ *    O_RDWR by it for as long as it waits. Tickets grow in arrival order.
+ *    A waiter past its deadline (CLOCK_MONOTONIC ms: the executors of a
+ *    node share one clock) is passed over, so that a stopped process
+ *    holds up the line for its queue timeout at most. A waiter that
  *    gives up (queue timeout), returns or dies closes it: the kernel then
  *    reports POLLERR to the one writer end the waiter behind it holds, and
  *    an open for writing fails with ENXIO, so a dead waiter's file is known

@@ -1,6 +1,7 @@
 /* The cross-process first-come, first-served line (lib/ticket_queue.h):
  * waiters are served in arrival order; one that gives up (its queue
- * timeout) or dies leaves its place without holding up those behind it; a
+ * timeout) or dies leaves its place without holding up those behind it,
+ * and a stopped one holds them up only until its own timeout; a
  * caller that does not wait never takes what a waiter waits for.
  *
  * The resource is one flock'd file; each waiter is a process. A waiter
@@ -87,7 +88,7 @@ static int place_of(pid_t pid)
 	snprintf(q, sizeof(q), "%s/queue", tmp);
 	assert_non_null(d = opendir(q));
 	while ((e = readdir(d)) && n < 64)
-		if (sscanf(e->d_name, "t-%16llx-%d-", &seq[n], &p) == 2) {
+		if (sscanf(e->d_name, "t-%16llx-%*16[0-9a-f]-%d-", &seq[n], &p) == 2) {
 			if (p == pid) {
 				its = seq[n];
 				found = 1;
@@ -215,6 +216,24 @@ static void test_dead_waiter_leaves_the_line(void **state)
 	assert_int_equal(in_line(), 0); /* B's file, too, is gone */
 }
 
+/* B is stopped (SIGSTOP) in the middle of the line: once its own queue
+ * timeout has passed, C goes past it instead of waiting for it; B, let go
+ * on, has timed out. */
+static void test_stopped_waiter_held_up_the_line_only_until_its_timeout(void **state)
+{
+	pid_t w[3];
+
+	line_up(w, 2000);
+	assert_int_equal(kill(w[1], SIGSTOP), 0);
+	give_back(&held);
+	assert_int_equal(exit_code(w[0]), 0);
+	assert_int_equal(exit_code(w[2]), 0);
+	read_served("AC");
+	assert_int_equal(kill(w[1], SIGCONT), 0);
+	assert_int_equal(exit_code(w[1]), 2);
+	assert_int_equal(in_line(), 0);
+}
+
 /* A caller that does not wait never takes what a waiter waits for, even
  * when it is free at that moment (released without a ring). A, once
  * served, keeps the resource until told, so the answer is -EBUSY whether
@@ -277,6 +296,7 @@ int main(void)
 		cmocka_unit_test(test_served_in_arrival_order),
 		cmocka_unit_test(test_give_up_leaves_the_line),
 		cmocka_unit_test(test_dead_waiter_leaves_the_line),
+		cmocka_unit_test(test_stopped_waiter_held_up_the_line_only_until_its_timeout),
 		cmocka_unit_test(test_no_wait_does_not_jump_the_line),
 		cmocka_unit_test(test_failure_is_returned),
 	};
