@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +13,8 @@
 #include <unistd.h>
 #include "lib/clock.h"
 #include "lib/fs_util.h"
+#include "lib/ticket_queue.h"
 #include "node_cpu.h"
-
-/* Queued admissions look again this often (plus up to as much again, at
- * random, so that a crowd of waiters does not poll in step). */
-#define POLL_MS 50
 
 unsigned node_cpu_count(void)
 {
@@ -74,57 +72,86 @@ static uint32_t committed(int dirfd)
 	return sum;
 }
 
-/* One attempt, under the directory's lock. 0 held, -EBUSY full, -errno. */
-static int try_commit(const char *dir, uint32_t milli, uint32_t cap, struct node_cpu_commit *c,
-		      uint32_t *used)
+/* The directory's lock, held: an fd, or -errno. */
+static int lock_dir(int dirfd)
 {
-	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), lock = -1, err = 0;
+	int lock = openat(dirfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+	if (lock >= 0 && flock(lock, LOCK_EX)) {
+		int err = -errno;
+		close(lock);
+		return err;
+	}
+	return lock < 0 ? -errno : lock;
+}
+
+struct attempt {
+	const char *dir;
+	uint32_t milli, cap;
+	struct node_cpu_commit *c;
+	uint32_t *used;
+	bool tried;
+};
+
+/* One attempt (a ticket_queue_try_fn), under the directory's lock: 0 held,
+ * -EBUSY full, -errno. */
+static int try_commit(void *arg)
+{
+	struct attempt *a = arg;
+	struct node_cpu_commit *c = a->c;
+	int dirfd = open(a->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), lock = -1, err = 0;
 	uint32_t rnd = 0;
 
 	if (dirfd < 0)
 		return -errno;
-	lock = openat(dirfd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (lock < 0 || flock(lock, LOCK_EX)) {
-		err = -errno;
+	a->tried = true;
+	if ((lock = err = lock_dir(dirfd)) < 0)
 		goto out;
-	}
-	*used = committed(dirfd);
-	if (*used + milli > cap) {
+	err = 0;
+	*a->used = committed(dirfd);
+	if (*a->used + a->milli > a->cap) {
 		err = -EBUSY;
 		goto out;
 	}
 	if (getrandom(&rnd, sizeof(rnd), 0) < 0)
 		rnd = (uint32_t)clock_ms(CLOCK_MONOTONIC);
-	snprintf(c->path, sizeof(c->path), "%s/c-%u-%d-%08x", dir, milli, (int)getpid(), rnd);
+	snprintf(c->path, sizeof(c->path), "%s/c-%u-%d-%08x", a->dir, a->milli, (int)getpid(), rnd);
 	c->fd = open(c->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (c->fd < 0 || flock(c->fd, LOCK_EX)) {
 		err = -errno;
 		fs_close(&c->fd);
 		goto out;
 	}
-	c->milli = milli;
+	c->milli = a->milli;
 out:
-	if (lock >= 0)
-		close(lock);
+	fs_close(&lock);
 	close(dirfd);
 	return err;
 }
 
-static unsigned jitter_ms(void)
+/* What is held, for the message of a caller that never reached the head
+ * of the line. */
+static uint32_t peek_used(const char *dir)
 {
-	uint16_t r = 0;
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), lock;
+	uint32_t used = 0;
 
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) < 0)
-		r = (uint16_t)clock_ms(CLOCK_MONOTONIC);
-	return r % POLL_MS;
+	if (dirfd < 0)
+		return 0;
+	if ((lock = lock_dir(dirfd)) >= 0) {
+		used = committed(dirfd);
+		close(lock);
+	}
+	close(dirfd);
+	return used;
 }
 
 int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uint32_t *used,
 		    uint32_t *cap)
 {
-	uint64_t deadline = clock_ms(CLOCK_MONOTONIC) + wait_ms;
 	uint32_t milli = (uint32_t)llround(cpu * 1000), node = node_cpu_count() * 1000;
 	char dir[PATH_MAX];
+	struct attempt a = { .dir = dir, .c = c, .used = used };
 	int err;
 
 	c->fd = -1;
@@ -144,23 +171,33 @@ int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uin
 	err = fs_run_subdir("cpu", 0755, dir, sizeof(dir));
 	if (err)
 		return err;
-	for (;;) {
-		err = try_commit(dir, milli, *cap, c, used);
-		if (err != -EBUSY)
-			return err;
-		if (!wait_ms)
-			return -EBUSY;
-		if (clock_ms(CLOCK_MONOTONIC) >= deadline)
-			return -ETIMEDOUT;
-		usleep((POLL_MS + jitter_ms()) * 1000);
-	}
+	a.milli = milli;
+	a.cap = *cap;
+	/* In arrival order: a newcomer never takes the CPU a waiter waits for. */
+	err = ticket_queue_take(dir, wait_ms, try_commit, &a);
+	if ((err == -EBUSY || err == -ETIMEDOUT) && !a.tried)
+		*used = peek_used(dir);
+	return err;
+}
+
+/* The directory a commitment's file is in. */
+static const char *dirname_of(const char *path, char *buf, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+
+	snprintf(buf, len, "%.*s", (int)n, path);
+	return buf;
 }
 
 void node_cpu_release(struct node_cpu_commit *c)
 {
+	char dir[PATH_MAX];
+
 	if (c->fd < 0)
 		return;
 	unlink(c->path); /* before the lock goes: no one counts it after */
 	fs_close(&c->fd);
+	ticket_queue_ring(dirname_of(c->path, dir, sizeof(dir)));
 	c->path[0] = '\0';
 }

@@ -12,10 +12,9 @@
 #include <unistd.h>
 #include "lib/clock.h"
 #include "lib/fs_util.h"
+#include "lib/ticket_queue.h"
 #include "policy/policy.h"
 #include "tenant_state.h"
-
-#define SLOT_POLL_MS 20
 
 int tenant_state_dir(char *buf, size_t len)
 {
@@ -164,22 +163,29 @@ out:
 	return ret;
 }
 
-/* One pass over the slot files: 0 with a slot held, -EBUSY when all are
- * held by someone, or -errno. */
-static int try_slots(const char *dir, uint32_t cap, struct tenant_slot *slot)
+struct slot_pass {
+	const char *dir;
+	uint32_t cap;
+	struct tenant_slot *slot;
+};
+
+/* One pass over the slot files (a ticket_queue_try_fn): 0 with a slot
+ * held, -EBUSY when all are held by someone, or -errno. */
+static int try_slots(void *arg)
 {
+	struct slot_pass *p = arg;
 	char path[PATH_MAX];
 
-	for (uint32_t i = 0; i < cap; i++) {
+	for (uint32_t i = 0; i < p->cap; i++) {
 		int fd;
 
-		snprintf(path, sizeof(path), "%s/slot-%u.lock", dir, i);
+		snprintf(path, sizeof(path), "%s/slot-%u.lock", p->dir, i);
 		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0)
 			return -errno;
 		if (!flock(fd, LOCK_EX | LOCK_NB)) {
-			slot->fd = fd;
-			slot->index = (int)i;
+			p->slot->fd = fd;
+			p->slot->index = (int)i;
 			return 0;
 		}
 		int err = errno;
@@ -190,40 +196,50 @@ static int try_slots(const char *dir, uint32_t cap, struct tenant_slot *slot)
 	return -EBUSY;
 }
 
+/* <run>/tenants/<tenant> into dir. 0 or -errno. */
+static int slots_dir(const char *tenant, char *dir, size_t len)
+{
+	char run[PATH_MAX];
+	int ret = tenant_run_dir(run, sizeof(run));
+
+	if (ret)
+		return ret;
+	if ((size_t)snprintf(dir, len, "%s/tenants/%s", run, tenant) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
 int tenant_slot_acquire(const char *tenant, uint32_t cap, uint64_t wait_ms,
 			struct tenant_slot *slot)
 {
-	char run[PATH_MAX], dir[PATH_MAX];
-	uint64_t deadline = clock_ms(CLOCK_MONOTONIC) + wait_ms;
+	char dir[PATH_MAX];
+	struct slot_pass pass = { .dir = dir, .cap = cap, .slot = slot };
 	int ret;
 
 	slot->fd = -1;
 	slot->index = -1;
 	slot->cpu.fd = -1;
+	slot->tenant[0] = '\0';
 	if (!cap || !tenant_name_valid(tenant))
 		return -EINVAL;
-	if ((ret = tenant_run_dir(run, sizeof(run))))
+	if ((ret = slots_dir(tenant, dir, sizeof(dir))) || (ret = fs_mkdir_p(dir, 0755)))
 		return ret;
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/tenants/%s", run, tenant) >= sizeof(dir))
-		return -ENAMETOOLONG;
-	if ((ret = fs_mkdir_p(dir, 0755)))
-		return ret;
-	for (;;) {
-		ret = try_slots(dir, cap, slot);
-		if (ret != -EBUSY)
-			return ret;
-		if (!wait_ms)
-			return -EBUSY;
-		if (clock_ms(CLOCK_MONOTONIC) >= deadline)
-			return -ETIMEDOUT;
-		usleep(SLOT_POLL_MS * 1000);
-	}
+	/* In arrival order: a newcomer never takes the slot a waiter waits for. */
+	ret = ticket_queue_take(dir, wait_ms, try_slots, &pass);
+	if (!ret)
+		snprintf(slot->tenant, sizeof(slot->tenant), "%s", tenant);
+	return ret;
 }
 
 void tenant_slot_release(struct tenant_slot *slot)
 {
-	if (slot->fd >= 0)
+	char dir[PATH_MAX];
+
+	if (slot->fd >= 0) {
 		close(slot->fd); /* drops the flock */
+		if (!slots_dir(slot->tenant, dir, sizeof(dir)))
+			ticket_queue_ring(dir);
+	}
 	slot->fd = -1;
 	slot->index = -1;
 	node_cpu_release(&slot->cpu);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "node_cpu.h"
+#include "policy/policy.h"
 
 #define SG_STATE_DIR_DEFAULT "/var/lib/sandguard"
 
@@ -36,11 +37,14 @@ int tenant_list_paused(int (*fn)(const char *tenant, const char *info, void *arg
 struct tenant_slot {
 	int fd; /* -1 when not held */
 	int index;
+	char tenant[SG_TENANT_MAX]; /* whose: its release wakes that line */
 	struct node_cpu_commit cpu; /* the node CPU it commits (node_cpu.h) */
 };
 
-/* Take one of `cap` slots. wait_ms = 0: do not wait (-EBUSY when all are
- * held); else poll until one frees, at most wait_ms (-ETIMEDOUT).
+/* Take one of `cap` slots, first come first served (lib/ticket_queue.h:
+ * <run>/tenants/<tenant>/queue). wait_ms = 0: do not wait (-EBUSY when all
+ * are held or others wait); else wait in line until one frees, at most
+ * wait_ms (-ETIMEDOUT, having left the line).
  * Other failures: -errno (a platform error). */
 int tenant_slot_acquire(const char *tenant, uint32_t cap, uint64_t wait_ms,
 			struct tenant_slot *slot);

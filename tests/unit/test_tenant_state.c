@@ -1,7 +1,9 @@
 /* Tenant state across processes: paused tenants (persisted, listed in
  * name order, first reason kept) and the per-tenant concurrency slots
- * (refusal, bounded wait, release, per-tenant caps). */
+ * (refusal, bounded wait, release, per-tenant caps, waiters served in
+ * arrival order). */
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 #include "exec/tenant_state.h"
+#include "queue_lines.h"
 
 static char tmp[64];
 
@@ -115,12 +118,64 @@ static void test_slot_freed_by_death(void **state)
 	close(ready[1]);
 }
 
+/* A waiter for a slot, in its own process: reports its letter on `out`
+ * once it holds one, then gives it back. */
+static pid_t slot_waiter(char letter, int out, int held_fd)
+{
+	struct tenant_slot s;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid)
+		return pid;
+	close(held_fd); /* the test's slot, not this waiter's */
+	if (tenant_slot_acquire("queued", 1, 20000, &s) || write(out, &letter, 1) != 1)
+		_exit(1);
+	tenant_slot_release(&s);
+	_exit(0);
+}
+
+/* Until `n` waiters are in the tenant's line. */
+static void until_waiting(int n)
+{
+	char dir[160];
+
+	snprintf(dir, sizeof(dir), "%s/run/tenants/queued", tmp);
+	queue_until_waiting(dir, n);
+}
+
+/* Slots go to waiters in arrival order, and a release wakes the first. */
+static void test_slot_waiters_in_arrival_order(void **state)
+{
+	struct tenant_slot held;
+	int out[2], status;
+	pid_t w[3];
+	char got[4] = "";
+
+	assert_int_equal(pipe(out), 0);
+	assert_int_equal(tenant_slot_acquire("queued", 1, 0, &held), 0);
+	for (int i = 0; i < 3; i++) {
+		w[i] = slot_waiter("ABC"[i], out[1], held.fd);
+		until_waiting(i + 1);
+	}
+	tenant_slot_release(&held);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(waitpid(w[i], &status, 0), w[i]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	assert_int_equal(read(out[0], got, 3), 3);
+	assert_string_equal(got, "ABC");
+	close(out[0]);
+	close(out[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pause_resume_list),
 		cmocka_unit_test(test_slots),
 		cmocka_unit_test(test_slot_freed_by_death),
+		cmocka_unit_test(test_slot_waiters_in_arrival_order),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
