@@ -12,11 +12,10 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, exit_code, report, sandbox_cgroups, slot_processes, uid_base  # noqa: E402
+from sgtest import cgroup2_mount, exit_code, report, sandbox_cgroups, slot_processes, test_tree, uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
@@ -34,14 +33,7 @@ class Env:
     state, log and run dirs."""
 
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="sgexec-")
-        os.chmod(self.dir, 0o755)   # slot uids walk through it to the programs and their scratch
-        self.progs = os.path.join(self.dir, "programs")
-        shutil.copytree(PROGRAMS, self.progs)
-        for root, dirs, files in os.walk(self.progs):
-            os.chmod(root, 0o755)
-            for f in files:
-                os.chmod(os.path.join(root, f), 0o644)
+        self.dir, self.progs = test_tree("sgexec-", PROGRAMS)
         self.policies = os.path.join(self.dir, "policies")
         os.mkdir(self.policies)
         self.scratch = os.path.join(self.dir, "scratch")

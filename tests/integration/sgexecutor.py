@@ -8,10 +8,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report  # noqa: E402
+from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report, test_tree  # noqa: E402
 import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
@@ -26,14 +25,7 @@ class Env:
 
     def __init__(self, uid_base, prefix="sgwarm-"):
         self.uid_base = uid_base
-        self.dir = tempfile.mkdtemp(prefix=prefix)
-        os.chmod(self.dir, 0o755)
-        self.progs = os.path.join(self.dir, "programs")
-        shutil.copytree(PROGRAMS, self.progs)
-        for root, dirs, files in os.walk(self.progs):
-            os.chmod(root, 0o755)
-            for f in files:
-                os.chmod(os.path.join(root, f), 0o644)
+        self.dir, self.progs = test_tree(prefix, PROGRAMS)
         self.policies = os.path.join(self.dir, "policies")
         os.mkdir(self.policies)
         self.scratch = os.path.join(self.dir, "scratch")

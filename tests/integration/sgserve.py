@@ -10,11 +10,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report, uid_base  # noqa: E402
+from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report, test_tree, uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 
 BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
@@ -31,14 +30,7 @@ class Env:
     state, log, run) and a private cgroup root."""
 
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="sgserve-")
-        os.chmod(self.dir, 0o755)   # slot uids walk through it to programs and scratch
-        self.progs = os.path.join(self.dir, "programs")
-        shutil.copytree(os.path.join(SRC, "tests", "programs"), self.progs)
-        for root, dirs, files in os.walk(self.progs):
-            os.chmod(root, 0o755)
-            for f in files:
-                os.chmod(os.path.join(root, f), 0o644)
+        self.dir, self.progs = test_tree("sgserve-", os.path.join(SRC, "tests", "programs"))
         self.policies = os.path.join(self.dir, "policies")
         os.mkdir(self.policies)
         self.scratch = os.path.join(self.dir, "scratch")

@@ -161,3 +161,20 @@ def slot_processes(base, slots, cmdline_has=None):
             found.append(int(pid))
     return found
 
+
+def test_tree(prefix, programs):
+    """A temp dir that slot uids can walk through, with a copy of
+    `programs` at <dir>/programs, readable (not writable) by them: the
+    suites' sandboxes run the copy. Returns (dir, programs dir)."""
+    import shutil
+    import tempfile
+    top = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(top, 0o755)
+    progs = os.path.join(top, "programs")
+    shutil.copytree(programs, progs)
+    for root, dirs, files in os.walk(progs):
+        os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    return top, progs
+

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tmp_dir.h"
 #include "exec/exec.h"
 #include "exec/exec_internal.h"
 #include "exec/node_cpu.h"
@@ -62,10 +63,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	assert_int_equal(system(cmd), 0);
+	tmp_dir_remove(tmp);
 	return 0;
 }
 

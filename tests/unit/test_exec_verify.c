@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tmp_dir.h"
 #include "exec/exec.h"
 #include "journal_lines.h"
 #include "exec/tenant_state.h"
@@ -108,10 +109,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	assert_int_equal(system(cmd), 0);
+	tmp_dir_remove(tmp);
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 #include <cmocka.h>
+#include "tmp_dir.h"
 #include "exec/tenant_state.h"
 #include "queue_lines.h"
 
@@ -34,10 +35,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	assert_int_equal(system(cmd), 0);
+	tmp_dir_remove(tmp);
 	return 0;
 }
 

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tmp_dir.h"
 #include "lib/ticket_queue.h"
 #include "queue_lines.h"
 
@@ -41,10 +42,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	assert_int_equal(system(cmd), 0);
+	tmp_dir_remove(tmp);
 	return 0;
 }
 
