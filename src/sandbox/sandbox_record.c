@@ -130,6 +130,7 @@ int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char 
 			err = -errno;
 			break;
 		}
+		err = 0; /* an earlier try's file was discarded: not this one's */
 		if (st.st_nlink)
 			break;
 		fs_close(&lk->fd);
