@@ -82,6 +82,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	const struct sg_policy *p = ctx->policy;
 	uint64_t start = clock_ms(CLOCK_MONOTONIC), timeout = exec_timeout_ms(ctx);
 	uint32_t budget = exec_attempt_budget(p);
+	struct sb_run_record owed;
 	struct tenant_slot slot;
 	struct sandbox_spec spec;
 
@@ -102,11 +103,13 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	exec_spec_init(ctx, p, "batch", batch->batch_id, timeout, &spec);
 	spec.stdin_data = batch->json;
 	spec.stdin_len = batch->json_len;
+	exec_owed_init(&owed, ctx, "batch", batch->batch_id, true);
+	spec.record = &owed;
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct exec_box box = { 0 };
 		struct sandbox_result r;
 		struct score_stats st = { 0 };
-		char detail[EXEC_DETAIL_MAX];
+		char detail[EXEC_DETAIL_MAX], id[SG_ID_BUF];
 		double *scores;
 		bool invalid, again;
 		int rule, rc;
@@ -117,20 +120,22 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		if (cause == SG_CAUSE_OK)
 			scores_stats(scores, batch->n_items, &st);
 		again = attempt < budget && exec_retryable(p->failure, cause);
-		int err = exec_book(
-			ctx, &(struct exec_booking){ .mode = "batch",
-						     .batch_id = batch->batch_id,
-						     .attempt = attempt,
-						     .final = !again,
-						     .retried = again,
-						     .cause = cause,
-						     .rule = rule,
-						     .wall_ms = r.wall_ms,
-						     .run = &r,
-						     .spec = &spec,
-						     .stats = cause == SG_CAUSE_OK ? &st : NULL,
-						     .invalid = invalid,
-						     .detail = detail });
+		struct exec_booking b = { .mode = "batch",
+					  .batch_id = batch->batch_id,
+					  .attempt = attempt,
+					  .final = !again,
+					  .retried = again,
+					  .cause = cause,
+					  .rule = rule,
+					  .wall_ms = r.wall_ms,
+					  .run = &r,
+					  .spec = &spec,
+					  .stats = cause == SG_CAUSE_OK ? &st : NULL,
+					  .invalid = invalid,
+					  .detail = detail };
+		exec_owed_before_booking(&owed, &b, id, sizeof(id));
+		again = b.retried;
+		int err = exec_book(ctx, &b);
 		if (err) { /* unbooked: what ran is withheld, and nothing runs again */
 			cause = exec_book_failed(err, cause, detail, sizeof(detail));
 			rule = -1;
@@ -163,6 +168,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		res->stats = st;
 		break;
 	}
+	exec_owed_done(&owed);
 	tenant_slot_release(&slot);
 	if (p->failure == SG_FAILURE_PAUSE && cause_class(res->cause) == SG_CLASS_TENANT_CODE)
 		pause_tenant(ctx, batch->batch_id, res);

@@ -217,30 +217,33 @@ static const char *agent_sock(void)
 	return s && *s ? s : SG_AGENT_SOCK;
 }
 
-/* Book one orphan (see exec_reap_orphans()). */
-static int book_orphan(const struct sb_record *rec, void *arg)
+/* Book what an orphaned run record owes (see exec_reap_orphans()): its
+ * run's attempt, or the batch's final with no run of its own. The ids are
+ * the record's, so what the executor booked before it died stays one. */
+static int book_orphan(const struct sb_record *rec, const char *id, bool final, void *arg)
 {
 	struct sandbox_result run = { .rule = -1 };
 	struct exec_ctx ctx = { .tenant = rec->tenant,
 				.run_id = rec->run_id[0] ? rec->run_id : NULL,
 				.agent = arg };
+	bool of_run = !strcmp(id, rec->outcome);
 	uint64_t now = clock_ms(CLOCK_REALTIME);
 
-	/* The run's outcome id: a journal that already has this attempt
-	 * (the executor booked it, then died) keeps one. */
-	snprintf(run.sandbox_id, sizeof(run.sandbox_id), "%s", rec->sandbox);
-	snprintf(run.attempt_id, sizeof(run.attempt_id), "%s", rec->outcome);
+	snprintf(run.sandbox_id, sizeof(run.sandbox_id), "%s", of_run ? rec->sandbox : "");
+	snprintf(run.attempt_id, sizeof(run.attempt_id), "%s", id);
 	return exec_book(&ctx, &(struct exec_booking){
 				       .mode = rec->mode[0] ? rec->mode : "batch",
 				       .batch_id = rec->batch_id,
 				       .attempt = rec->attempt,
-				       .final = true,
+				       .final = final,
 				       .cause = SG_CAUSE_PLATFORM_ERROR,
 				       .rule = -1,
 				       .wall_ms = now > rec->started_ms ? now - rec->started_ms : 0,
 				       .run = &run,
-				       .outcome_id = rec->outcome,
-				       .detail = "executor died" });
+				       .outcome_id = id,
+				       .detail = of_run ? "executor died"
+							: "executor died before it booked the "
+							  "batch's final outcome" });
 }
 
 int exec_reap_orphans(struct agent_conn *agent)

@@ -36,6 +36,28 @@ int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct 
 /* Done with box's sandbox (its runs are booked): retired. */
 void exec_box_done(const struct exec_ctx *ctx, struct exec_box *box);
 
+/* The batch's run record (exec_owed.c, states in
+ * src/sandbox/sandbox_record.h): what a reaper books if this executor
+ * dies. Every mode keeps one from its first run to its final booking;
+ * owes_final is false for a verifier's tests (the request owes it). */
+void exec_owed_init(struct sb_run_record *rr, const struct exec_ctx *ctx, const char *mode,
+		    const char *batch_id, bool owes_final);
+
+/* A request whose final is booked without a run of its own (the
+ * verifier's): the record, owing a fresh final id, written before any
+ * run. 0, or -errno with `detail` set (a platform error). */
+int exec_owed_final_first(struct sb_run_record *rr, char *detail, size_t len);
+
+/* Before exec_book(b): sets b->outcome_id (in `id`) and rewrites the
+ * record to owe b's id and the batch's final (b's id when b->final, else
+ * a fresh one). When it cannot, and the record owes the final, b becomes
+ * that final (b->final set, b->retried cleared): no retry follows. */
+void exec_owed_before_booking(struct sb_run_record *rr, struct exec_booking *b, char *id,
+			      size_t len);
+
+/* The final is booked (or cannot be): the record goes. */
+void exec_owed_done(struct sb_run_record *rr);
+
 /* What a run means (exec.h's table), before any schema gate: a clean exit
  * 0 is SG_CAUSE_OK. rc is sandbox_run()'s return value. */
 enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,

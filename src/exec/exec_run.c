@@ -31,6 +31,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	const struct sg_policy *base = ctx->policy;
 	uint32_t budget = exec_attempt_budget(base);
 	const char *id = req->request_id ? req->request_id : "";
+	struct sb_run_record owed;
 	struct sg_policy *policy;
 	struct tenant_slot slot;
 	struct sandbox_spec spec;
@@ -75,27 +76,32 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	spec.fetch = req->fetch;
 	spec.n_fetch = req->n_fetch;
 	spec.allow_exec_in_scratch = req->allow_exec_in_scratch;
+	exec_owed_init(&owed, ctx, "run", id, true);
+	spec.record = &owed;
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct exec_box box = { 0 };
 		struct sandbox_result r;
+		char outcome_id[SG_ID_BUF];
 		int rule, rc = exec_box_run(ctx, &box, &spec, &r);
 		enum sg_cause cause =
 			exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
 		/* Too late once is too late for every later attempt. */
 		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget && rc != -ETIME;
-		int err = exec_book(
-			ctx, &(struct exec_booking){ .mode = "run",
-						     .batch_id = id,
-						     .attempt = attempt,
-						     .final = !again,
-						     .retried = again,
-						     .cause = cause,
-						     .rule = rule,
-						     .wall_ms = r.wall_ms,
-						     .run = &r,
-						     .spec = &spec,
-						     .invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT,
-						     .detail = res->detail });
+		struct exec_booking b = { .mode = "run",
+					  .batch_id = id,
+					  .attempt = attempt,
+					  .final = !again,
+					  .retried = again,
+					  .cause = cause,
+					  .rule = rule,
+					  .wall_ms = r.wall_ms,
+					  .run = &r,
+					  .spec = &spec,
+					  .invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT,
+					  .detail = res->detail };
+		exec_owed_before_booking(&owed, &b, outcome_id, sizeof(outcome_id));
+		again = b.retried;
+		int err = exec_book(ctx, &b);
 
 		if (err) { /* unbooked: what ran is withheld */
 			cause = exec_book_failed(err, cause, res->detail, sizeof(res->detail));
@@ -125,6 +131,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		exec_box_done(ctx, &box);
 		break;
 	}
+	exec_owed_done(&owed);
 	free(policy);
 	tenant_slot_release(&slot);
 	return 0;

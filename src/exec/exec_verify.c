@@ -89,14 +89,17 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 	const struct verify_case *tc = &job->tests->v[i];
 	struct verify_result *t = &job->res->tests[i];
 	uint32_t budget = exec_attempt_budget(ctx->policy);
+	struct sb_run_record owed; /* the test's runs; the request owes the final */
 	struct sandbox_spec spec;
 
 	exec_spec_init(ctx, ctx->policy, "verify", job->batch_id, job->timeout_ms, &spec);
 	spec.stdin_data = tc->input;
 	spec.stdin_len = tc->input_len;
+	exec_owed_init(&owed, ctx, "verify", job->batch_id, false);
+	spec.record = &owed;
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct sandbox_result r;
-		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 32];
+		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 32], id[SG_ID_BUF];
 		int rule, rc = exec_box_run(ctx, box, &spec, &r);
 		enum sg_cause cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
 		enum verify_status status = status_of(cause);
@@ -114,19 +117,20 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 				VERIFY_FAIL; /* a wrong answer: the run itself was fine (cause ok) */
 		}
 		snprintf(booked, sizeof(booked), "test %zu: %s", i, detail);
-		int err = exec_book(ctx,
-				    &(struct exec_booking){ .mode = "verify",
-							    .batch_id = job->batch_id,
-							    .attempt = attempt,
-							    .final = false,
-							    .retried = again,
-							    .test = (uint32_t)i + 1,
-							    .cause = cause,
-							    .rule = rule,
-							    .wall_ms = r.wall_ms,
-							    .run = &r,
-							    .spec = &spec,
-							    .detail = detail[0] ? booked : NULL });
+		struct exec_booking b = { .mode = "verify",
+					  .batch_id = job->batch_id,
+					  .attempt = attempt,
+					  .final = false,
+					  .retried = again,
+					  .test = (uint32_t)i + 1,
+					  .cause = cause,
+					  .rule = rule,
+					  .wall_ms = r.wall_ms,
+					  .run = &r,
+					  .spec = &spec,
+					  .detail = detail[0] ? booked : NULL };
+		exec_owed_before_booking(&owed, &b, id, sizeof(id));
+		int err = exec_book(ctx, &b);
 		if (err) { /* unbooked: the test has no verdict */
 			cause = exec_book_failed(err, cause, detail, sizeof(detail));
 			status = VERIFY_ERROR;
@@ -142,6 +146,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		if (!again)
 			break;
 	}
+	exec_owed_done(&owed);
 }
 
 static void *worker(void *arg)
@@ -236,6 +241,8 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		.log = sg_log_stream(),
 	};
 	struct score_stats st = { .n = 1 };
+	struct sb_run_record owed; /* owes the final, booked with no run */
+	char outcome_id[SG_ID_BUF];
 
 	memset(res, 0, sizeof(*res));
 	res->rule = -1;
@@ -260,6 +267,14 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		return 0;
 	}
 	n_slots = 1;
+	exec_owed_init(&owed, ctx, "verify", batch_id, true);
+	if (exec_owed_final_first(&owed, res->detail, sizeof(res->detail))) {
+		tenant_slot_release(&slots[0]);
+		res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
+		res->cause = exec_book_refusal(ctx, "verify", batch_id, SG_CAUSE_PLATFORM_ERROR,
+					       res->wall_ms, res->detail, sizeof(res->detail));
+		return 0;
+	}
 	/* More slots only if free right now: never wait or refuse for them. */
 	while (n_slots < want && exec_admit_more(ctx, &slots[n_slots]))
 		n_slots++;
@@ -267,6 +282,7 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 	if (!res->tests) {
 		for (size_t k = 0; k < n_slots; k++)
 			tenant_slot_release(&slots[k]);
+		exec_owed_done(&owed); /* nothing ran: nothing is owed */
 		return -ENOMEM;
 	}
 	res->n_tests = tests->n;
@@ -286,16 +302,18 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		res->stats = st;
 	}
 	res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start;
-	int err = exec_book(ctx,
-			    &(struct exec_booking){ .mode = "verify",
-						    .batch_id = batch_id,
-						    .attempt = 1,
-						    .final = true,
-						    .cause = res->cause,
-						    .rule = -1,
-						    .wall_ms = res->wall_ms,
-						    .stats = res->cause == SG_CAUSE_OK ? &st : NULL,
-						    .detail = res->detail });
+	struct exec_booking b = { .mode = "verify",
+				  .batch_id = batch_id,
+				  .attempt = 1,
+				  .final = true,
+				  .cause = res->cause,
+				  .rule = -1,
+				  .wall_ms = res->wall_ms,
+				  .stats = res->cause == SG_CAUSE_OK ? &st : NULL,
+				  .detail = res->detail };
+	exec_owed_before_booking(&owed, &b, outcome_id, sizeof(outcome_id));
+	int err = exec_book(ctx, &b);
+	exec_owed_done(&owed);
 	if (err) { /* unbooked: no reward is returned */
 		res->cause = exec_book_failed(err, res->cause, res->detail, sizeof(res->detail));
 		res->reward = -1;

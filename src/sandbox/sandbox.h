@@ -50,6 +50,11 @@ struct sandbox_spec {
 	size_t n_fetch;
 	bool allow_exec_in_scratch; /* compiled languages only */
 	struct agent_conn *agent;   /* NULL: no agent, own layers only */
+	/* The caller's run record, kept across a batch's attempts and
+	 * rewritten at this run's start (src/sandbox/sandbox_record.h); NULL:
+	 * the run holds its own, owing its outcome as the final, in
+	 * sandbox_result.record. */
+	struct sb_run_record *record;
 };
 
 enum sandbox_end {

@@ -91,23 +91,29 @@ static int name_run(struct run *r)
 static int record_run(struct run *r)
 {
 	const struct sandbox_spec *s = r->spec;
+	struct sb_run_record own = { .owes_final = true }, *rr = s->record ? s->record : &own;
+	struct sb_record next = rr->rec, *rec = &next;
 	struct sandbox *sb = r->sb;
-	struct sb_record rec = { .kind = SB_RECORD_RUN,
-				 .attempt = s->attempt,
-				 .executor = getpid() };
 	char detail[256];
 	int err;
 
-	snprintf(rec.tenant, sizeof(rec.tenant), "%s", sb->tenant);
-	snprintf(rec.run_id, sizeof(rec.run_id), "%s", s->run_id ? s->run_id : "");
-	snprintf(rec.batch_id, sizeof(rec.batch_id), "%s", s->batch_id ? s->batch_id : "");
-	snprintf(rec.mode, sizeof(rec.mode), "%s", s->mode ? s->mode : "");
-	snprintf(rec.sandbox, sizeof(rec.sandbox), "%s", sb->id);
-	snprintf(rec.outcome, sizeof(rec.outcome), "%s", r->res->attempt_id);
-	snprintf(rec.cgroup_root, sizeof(rec.cgroup_root), "%s", sb->cg.root);
-	snprintf(rec.scratch_root, sizeof(rec.scratch_root), "%s", sb->policy.scratch_root);
-	rec.started_ms = clock_ms(CLOCK_REALTIME);
-	err = sb_record_open(&rec, &r->res->record, detail, sizeof(detail));
+	rec->kind = SB_RECORD_RUN;
+	rec->attempt = s->attempt;
+	rec->executor = getpid();
+	snprintf(rec->tenant, sizeof(rec->tenant), "%s", sb->tenant);
+	snprintf(rec->run_id, sizeof(rec->run_id), "%s", s->run_id ? s->run_id : "");
+	snprintf(rec->batch_id, sizeof(rec->batch_id), "%s", s->batch_id ? s->batch_id : "");
+	snprintf(rec->mode, sizeof(rec->mode), "%s", s->mode ? s->mode : "");
+	snprintf(rec->sandbox, sizeof(rec->sandbox), "%s", sb->id);
+	snprintf(rec->outcome, sizeof(rec->outcome), "%s", r->res->attempt_id);
+	snprintf(rec->final_id, sizeof(rec->final_id), "%s",
+		 rr->owes_final ? r->res->attempt_id : "");
+	snprintf(rec->cgroup_root, sizeof(rec->cgroup_root), "%s", sb->cg.root);
+	snprintf(rec->scratch_root, sizeof(rec->scratch_root), "%s", sb->policy.scratch_root);
+	rec->started_ms = clock_ms(CLOCK_REALTIME);
+	err = sb_run_record_write(rr, rec, detail, sizeof(detail));
+	if (!err && rr == &own)
+		r->res->record = own.lk;
 	return err ? sb_run_fail(r, err, "%s", detail) : 0;
 }
 

@@ -31,11 +31,11 @@ static const char *const kind_names[] = {
 
 static json_t *record_json(const struct sb_record *r)
 {
-	return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:i, s:I}",
-			 "version", 2, "kind", kind_names[r->kind], "tenant", r->tenant, "run_id",
+	return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:i, s:I}",
+			 "version", 3, "kind", kind_names[r->kind], "tenant", r->tenant, "run_id",
 			 r->run_id, "batch_id", r->batch_id, "mode", r->mode, "sandbox", r->sandbox,
-			 "outcome", r->outcome, "attempt", (int)r->attempt, "cgroup_root",
-			 r->cgroup_root, "scratch_root", r->scratch_root, "executor",
+			 "outcome", r->outcome, "final", r->final_id, "attempt", (int)r->attempt,
+			 "cgroup_root", r->cgroup_root, "scratch_root", r->scratch_root, "executor",
 			 (int)r->executor, "started_ms", (json_int_t)r->started_ms);
 }
 
@@ -43,6 +43,23 @@ static json_t *record_json(const struct sb_record *r)
 static bool id_valid(const char *id)
 {
 	return id[0] && id[0] != '.' && !strchr(id, '/');
+}
+
+static bool id_empty_or_valid(const char *id)
+{
+	return !id[0] || id_valid(id);
+}
+
+/* What a record names: a sandbox its resources, a run what it owes. */
+static bool names_valid(const struct sb_record *r)
+{
+	if (!tenant_name_valid(r->tenant))
+		return false;
+	if (r->kind != SB_RECORD_RUN)
+		return id_valid(r->sandbox) && id_valid(r->outcome) &&
+		       id_empty_or_valid(r->final_id);
+	return id_empty_or_valid(r->sandbox) && id_empty_or_valid(r->outcome) &&
+	       id_empty_or_valid(r->final_id) && (r->outcome[0] || r->final_id[0]);
 }
 
 static int copy_field(json_t *o, const char *key, char *dst, size_t len)
@@ -78,74 +95,137 @@ static int record_parse(const char *text, size_t n, struct sb_record *r)
 	for (int k = SB_RECORD_SANDBOX; kind && k <= SB_RECORD_RUN; k++)
 		if (!strcmp(kind, kind_names[k]))
 			r->kind = k;
-	if (copy_field(o, "outcome", r->outcome, sizeof(r->outcome)) || !r->outcome[0])
+	if (copy_field(o, "outcome", r->outcome, sizeof(r->outcome)) ||
+	    (!r->outcome[0] && r->kind != SB_RECORD_RUN))
 		memcpy(r->outcome, r->sandbox, sizeof(r->outcome));
+	/* Before version 3 a run's outcome was booked as the final. */
+	if (!json_object_get(o, "final") || r->kind == SB_RECORD_BOTH)
+		snprintf(r->final_id, sizeof(r->final_id), "%s",
+			 r->kind == SB_RECORD_SANDBOX ? "" : r->outcome);
+	else if (copy_field(o, "final", r->final_id, sizeof(r->final_id)))
+		err = err ?: -EINVAL;
 	r->attempt = (uint32_t)json_integer_value(json_object_get(o, "attempt"));
 	r->executor = (pid_t)json_integer_value(json_object_get(o, "executor"));
 	r->started_ms = (uint64_t)json_integer_value(json_object_get(o, "started_ms"));
 	json_decref(o);
 	/* Names that become paths: nothing but what the executor writes. */
-	if (!err &&
-	    (!tenant_name_valid(r->tenant) || !id_valid(r->sandbox) || !id_valid(r->outcome)))
+	if (!err && !names_valid(r))
 		err = -EINVAL;
 	return err;
+}
+
+/* The record's name: a run's after the id it owes first. */
+static const char *record_name(const struct sb_record *rec)
+{
+	if (rec->kind != SB_RECORD_RUN)
+		return rec->sandbox;
+	return rec->outcome[0] ? rec->outcome : rec->final_id;
+}
+
+/* A new file holding `rec`, locked, under a temporary name in `dir`:
+ * its fd, or -errno. *tmp is its name. */
+static int write_locked(const char *dir, const struct sb_record *rec, char *tmp, size_t tmp_len)
+{
+	json_t *j = record_json(rec);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	uint32_t rnd = 0;
+	int fd = -1, err = text ? 0 : -ENOMEM;
+
+	json_decref(j);
+	/* A reaper (sb_records_reap()) discards a .tmp file it can lock: one
+	 * made but not locked yet may go. Locked and still linked, it stays. */
+	for (int tries = 0; !err && tries < TMP_TRIES; tries++) {
+		struct stat st;
+
+		if (getrandom(&rnd, sizeof(rnd), 0) < 0)
+			rnd = (uint32_t)getpid() + (uint32_t)tries;
+		snprintf(tmp, tmp_len, "%s/.tmp-%08x-%s", dir, rnd, record_name(rec));
+		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0 || flock(fd, LOCK_EX) || fstat(fd, &st)) {
+			err = -errno;
+			break;
+		}
+		if (st.st_nlink)
+			break; /* still linked once locked: a reaper leaves it now */
+		fs_close(&fd);
+		err = tries + 1 < TMP_TRIES ? 0 : -ENOENT;
+	}
+	if (!err && write(fd, text, strlen(text)) < 0)
+		err = -errno;
+	free(text);
+	if (err) {
+		if (fd >= 0)
+			unlink(tmp);
+		fs_close(&fd);
+		return err;
+	}
+	return fd;
 }
 
 int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char *detail,
 		   size_t dlen)
 {
-	char dir[PATH_MAX], tmp[PATH_MAX + 32], *text = NULL;
-	json_t *j = record_json(rec);
-	uint32_t rnd = 0;
+	char dir[PATH_MAX], tmp[PATH_MAX + 32];
 	int err = fs_run_subdir(RECORDS, 0700, dir, sizeof(dir));
 
 	lk->fd = -1;
 	lk->path[0] = '\0';
 	lk->abandon = false;
-	if (!err && !j)
-		err = -ENOMEM;
-	if (!err && !(text = json_dumps(j, JSON_COMPACT)))
-		err = -ENOMEM;
-	json_decref(j);
-	if (err) {
-		free(text);
-		snprintf(detail, dlen, "cannot record sandbox %s: %s",
-			 rec->outcome[0] ? rec->outcome : rec->sandbox, strerror(-err));
-		return err;
-	}
-	if (rec->kind == SB_RECORD_RUN)
-		snprintf(lk->path, sizeof(lk->path), "%s/%s" RUN_SUFFIX, dir, rec->outcome);
-	else
-		snprintf(lk->path, sizeof(lk->path), "%s/%s" SUFFIX, dir, rec->sandbox);
-	/* A reaper (sb_records_reap()) discards a .tmp file it can lock: one
-	 * made but not locked yet may go. Locked and still linked, it stays. */
-	for (int tries = 0; tries < TMP_TRIES; tries++) {
-		struct stat st;
-
-		if (getrandom(&rnd, sizeof(rnd), 0) < 0)
-			rnd = (uint32_t)getpid() + (uint32_t)tries;
-		snprintf(tmp, sizeof(tmp), "%s/.tmp-%08x-%s", dir, rnd, rec->sandbox);
-		lk->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (lk->fd < 0 || flock(lk->fd, LOCK_EX) || fstat(lk->fd, &st)) {
-			err = -errno;
-			break;
+	if (!err)
+		snprintf(lk->path, sizeof(lk->path), "%s/%s%s", dir, record_name(rec),
+			 rec->kind == SB_RECORD_RUN ? RUN_SUFFIX : SUFFIX);
+	if (!err && (err = write_locked(dir, rec, tmp, sizeof(tmp))) >= 0) {
+		lk->fd = err;
+		err = rename(tmp, lk->path) ? -errno : 0;
+		if (err) {
+			unlink(tmp);
+			fs_close(&lk->fd);
 		}
-		err = 0; /* an earlier try's file was discarded: not this one's */
-		if (st.st_nlink)
-			break;
-		fs_close(&lk->fd);
-		err = -ENOENT;
 	}
-	if (!err && (write(lk->fd, text, strlen(text)) < 0 || rename(tmp, lk->path)))
-		err = -errno;
-	free(text);
 	if (err) {
-		snprintf(detail, dlen, "cannot record sandbox %s in %s: %s", rec->sandbox, dir,
+		snprintf(detail, dlen, "cannot record sandbox %s in %s: %s", record_name(rec), dir,
 			 strerror(-err));
-		unlink(tmp);
-		fs_close(&lk->fd);
 		lk->path[0] = '\0';
 	}
+	return err;
+}
+
+int sb_record_replace(const struct sb_record *rec, struct sb_record_lock *lk, char *detail,
+		      size_t dlen)
+{
+	char dir[PATH_MAX], tmp[PATH_MAX + 32];
+	int fd, err = fs_run_subdir(RECORDS, 0700, dir, sizeof(dir));
+
+	if (!err && (err = fd = write_locked(dir, rec, tmp, sizeof(tmp))) >= 0) {
+		/* The old file is unlinked by the rename while still locked: a
+		 * reaper that opened it sees another inode at the name, and
+		 * leaves it (reap_one()). */
+		err = rename(tmp, lk->path) ? -errno : 0;
+		if (err) {
+			unlink(tmp);
+			close(fd);
+		} else {
+			fs_close(&lk->fd);
+			lk->fd = fd;
+		}
+	}
+	if (err)
+		snprintf(detail, dlen, "cannot rewrite the in-flight record %s: %s", lk->path,
+			 strerror(-err));
+	return err;
+}
+
+int sb_run_record_write(struct sb_run_record *r, const struct sb_record *rec, char *detail,
+			size_t dlen)
+{
+	int err = rec->kind != SB_RECORD_RUN ? -EINVAL
+		  : r->lk.path[0]            ? sb_record_replace(rec, &r->lk, detail, dlen)
+					     : sb_record_open(rec, &r->lk, detail, dlen);
+
+	if (!err && rec != &r->rec)
+		r->rec = *rec;
+	else if (err == -EINVAL && rec->kind != SB_RECORD_RUN)
+		snprintf(detail, dlen, "not a run's record");
 	return err;
 }
 
@@ -186,10 +266,17 @@ static int reap_record(const struct sb_record *rec, sb_orphan_fn fn, void *arg)
 		sg_warn("reclaimed sandbox %s of tenant %s, left by executor %d", rec->sandbox,
 			rec->tenant, (int)rec->executor);
 	}
-	if (rec->kind != SB_RECORD_SANDBOX && fn) {
+	if (rec->kind == SB_RECORD_SANDBOX || !fn)
+		return 0;
+	if (rec->outcome[0]) {
 		sg_warn("booking run %s of tenant %s (batch %s, attempt %u), left by executor %d",
 			rec->outcome, rec->tenant, rec->batch_id, rec->attempt, (int)rec->executor);
-		err = fn(rec, arg);
+		err = fn(rec, rec->outcome, !strcmp(rec->outcome, rec->final_id), arg);
+	}
+	if (!err && rec->final_id[0] && strcmp(rec->final_id, rec->outcome)) {
+		sg_warn("booking the final outcome %s of tenant %s (batch %s), left by executor %d",
+			rec->final_id, rec->tenant, rec->batch_id, (int)rec->executor);
+		err = fn(rec, rec->final_id, true, arg);
 	}
 	return err;
 }
