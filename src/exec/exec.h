@@ -299,10 +299,11 @@ struct exec_run_result {
 	uint64_t memory_mb;
 	uint32_t attempts;
 	struct exec_attempts runs; /* each sandbox run, with its id */
-	enum exec_refusal refusal; /* why, when attempts is 0 */
-	/* The last attempt could not start by ctx->start_by_ms: booked as a
-	 * platform error, not retried; its caller answers "too late". */
-	bool late;
+	/* Why it was refused, when attempts is 0; EXEC_REFUSED_LATE also when
+	 * the last attempt could not start by ctx->start_by_ms (booked as a
+	 * platform error, not retried): either way its caller answers "too
+	 * late". */
+	enum exec_refusal refusal;
 	char detail[EXEC_DETAIL_MAX];
 	const char *path; /* ctx->path */
 };

@@ -49,7 +49,6 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		tenant_slot_release(&slot);
 		res->cause = SG_CAUSE_PLATFORM_ERROR;
 		res->refusal = EXEC_REFUSED_LATE;
-		res->late = true;
 		snprintf(
 			res->detail, sizeof(res->detail),
 			"platform error: admitted too late to start by the time its caller gave it");
@@ -118,7 +117,8 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		}
 		res->cause = cause;
 		res->rule = rule;
-		res->late = rc == -ETIME;
+		if (rc == -ETIME)
+			res->refusal = EXEC_REFUSED_LATE;
 		res->wall_ms = r.wall_ms;
 		if (rc >= 0) {
 			res->timed_out = r.end == SB_TIMEOUT;

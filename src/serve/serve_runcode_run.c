@@ -112,7 +112,7 @@ static bool out_of_time(struct serve_call *c, const struct exec_run_result *r, u
  * time, so that the client retries rather than reads a SandboxError. */
 static bool too_late(struct serve_call *c, const struct exec_run_result *r, struct serve_reply *rp)
 {
-	if (!r->late)
+	if (!r->attempts || r->refusal != EXEC_REFUSED_LATE)
 		return false;
 	atomic_fetch_add(&c->srv->n_late, 1);
 	serve_busy(c, &serve_runcode_endpoint, 504, gate_retry_after_s(c->srv->gate), rp,
