@@ -60,6 +60,10 @@ PROGRAMS = {
              "print(json.dumps([0.0] * len(b['items'])))\n",
 }
 WEIGHTS = {"good": 8, "slow": 4, "crash": 1, "hang": 1, "nan": 1, "forks": 1}
+# Verifier mode (CLI only): a solution run once per test, in parallel, so
+# that kills land between and in the middle of one request's tests.
+SOLUTION = "import sys, time\ns = sys.stdin.read()\ntime.sleep(0.3)\nprint(s.strip())\n"
+VERIFY_SHARE = 0.2
 TENANTS = ["ca", "cb", "cc"]
 SPARE = "cz"  # only ever gets broken policy files
 LIMITS = {"timeout_ms": 1500, "memory_mb": 128, "max_tasks": 16, "concurrency": 6,
@@ -131,6 +135,8 @@ class Chaos:
     # -- callers ---------------------------------------------------------------
     def new_run(self, i, via):
         prog = self.rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
+        if via == "cli" and self.rng.random() < VERIFY_SHARE:
+            prog = "solution"
         r = Run("chaos-%d" % i, TENANTS[i % len(TENANTS)], prog, via)
         with self.lock:
             self.runs[r.bid] = r
@@ -140,10 +146,15 @@ class Chaos:
         return {"batch_id": r.bid, "items": [{"prompt": "p", "completion": "c%d" % k} for k in range(3)]}
 
     def run_cli(self, r):
-        p = subprocess.run([SANDGUARD, "exec", "--tenant", r.tenant, "--policy-dir", self.a.policy_dir,
-                            "--batch", "-", "--", PY, self.a.programs + "/" + r.prog + ".py"],
-                           input=json.dumps(self.batch(r)), env=self.a.env, capture_output=True,
-                           text=True, timeout=600)
+        if r.prog == "solution":
+            how = ["--tests", "-", "--batch-id", r.bid]
+            stdin = json.dumps([{"input": str(k), "output": str(k)} for k in range(3)])
+        else:
+            how = ["--batch", "-"]
+            stdin = json.dumps(self.batch(r))
+        p = subprocess.run([SANDGUARD, "exec", "--tenant", r.tenant, "--policy-dir", self.a.policy_dir]
+                           + how + ["--", PY, self.a.programs + "/" + r.prog + ".py"],
+                           input=stdin, env=self.a.env, capture_output=True, text=True, timeout=600)
         if p.returncode == -signal.SIGKILL:
             r.killed = True
             return
@@ -283,7 +294,7 @@ def main():
     policies["cc"]["failure"] = {"mode": "retry", "max_retries": 1}
     a = Agent(policies, name="chaos")
     a.env["SANDGUARD_UID_BASE"] = str(UID_BASE)
-    for name, text in PROGRAMS.items():
+    for name, text in list(PROGRAMS.items()) + [("solution", SOLUTION)]:
         a.program(name + ".py", text)
     state = a.env["SANDGUARD_STATE_DIR"]
     c = Chaos(a)
@@ -357,6 +368,10 @@ def report_exactly_once(a, state, c):
     for recs in finals.values():
         causes[recs[0]["cause"]] = causes.get(recs[0]["cause"], 0) + 1
     print("chaos: final records by cause %s" % causes, flush=True)
+    verifies = [r for r in c.runs.values() if r.prog == "solution"]
+    print("chaos: %d verifier requests, %d killed under their executor, %d witnessed"
+          % (len(verifies), sum(1 for r in verifies if r.killed),
+             sum(1 for r in verifies if r.witnessed)), flush=True)
     check(not rep["problems"], "chaos: every batch that ran has exactly one final record, and the "
           "ledger is the journal's fold", "; ".join(rep["problems"]))
     twice = [r.bid for r in maybe if len(finals.get(r.bid, [])) > 1]
