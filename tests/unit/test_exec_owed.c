@@ -28,21 +28,51 @@ static struct sg_policy policy;
 static struct exec_ctx ctx;
 static char *const argv_[] = { "/usr/bin/python3", "reward.py", NULL };
 static int calls, die_at_call;
+static bool record_runs;     /* the fake writes the run's record, as sandbox_exec does */
+static int die_when_running; /* die once this many run records exist (parallel tests) */
+
+static size_t records_left(void);
+
+/* What the sandbox layer writes when a run starts (record_run()). */
+static void record_run(const struct sandbox_spec *spec, const char *id)
+{
+	struct sb_record rec;
+	char detail[256];
+
+	if (!spec->record)
+		return;
+	rec = spec->record->rec;
+	rec.kind = SB_RECORD_RUN;
+	rec.attempt = spec->attempt;
+	snprintf(rec.sandbox, sizeof(rec.sandbox), "%s", id);
+	snprintf(rec.outcome, sizeof(rec.outcome), "%s", id);
+	snprintf(rec.final_id, sizeof(rec.final_id), "%s", spec->record->owes_final ? id : "");
+	assert_int_equal(sb_run_record_write(spec->record, &rec, detail, sizeof(detail)), 0);
+}
 
 /* Run 1 is a platform fault (retried); the executor dies as run
- * `die_at_call` starts. */
+ * `die_at_call` starts, or once `die_when_running` runs are in flight. */
 static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
 {
-	(void)spec;
-	if (++calls == die_at_call)
-		_exit(0);
+	int call = __atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST);
+
 	memset(r, 0, sizeof(*r));
 	r->rule = -1;
 	r->end = SB_EXITED;
-	snprintf(r->sandbox_id, sizeof(r->sandbox_id), "fake-%d-%d", (int)getpid(), calls);
+	snprintf(r->sandbox_id, sizeof(r->sandbox_id), "fake-%d-%d", (int)getpid(), call);
+	if (record_runs)
+		record_run(spec, r->sandbox_id);
+	if (call == die_at_call)
+		_exit(0);
+	/* Parallel tests: each waits (2 s at most) for the others to start. */
+	for (int i = 0; die_when_running && i < 200; i++) {
+		if (records_left() >= (size_t)die_when_running + 1) /* + the request's */
+			_exit(0);
+		usleep(10 * 1000);
+	}
 	r->out = strdup("[0.5]");
 	r->out_len = 5;
-	return calls == 1 ? -EIO : 0;
+	return call == 1 ? -EIO : 0;
 }
 
 static int setup(void **state)
@@ -62,7 +92,8 @@ static int setup(void **state)
 	ctx = (struct exec_ctx){
 		.policy = &policy, .tenant = "acme", .argv = argv_, .run = fake_run
 	};
-	calls = 0;
+	calls = die_at_call = die_when_running = 0;
+	record_runs = false;
 	return 0;
 }
 
@@ -181,6 +212,25 @@ static void test_dies_between_attempts(void **state)
 	json_decref(f.lines);
 }
 
+/* Dead in the middle of attempt 2 (its record written): the reaper books
+ * attempt 2 as the final, "executor died". */
+static void test_dies_mid_attempt(void **state)
+{
+	struct fold f;
+
+	(void)state;
+	record_runs = true;
+	die_at_call = 2;
+	die_then_reap(run_batch);
+	fold_batch("b-owed", &f);
+	assert_int_equal(f.records, 2);
+	assert_int_equal(f.finals, 1);
+	assert_int_equal(json_integer_value(json_object_get(f.final, "attempt")), 2);
+	assert_true(has_text(f.final, "executor died"));
+	assert_false(has_text(f.final, "before it booked"));
+	json_decref(f.lines);
+}
+
 /* One booking at a time, dying at step `step_stop`: 1 between the
  * record's rewrite and the append, 2 after the append (attempt 1 booked,
  * retried), 3 after the append of a final, before its record went. */
@@ -268,12 +318,33 @@ static void test_verify_dies_mid_tests(void **state)
 	json_decref(f.lines);
 }
 
+/* Two tests in flight at once, each with its run record: both are booked
+ * as tests ("executor died"), and the request's final once. */
+static void test_verify_dies_with_parallel_tests(void **state)
+{
+	struct fold f;
+
+	(void)state;
+	policy.limits.concurrency = 2;
+	record_runs = true;
+	die_when_running = 2;
+	die_then_reap(run_verify);
+	fold_batch("v-owed", &f);
+	assert_int_equal(f.finals, 1);
+	assert_true(has_text(f.final, "before it booked the batch's final"));
+	assert_true(f.from_reaper >= 2); /* a test or two, and the final */
+	json_decref(f.lines);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_dies_between_attempts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dies_around_the_append, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dies_mid_attempt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verify_dies_mid_tests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_verify_dies_with_parallel_tests, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
