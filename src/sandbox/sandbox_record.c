@@ -165,7 +165,7 @@ static int write_locked(const char *dir, const struct sb_record *rec, char *tmp,
 int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char *detail,
 		   size_t dlen)
 {
-	char dir[PATH_MAX], tmp[PATH_MAX + 32];
+	char dir[PATH_MAX] = "", tmp[PATH_MAX + 32];
 	int err = fs_run_subdir(RECORDS, 0700, dir, sizeof(dir));
 
 	lk->fd = -1;
@@ -193,7 +193,7 @@ int sb_record_open(const struct sb_record *rec, struct sb_record_lock *lk, char 
 int sb_record_replace(const struct sb_record *rec, struct sb_record_lock *lk, char *detail,
 		      size_t dlen)
 {
-	char dir[PATH_MAX], tmp[PATH_MAX + 32];
+	char dir[PATH_MAX] = "", tmp[PATH_MAX + 32];
 	int fd, err = fs_run_subdir(RECORDS, 0700, dir, sizeof(dir));
 
 	if (!err && (err = fd = write_locked(dir, rec, tmp, sizeof(tmp))) >= 0) {
