@@ -1,4 +1,5 @@
 /* Small file helpers shared by the executor's state, log and input code. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -127,6 +128,41 @@ int fs_read_fd(int fd, size_t max, char **data, size_t *len)
 	buf = NULL;
 out:
 	free(buf);
+	return ret;
+}
+
+int fs_read_keyed(const char *dir, const char *file, const char *key, uint64_t *v)
+{
+	char path[PATH_MAX], *line = NULL;
+	size_t cap = 0, klen = strlen(key);
+	int ret = 0;
+	FILE *f;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
+		return -ENAMETOOLONG;
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	/* Line by line, so that a key of any length is compared whole and a
+	 * malformed line cannot hide the lines after it. */
+	while (getline(&line, &cap, f) > 0) {
+		char *end;
+		unsigned long long n;
+
+		if (strncmp(line, key, klen) || line[klen] != ' ' || !isdigit(line[klen + 1]))
+			continue;
+		errno = 0;
+		n = strtoull(line + klen + 1, &end, 10);
+		if (errno || (*end && *end != '\n'))
+			continue;
+		*v = n;
+		ret = 1;
+		break;
+	}
+	if (!ret && ferror(f)) /* getline set errno: EISDIR, EIO */
+		ret = errno ? -errno : -EIO;
+	free(line);
+	fclose(f);
 	return ret;
 }
 

@@ -2,6 +2,7 @@
 #ifndef SG_FS_UTIL_H
 #define SG_FS_UTIL_H
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* mkdir -p: create `dir` and missing parents with `mode`. 0 or -errno. */
@@ -31,5 +32,12 @@ int fs_read_fd(int fd, size_t max, char **data, size_t *len);
 /* Replace `path` with `data` atomically (write a temporary file in the same
  * directory, fsync, rename). 0 or -errno. */
 int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+
+/* The value of `key` in <dir>/<file>, a flat-keyed file of "key value" lines
+ * such as cpu.stat or memory.events. The key must match a line's first word
+ * exactly ("max" is not "max_usec"); a line whose value is not a decimal
+ * number is passed over. 1 with *v set when found, 0 when no line has the
+ * key, or -errno when the file cannot be read. */
+int fs_read_keyed(const char *dir, const char *file, const char *key, uint64_t *v);
 
 #endif

@@ -100,6 +100,15 @@ static size_t decode_escape(struct scan *sc, char *buf)
 	return utf8_encode(cp, buf);
 }
 
+/* Steps over `c` if it is next; false if it is not. */
+static bool take(struct scan *sc, char c)
+{
+	if (sc->pos >= sc->len || sc->s[sc->pos] != c)
+		return false;
+	sc->pos++;
+	return true;
+}
+
 /* Reads the string starting at sc->pos (its opening quote). When `want`
  * is given, *equal tells whether the decoded string is exactly `want`. */
 static bool scan_string(struct scan *sc, const char *want, bool *equal)
@@ -107,9 +116,8 @@ static bool scan_string(struct scan *sc, const char *want, bool *equal)
 	size_t wi = 0;
 	bool same = want != NULL;
 
-	if (sc->pos >= sc->len || sc->s[sc->pos] != '"')
+	if (!take(sc, '"'))
 		return false;
-	sc->pos++;
 	while (sc->pos < sc->len && sc->s[sc->pos] != '"') {
 		char buf[4];
 		size_t n = 1;
@@ -170,13 +178,22 @@ static bool skip_value(struct scan *sc)
 	return sc->pos > start;
 }
 
+/* Steps over a member's or element's value and the ',' after it; false at
+ * the end of the container (or on malformed text). */
+static bool skip_item(struct scan *sc)
+{
+	if (!skip_value(sc))
+		return false;
+	skip_ws(sc);
+	return take(sc, ',');
+}
+
 /* At an object: leaves sc->pos at the value of member `key`, and its key's
  * offset in *key_pos. */
 static bool find_member(struct scan *sc, const char *key, size_t *key_pos)
 {
-	if (sc->pos >= sc->len || sc->s[sc->pos] != '{')
+	if (!take(sc, '{'))
 		return false;
-	sc->pos++;
 	for (;;) {
 		bool match = false;
 		skip_ws(sc);
@@ -184,38 +201,28 @@ static bool find_member(struct scan *sc, const char *key, size_t *key_pos)
 		if (!scan_string(sc, key, &match))
 			return false; /* also the end of the object: not found */
 		skip_ws(sc);
-		if (sc->pos >= sc->len || sc->s[sc->pos] != ':')
+		if (!take(sc, ':'))
 			return false;
-		sc->pos++;
 		skip_ws(sc);
 		if (match)
 			return true;
-		if (!skip_value(sc))
+		if (!skip_item(sc))
 			return false;
-		skip_ws(sc);
-		if (sc->pos >= sc->len || sc->s[sc->pos] != ',')
-			return false;
-		sc->pos++;
 	}
 }
 
 static bool find_element(struct scan *sc, size_t index)
 {
-	if (sc->pos >= sc->len || sc->s[sc->pos] != '[')
+	if (!take(sc, '['))
 		return false;
-	sc->pos++;
 	for (size_t i = 0;; i++) {
 		skip_ws(sc);
 		if (sc->pos >= sc->len || sc->s[sc->pos] == ']')
 			return false;
 		if (i == index)
 			return true;
-		if (!skip_value(sc))
+		if (!skip_item(sc))
 			return false;
-		skip_ws(sc);
-		if (sc->pos >= sc->len || sc->s[sc->pos] != ',')
-			return false;
-		sc->pos++;
 	}
 }
 

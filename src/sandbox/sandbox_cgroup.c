@@ -34,22 +34,13 @@ static const char *const v1_name[SB_CTRL__COUNT] = {
 
 #define CPU_PERIOD_US 100000
 
-/* Reads `key N` from a flat-keyed cgroup file such as memory.events. */
+/* A counter of a flat-keyed cgroup file such as memory.events; 0 when the
+ * file or the key is missing (a kernel without that counter). */
 static uint64_t read_keyed(const char *dir, const char *file, const char *key)
 {
-	char path[PATH_MAX], k[64];
-	uint64_t v, found = 0;
-	FILE *f;
+	uint64_t v;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fscanf(f, "%63s %" SCNu64, k, &v) == 2)
-		if (!strcmp(k, key))
-			found = v;
-	fclose(f);
-	return found;
+	return fs_read_keyed(dir, file, key, &v) == 1 ? v : 0;
 }
 
 /* Whether <dir>/cgroup.controllers lists `ctrl`, i.e. the parent enabled it. */

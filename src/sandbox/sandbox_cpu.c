@@ -4,28 +4,8 @@
 #include <stdio.h>
 #include <stdbool.h>
 #include <string.h>
+#include "lib/fs_util.h"
 #include "sandbox_cpu.h"
-
-/* `key N` in a flat-keyed file such as cpu.stat. */
-static bool keyed(const char *dir, const char *file, const char *key, uint64_t *v)
-{
-	char path[PATH_MAX], k[64];
-	uint64_t n;
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (fscanf(f, "%63s %" SCNu64, k, &n) == 2)
-		if (!strcmp(k, key)) {
-			*v = n;
-			found = true;
-		}
-	fclose(f);
-	return found;
-}
 
 /* "some avg10=.. avg60=.. avg300=.. total=N" of cpu.pressure, in us. */
 static bool psi_some(const char *dir, uint64_t *total)
@@ -83,7 +63,7 @@ void sb_cpu_read(const char *dir, struct sb_cpu_stats *st)
 	memset(st, 0, sizeof(*st));
 	if (!dir || !dir[0])
 		return;
-	st->usage_known = keyed(dir, "cpu.stat", "usage_usec", &st->usage_us);
+	st->usage_known = fs_read_keyed(dir, "cpu.stat", "usage_usec", &st->usage_us) == 1;
 	st->wait_from_psi = psi_some(dir, &st->wait_us);
 	st->wait_known = st->wait_from_psi || live_run_delay(dir, &st->wait_us);
 }

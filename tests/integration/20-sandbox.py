@@ -414,45 +414,40 @@ def received(socks):
 def t_network_none(env):
     """No egress allowed: a network namespace of its own (nothing to reach,
     nothing of the host's to see) and TCP-only sockets."""
-    listeners = udp_listeners()
-    want = {
-        "udp:%d" % listeners[0].getsockname()[1]: ("EPERM", "ENETUNREACH"),
-        "udp6:%d" % listeners[1].getsockname()[1]: ("EPERM", "ENETUNREACH", "EADDRNOTAVAIL"),
-        "mptcp": ("EPERM",),
-        "netlink": ("EPERM",),
-    }
-    drop_host_refused("sandbox-network-none-own-netns-tcp-only", want, ["mptcp", "netlink"])
-    got, why = probe(env.policy("sbnet"), "sbnet", list(want) + ["netns"])
-    leaked = received(listeners)
-    if why:
-        return why
-    bad = mismatches(got, want)
-    if got["netns"] == os.readlink("/proc/self/ns/net"):
-        bad.append("the sandbox shares the host's network namespace")
-    if leaked:
-        bad.append("the loopback listeners received " + ", ".join(leaked))
-    return "; ".join(bad) or None
+    return own_netns_tcp_only("sandbox-network-none-own-netns-tcp-only", env.policy("sbnet"),
+                              ("EPERM", "ENETUNREACH"), ("EPERM", "ENETUNREACH", "EADDRNOTAVAIL"),
+                              "the sandbox shares the host's network namespace")
 
 
 def t_network_allowlist(env):
     """A TCP-only allowlist: a network namespace of its own all the same
     (the relay is the way out), and sockets limited to TCP (no UDP, no
     MPTCP past Landlock's TCP rules, no netlink)."""
+    return own_netns_tcp_only("sandbox-network-allowlist-tcp-only-sockets", env.policy("sbnet", egress=TCP_ALLOW),
+                              ("EPERM",), ("EPERM",),
+                              "with an allowlist the sandbox shares the host's network namespace")
+
+
+def own_netns_tcp_only(name, policy, udp, udp6, shared):
+    """Case `name` under `policy` (tenant sbnet): UDP to the loopback
+    listeners fails with one of `udp` / `udp6` and reaches none of them,
+    MPTCP and netlink sockets are refused, and the network namespace is not
+    the host's (else `shared` is the reason)."""
     listeners = udp_listeners()
     want = {
-        "udp:%d" % listeners[0].getsockname()[1]: ("EPERM",),
-        "udp6:%d" % listeners[1].getsockname()[1]: ("EPERM",),
+        "udp:%d" % listeners[0].getsockname()[1]: udp,
+        "udp6:%d" % listeners[1].getsockname()[1]: udp6,
         "mptcp": ("EPERM",),
         "netlink": ("EPERM",),
     }
-    drop_host_refused("sandbox-network-allowlist-tcp-only-sockets", want, ["mptcp", "netlink"])
-    got, why = probe(env.policy("sbnet", egress=TCP_ALLOW), "sbnet", list(want) + ["netns"])
+    drop_host_refused(name, want, ["mptcp", "netlink"])
+    got, why = probe(policy, "sbnet", list(want) + ["netns"])
     leaked = received(listeners)
     if why:
         return why
     bad = mismatches(got, want)
     if got["netns"] == os.readlink("/proc/self/ns/net"):
-        bad.append("with an allowlist the sandbox shares the host's network namespace")
+        bad.append(shared)
     if leaked:
         bad.append("the loopback listeners received " + ", ".join(leaked))
     return "; ".join(bad) or None

@@ -2,94 +2,34 @@
 """sandguard exec end to end, as root, with real Python reward programs from
 tests/programs/rw_*.py in real sandboxes. Each case asserts the exact cause
 (and detail where it matters), the exit code, and that the tenant's scratch
-is empty afterwards. State, log and run directories are temporary (the
-SANDGUARD_*_DIR overrides); so are the policies (small limits). Prints one
-PASS/FAIL/SKIP line per case."""
+is empty afterwards. State and run directories and the cgroup root are
+temporary (sgexecutor.Env: the SANDGUARD_* overrides); so are the policies
+(small limits). Prints one PASS/FAIL/SKIP line per case."""
 import fcntl
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup2_mount, exit_code, report, sandbox_cgroups, slot_processes, test_tree, uid_base  # noqa: E402
-import sgjournal  # noqa: E402
+from sgtest import exit_code, report, sandbox_cgroups, slot_processes, uid_base  # noqa: E402
+import sgexecutor  # noqa: E402
+from sgexecutor import BIN, PYTHON, Env, batch  # noqa: E402
 
-BIN = os.environ.get("SANDGUARD_BIN") or os.path.abspath("build/sandguard")
-SRC = os.environ.get("SANDGUARD_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PROGRAMS = os.path.join(SRC, "tests", "programs")
-PYTHON = "/usr/bin/python3"
 UID_BASE = uid_base(62000)           # our own slot uid range (20-sandbox uses 61000)
 SLOTS = 256
 TIMEOUT_MS = 2000
 SLACK_MS = 1000             # the issue's bound: deadline + 1 s
 SEED = int(os.environ.get("SANDGUARD_TEST_SEED", "20250101"))
 
-class Env:
-    """A temp tree: programs (read-only to the sandbox), policies, scratch,
-    state, log and run dirs."""
-
-    def __init__(self):
-        self.dir, self.progs = test_tree("sgexec-", PROGRAMS)
-        self.policies = os.path.join(self.dir, "policies")
-        os.mkdir(self.policies)
-        self.scratch = os.path.join(self.dir, "scratch")
-        self.state = os.path.join(self.dir, "state")
-        self.log = os.path.join(self.dir, "log")
-        self.run = os.path.join(self.dir, "run")
-        with open(os.path.join(SRC, "policies", "default.json")) as f:
-            self.base = json.load(f)
-
-    def policy(self, tenant, failure="skip", retries=0, **limits):
-        p = json.loads(json.dumps(self.base))
-        p["tenant"] = tenant
-        p["require_agent"] = limits.pop("require_agent", False)
-        p["files"]["scratch_root"] = self.scratch
-        p["files"]["read_only"].append(self.progs)
-        p["failure"] = {"mode": failure, "max_retries": retries}
-        lim = {"timeout_ms": TIMEOUT_MS, "memory_mb": 128, "max_tasks": 32, "concurrency": 4}
-        lim.update(limits)
-        p["limits"].update(lim)
-        with open(os.path.join(self.policies, tenant + ".json"), "w") as f:
-            json.dump(p, f)
-
-    def env(self, **extra):
-        e = dict(os.environ, SANDGUARD_STATE_DIR=self.state, SANDGUARD_LOG_DIR=self.log,
-                 SANDGUARD_RUN_DIR=self.run, SANDGUARD_UID_BASE=str(UID_BASE),
-                 SANDGUARD_AGENT_SOCK=os.path.join(self.dir, "no-agent.sock"))
-        e.pop("SANDGUARD_POLICY_DIR", None)
-        e.update(extra)
-        return e
-
-    def outcomes(self):
-        return sgjournal.read(self.state)
-
-    def cleanup(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def batch(batch_id, n=3):
-    return {"batch_id": batch_id,
-            "items": [{"prompt": "p%d" % i, "completion": "c" * (i + 1)} for i in range(n)]}
-
 
 def exec_cli(env, args, stdin=None, extra_env=None):
     """Run `sandguard exec ARGS`; returns (rc, result or None, stderr, elapsed_ms)."""
     t0 = time.monotonic()
-    p = subprocess.run([BIN, "exec"] + args, input=stdin, capture_output=True,
-                       env=env.env(**(extra_env or {})), timeout=300)
-    elapsed = (time.monotonic() - t0) * 1000
-    out = p.stdout.decode()
-    result = None
-    if out.strip():
-        lines = out.strip().split("\n")
-        if len(lines) != 1:
-            raise AssertionError("%d lines on stdout, want exactly one JSON object" % len(lines))
-        result = json.loads(lines[0])
-    return p.returncode, result, p.stderr.decode(), elapsed
+    rc, result, err = sgexecutor.exec_cli(env, args, stdin, extra_env)
+    return rc, result, err, (time.monotonic() - t0) * 1000
 
 
 def run_batch(env, tenant, program, b, args=(), extra_env=None, prog_args=()):
@@ -454,9 +394,9 @@ def t_usage(env):
         return "malformed stdin batch: exit %d, %r" % (rc, err)
 
 
-def cgroup_dirs(tenant, sandbox):
+def cgroup_dirs(env, tenant, sandbox):
     """The sandbox's cgroup directories that exist (v2 and the v1 mirrors)."""
-    return [d for d in sandbox_cgroups(os.path.join(cgroup2_mount(), "sandguard"), tenant)
+    return [d for d in sandbox_cgroups(env.cgroot, tenant)
             if os.path.basename(d) == sandbox]
 
 
@@ -498,7 +438,7 @@ def t_killed_executor_reaped(env):
         bad.append("only %d sandbox processes were running" % running)
     if slot_uid_procs(env):
         bad.append("processes outlived the killed executor: %s" % slot_uid_procs(env))
-    if not cgroup_dirs("rw-long", sandbox) or not os.path.isdir(os.path.join(env.scratch, "rw-long", sandbox)):
+    if not cgroup_dirs(env, "rw-long", sandbox) or not os.path.isdir(os.path.join(env.scratch, "rw-long", sandbox)):
         bad.append("nothing was left to reclaim: the test proves nothing")
     records = os.path.join(env.run, "inflight", sandbox + ".json")
     if not os.path.exists(records):
@@ -506,7 +446,7 @@ def t_killed_executor_reaped(env):
     rc, res, err, _ = run_batch(env, "rw-skip", "rw_good.py", batch("after-the-kill"))
     if res is None or res["cause"] != "ok":
         bad.append("the next batch: exit %d %s" % (rc, res))
-    left = cgroup_dirs("rw-long", sandbox)
+    left = cgroup_dirs(env, "rw-long", sandbox)
     if left:
         bad.append("cgroups left: %s" % left)
     if os.path.exists(os.path.join(env.scratch, "rw-long", sandbox)):
@@ -637,7 +577,7 @@ def main():
         for name, _ in CASES:
             report("FAIL", name, "no binary at %s" % BIN)
         return 1
-    env = Env()
+    env = Env(UID_BASE, prefix="sgexec-", timeout_ms=TIMEOUT_MS)
     try:
         env.policy("rw-skip")
         env.policy("rw-flaky", failure="retry", retries=2, timeout_ms=1000)

@@ -478,9 +478,7 @@ def t_with_agent(env, _srv):
     srv = None
     try:
         if not agent.start():
-            agent.log.flush()
-            with open(os.path.join(agent.dir, "agent.log")) as f:
-                return "SKIP", "the agent did not start: %s" % f.read()[-300:].replace("\n", " ")
+            return "SKIP", "the agent did not start: %s" % agent.log_tail()
         srv = Server(env, "--languages", "python,cpp" if cpp else "python", "--policy-dir", agent.policy_dir,
                      env_override=dict(agent.env, SANDGUARD_UID_BASE=env.env["SANDGUARD_UID_BASE"]))
         cases = [("print(6 * 7)", "py", "python", "Success", "Finished", None),

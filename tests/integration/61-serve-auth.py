@@ -209,8 +209,7 @@ def main():
     os.chmod(os.path.join(tokens, "acme"), 0o600)
     try:
         if not agent.start():
-            with open(os.path.join(agent.dir, "agent.log")) as f:
-                report("SKIP", "serve tokens", "the agent did not start: %s" % f.read()[-300:].replace("\n", " "))
+            report("SKIP", "serve tokens", "the agent did not start: %s" % agent.log_tail())
             return exit_code()
         srv = Server(env, "--tokens", tokens, "--policy-dir", agent.policy_dir,
                      env_override=dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE)))

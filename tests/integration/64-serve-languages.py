@@ -138,8 +138,7 @@ def main():
             with open(os.path.join(agent.policy_dir, "lang-%s.json" % lang), "w") as f:
                 json.dump(p, f, indent=1)
         if not agent.start():
-            with open(os.path.join(agent.dir, "agent.log")) as f:
-                report("SKIP", "serve languages", "the agent did not start: %s" % f.read()[-300:].replace("\n", " "))
+            report("SKIP", "serve languages", "the agent did not start: %s" % agent.log_tail())
             return exit_code()
         srv = Server(env, "--languages", ",".join(langs), "--policy-dir", agent.policy_dir,
                      env_override=dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE)))

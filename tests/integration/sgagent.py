@@ -44,6 +44,7 @@ class Agent:
         for tenant, policy in tenants.items():
             self.write_policy(tenant, policy)
         self.proc = None
+        self.log = None
 
     def write_policy(self, tenant, extra):
         policy = {
@@ -89,6 +90,13 @@ class Agent:
                 break
             time.sleep(0.05)
         return False
+
+    def log_tail(self, n=300):
+        """The end of agent.log on one line (the reason when it did not start)."""
+        if self.log:
+            self.log.flush()
+        with open(os.path.join(self.dir, "agent.log")) as f:
+            return f.read()[-n:].replace("\n", " ")
 
     def stop(self):
         if self.proc and self.proc.poll() is None:

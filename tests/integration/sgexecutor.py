@@ -1,6 +1,6 @@
 """A long-lived `sandguard executor` for a suite, and the temp tree it and
-`sandguard exec` share (32-warm, 34-warm-interpreter): programs,
-policies, scratch, state, run dir and a private cgroup root."""
+`sandguard exec` share (30-exec, 32-warm, 34-warm-interpreter): programs,
+policies, scratch, state and run dirs and a private cgroup root."""
 import json
 import os
 import select
@@ -20,11 +20,13 @@ PYTHON = "/usr/bin/python3"
 
 
 class Env:
-    """A temp tree (programs, policies, scratch, state, run) and a private
-    cgroup root; env() is what every sandguard command of the suite gets."""
+    """A temp tree (programs, policies, scratch, state, run) and a
+    private cgroup root; env() is what every sandguard command of the suite
+    gets. timeout_ms is every policy's unless policy() is given one."""
 
-    def __init__(self, uid_base, prefix="sgwarm-"):
+    def __init__(self, uid_base, prefix="sgwarm-", timeout_ms=3000):
         self.uid_base = uid_base
+        self.timeout_ms = timeout_ms
         self.dir, self.progs = test_tree(prefix, PROGRAMS)
         self.policies = os.path.join(self.dir, "policies")
         os.mkdir(self.policies)
@@ -35,14 +37,14 @@ class Env:
         with open(os.path.join(SRC, "policies", "default.json")) as f:
             self.base = json.load(f)
 
-    def policy(self, tenant, **limits):
+    def policy(self, tenant, failure="skip", retries=0, require_agent=False, **limits):
         p = json.loads(json.dumps(self.base))
         p["tenant"] = tenant
-        p["require_agent"] = False
+        p["require_agent"] = require_agent
         p["files"]["scratch_root"] = self.scratch
         p["files"]["read_only"].append(self.progs)
-        p["failure"] = {"mode": "skip", "max_retries": 0}
-        lim = {"timeout_ms": 3000, "memory_mb": 128, "max_tasks": 32, "concurrency": 4}
+        p["failure"] = {"mode": failure, "max_retries": retries}
+        lim = {"timeout_ms": self.timeout_ms, "memory_mb": 128, "max_tasks": 32, "concurrency": 4}
         lim.update(limits)
         p["limits"].update(lim)
         with open(os.path.join(self.policies, tenant + ".json"), "w") as f:

@@ -16,6 +16,7 @@
 #include "exec/exec_internal.h"
 #include "journal_lines.h"
 #include "exec/tenant_state.h"
+#include "tmp_dir.h"
 
 /* ---- the fake sandbox: a script of results, one per call ------------- */
 
@@ -93,16 +94,9 @@ static struct exec_batch batch;
 
 static int setup(void **state)
 {
-	char dir[128], err[256];
+	char err[256];
 
-	snprintf(tmp, sizeof(tmp), "/tmp/sg-test-exec-XXXXXX");
-	assert_non_null(mkdtemp(tmp));
-	snprintf(dir, sizeof(dir), "%s/state", tmp);
-	setenv("SANDGUARD_STATE_DIR", dir, 1);
-	snprintf(dir, sizeof(dir), "%s/log", tmp);
-	setenv("SANDGUARD_LOG_DIR", dir, 1);
-	snprintf(dir, sizeof(dir), "%s/run", tmp);
-	setenv("SANDGUARD_RUN_DIR", dir, 1);
+	tmp_dir_executor(tmp, sizeof(tmp), "exec");
 	policy_defaults(&policy);
 	snprintf(policy.tenant, sizeof(policy.tenant), "acme");
 	policy.limits.timeout_ms = 2000;
@@ -119,11 +113,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	exec_batch_free(&batch);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	assert_int_equal(system(cmd), 0);
+	tmp_dir_remove(tmp);
 	return 0;
 }
 

@@ -89,16 +89,7 @@ static char *const argv_[] = { "/usr/bin/python3", "solution.py", NULL };
 
 static int setup(void **state)
 {
-	char dir[128];
-
-	snprintf(tmp, sizeof(tmp), "/tmp/sg-test-verify-XXXXXX");
-	assert_non_null(mkdtemp(tmp));
-	snprintf(dir, sizeof(dir), "%s/state", tmp);
-	setenv("SANDGUARD_STATE_DIR", dir, 1);
-	snprintf(dir, sizeof(dir), "%s/log", tmp);
-	setenv("SANDGUARD_LOG_DIR", dir, 1);
-	snprintf(dir, sizeof(dir), "%s/run", tmp);
-	setenv("SANDGUARD_RUN_DIR", dir, 1);
+	tmp_dir_executor(tmp, sizeof(tmp), "verify");
 	policy_defaults(&policy);
 	policy.limits.timeout_ms = 6000;
 	ctx = (struct exec_ctx){

@@ -22,14 +22,7 @@ static char tmp[64];
 
 static int setup(void **state)
 {
-	char dir[128];
-
-	snprintf(tmp, sizeof(tmp), "/tmp/sg-test-tenant-XXXXXX");
-	assert_non_null(mkdtemp(tmp));
-	snprintf(dir, sizeof(dir), "%s/state", tmp);
-	setenv("SANDGUARD_STATE_DIR", dir, 1);
-	snprintf(dir, sizeof(dir), "%s/run", tmp);
-	setenv("SANDGUARD_RUN_DIR", dir, 1);
+	tmp_dir_executor(tmp, sizeof(tmp), "tenant");
 	return 0;
 }
 

@@ -190,20 +190,28 @@ int at_agent_stop(struct at_env *env)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-int at_agent_mode(struct at_env *env, char *files, size_t len)
+/* The agent's status document, parsed; NULL if the agent did not answer. */
+static json_t *agent_status_json(struct at_env *env)
 {
 	struct agent_conn *c = agent_connect(env->sock);
 	char *text = NULL;
 	json_t *st;
-	int rc = -1;
 
 	if (!c || agent_status(c, &text)) {
 		agent_close(c);
-		return -1;
+		return NULL;
 	}
 	agent_close(c);
 	st = json_loads(text, 0, NULL);
 	free(text);
+	return st;
+}
+
+int at_agent_mode(struct at_env *env, char *files, size_t len)
+{
+	json_t *st = agent_status_json(env);
+	int rc = -1;
+
 	if (st && json_is_string(json_object_get(json_object_get(st, "modes"), "files"))) {
 		snprintf(files, len, "%s",
 			 json_string_value(json_object_get(json_object_get(st, "modes"), "files")));
@@ -215,18 +223,11 @@ int at_agent_mode(struct at_env *env, char *files, size_t len)
 
 int at_agent_feature(struct at_env *env, const char *feature)
 {
-	struct agent_conn *c = agent_connect(env->sock);
-	char *text = NULL;
-	json_t *st, *ok;
+	json_t *st = agent_status_json(env), *ok;
 	int rc = -1;
 
-	if (!c || agent_status(c, &text)) {
-		agent_close(c);
+	if (!st)
 		return -1;
-	}
-	agent_close(c);
-	st = json_loads(text, 0, NULL);
-	free(text);
 	ok = json_object_get(json_object_get(json_object_get(st, "features"), feature), "ok");
 	if (json_is_boolean(ok))
 		rc = json_is_true(ok);
