@@ -77,15 +77,8 @@ static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
 
 static int setup(void **state)
 {
-	char dir[128];
-
 	(void)state;
-	snprintf(tmp, sizeof(tmp), "/tmp/sg-test-owed-XXXXXX");
-	assert_non_null(mkdtemp(tmp));
-	snprintf(dir, sizeof(dir), "%s/state", tmp);
-	setenv("SANDGUARD_STATE_DIR", dir, 1);
-	snprintf(dir, sizeof(dir), "%s/run", tmp);
-	setenv("SANDGUARD_RUN_DIR", dir, 1);
+	tmp_dir_executor(tmp, sizeof(tmp), "owed");
 	policy_defaults(&policy);
 	snprintf(policy.tenant, sizeof(policy.tenant), "acme");
 	policy.max_retries = 1;
