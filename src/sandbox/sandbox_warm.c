@@ -21,6 +21,7 @@
 #define START_MS       10000         /* interpreter start and preloads; past it, a platform error */
 #define LANDLOCK_SCOPE 6             /* the ABI that scopes signals and abstract sockets */
 #define PREFAULT_MAX   (64ull << 20) /* of the parent's memory, per waiting child */
+#define PREFAULT_SHARE 4             /* and at most 1/4 of the sandbox's memory limit */
 
 /* src/sandbox/warm_bootstrap.py, linked in by warm_bootstrap.S. */
 extern const char sb_warm_bootstrap_start[];
@@ -230,14 +231,14 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 }
 
 /* The parent's private writable mappings (heap, the interpreter's
- * arenas, data), up to PREFAULT_MAX in all: what a child would otherwise
+ * arenas, data), up to `left` bytes in all: what a child would otherwise
  * copy page by page, one fault each, while the call waits. A mapping
  * larger than what is left (a preloaded model's weights) is left to
  * copy-on-write. Best effort: none when the maps cannot be read. */
-static uint32_t parent_ranges(pid_t pid, struct sb_warm_range *range)
+static uint32_t parent_ranges(pid_t pid, unsigned long long left, struct sb_warm_range *range)
 {
 	char path[64], line[512], perms[8];
-	unsigned long long start, end, left = PREFAULT_MAX;
+	unsigned long long start, end;
 	uint32_t n = 0;
 	FILE *f;
 
@@ -259,12 +260,15 @@ static uint32_t parent_ranges(pid_t pid, struct sb_warm_range *range)
 int sb_warm_prefork(struct sandbox *sb, char *detail, size_t dlen)
 {
 	struct sb_warm_prep *m = malloc(sizeof(*m));
+	/* The copy counts against the memory limit the call shares with
+	 * the parent: a bounded share of it. */
+	uint64_t share = (sb->policy.limits.memory_mb << 20) / PREFAULT_SHARE;
 	int procs = -1, err;
 
 	if (!m)
 		return sb_fail(detail, dlen, -ENOMEM, "warm interpreter: out of memory");
 	m->magic = SB_WARM_PREP_MAGIC;
-	m->n = parent_ranges(sb->warm.pid, m->range);
+	m->n = parent_ranges(sb->warm.pid, share < PREFAULT_MAX ? share : PREFAULT_MAX, m->range);
 	/* Opened here, as root: the child, which may not open it, joins its
 	 * cgroup by writing to it (docs/sandbox.md: why not clone3). */
 	err = sb_cgroup_open(sb->leaf.path, "cgroup.procs", O_WRONLY, &procs, detail, dlen);
