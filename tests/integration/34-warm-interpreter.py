@@ -292,6 +292,31 @@ def t_prefork_child_in_the_calls_cgroup(env, ex):
     return None
 
 
+def t_waiting_child_killed_is_platform_error(env, ex):
+    # The child waiting for the next call is killed before the call: that
+    # call is a platform_error (never the tenant's result), retried, and
+    # the retry scores.
+    warm_policy(env, "wi-wkill", failure={"mode": "retry", "max_retries": 1})
+    first = until_warm(env, "wi-wkill", "wi_global.py")
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % WARM_BOUND_S
+    waiting = waiting_child(env, "wi-wkill", sandbox_of(first))
+    if not waiting:
+        return "no child waits for the next call"
+    os.kill(waiting[0], signal.SIGKILL)
+    rc, res, err = call(env, "wi-wkill", "wi_global.py", batch_id="b-wkill")
+    if not res or res["attempts"] != 2 or res["sandboxes"][0]["cause"] != "platform_error":
+        return "want attempt 1 platform_error and a retry, got rc %d %s" % (rc, res)
+    if res["sandboxes"][0]["sandbox"] != sandbox_of(first):
+        return "attempt 1 did not run in the sandbox whose waiting child was killed: %s" % res
+    if res["status"] != "ok" or res["scores"][:3] != [0, 1, 1]:
+        return "the retry should have scored: %s" % res
+    booked = [o.get("cause") for o in env.outcomes() if o.get("batch_id") == "b-wkill"]
+    if booked != ["platform_error", "ok"]:
+        return "bookings %s, want platform_error then ok" % booked
+    return None
+
+
 def t_broken_preload_runs_cold(env, ex):
     # A preload that does not import: calls run cold (a sandbox the pool
     # prepared for the taker is cold anyway; one of its kept ones says why:
@@ -515,7 +540,7 @@ def t_nothing_left_at_stop(env, ex):
     if rc != 0:
         return "the executor exited %s" % rc
     left = [p for t in ("wi-glob", "wi-files", "wi-probe", "wi-func", "wi-kill", "wi-max",
-                        "wi-reload", "wi-serve", "wi-ipc", "wi-verify", "wi-prefork", "wi-nopre", "wi-age")
+                        "wi-reload", "wi-serve", "wi-ipc", "wi-verify", "wi-prefork", "wi-nopre", "wi-age", "wi-wkill")
             for p in parent_pids(env, t)]
     if left:
         return "warm parents left after a clean stop: %s" % left
@@ -533,6 +558,7 @@ CASES = [
     ("warm-verifier-stays-cold", t_verifier_stays_cold),
     ("warm-same-results-as-cold", t_same_scores_as_cold),
     ("warm-prefork-child-in-the-calls-cgroup", t_prefork_child_in_the_calls_cgroup),
+    ("warm-waiting-child-killed-is-platform-error", t_waiting_child_killed_is_platform_error),
     ("warm-broken-preload-runs-cold", t_broken_preload_runs_cold),
     ("warm-parent-killed-is-platform-error-retried", t_parent_killed_is_platform_error),
     ("warm-recycled-after-max-calls", t_recycled_after_max_calls),
