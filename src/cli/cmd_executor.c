@@ -155,7 +155,9 @@ int cmd_executor(int argc, char **argv)
 	warm_pool_stats(pool, &st);
 	warm_pool_stop(pool);
 	warm_agent_close(&agent);
-	sg_info("executor: stopped; %llu runs had a prepared sandbox, %llu one made for them",
-		(unsigned long long)st.taken_ready, (unsigned long long)st.taken_fresh);
+	sg_info("executor: stopped; %llu runs had a prepared sandbox, %llu one made for them; "
+		"%llu ran cold because their warm interpreter could not start",
+		(unsigned long long)st.taken_ready, (unsigned long long)st.taken_fresh,
+		(unsigned long long)sandbox_warm_fallbacks());
 	return SG_EXIT_OK;
 }

@@ -236,6 +236,9 @@ struct exec_result {
 	size_t n_scores;
 	struct score_stats stats;
 	char detail[EXEC_DETAIL_MAX];
+	/* Batch mode: why the last attempt ran cold though the policy asks for
+	 * a warm interpreter (one could not start lately), else "". */
+	char warm_fallback[200];
 	uint32_t attempts;         /* sandbox runs (0: refused before any) */
 	enum exec_refusal refusal; /* why, when attempts is 0 */
 	uint64_t wall_ms;

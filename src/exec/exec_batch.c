@@ -148,6 +148,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 				 attempt, cause_name(cause), detail);
 
 		exec_attempts_add(&res->runs, attempt, -1, r.sandbox_id, cause);
+		snprintf(res->warm_fallback, sizeof(res->warm_fallback), "%s", r.warm_fallback);
 		/* The result keeps the last attempt's stderr. */
 		free(res->err);
 		res->err = r.err;
@@ -231,6 +232,10 @@ json_t *exec_result_json(const char *tenant, const struct exec_result *res)
 	json_object_set_new(j, "detail",
 			    res->detail[0] ? json_string_lossy(res->detail, strlen(res->detail))
 					   : json_null());
+	if (res->warm_fallback[0])
+		json_object_set_new(j, "warm_fallback",
+				    json_string_lossy(res->warm_fallback,
+						      strlen(res->warm_fallback)));
 	json_object_set_new(j, "attempts", json_integer(res->attempts));
 	json_object_set_new(j, "sandboxes", exec_attempts_json(&res->runs));
 	json_object_set_new(j, "wall_ms", json_integer((json_int_t)res->wall_ms));

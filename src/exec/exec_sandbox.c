@@ -58,7 +58,17 @@ int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct 
 		if (err)
 			return err;
 	}
-	return sandbox_exec(box->sb, spec, r);
+	err = sandbox_exec(box->sb, spec, r);
+	/* Its warm interpreter could not start (a preload that does not
+	 * import): nothing ran and nothing is booked; the call runs cold, in
+	 * another sandbox, as the tenant's next calls will for a while. */
+	if (err && sandbox_warm_refused(box->sb)) {
+		exec_box_done(ctx, box);
+		err = take(ctx, spec, &box->sb, r->detail, sizeof(r->detail));
+		if (!err)
+			err = sandbox_exec(box->sb, spec, r);
+	}
+	return err;
 }
 
 /* ---- destroyed after the result is out ---------------------------- */

@@ -108,6 +108,9 @@ struct sandbox_result {
 	struct sandbox_fetched *fetched;
 	size_t n_fetched;
 	char detail[256]; /* human-readable; the reason of a platform error */
+	/* Set when the run was cold though its policy asks for a warm
+	 * interpreter, because one could not start lately: why. */
+	char warm_fallback[200];
 };
 
 struct sandbox;
@@ -137,6 +140,20 @@ bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b);
  * any script): a pool resets such a sandbox after its call and keeps it
  * for that script's next call (docs/sandbox.md, "Warm interpreters"). */
 bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec);
+
+/* After sandbox_exec() failed: whether it was that sb's warm interpreter
+ * could not start (its preloads did not import). The tenant's calls of
+ * that script run cold for a while then; the caller runs this call again,
+ * cold, in another sandbox. */
+bool sandbox_warm_refused(const struct sandbox *sb);
+
+/* Whether sb's warm interpreter is past its policy's max_age_s: a pool
+ * retires such a sandbox while it waits for a call, not only at the reset
+ * after one. */
+bool sandbox_warm_expired(const struct sandbox *sb);
+
+/* Calls run cold because of such a failure, since the process started. */
+uint64_t sandbox_warm_fallbacks(void);
 
 /* sb may run a warm interpreter and serve more than one request: it was
  * prepared on a thread that outlives the requests (a pool's keeper). A

@@ -508,6 +508,8 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct san
 	else if (!ret && sb->warm.sock >= 0) /* a pool's mistake: never run it */
 		ret = sb_run_fail(&r, -EINVAL,
 				  "sandbox %s runs a warm interpreter for another command", sb->id);
+	else if (!ret)
+		sb_warm_why_cold(sb, spec, res->warm_fallback, sizeof(res->warm_fallback));
 	ret = ret ?: record_run(&r);
 	ret = ret ?: files_in(&r);
 	ret = ret ?: make_pipes(&r);

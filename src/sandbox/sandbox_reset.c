@@ -66,6 +66,10 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 					  err ? NULL : "the agent's maps went away");
 	}
 	err = sb_cgroup_leaf_make(&sb->cg, sb->runs + 1, &sb->leaf, detail, dlen);
+	/* A warm interpreter forks the next call's child now, into that
+	 * call's cgroup, rather than on the call's path. */
+	if (!err && sb->warm.sock >= 0)
+		err = sb_warm_prefork(sb, detail, dlen);
 	if (err)
 		return not_reused(sb, err, detail, dlen, NULL);
 	sb->oom_base = sb_cgroup_oom_kills(&sb->cg);

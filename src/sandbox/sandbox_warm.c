@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,10 @@
 #include "sandbox_landlock.h"
 #include "sandbox_warm.h"
 
-#define START_MS       10000 /* interpreter start and preloads; past it, a platform error */
-#define LANDLOCK_SCOPE 6     /* the ABI that scopes signals and abstract sockets */
+#define START_MS       10000         /* interpreter start and preloads; past it, a platform error */
+#define LANDLOCK_SCOPE 6             /* the ABI that scopes signals and abstract sockets */
+#define PREFAULT_MAX   (64ull << 20) /* of the parent's memory, per waiting child */
+#define PREFAULT_SHARE 4             /* and at most 1/4 of the sandbox's memory limit */
 
 /* src/sandbox/warm_bootstrap.py, linked in by warm_bootstrap.S. */
 extern const char sb_warm_bootstrap_start[];
@@ -47,7 +50,8 @@ static bool is_script(const char *arg)
 	       n < sizeof(((struct sb_warm *)0)->script);
 }
 
-bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec)
+/* All that sb_warm_wanted() asks but the parent's state and refusals. */
+static bool eligible(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
 	const struct sg_warm *w = &sb->policy.warm;
 	static int abi = -1; /* the kernel's: the same for every thread that asks */
@@ -59,11 +63,25 @@ bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec)
 		return false;
 	if (abi < 0)
 		abi = landlock_abi();
-	if (abi < LANDLOCK_SCOPE)
+	return abi >= LANDLOCK_SCOPE;
+}
+
+bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec)
+{
+	if (!eligible(sb, spec))
 		return false;
 	if (sb->warm.sock >= 0)
 		return !strcmp(sb->warm.script, spec->argv[1]);
-	return sb->runs == 1; /* this is its first run: the parent can start */
+	/* Its first run: the parent can start, unless one could not lately. */
+	return sb->runs == 1 && !sb_warm_refused(sb, spec->argv[1], NULL, 0);
+}
+
+void sb_warm_why_cold(const struct sandbox *sb, const struct sandbox_spec *spec, char *why,
+		      size_t len)
+{
+	why[0] = '\0';
+	if (sb->warm.sock < 0 && eligible(sb, spec))
+		sb_warm_refused(sb, spec->argv[1], why, len);
 }
 
 /* The only process in a cgroup: its pid, or 0 when there is not exactly
@@ -187,10 +205,16 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 	w->home = sb->leaf;
 	sb->leaf = (struct sb_leaf){ .dir_fd = -1, .procs_fd = -1 };
 	got = read_msg(sb, &m, START_MS);
-	if (got == 1 && m.type == SB_WARM_FAILED)
+	if (got == 1 && m.type == SB_WARM_FAILED) {
+		char why[sizeof(m.text) + 1];
+
+		snprintf(why, sizeof(why), "%.*s", (int)sizeof(m.text), m.text);
+		w->refused = true;
+		sb_warm_refuse(sb, why);
 		return sb_fail(detail, dlen, -ENOEXEC,
 			       "sandbox %s: the warm interpreter for %s could not start: %.*s",
 			       sb->id, w->script, (int)sizeof(m.text), m.text);
+	}
 	if (got != 1 || m.type != SB_WARM_READY)
 		return sb_fail(detail, dlen, got == 0 ? -ETIMEDOUT : -EPIPE,
 			       "sandbox %s: the warm interpreter for %s %s", sb->id, w->script,
@@ -199,10 +223,70 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 	w->base_rss_kb = w->pid ? rss_kb(w->pid) : 0;
 	w->started_ms = clock_ms(CLOCK_MONOTONIC);
 	err = sb_cgroup_leaf_make(&sb->cg, sb->runs + 1, &sb->leaf, detail, dlen);
+	err = err ?: sb_warm_prefork(sb, detail, dlen);
 	if (err)
 		return err;
 	sb->broken = false;
 	return 0;
+}
+
+/* The parent's private writable mappings (heap, the interpreter's
+ * arenas, data), up to `left` bytes in all: what a child would otherwise
+ * copy page by page, one fault each, while the call waits. A mapping
+ * larger than what is left (a preloaded model's weights) is left to
+ * copy-on-write. Best effort: none when the maps cannot be read. */
+static uint32_t parent_ranges(pid_t pid, unsigned long long left, struct sb_warm_range *range)
+{
+	char path[64], line[512], perms[8];
+	unsigned long long start, end;
+	uint32_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = pid ? fopen(path, "re") : NULL;
+	if (!f)
+		return 0;
+	while (n < SB_WARM_PREP_MAX && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx-%llx %7s", &start, &end, perms) != 3 ||
+		    strcmp(perms, "rw-p") || end - start > left)
+			continue;
+		range[n++] = (struct sb_warm_range){ .start = start, .len = end - start };
+		left -= end - start;
+	}
+	fclose(f);
+	return n;
+}
+
+int sb_warm_prefork(struct sandbox *sb, char *detail, size_t dlen)
+{
+	struct sb_warm_prep *m = malloc(sizeof(*m));
+	/* The copy counts against the memory limit the call shares with
+	 * the parent: a bounded share of it. */
+	uint64_t share = (sb->policy.limits.memory_mb << 20) / PREFAULT_SHARE;
+	int procs = -1, err;
+
+	if (!m)
+		return sb_fail(detail, dlen, -ENOMEM, "warm interpreter: out of memory");
+	m->magic = SB_WARM_PREP_MAGIC;
+	m->n = parent_ranges(sb->warm.pid, share < PREFAULT_MAX ? share : PREFAULT_MAX, m->range);
+	/* Opened here, as root: the child, which may not open it, joins its
+	 * cgroup by writing to it (docs/sandbox.md: why not clone3). */
+	err = sb_cgroup_open(sb->leaf.path, "cgroup.procs", O_WRONLY, &procs, detail, dlen);
+	if (!err) {
+		err = sb_send_fds(sb->warm.sock, m,
+				  offsetof(struct sb_warm_prep, range) + m->n * sizeof(m->range[0]),
+				  &procs, 1);
+		close(procs);
+		if (err) {
+			sb->broken = true;
+			err = sb_fail(detail, dlen, err,
+				      "sandbox %s: cannot have its warm interpreter fork the "
+				      "next call's child: %s",
+				      sb->id, strerror(-err));
+		}
+	}
+	free(m);
+	return err;
 }
 
 /* The call's scratch, <scratch>/call-<n>, the slot's own (mode 0700). */
@@ -226,7 +310,7 @@ static int add(char *buf, uint32_t *len, const char *s)
 	return 0;
 }
 
-static int send_call(struct sandbox *sb, const char *dir, char *const *argv, const int fds[5])
+static int send_call(struct sandbox *sb, const char *dir, char *const *argv, const int fds[4])
 {
 	struct sb_warm_call *m = malloc(sizeof(*m) + SB_WARM_CALL_MAX);
 	char *strings = (char *)(m + 1);
@@ -238,7 +322,7 @@ static int send_call(struct sandbox *sb, const char *dir, char *const *argv, con
 	err = add(strings, &m->len, dir);
 	for (char *const *a = argv; *a && !err; a++, m->argc++)
 		err = add(strings, &m->len, *a);
-	err = err ?: sb_send_fds(sb->warm.sock, m, sizeof(*m) + m->len, fds, 5);
+	err = err ?: sb_send_fds(sb->warm.sock, m, sizeof(*m) + m->len, fds, 4);
 	free(m);
 	return err;
 }
@@ -247,16 +331,12 @@ int sb_warm_send_call(struct sandbox *sb, const struct sandbox_spec *spec, const
 		      char *detail, size_t dlen)
 {
 	char dir[PATH_MAX];
-	int all[5] = { -1, fds[0], fds[1], fds[2], fds[3] }, err;
+	int err;
 
 	err = make_call_dir(sb, dir, sizeof(dir), detail, dlen);
-	/* Opened here, as root: the child, which may not open it, joins its
-	 * cgroup by writing to it (docs/sandbox.md: why not clone3). */
-	err = err ?: sb_cgroup_open(sb->leaf.path, "cgroup.procs", O_WRONLY, &all[0], detail, dlen);
 	if (err)
 		return err;
-	err = send_call(sb, dir, spec->argv + 1, all);
-	close(all[0]);
+	err = send_call(sb, dir, spec->argv + 1, fds);
 	if (err) {
 		sb->broken = true;
 		return sb_fail(detail, dlen, err,
@@ -286,11 +366,17 @@ int sb_warm_read_done(struct sandbox *sb, int *status, int timeout_ms)
 	return 1;
 }
 
+bool sandbox_warm_expired(const struct sandbox *sb)
+{
+	return sb->warm.sock >= 0 && clock_ms(CLOCK_MONOTONIC) - sb->warm.started_ms >=
+					     (uint64_t)sb->policy.warm.max_age_s * 1000;
+}
+
 int sb_warm_check(struct sandbox *sb, char *detail, size_t dlen)
 {
 	const struct sg_warm *p = &sb->policy.warm;
 	struct sb_warm *w = &sb->warm;
-	uint64_t rss, age = clock_ms(CLOCK_MONOTONIC) - w->started_ms;
+	uint64_t rss;
 	struct pollfd pfd = { .fd = w->sock, .events = POLLIN };
 
 	if (poll(&pfd, 1, 0) != 0)
@@ -309,7 +395,7 @@ int sb_warm_check(struct sandbox *sb, char *detail, size_t dlen)
 	if (w->calls >= p->max_calls)
 		return sb_fail(detail, dlen, -ESTALE, "its warm interpreter served max_calls (%u)",
 			       p->max_calls);
-	if (age >= (uint64_t)p->max_age_s * 1000)
+	if (sandbox_warm_expired(sb))
 		return sb_fail(detail, dlen, -ESTALE, "its warm interpreter is past max_age_s (%u)",
 			       p->max_age_s);
 	return 0;

@@ -5,10 +5,15 @@
  * run (slot uid, Landlock, seccomp, rlimits, in the sandbox's cgroups and
  * namespaces) and lives in its own cgroup, <v2>/run-1. Each call is a
  * fresh child of it: the executor makes the call's cgroup <v2>/run-<n>
- * and scratch directory <scratch>/call-<n>, and sends the parent a CALL
- * with the call's argv and fds; the child joins that cgroup first thing,
- * takes a Landlock domain of its own (writes beneath its scratch only,
- * signals and abstract sockets scoped) and runs the script as __main__.
+ * ahead of the call (at the reset after the previous one), and sends the
+ * parent a PREP with that cgroup's cgroup.procs: the parent forks the
+ * call's child at once, which joins that cgroup first thing, copies the
+ * parent's writable memory (so the call does not pay for copy-on-write
+ * faults) and waits, before it has any of the call's data. The CALL then
+ * brings the call's argv and fds, which the parent hands to the waiting
+ * child: it takes a Landlock domain of its own (writes beneath its
+ * scratch only, signals and abstract sockets scoped) and runs the script
+ * as __main__.
  * The parent's only channel is a SOCK_SEQPACKET socket, its fd 0; it sends
  * READY once, FAILED if its start failed, and DONE with each child's wait
  * status. The executor takes nothing else from it.
@@ -28,7 +33,9 @@
 
 #define SB_WARM_MSG_MAGIC  0x5347574Du
 #define SB_WARM_CALL_MAGIC 0x53475743u
+#define SB_WARM_PREP_MAGIC 0x53475750u
 #define SB_WARM_CALL_MAX   (64 * 1024) /* strings of one CALL */
+#define SB_WARM_PREP_MAX   256         /* memory ranges in one PREP */
 
 enum sb_warm_msg_type { SB_WARM_READY = 1, SB_WARM_FAILED, SB_WARM_DONE };
 
@@ -43,11 +50,26 @@ struct sb_warm_msg {
 
 /* To the parent, followed by `len` bytes of NUL-ended strings: the call's
  * scratch directory, then argv (the script and its arguments). Its fds, in
- * order: the call's cgroup.procs, stdin, stdout, stderr, report pipe. */
+ * order: stdin, stdout, stderr, report pipe. */
 struct sb_warm_call {
 	uint32_t magic;
 	uint32_t argc;
 	uint32_t len;
+};
+
+/* To the parent, with one fd: the next call's cgroup.procs (opened by
+ * root: the child may write to it, not open it). The ranges are the
+ * parent's private writable mappings (from its /proc/<pid>/maps, which
+ * the sandbox may not read): the waiting child pre-faults them. */
+struct sb_warm_range {
+	uint64_t start;
+	uint64_t len;
+};
+
+struct sb_warm_prep {
+	uint32_t magic;
+	uint32_t n; /* ranges that follow */
+	struct sb_warm_range range[SB_WARM_PREP_MAX];
 };
 
 struct sb_warm {
@@ -58,7 +80,8 @@ struct sb_warm {
 	uint64_t started_ms; /* CLOCK_MONOTONIC */
 	uint64_t base_rss_kb;
 	unsigned calls;
-	bool keep; /* sandbox_may_keep(): it may be warm */
+	bool keep;    /* sandbox_may_keep(): it may be warm */
+	bool refused; /* it said FAILED at its start: its preloads */
 };
 
 struct sandbox;
@@ -73,10 +96,15 @@ void sb_warm_init(struct sb_warm *w);
  * parent runs this script. */
 bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec);
 
-/* Start the parent in sb (fresh: its leaf is run-1) unless it runs, and
- * make the first call's cgroup. 0, or -errno with `detail` (sb is then
- * broken: a platform error). */
+/* Start the parent in sb (fresh: its leaf is run-1) unless it runs, make
+ * the first call's cgroup and have its child forked (sb_warm_prefork).
+ * 0, or -errno with `detail` (sb is then broken: a platform error). */
 int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *detail, size_t dlen);
+
+/* Send the parent a PREP for sb->leaf, the next call's fresh cgroup: the
+ * call's child is forked into it now, off the call's path. 0, or -errno
+ * with `detail`. */
+int sb_warm_prefork(struct sandbox *sb, char *detail, size_t dlen);
 
 /* Hand the parent one call: fds are the call's stdin, stdout, stderr and
  * report pipe (the caller closes its copies). 0 or -errno with `detail`. */
@@ -90,6 +118,20 @@ int sb_warm_read_done(struct sandbox *sb, int *status, int timeout_ms);
 /* Between calls, after the call's cgroup is gone: 0 when the parent may
  * take another call, else -errno with `detail` saying why it is recycled. */
 int sb_warm_check(struct sandbox *sb, char *detail, size_t dlen);
+
+/* sandbox_warm_refusal.c: note that sb's parent could not start (why:
+ * its FAILED text); for a while, a parent for sb's tenant, script and
+ * policy is not started again. */
+void sb_warm_refuse(const struct sandbox *sb, const char *why);
+
+/* Whether such a note holds for sb's tenant and policy and `script`; with
+ * `why`, its text there, and the call counted as one that fell back. */
+bool sb_warm_refused(const struct sandbox *sb, const char *script, char *why, size_t len);
+
+/* Why spec's run in sb is cold when it would be warm but for such a note:
+ * its text in `why`, else "". */
+void sb_warm_why_cold(const struct sandbox *sb, const struct sandbox_spec *spec, char *why,
+		      size_t len);
 
 /* The parent's channel closed (it exits) and its cgroup's fds. */
 void sb_warm_close(struct sandbox *sb);

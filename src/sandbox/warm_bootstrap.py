@@ -5,15 +5,20 @@
 # uid, Landlock domain, seccomp filter, namespaces and limits.
 #
 # It imports the preloaded modules once, then serves calls one at a time
-# on its control channel (fd 0, a SOCK_SEQPACKET socket to the executor):
-# each CALL brings the call's scratch directory, sys.argv, and five fds
-# (the call's cgroup.procs, stdin, stdout, stderr, the report pipe). A
-# fresh child per call joins its own cgroup, takes the call's stdio,
-# closes everything else, enters a tighter Landlock domain (writes only
-# beneath its scratch; no signals or abstract unix sockets outside it),
-# closes the report pipe (the executor's "tenant code starts now") and
-# runs SCRIPT as __main__. The parent sends back the child's wait status
-# (DONE) and nothing else: it never reads anything the child made.
+# on its control channel (fd 0, a SOCK_SEQPACKET socket to the executor).
+# A PREP (after the previous call, off the next call's path) brings the
+# next call's cgroup.procs: the parent forks that call's child at once,
+# which joins the cgroup, keeps nothing but its link to the parent,
+# copies the parent's writable memory (no copy-on-write faults during the
+# call) and waits; it has seen no call's data. The CALL brings the call's
+# scratch directory, sys.argv, and four fds (stdin, stdout, stderr, the
+# report pipe), which the parent hands on to the waiting child: it takes
+# the call's stdio, closes everything else, enters a tighter Landlock
+# domain (writes only beneath its scratch; no signals or abstract unix
+# sockets outside it), closes the report pipe (the executor's "tenant
+# code starts now") and runs SCRIPT as __main__. The parent sends back the
+# child's wait status (DONE) and nothing else: it never reads anything
+# the child made.
 import ctypes
 import gc
 import importlib
@@ -31,7 +36,10 @@ READY, FAILED, DONE = 1, 2, 3
 CALL = struct.Struct("=III")  # struct sb_warm_call's header
 CALL_MAGIC = 0x53475743
 CALL_MAX = 12 + 64 * 1024
-CALL_FDS = 5
+CALL_FDS = 4
+PREP = struct.Struct("=II")  # struct sb_warm_prep's header, then (start, len) pairs
+PREP_MAGIC = 0x53475750
+MADV_POPULATE_WRITE = 23
 REPORT = struct.Struct("=6i")  # struct sb_child_report
 REPORT_FAILED = 1
 # enum sb_child_step
@@ -102,6 +110,7 @@ class PathBeneath(ctypes.Structure):
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.syscall.restype = ctypes.c_long
+ABI = 0  # the kernel's Landlock ABI, main()'s
 
 
 def syscall(nr, *args):
@@ -133,31 +142,16 @@ def allow(ruleset, path, rights, flags):
         os.close(fd)
 
 
-def ruleset_for(scratch, abi):
+def enter_call_domain(scratch):
     """The call's own domain, inside the sandbox's: writes only beneath
     its scratch (and to /dev/null), no signals and no abstract unix
-    sockets outside it. Reads stay as the sandbox's domain has them.
-    Built by the parent (no copy-on-write faults); the child enforces it.
-    Its fd, or the OSError that the child reports."""
-    writes = supported(TREE_WRITES, abi)
+    sockets outside it. Reads stay as the sandbox's domain has them."""
+    writes = supported(TREE_WRITES, ABI)
     attr = RulesetAttr(writes, 0, SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL)
-    try:
-        ruleset = syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
-                          ctypes.c_uint32(0))
-    except OSError as e:
-        return e
-    try:
-        allow(ruleset, scratch, writes, os.O_DIRECTORY)
-        allow(ruleset, "/dev/null", supported(WRITE_FILE | TRUNCATE | IOCTL_DEV, abi), 0)
-    except OSError as e:
-        os.close(ruleset)
-        return e
-    return ruleset
-
-
-def restrict(ruleset):
-    if isinstance(ruleset, OSError):
-        raise ruleset
+    ruleset = syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                      ctypes.c_uint32(0))
+    allow(ruleset, scratch, writes, os.O_DIRECTORY)
+    allow(ruleset, "/dev/null", supported(WRITE_FILE | TRUNCATE | IOCTL_DEV, ABI), 0)
     syscall(SYS_RESTRICT, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     os.close(ruleset)
 
@@ -208,24 +202,59 @@ def run(argv):
     return status
 
 
-def child(fds, ruleset, scratch, argv):
-    procs, stdin, stdout, stderr, report = fds
-    step = STEP_CGROUP
+def prefault(ranges):
+    """Copy the parent's writable memory now (MADV_POPULATE_WRITE), while
+    no call waits, rather than one copy-on-write fault at a time during
+    the call. Best effort: a range that went away is skipped."""
+    for i in range(0, len(ranges) - 1, 2):
+        LIBC.madvise(ctypes.c_void_p(ranges[i]), ctypes.c_size_t(ranges[i + 1]),
+                     MADV_POPULATE_WRITE)
+
+
+def waiting_child(procs, link, ranges):
+    """The next call's child, forked at PREP: into the call's own, fresh
+    cgroup first, then nothing but its link to the parent, the call's IPC
+    filter and its memory copied, then wait for the call. It has none of
+    the call's data until the CALL the parent hands on."""
+    failed = None
     try:
-        os.write(procs, b"0")  # into the call's own, fresh cgroup
-        os.close(procs)
-        step = STEP_STDIO
+        os.write(procs, b"0")
+    except OSError as e:
+        failed = (STEP_CGROUP, e)
+    os.close(procs)
+    os.dup2(1, 0)  # the executor's channel: /dev/null instead (fd 1's)
+    os.closerange(3, link)
+    os.closerange(link + 1, os.sysconf("SC_OPEN_MAX"))
+    if failed is None:
+        try:
+            refuse_ipc()
+        except OSError as e:
+            failed = (STEP_SECCOMP, e)
+    prefault(ranges)
+    link = socket.socket(fileno=link)
+    msg, fds, _, _ = socket.recv_fds(link, CALL_MAX, CALL_FDS)
+    link.close()
+    if len(fds) != CALL_FDS:
+        os._exit(0)  # the parent ended before a call: nothing ran
+    length = CALL.unpack_from(msg)[2]
+    strings = [os.fsdecode(s) for s in msg[CALL.size:CALL.size + length].split(b"\0")[:-1]]
+    child(fds, failed, strings[0], strings[1:])
+
+
+def child(fds, failed, scratch, argv):
+    stdin, stdout, stderr, report = fds
+    step = STEP_STDIO
+    try:
+        if failed is not None:
+            step = failed[0]
+            raise failed[1]
         for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
             os.dup2(fd, target)
         step = STEP_CLOSE_FDS
-        keep = sorted((report, ruleset if isinstance(ruleset, int) else report))
-        os.closerange(3, keep[0])
-        os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX"))
+        os.closerange(3, report)
+        os.closerange(report + 1, os.sysconf("SC_OPEN_MAX"))
         step = STEP_LANDLOCK
-        restrict(ruleset)
-        step = STEP_SECCOMP
-        refuse_ipc()
+        enter_call_domain(scratch)
         step = STEP_CHDIR
         os.chdir(scratch)
         os.environ.clear()
@@ -242,26 +271,55 @@ def child(fds, ruleset, scratch, argv):
     os._exit(run(argv))
 
 
-def serve(sock, abi):
+def prefork(sock, msg, fds):
+    """PREP: fork the next call's child now. Its pid and the parent's end
+    of their link, or None for a message that is not the executor's."""
+    n = PREP.unpack_from(msg)[1] if len(msg) >= PREP.size else -1
+    if len(fds) != 1 or len(msg) != PREP.size + 16 * n:
+        return None
+    ranges = struct.unpack_from("=%dQ" % (2 * n), msg, PREP.size)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        sock.detach()
+        ours.detach()
+        waiting_child(fds[0], theirs.detach(), ranges)
+    theirs.close()
+    os.close(fds[0])
+    return pid, ours
+
+
+def serve(sock):
+    waiting = None  # (pid, link) of the next call's child
     while True:
         msg, fds, _, _ = socket.recv_fds(sock, CALL_MAX, CALL_FDS)
         if not msg:
             return 0  # the executor let go: recycled
-        magic, argc, length = CALL.unpack_from(msg)
+        magic = CALL.unpack_from(msg)[0] if len(msg) >= CALL.size else 0
+        if magic == PREP_MAGIC and waiting is None:
+            waiting = prefork(sock, msg, fds)
+            if waiting is not None:
+                continue
+        argc, length = CALL.unpack_from(msg)[1:] if magic == CALL_MAGIC else (0, 0)
         strings = msg[CALL.size:CALL.size + length].split(b"\0")[:-1]
-        if magic != CALL_MAGIC or len(fds) != CALL_FDS or len(strings) != argc + 1:
+        if magic != CALL_MAGIC or waiting is None or len(fds) != CALL_FDS or \
+                len(strings) != argc + 1:
             return 2  # not the executor's message: end, the executor books it
-        scratch, argv = os.fsdecode(strings[0]), [os.fsdecode(s) for s in strings[1:]]
-        ruleset = ruleset_for(scratch, abi)
-        pid = os.fork()
-        if pid == 0:
-            sock.detach()
-            child(fds, ruleset, scratch, argv)
+        pid, link = waiting
+        waiting = None
+        try:
+            socket.send_fds(link, [msg], fds)
+            handed = True
+        except OSError:
+            handed = False
+        link.close()
         for fd in fds:
             os.close(fd)
-        if isinstance(ruleset, int):
-            os.close(ruleset)
         _, status = os.waitpid(pid, 0)
+        if not handed:  # not the call's doing: a platform error, this parent ends
+            send(sock, FAILED, status, "the call's child ended before its call (wait status "
+                 "%d)" % status)
+            return 3
         send(sock, DONE, status)
 
 
@@ -272,10 +330,11 @@ def main():
     sys.dont_write_bytecode = True
     sys.argv = [script]
     sys.path[0] = os.path.dirname(os.path.realpath(script))
-    abi = landlock_abi()
+    global ABI
+    ABI = landlock_abi()
     try:
-        if abi < 6:
-            raise OSError(95, "Landlock ABI %d: a warm call needs 6 (scoped signals)" % abi)
+        if ABI < 6:
+            raise OSError(95, "Landlock ABI %d: a warm call needs 6 (scoped signals)" % ABI)
         for name in preload:
             importlib.import_module(name)
     except BaseException as e:
@@ -285,7 +344,7 @@ def main():
     gc.freeze()  # children do not touch (copy) the preloaded objects' pages
     send(sock, READY)
     try:
-        return serve(sock, abi)
+        return serve(sock)
     except BaseException as e:  # the executor books the call; this says why
         send(sock, FAILED, 0, "".join(traceback.format_exception(type(e), e, e.__traceback__)))
         raise

@@ -258,6 +258,17 @@ static void age(struct warm_pool *p, uint64_t now, struct sandbox **later)
 			k->peak_now = k->in_use;
 			k->window_start = now;
 		}
+		/* A kept warm interpreter past max_age_s goes now, not at its
+		 * next call (which would then start a new one on its path). */
+		for (size_t i = k->n_warm; i-- > 0;) {
+			if (sandbox_warm_expired(k->warm[i])) {
+				sg_debug("warm pool: tenant %s: a warm interpreter is past "
+					 "max_age_s (%u): retired",
+					 k->tenant, k->policy.warm.max_age_s);
+				retire_locked(p, k->warm[i], later);
+				k->warm[i] = k->warm[--k->n_warm];
+			}
+		}
 		if (!k->in_use && now - k->last_take >= p->idle_ms && !k->stale) {
 			k->stale = true;
 			retire_ready(p, k, later);

@@ -235,6 +235,121 @@ def parent_pids(env, tenant):
     return pids
 
 
+def waiting_child(env, tenant, sandbox):
+    """The child a warm parent forked ahead of its next call: (host pid,
+    its pid in the sandbox, N of the cgroup run-<N> it waits in, its
+    parent's host pid), once it is there (None after 60 s)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for procs in glob.glob(os.path.join(env.cgroot, tenant, sandbox, "run-*", "cgroup.procs")):
+            n = int(procs.split(os.sep)[-2][4:])
+            try:
+                with open(procs) as f:
+                    pids = f.read().split()
+                with open("/proc/%s/status" % pids[0]) as f:
+                    status = dict(line.split(":", 1) for line in f)
+            except (OSError, IndexError):
+                continue
+            if n > 1 and len(pids) == 1:
+                return (int(pids[0]), int(status["NSpid"].split()[-1]), n,
+                        int(status["PPid"]))
+        time.sleep(0.1)
+    return None
+
+
+def t_prefork_child_in_the_calls_cgroup(env, ex):
+    # /proc readable: the call reads its own /proc/self/cgroup.
+    warm_policy(env, "wi-prefork", read_only=["/proc"])
+    first = until_warm(env, "wi-prefork", "wi_prefork.py")
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % WARM_BOUND_S
+    sandbox, seen = sandbox_of(first), []
+    parents = parent_pids(env, "wi-prefork")
+    for _ in range(2):
+        waiting = waiting_child(env, "wi-prefork", sandbox)
+        if not waiting:
+            return "no child waits for the next call in a cgroup of its own"
+        pid, ns_pid, leaf, ppid = waiting
+        if ppid not in parents:
+            return "the waiting child %d is not the warm parent's (%s) but %d's" % (
+                pid, parents, ppid)
+        rc, res, err = call(env, "wi-prefork", "wi_prefork.py")
+        if rc != 0 or sandbox_of(res) != sandbox:
+            return "the call did not run in the warm interpreter: rc %d %s" % (rc, res)
+        if res["scores"] != [ns_pid, leaf, 0, 1]:
+            return ("scores %s, want [%d, %d, 0, 1]: the call runs in the child that waited "
+                    "in run-%d, and the counter an earlier call left at 1 is 0 again" % (
+                        res["scores"], ns_pid, leaf, leaf))
+        gone = time.monotonic() + 60  # the reset after the call removes it
+        while os.path.exists(os.path.join(env.cgroot, "wi-prefork", sandbox, "run-%d" % leaf)):
+            if time.monotonic() > gone:
+                return "the call's cgroup run-%d outlived the call by 60 s" % leaf
+            time.sleep(0.1)
+        seen.append(leaf)
+    if seen[1] <= seen[0]:
+        return "the second call's cgroup run-%d is not a fresh one after run-%d" % tuple(
+            reversed(seen))
+    return None
+
+
+def t_waiting_child_killed_is_platform_error(env, ex):
+    # The child waiting for the next call is killed before the call: that
+    # call is a platform_error (never the tenant's result), retried, and
+    # the retry scores.
+    warm_policy(env, "wi-wkill", failure={"mode": "retry", "max_retries": 1})
+    first = until_warm(env, "wi-wkill", "wi_global.py")
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % WARM_BOUND_S
+    waiting = waiting_child(env, "wi-wkill", sandbox_of(first))
+    if not waiting:
+        return "no child waits for the next call"
+    os.kill(waiting[0], signal.SIGKILL)
+    rc, res, err = call(env, "wi-wkill", "wi_global.py", batch_id="b-wkill")
+    if not res or res["attempts"] != 2 or res["sandboxes"][0]["cause"] != "platform_error":
+        return "want attempt 1 platform_error and a retry, got rc %d %s" % (rc, res)
+    if res["sandboxes"][0]["sandbox"] != sandbox_of(first):
+        return "attempt 1 did not run in the sandbox whose waiting child was killed: %s" % res
+    if res["status"] != "ok" or res["scores"][:3] != [0, 1, 1]:
+        return "the retry should have scored: %s" % res
+    booked = [o.get("cause") for o in env.outcomes() if o.get("batch_id") == "b-wkill"]
+    if booked != ["platform_error", "ok"]:
+        return "bookings %s, want platform_error then ok" % booked
+    return None
+
+
+def t_broken_preload_runs_cold(env, ex):
+    # A preload that does not import: calls run cold (a sandbox the pool
+    # prepared for the taker is cold anyway; one of its kept ones says why:
+    # warm_fallback), none is a platform error, the executor warns once.
+    warm_policy(env, "wi-nopre", preload=("wi_no_such_module",))
+    results, fell_back = [], 0
+    deadline = time.monotonic() + WARM_BOUND_S
+    while fell_back < 2 and time.monotonic() < deadline:
+        rc, res, err = call(env, "wi-nopre", "wi_global.py", batch_id="b-nopre")
+        if rc != 0 or not res or res["status"] != "ok" or res["attempts"] != 1:
+            return "a call with a broken preload did not run (once, cold): rc %d %s %s" % (
+                rc, res, err[-300:])
+        results.append(res)
+        if res.get("warm_fallback"):
+            fell_back += 1
+            if "wi_no_such_module" not in res["warm_fallback"]:
+                return "warm_fallback does not say why: %s" % res["warm_fallback"]
+        time.sleep(0.3)  # the pool's keeper prepares a kept sandbox meanwhile
+    if fell_back < 2:
+        return "no two calls fell back to cold (warm_fallback) within %d s" % WARM_BOUND_S
+    bad = [r["scores"] for r in results if r["scores"] != [0, 1, 1, 0]]
+    if bad:
+        return "scores %s, want [0, 1, 1, 0] (cold: nothing preloaded)" % bad
+    booked = [o.get("cause") for o in env.outcomes() if o.get("batch_id") == "b-nopre"]
+    if booked != ["ok"] * len(results):
+        return "bookings %s, want %d ok and no platform_error" % (booked, len(results))
+    with open(ex.log) as f:
+        warned = [line for line in f if "wi-nopre" in line and "cannot start" in line]
+    if len(warned) != 1:
+        return "want one warning in the executor's log, got %d: %s" % (len(warned), warned)
+    return None
+
+
 def t_parent_killed_is_platform_error(env, ex):
     warm_policy(env, "wi-kill", failure={"mode": "retry", "max_retries": 1})
     if not until_warm(env, "wi-kill", "wi_sleep.py", args=("0",)):
@@ -293,6 +408,26 @@ def t_recycled_after_max_calls(env, ex):
     if sum(1 for n in per_sandbox.values() if n == 2) < 2:
         return "want two interpreters each used for 2 calls, got %s" % per_sandbox
     return None
+
+
+def t_idle_parent_retired_past_max_age(env, ex):
+    # No call after the parent is past max_age_s: the pool retires it
+    # anyway, well before its idle timeout (60 s) would.
+    warm_policy(env, "wi-age", max_age_s=8)
+    first = until_warm(env, "wi-age", "wi_global.py")
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % WARM_BOUND_S
+    parents = parent_pids(env, "wi-age")
+    if not parents:
+        return "no warm parent runs after a warm call"
+    deadline = time.monotonic() + 45
+    while time.monotonic() < deadline:
+        alive = [pid for pid in parents if os.path.exists("/proc/%d" % pid)]
+        if not alive and sandbox_of(first) not in env.sandboxes("wi-age"):
+            return None
+        time.sleep(0.5)
+    return "warm parents %s (sandbox %s) still there 45 s after the last call, past " \
+           "max_age_s 8" % (alive, sandbox_of(first))
 
 
 def t_reload_replaces_parent(env, ex):
@@ -405,7 +540,7 @@ def t_nothing_left_at_stop(env, ex):
     if rc != 0:
         return "the executor exited %s" % rc
     left = [p for t in ("wi-glob", "wi-files", "wi-probe", "wi-func", "wi-kill", "wi-max",
-                        "wi-reload", "wi-serve", "wi-ipc", "wi-verify")
+                        "wi-reload", "wi-serve", "wi-ipc", "wi-verify", "wi-prefork", "wi-nopre", "wi-age", "wi-wkill")
             for p in parent_pids(env, t)]
     if left:
         return "warm parents left after a clean stop: %s" % left
@@ -422,8 +557,12 @@ CASES = [
     ("warm-no-ipc-objects-cross-calls", t_no_ipc_objects),
     ("warm-verifier-stays-cold", t_verifier_stays_cold),
     ("warm-same-results-as-cold", t_same_scores_as_cold),
+    ("warm-prefork-child-in-the-calls-cgroup", t_prefork_child_in_the_calls_cgroup),
+    ("warm-waiting-child-killed-is-platform-error", t_waiting_child_killed_is_platform_error),
+    ("warm-broken-preload-runs-cold", t_broken_preload_runs_cold),
     ("warm-parent-killed-is-platform-error-retried", t_parent_killed_is_platform_error),
     ("warm-recycled-after-max-calls", t_recycled_after_max_calls),
+    ("warm-idle-parent-retired-past-max-age", t_idle_parent_retired_past_max_age),
     ("warm-reload-replaces-the-parent", t_reload_replaces_parent),
     ("warm-v1-score", t_v1_score_warm),
     ("warm-agent-attributes-each-call", t_agent_attributes_each_call),
