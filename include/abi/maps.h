@@ -158,13 +158,17 @@ struct sg_config {
  * every policy swap or removal, and a program reads the epoch before the
  * policy, so a verdict of an old policy is never used once the bump is
  * done (the swap takes effect for remembered verdicts at the bump).
- * Denials are never remembered. */
+ * Denials are never remembered. A file is named by its device, inode
+ * number and inode generation: an allowed file deleted (a package
+ * upgrade) frees its inode number for a new file anywhere on the same
+ * filesystem, which the generation tells apart (ext4, xfs, btrfs, tmpfs
+ * give each new inode a random or increasing one). */
 struct sg_verdict_key {
 	__u32 tenant; /* index into sg_policies */
 	__u32 dev;
 	__u64 ino;
-	__u32 epoch; /* sg_config.verdict_epoch when found */
-	__u32 pad;
+	__u32 epoch;      /* sg_config.verdict_epoch when found */
+	__u32 generation; /* the inode's i_generation */
 };
 #define SG_VERDICT_CACHE 16384
 

@@ -186,6 +186,7 @@ static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb,
 	bool lsm = mode == SG_MODE_LSM, write = fmode & SG_FMODE_WRITE;
 	struct dentry *dentry = BPF_CORE_READ(file, f_path.dentry);
 	__u32 dev = BPF_CORE_READ(dentry, d_sb, s_dev);
+	struct inode *inode = BPF_CORE_READ(dentry, d_inode);
 	struct sg_verdict_key vkey = {};
 	struct sg_file_detail *d;
 	struct sg_policy_k *pol;
@@ -197,7 +198,8 @@ static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb,
 		return 0;
 	vkey.tenant = sb->tenant;
 	vkey.dev = dev;
-	vkey.ino = BPF_CORE_READ(dentry, d_inode, i_ino);
+	vkey.ino = BPF_CORE_READ(inode, i_ino);
+	vkey.generation = BPF_CORE_READ(inode, i_generation);
 	/* The epoch before the policy: see struct sg_verdict_key. */
 	vkey.epoch = sg_read_once(cfg->verdict_epoch);
 	known = bpf_map_lookup_elem(&sg_verdicts, &vkey);

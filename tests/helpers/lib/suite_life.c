@@ -62,27 +62,13 @@ static void replace_policy(const char *tenant, const char *text)
 	rename(tmp, path); /* what config management (and a ConfigMap) does */
 }
 
-/* The kernel's side of the file rule for the suite: sg_config's verdict
- * epoch (remembered file verdicts are used only in theirs), and a
- * sandbox's violations as sg_state counted them. 0 when unreadable. */
+/* sg_config's verdict epoch: remembered file verdicts are used only in
+ * theirs. 0 when unreadable. */
 static uint32_t verdict_epoch(void)
 {
 	struct sg_config cfg = { 0 };
 
 	return sg_pinned_config(&cfg) ? 0 : cfg.verdict_epoch;
-}
-
-static bool sandbox_state(const struct at_sandbox *sb, struct sg_sandbox_state *st)
-{
-	uint64_t cgid = 0;
-	int fd = sg_pinned_map("sg_state");
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = !cgroup_id_of(sb->cg, &cgid) && !bpf_map_lookup_elem(fd, &cgid, st);
-	close(fd);
-	return ok;
 }
 
 /* Reads of the suite's read-only file in a new sandbox of acme: allowed
