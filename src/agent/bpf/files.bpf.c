@@ -16,8 +16,9 @@
  * of every task on the node.
  *
  * An allowed open is judged by the file's identity first (the verdicts
- * remembered per tenant policy); names are copied, and the walk repeated
- * to copy them, only for a denial. */
+ * remembered per tenant and policy epoch); the policy is looked up and
+ * the walk made only for a file not remembered, and names are copied, by
+ * a second walk, only for a denial. */
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
