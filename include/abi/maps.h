@@ -150,18 +150,25 @@ struct sg_config {
 			       * are never used (see struct sg_verdict_key) */
 };
 
-/* The file programs remember, per tenant policy, the identities of files
- * they found allowed by the read-only allowlist (an LRU map of each
- * generation, not pinned): an allowed open then costs one lookup instead
- * of a walk up the file's ancestors. A verdict is used only under the
- * epoch and policy set it was found in; the agent bumps the epoch after
- * every policy swap or removal. Denials are never remembered. */
+/* The file programs remember, per tenant, the identities of files they
+ * found allowed by the tenant's read-only allowlist (an LRU map of each
+ * generation, not pinned): an allowed open then costs one lookup, with no
+ * policy lookup and no walk up the file's ancestors. A verdict is used
+ * only in the epoch it was found in: the agent bumps the epoch after
+ * every policy swap or removal, and a program reads the epoch before the
+ * policy, so a verdict of an old policy is never used once the bump is
+ * done (the swap takes effect for remembered verdicts at the bump).
+ * Denials are never remembered. A file is named by its device, inode
+ * number and inode generation: an allowed file deleted (a package
+ * upgrade) frees its inode number for a new file anywhere on the same
+ * filesystem, which the generation tells apart (ext4, xfs, btrfs, tmpfs
+ * give each new inode a random or increasing one). */
 struct sg_verdict_key {
-	__u32 set; /* SG_SET_KEY(tenant index, set_gen) */
+	__u32 tenant; /* index into sg_policies */
 	__u32 dev;
 	__u64 ino;
-	__u32 epoch; /* sg_config.verdict_epoch when found */
-	__u32 pad;
+	__u32 epoch;      /* sg_config.verdict_epoch when found */
+	__u32 generation; /* the inode's i_generation */
 };
 #define SG_VERDICT_CACHE 16384
 

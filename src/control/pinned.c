@@ -26,18 +26,24 @@ int sg_pinned_map(const char *name)
 	return fd >= 0 ? fd : -errno;
 }
 
+int sg_pinned_config(struct sg_config *cfg)
+{
+	uint32_t zero = 0;
+	int fd = sg_pinned_map("sg_config"), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (bpf_map_lookup_elem(fd, &zero, cfg))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
 uint32_t sg_pinned_generation(void)
 {
 	struct sg_config cfg = { 0 };
-	uint32_t zero = 0;
-	int fd = sg_pinned_map("sg_config");
 
-	if (fd < 0)
-		return 0;
-	if (bpf_map_lookup_elem(fd, &zero, &cfg))
-		cfg.active_gen = 0;
-	close(fd);
-	return cfg.active_gen;
+	return sg_pinned_config(&cfg) ? 0 : cfg.active_gen;
 }
 
 int sg_pinned_links(void)

@@ -9,6 +9,11 @@
 /* Where pins live: $SANDGUARD_PIN_ROOT (tests) or SG_PIN_ROOT. */
 const char *sg_pin_root(void);
 
+struct sg_config;
+
+/* The agent's switches (sg_config[0]): 0, or -errno. */
+int sg_pinned_config(struct sg_config *cfg);
+
 /* The generation the active agent switched to (sg_config), 0 if none. */
 uint32_t sg_pinned_generation(void);
 

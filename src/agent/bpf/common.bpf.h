@@ -196,13 +196,35 @@ static __always_inline struct sg_sandbox *sg_sandbox_of(__u64 *cgid)
 /* The one lookup every process pays: is the current task in a sandbox?
  * Programs of an inactive generation see no sandbox at all. For tracing
  * and LSM programs. */
-static __always_inline struct sg_sandbox *sg_current_sandbox(__u64 *cgid)
+static __always_inline __u64 sg_current_cgid(void)
 {
 	if (sg_ancestor_helper)
-		*cgid = bpf_get_current_ancestor_cgroup_id(sg_sandbox_level);
-	else
-		*cgid = sg_task_ancestor_cgid(sg_sandbox_level);
+		return bpf_get_current_ancestor_cgroup_id(sg_sandbox_level);
+	return sg_task_ancestor_cgid(sg_sandbox_level);
+}
+
+static __always_inline struct sg_sandbox *sg_current_sandbox(__u64 *cgid)
+{
+	*cgid = sg_current_cgid();
 	return sg_sandbox_of(cgid);
+}
+
+/* The same, handing back the configuration it read for the generation
+ * check, for a hot path that needs more of it (the fallback's open): one
+ * read of sg_config instead of one per question. */
+static __always_inline struct sg_sandbox *sg_current_sandbox_cfg(__u64 *cgid,
+								 struct sg_config **cfg)
+{
+	struct sg_sandbox *sb;
+
+	*cgid = sg_current_cgid();
+	if (!*cgid)
+		return NULL;
+	sb = bpf_map_lookup_elem(&sg_sandboxes, cgid);
+	if (!sb)
+		return NULL;
+	*cfg = sg_cfg();
+	return *cfg && (*cfg)->active_gen == sg_gen ? sb : NULL;
 }
 
 /* The same for cgroup sock_addr programs, which always have the helper

@@ -16,8 +16,9 @@
  * of every task on the node.
  *
  * An allowed open is judged by the file's identity first (the verdicts
- * remembered per tenant policy); names are copied, and the walk repeated
- * to copy them, only for a denial. */
+ * remembered per tenant and policy epoch); the policy is looked up and
+ * the walk made only for a file not remembered, and names are copied, by
+ * a second walk, only for a denial. */
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -125,34 +126,17 @@ static __always_inline enum walk_end walk(const struct sg_sandbox *sb,
 	return WALK_DENY;
 }
 
-/* The verdict on an opened file for the sandbox: a file on its own
- * scratch filesystem is its; a file found allowed before (same tenant
- * policy, same epoch) costs one lookup; otherwise the walk decides, and
- * only a denial walks again to keep the names for its event. */
-static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
-					       const struct sg_policy_k *pol, __u32 epoch,
-					       const struct path *path, bool write,
-					       struct sg_file_detail *d)
+/* The verdict on an opened file for the sandbox, when it was not found
+ * allowed before: the walk decides, an allowlisted file is remembered
+ * under `vkey`, and only a denial walks again to keep the names for its
+ * event. */
+static __always_inline enum verdict
+judge_walk(const struct sg_sandbox *sb, const struct sg_policy_k *pol, const struct path *path,
+	   bool write, struct sg_verdict_key *vkey, struct sg_file_detail *d)
 {
-	struct dentry *dentry = BPF_CORE_READ(path, dentry);
-	__u32 dev = BPF_CORE_READ(dentry, d_sb, s_dev);
-	struct sg_verdict_key vkey = {};
-	__u8 access = 0, *known;
+	__u8 access = 0;
 	enum walk_end end;
 
-	/* A scratch of its own (a tmpfs mounted for the sandbox): every file
-	 * on its filesystem is inside it, at any depth, with no walk. */
-	if ((sb->flags & SG_SB_SCRATCH_FS) && dev == (__u32)sb->scratch_dev)
-		return ALLOW;
-	if (pol) {
-		vkey.set = SG_SET_KEY(sb->tenant, pol->set_gen);
-		vkey.dev = dev;
-		vkey.ino = BPF_CORE_READ(dentry, d_inode, i_ino);
-		vkey.epoch = epoch;
-		known = bpf_map_lookup_elem(&sg_verdicts, &vkey);
-		if (known && (!write || (*known & SG_PATH_WRITE)))
-			return ALLOW;
-	}
 	end = walk(sb, pol, path, &access, NULL);
 	if (end == WALK_SCRATCH)
 		return ALLOW;
@@ -160,7 +144,7 @@ static __always_inline enum verdict judge_path(const struct sg_sandbox *sb,
 		/* Remembered for the tenant's policy: the directory scratch
 		 * is the sandbox's alone, never. */
 		if (pol)
-			bpf_map_update_elem(&sg_verdicts, &vkey, &access, BPF_ANY);
+			bpf_map_update_elem(&sg_verdicts, vkey, &access, BPF_ANY);
 		if (!write || (access & SG_PATH_WRITE))
 			return ALLOW;
 	}
@@ -189,26 +173,48 @@ static __always_inline void emit_file(__u64 cgid, const struct sg_sandbox *sb, _
 /* Judge an opened file for the sandbox. Returns the policy action when
  * the open violates the policy (its event emitted), 0 when it is allowed.
  * `mode` says who judges: LSM refuses the open, the fallback kills the
- * task that made it. */
-static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb, struct file *file,
-				       __u32 fmode, __u32 mode)
+ * task that made it.
+ *
+ * An allowed open is the hot path, and costs the file's identity and one
+ * lookup: a file on the sandbox's own scratch filesystem is its, and a
+ * file found allowed before (by this tenant's policy, in this epoch) is
+ * in sg_verdicts. The policy, the walk buffer and the walk are only for
+ * a file not found there. */
+static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb,
+				       const struct sg_config *cfg, struct file *file, __u32 fmode,
+				       __u32 mode)
 {
-	bool lsm = mode == SG_MODE_LSM;
-	struct sg_file_detail *d = walk_buf();
-	struct sg_config *cfg = sg_cfg();
+	bool lsm = mode == SG_MODE_LSM, write = fmode & SG_FMODE_WRITE;
+	struct dentry *dentry = BPF_CORE_READ(file, f_path.dentry);
+	__u32 dev = BPF_CORE_READ(dentry, d_sb, s_dev);
+	struct inode *inode = BPF_CORE_READ(dentry, d_inode);
+	struct sg_verdict_key vkey = {};
+	struct sg_file_detail *d;
 	struct sg_policy_k *pol;
-	__u32 epoch;
-	__u8 action;
+	__u8 action, *known;
 
-	if (!d || !cfg)
+	/* A scratch of its own (a tmpfs mounted for the sandbox): every file
+	 * on its filesystem is inside it, at any depth, with no walk. */
+	if ((sb->flags & SG_SB_SCRATCH_FS) && dev == (__u32)sb->scratch_dev)
 		return 0;
+	vkey.tenant = sb->tenant;
+	vkey.dev = dev;
+	vkey.ino = BPF_CORE_READ(inode, i_ino);
+	vkey.generation = BPF_CORE_READ(inode, i_generation);
 	/* The epoch before the policy: see struct sg_verdict_key. */
-	epoch = sg_read_once(cfg->verdict_epoch);
+	vkey.epoch = sg_read_once(cfg->verdict_epoch);
+	known = bpf_map_lookup_elem(&sg_verdicts, &vkey);
+	if (known && (!write || (*known & SG_PATH_WRITE)))
+		return 0;
+
+	d = walk_buf();
+	if (!d)
+		return 0;
 	pol = sg_policy(sb->tenant);
-	if (judge_path(sb, pol, epoch, &file->f_path, fmode & SG_FMODE_WRITE, d) == ALLOW)
+	if (judge_walk(sb, pol, &file->f_path, write, &vkey, d) == ALLOW)
 		return 0;
 	d->flags = fmode;
-	d->write = (fmode & SG_FMODE_WRITE) ? 1 : 0;
+	d->write = write ? 1 : 0;
 	d->mode = mode;
 	d->requested = 0;
 	action = sg_action(pol, SG_RULE_FILE);
@@ -228,6 +234,7 @@ static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb, 
 SEC("lsm/file_open")
 int BPF_PROG(sg_file_open, struct file *file, int ret)
 {
+	struct sg_config *cfg = NULL;
 	struct sg_sandbox *sb;
 	__u32 fmode;
 	__u64 cgid;
@@ -235,15 +242,15 @@ int BPF_PROG(sg_file_open, struct file *file, int ret)
 
 	if (ret)
 		return ret;
-	sb = sg_current_sandbox(&cgid);
-	if (!sb)
+	sb = sg_current_sandbox_cfg(&cgid, &cfg);
+	if (!sb || !cfg)
 		return 0;
 	fmode = BPF_CORE_READ(file, f_mode);
 	/* The open of a file being executed is the exec rule's to judge
 	 * (bprm_check_security), so the violation is booked as an exec. */
 	if ((fmode & SG_FMODE_EXEC) || (BPF_CORE_READ(file, f_flags) & SG_FMODE_EXEC))
 		return 0; /* __FMODE_EXEC: f_flags on older kernels, f_mode on newer */
-	action = judge_file(cgid, sb, file, fmode, SG_MODE_LSM);
+	action = judge_file(cgid, sb, cfg, file, fmode, SG_MODE_LSM);
 	return action && action != SG_POLICY_LOG ? -SG_EACCES : 0;
 }
 
@@ -350,8 +357,8 @@ static __always_inline int refused_open(__u64 cgid, const struct sg_sandbox *sb,
 
 static __always_inline int judge_open_exit(long fd, enum open_call call)
 {
+	struct sg_config *cfg = NULL;
 	struct sg_sandbox *sb;
-	struct sg_config *cfg;
 	struct fdtable *fdt;
 	struct file **fds, *file;
 	__u32 fmode;
@@ -360,11 +367,8 @@ static __always_inline int judge_open_exit(long fd, enum open_call call)
 
 	if (fd < 0 && fd != -SG_EACCES)
 		return 0; /* nothing opened, nothing refused */
-	sb = sg_current_sandbox(&cgid);
-	if (!sb)
-		return 0;
-	cfg = sg_cfg();
-	if (!cfg || cfg->file_mode != SG_MODE_FALLBACK)
+	sb = sg_current_sandbox_cfg(&cgid, &cfg);
+	if (!sb || !cfg || cfg->file_mode != SG_MODE_FALLBACK)
 		return 0;
 	if (fd < 0)
 		return refused_open(cgid, sb, call);
@@ -380,7 +384,7 @@ static __always_inline int judge_open_exit(long fd, enum open_call call)
 	fmode = BPF_CORE_READ(file, f_mode);
 	if (fmode & SG_FMODE_PATH)
 		return 0; /* O_PATH: no access to the contents */
-	action = judge_file(cgid, sb, file, fmode, SG_MODE_FALLBACK);
+	action = judge_file(cgid, sb, cfg, file, fmode, SG_MODE_FALLBACK);
 	/* deny cannot undo an open that happened: it is enforced as a kill
 	 * of the task (docs/policy.md); kill also empties the sandbox. */
 	if (action && action != SG_POLICY_LOG)

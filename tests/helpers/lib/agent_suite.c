@@ -12,7 +12,9 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include "abi/events.h"
+#include "abi/maps.h"
 #include "agent_suite.h"
 #include "control/agent_client.h"
 #include "control/pinned.h"
@@ -67,6 +69,19 @@ bool refused(int st)
 int run_in(struct at_sandbox *sb, int (*fn)(void *), void *arg)
 {
 	return at_run_in(sb->cg, fn, arg, 10000);
+}
+
+bool sandbox_state(const struct at_sandbox *sb, struct sg_sandbox_state *st)
+{
+	uint64_t cgid = 0;
+	int fd = sg_pinned_map("sg_state");
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = !cgroup_id_of(sb->cg, &cgid) && !bpf_map_lookup_elem(fd, &cgid, st);
+	close(fd);
+	return ok;
 }
 
 

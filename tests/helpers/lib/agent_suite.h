@@ -25,6 +25,10 @@ bool sigkilled(int st);
  * could use what it opened in fallback mode. */
 bool refused(int st);
 int run_in(struct at_sandbox *sb, int (*fn)(void *), void *arg);
+struct sg_sandbox_state;
+/* The sandbox's counters as the kernel keeps them (sg_state): false when
+ * they cannot be read. */
+bool sandbox_state(const struct at_sandbox *sb, struct sg_sandbox_state *st);
 
 /* A tenant's policy file in the suite's policy directory: loopback
  * port_allowed allowed, the suite's read-only paths, busybox runnable,
@@ -37,6 +41,7 @@ int write_policies(void);
 void test_egress(void);
 void test_unix(void);
 void test_files(void);
+void test_reused_inode(void);
 void test_scratch(void);
 void test_bind_mounts(void);
 void test_exec(void);

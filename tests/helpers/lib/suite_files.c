@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/fs.h>
 #include "abi/events.h"
 #include "agent_suite.h"
 #include "control/agent_client.h"
@@ -119,6 +121,55 @@ void test_files(void)
 			   "the executor's seccomp filter blocks io_uring, LSM mode refuses them",
 			   describe(st));
 	at_sandbox_free(&sb);
+}
+
+/* A remembered verdict names a file by (dev, ino, generation): a new
+ * file that got an allowed file's inode number (the allowed one deleted,
+ * as by a package upgrade) is judged afresh. Made here with
+ * FS_IOC_SETVERSION: the allowed file, moved out of the allowlist and
+ * given a new generation, is what such a new file is to the kernel. */
+void test_reused_inode(void)
+{
+	const char *name =
+		"files: a new file with a remembered file's inode number is judged afresh";
+	char allowed[PATH_MAX + 16], moved[PATH_MAX + 16];
+	struct sg_sandbox_state st = { 0 };
+	struct at_sandbox sb;
+	int fd, s1, s2, err = 0;
+	long gen = 0; /* the ioctls read and write an int: the low half */
+	bool counted;
+
+	snprintf(allowed, sizeof(allowed), "%s/ro/reused", env.dir);
+	snprintf(moved, sizeof(moved), "%s/reused-outside", env.dir);
+	close(open(allowed, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	if (at_sandbox_new(&env, "acme", &sb))
+		return at_result(false, name, "cannot create/register a sandbox");
+	s1 = run_in(&sb, child_open, &(struct open_arg){ .path = allowed, .flags = O_RDONLY });
+	at_sandbox_free(&sb); /* the verdict is the tenant's: it outlives the sandbox */
+
+	fd = rename(allowed, moved) ? -1 : open(moved, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || ioctl(fd, FS_IOC_GETVERSION, &gen) ||
+	    (gen++, ioctl(fd, FS_IOC_SETVERSION, &gen)))
+		err = errno;
+	if (fd >= 0)
+		close(fd);
+	if (err == ENOTTY || err == EOPNOTSUPP) {
+		unlink(moved);
+		return at_skipped(name,
+				  "%s cannot set an inode's generation (FS_IOC_SETVERSION: %s)",
+				  env.dir, strerror(err));
+	}
+	if (at_sandbox_new(&env, "acme", &sb))
+		return at_result(false, name, "cannot create/register a sandbox");
+	s2 = run_in(&sb, child_open, &(struct open_arg){ .path = moved, .flags = O_RDONLY });
+	counted = sandbox_state(&sb, &st);
+	at_result(!err && returned(s1, 0) && refused(s2) && counted && st.violations == 1 &&
+			  st.first_rule == SG_RULE_FILE + 1,
+		  name, "%s; allowed file %s, new file %s, %s %llu violations",
+		  err ? strerror(err) : "generation set", describe(s1), describe(s2),
+		  counted ? "" : "(sg_state unreadable)", (unsigned long long)st.violations);
+	at_sandbox_free(&sb);
+	unlink(moved);
 }
 
 /* A path `depth` directories deep below dir, made. */

@@ -12,7 +12,9 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include "abi/events.h"
+#include "abi/maps.h"
 #include "agent_suite.h"
 #include "control/agent_client.h"
 #include "control/pinned.h"
@@ -60,12 +62,58 @@ static void replace_policy(const char *tenant, const char *text)
 	rename(tmp, path); /* what config management (and a ConfigMap) does */
 }
 
+/* sg_config's verdict epoch: remembered file verdicts are used only in
+ * theirs. 0 when unreadable. */
+static uint32_t verdict_epoch(void)
+{
+	struct sg_config cfg = { 0 };
+
+	return sg_pinned_config(&cfg) ? 0 : cfg.verdict_epoch;
+}
+
+/* Reads of the suite's read-only file in a new sandbox of acme: allowed
+ * twice (the second by the verdict the first left, in the fallback and in
+ * LSM mode), with no violation counted; or refused once, and counted as
+ * the file rule's. After a policy change, a verdict remembered under the
+ * old policy must not allow the file. */
+static void ro_file_read(const char *name, bool allowed)
+{
+	struct sg_sandbox_state st = { 0 };
+	struct open_arg rd = { .path = ro_file, .flags = O_RDONLY };
+	struct at_sandbox sb;
+	int st1, st2 = 0;
+	bool counted;
+
+	if (at_sandbox_new(&env, "acme", &sb))
+		return at_result(false, name, "cannot create/register a sandbox");
+	st1 = run_in(&sb, child_open, &rd);
+	if (allowed)
+		st2 = run_in(&sb, child_open, &rd);
+	counted = sandbox_state(&sb, &st);
+	if (allowed)
+		at_result(returned(st1, 0) && returned(st2, 0) && counted && st.violations == 0,
+			  name, "%s then %s, %s %llu violations", describe(st1), describe(st2),
+			  counted ? "" : "(sg_state unreadable)",
+			  (unsigned long long)st.violations);
+	else
+		at_result(refused(st1) && counted && st.violations == 1 &&
+				  st.first_rule == SG_RULE_FILE + 1,
+			  name, "%s, %s %llu violations, first rule %u", describe(st1),
+			  counted ? "" : "(sg_state unreadable)", (unsigned long long)st.violations,
+			  st.first_rule);
+	at_sandbox_free(&sb);
+}
+
 void test_reload(void)
 {
+	uint32_t epoch;
+
 	struct at_sandbox sb;
 	char policy[2048];
 	int before, st, st2;
 
+	ro_file_read("reload: the read-only file is readable, remembered, no violation", true);
+	epoch = verdict_epoch();
 	replace_policy("acme", "{\"tenant\": \"acme\",\n \"limits\": {\"max_tasks\": -3}}\n");
 	at_result(
 		wait_logged(
@@ -106,6 +154,11 @@ void test_reload(void)
 		  "reload: a valid change to a policy file applies to the tenant's sandboxes",
 		  "new port %s, old port %s", describe(st), describe(st2));
 	at_sandbox_free(&sb);
+	at_result(verdict_epoch() != epoch, "reload: the change starts a new verdict epoch",
+		  "sg_config.verdict_epoch still %u", epoch);
+	ro_file_read(
+		"reload: a file the new policy drops is refused despite its remembered verdict",
+		false);
 
 	/* SIGHUP reloads too; put the suite's policies back that way. */
 	write_policies();
@@ -120,6 +173,7 @@ void test_reload(void)
 	at_result(returned(st, 0) && !saw_nothing(l_allowed, true),
 		  "reload: the restored policy is in force", "%s", describe(st));
 	at_sandbox_free(&sb);
+	ro_file_read("reload: the restored policy allows the read-only file again", true);
 }
 
 void test_restart(void)
