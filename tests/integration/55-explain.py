@@ -515,7 +515,11 @@ def main():
             sb = ev[0]["sandbox"] if ev else "?"
             tagged = all(e.get("batch_id") == killed and e.get("run_id") == RUN_KILLED for e in ev)
             pid = [e for e in ev if e["type"] == "exec"][0]["pid"] if ev else 0
-            died = ("?", r"  %s  exit            pid \d+\s+(python3|sandguard)  signal 9 SIGKILL" % T)
+            # The program dies by the PID namespace's SIGKILL; init either
+            # by its parent-death SIGKILL or, seeing its control socket
+            # hang up first, by its own exit 0 (sb_init_run()).
+            died = ("?", r"  %s  exit            pid \d+\s+(python3  signal 9 SIGKILL|sandguard  "
+                         r"(signal 9 SIGKILL|exit 0))" % T)
             want = [
                 r"batch %s of tenant gamma, run %s \(no outcome record: from the agent's events alone\)"
                 % (killed, RUN_KILLED),
