@@ -7,6 +7,9 @@ set -u
 cd "$(dirname "$0")/.."
 build=${1:-build}
 total_p=0; total_f=0; total_s=0
+# Pins and cgroup roots of earlier runs that were killed: their agents'
+# programs would otherwise stay attached under every stage (sweep_stale.py).
+python3 tests/lib/sweep_stale.py || true
 stage() {
     local name=$1; shift
     echo

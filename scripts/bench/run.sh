@@ -35,6 +35,10 @@ for t in bwrap strace bpftool xargs timeout cmp; do
     command -v "$t" >/dev/null || { echo "bench: '$t' not found: run scripts/install-deps.sh --bench" >&2; exit 2; }
 done
 
+# A killed earlier run's agent would still be attached and tax every
+# figure: sweep what runs that are gone left (pins, cgroup roots).
+python3 "$src/tests/lib/sweep_stale.py" || true
+
 out=$build/bench
 mkdir -p "$out"
 for helper in plainrun hookloop eventgen cgjoin progstats; do
