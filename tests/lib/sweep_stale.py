@@ -18,10 +18,9 @@ import os
 import re
 import shutil
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import cgroup2_mount, cgroup_v1_mounts  # noqa: E402
+from sgtest import cgroup2_mount, cgroup_v1_mounts, remove_cgroup_tree  # noqa: E402
 
 PIN_DIR = "/sys/fs/bpf"
 STALE = re.compile(r"^sandguard-[A-Za-z0-9_.-]+-([0-9]+)$")
@@ -34,80 +33,42 @@ def owner_gone(name):
     return not os.path.exists("/proc/%s" % m.group(1))
 
 
-def cgroup_dirs(top):
-    """top's cgroup directories, deepest first (rmdir needs them empty)."""
-    out = []
-    for d, subdirs, _ in os.walk(top):
-        out += [os.path.join(d, s) for s in subdirs]
-    return sorted(out, key=lambda p: -p.count("/")) + [top]
-
-
-def remove_cgroup_tree(top):
-    """Kill what is left in it (cgroup.kill on v2; SIGKILL by pid on v1),
-    then rmdir from the leaves up. Returns an error string or None."""
-    for d in cgroup_dirs(top):
-        try:
-            with open(os.path.join(d, "cgroup.kill"), "w") as f:
-                f.write("1")
-        except OSError:
-            try:
-                with open(os.path.join(d, "cgroup.procs")) as f:
-                    for pid in f.read().split():
-                        try:
-                            os.kill(int(pid), 9)
-                        except OSError:
-                            pass
-            except OSError:
-                pass
-    for d in cgroup_dirs(top):
-        for _ in range(50):  # a killed task leaves its cgroup a moment later
-            try:
-                os.rmdir(d)
-                break
-            except FileNotFoundError:
-                break
-            except OSError as e:
-                err = e
-                time.sleep(0.02)
-        else:
-            return "%s: %s" % (d, err.strerror)
-    return None
+def stale_names(top):
+    return sorted(n for n in os.listdir(top) if owner_gone(n) and os.path.isdir(os.path.join(top, n)))
 
 
 def main():
     dry = "--dry-run" in sys.argv[1:]
-    roots = [(PIN_DIR, "pins")]
-    try:
-        roots.append((cgroup2_mount(), "cgroup v2"))
-    except RuntimeError:
-        pass
-    roots += [(p, "cgroup v1 " + c) for c, p in sorted(cgroup_v1_mounts().items())
-              if c in ("memory", "pids", "cpu", "cpuacct")]
-    seen, failed = set(), 0
-    for top, what in roots:
-        if top in seen or not os.path.isdir(top):
+    failed = 0
+    for name in stale_names(PIN_DIR) if os.path.isdir(PIN_DIR) else []:
+        path = os.path.join(PIN_DIR, name)
+        if dry:
+            print("sweep: would remove %s (pins of a run that is gone)" % path)
             continue
-        seen.add(top)
-        for name in sorted(os.listdir(top)):
-            path = os.path.join(top, name)
-            if not owner_gone(name) or not os.path.isdir(path):
-                continue
-            if dry:
-                print("sweep: would remove %s (%s of a run that is gone)" % (path, what))
-                continue
-            if what == "pins":
-                try:
-                    shutil.rmtree(path)
-                    err = None
-                except OSError as e:
-                    err = "%s: %s" % (e.filename, e.strerror)
-            else:
-                err = remove_cgroup_tree(path)
-            if err:
-                failed += 1
-                print("sweep: cannot remove %s: %s" % (path, err), file=sys.stderr)
-            else:
-                print("sweep: removed %s (%s of a run that is gone)" % (path, what))
+        try:
+            shutil.rmtree(path)
+            print("sweep: removed %s (pins of a run that is gone)" % path)
+        except OSError as e:
+            failed += 1
+            print("sweep: cannot remove %s: %s: %s" % (path, e.filename, e.strerror), file=sys.stderr)
+    # A cgroup root lives on the v2 mount and, on hybrid nodes, as mirrors
+    # of the same name on the v1 controllers: remove_cgroup_tree() takes
+    # them all, the v2 tree first (its cgroup.kill empties the v1 ones).
+    cg2 = cgroup2_mount()
+    tops = [cg2] + sorted(set(cgroup_v1_mounts().values()))
+    names = sorted({n for t in tops if os.path.isdir(t) for n in stale_names(t)})
+    for name in names:
+        if dry:
+            print("sweep: would remove cgroup root %s of a run that is gone" % name)
+            continue
+        remove_cgroup_tree(os.path.join(cg2, name))
+        left = [os.path.join(t, name) for t in tops if os.path.exists(os.path.join(t, name))]
+        if left:
+            failed += 1
+            print("sweep: cannot remove %s: a process in it would not die" % " ".join(left),
+                  file=sys.stderr)
+        else:
+            print("sweep: removed cgroup root %s of a run that is gone" % name)
     return 1 if failed else 0
 
 
