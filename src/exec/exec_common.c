@@ -399,6 +399,23 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 }
 
 /* The outcome of a booking, ready for the journal. */
+int exec_booking_id(const struct exec_booking *b, const char *owed, char *id, size_t len)
+{
+	int err = 0;
+
+	if (b->outcome_id && *b->outcome_id)
+		snprintf(id, len, "%s", b->outcome_id);
+	else if (b->run && b->run->attempt_id[0])
+		snprintf(id, len, "%s", b->run->attempt_id);
+	else if (b->run && b->run->sandbox_id[0])
+		snprintf(id, len, "%s", b->run->sandbox_id);
+	else if (owed)
+		snprintf(id, len, "%s", owed);
+	else if ((err = journal_new_id(id, len)))
+		id[0] = '\0';
+	return err;
+}
+
 static int outcome_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 		      struct sg_outcome *o)
 {
@@ -414,13 +431,7 @@ static int outcome_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 	snprintf(o->batch_id, sizeof(o->batch_id), "%s", b->batch_id ? b->batch_id : "");
 	snprintf(o->sandbox, sizeof(o->sandbox), "%s", sandbox ? sandbox : "");
 	o->cgroup_id = b->run ? b->run->cgroup_id : b->cgroup_id;
-	if (b->outcome_id && *b->outcome_id)
-		snprintf(o->id, sizeof(o->id), "%s", b->outcome_id);
-	else if (b->run && b->run->attempt_id[0])
-		snprintf(o->id, sizeof(o->id), "%s", b->run->attempt_id);
-	else if (b->run && b->run->sandbox_id[0])
-		snprintf(o->id, sizeof(o->id), "%s", b->run->sandbox_id);
-	else if ((err = journal_new_id(o->id, sizeof(o->id))))
+	if ((err = exec_booking_id(b, NULL, o->id, sizeof(o->id))))
 		return err;
 	o->cause = b->cause;
 	o->rule = b->rule;

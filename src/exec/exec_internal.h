@@ -36,6 +36,12 @@ int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct 
 /* Done with box's sandbox (its runs are booked): retired. */
 void exec_box_done(const struct exec_ctx *ctx, struct exec_box *box);
 
+/* The id b is booked under: b->outcome_id, else its run's attempt id,
+ * else its run's sandbox id, else `owed` (the final a run record owes
+ * without a run of its own; NULL: none), else a fresh one. 0, or -errno
+ * (no fresh id could be made; `id` is then empty). */
+int exec_booking_id(const struct exec_booking *b, const char *owed, char *id, size_t len);
+
 /* The batch's run record (exec_owed.c, states in
  * src/sandbox/sandbox_record.h): what a reaper books if this executor
  * dies. Every mode keeps one from its first run to its final booking;

@@ -63,27 +63,14 @@ void exec_owed_before_booking(struct sb_run_record *rr, struct exec_booking *b, 
 			      size_t len)
 {
 	struct sb_record *rec = &rr->rec, want = rr->rec;
-	const struct sandbox_result *run = b->run;
 	const char *alone = owed_alone(rr);
 	char detail[512];
-	int err = 0;
-
 	/* The booking's id, as exec_book() would pick it; a final without a
 	 * run of its own is the one the record owes. */
-	if (b->outcome_id && *b->outcome_id)
-		snprintf(id, len, "%s", b->outcome_id);
-	else if (run && run->attempt_id[0])
-		snprintf(id, len, "%s", run->attempt_id);
-	else if (run && run->sandbox_id[0])
-		snprintf(id, len, "%s", run->sandbox_id);
-	else if (b->final && alone)
-		snprintf(id, len, "%s", alone);
-	else
-		err = journal_new_id(id, len);
+	int err = exec_booking_id(b, b->final ? alone : NULL, id, len);
+
 	b->outcome_id = id;
-	if (err)
-		id[0] = '\0';
-	else if (b->final && alone && !strcmp(id, alone))
+	if (!err && b->final && alone && !strcmp(id, alone))
 		return; /* the final it owes */
 
 	want.attempt = b->attempt;

@@ -97,13 +97,18 @@ static int record_run(struct run *r)
 	char detail[256];
 	int err;
 
-	rec->kind = SB_RECORD_RUN;
+	/* A batch's record (exec_owed_init()) names its batch already; only
+	 * a record of our own needs its identity. */
+	if (rr == &own) {
+		rec->kind = SB_RECORD_RUN;
+		rec->executor = getpid();
+		snprintf(rec->tenant, sizeof(rec->tenant), "%s", sb->tenant);
+		snprintf(rec->run_id, sizeof(rec->run_id), "%s", s->run_id ? s->run_id : "");
+		snprintf(rec->batch_id, sizeof(rec->batch_id), "%s",
+			 s->batch_id ? s->batch_id : "");
+		snprintf(rec->mode, sizeof(rec->mode), "%s", s->mode ? s->mode : "");
+	}
 	rec->attempt = s->attempt;
-	rec->executor = getpid();
-	snprintf(rec->tenant, sizeof(rec->tenant), "%s", sb->tenant);
-	snprintf(rec->run_id, sizeof(rec->run_id), "%s", s->run_id ? s->run_id : "");
-	snprintf(rec->batch_id, sizeof(rec->batch_id), "%s", s->batch_id ? s->batch_id : "");
-	snprintf(rec->mode, sizeof(rec->mode), "%s", s->mode ? s->mode : "");
 	snprintf(rec->sandbox, sizeof(rec->sandbox), "%s", sb->id);
 	snprintf(rec->outcome, sizeof(rec->outcome), "%s", r->res->attempt_id);
 	snprintf(rec->final_id, sizeof(rec->final_id), "%s",
