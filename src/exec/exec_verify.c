@@ -141,6 +141,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		t->cause = cause;
 		t->rule = rule;
 		t->wall_ms = r.wall_ms;
+		t->warm = r.warm;
 		snprintf(t->detail, sizeof(t->detail), "%s", detail);
 		sandbox_result_free(&r);
 		if (!again)

@@ -111,6 +111,7 @@ struct sandbox_result {
 	/* Set when the run was cold though its policy asks for a warm
 	 * interpreter, because one could not start lately: why. */
 	char warm_fallback[200];
+	bool warm; /* it ran as a warm interpreter's child */
 };
 
 struct sandbox;
