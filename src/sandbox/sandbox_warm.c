@@ -75,7 +75,7 @@ static bool eligible(const struct sandbox *sb, const struct sandbox_spec *spec)
 	 * verifier's worker keeps the one it prepared for all its tests. */
 	bool lives = sb->warm.keep || (verify && pthread_equal(sb->warm.owner, pthread_self()));
 
-	if (w->interpreter == SG_WARM_OFF || !lives || !spec->mode ||
+	if (w->interpreter == SG_WARM_OFF || spec->cold || !lives || !spec->mode ||
 	    (strcmp(spec->mode, "batch") && !(verify && w->verify)) || spec->n_files ||
 	    spec->n_fetch || sb->relay || !spec->argv[0] || !spec->argv[1] ||
 	    !is_interpreter(spec->argv[0], w->interpreter) || !is_script(spec->argv[1]))
