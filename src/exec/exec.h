@@ -238,7 +238,8 @@ struct exec_result {
 	struct score_stats stats;
 	char detail[EXEC_DETAIL_MAX];
 	/* Batch mode: why the last attempt ran cold though the policy asks for
-	 * a warm interpreter (one could not start lately), else "". */
+	 * a warm interpreter (one could not start lately), else ""; verifier
+	 * mode: why a test did (the first such test's). */
 	char warm_fallback[200];
 	uint32_t attempts;         /* sandbox runs (0: refused before any) */
 	enum exec_refusal refusal; /* why, when attempts is 0 */

@@ -84,6 +84,9 @@ static void note_run(struct verify_job *job, size_t i, uint32_t attempt, enum sg
 	pthread_mutex_lock(&job->lock);
 	job->runs++;
 	exec_attempts_add(&job->res->runs, attempt, (int)i, r->sandbox_id, cause);
+	if (r->warm_fallback[0] && !job->res->warm_fallback[0]) /* why a test ran cold */
+		snprintf(job->res->warm_fallback, sizeof(job->res->warm_fallback), "%s",
+			 r->warm_fallback);
 	if (failed && r->err && r->err_len && i < job->err_test) {
 		free(job->res->err);
 		job->res->err = r->err;
