@@ -38,18 +38,22 @@ if sys.path and sys.path[0] == "":
     del sys.path[0]  # -c's working directory, the scratch: nothing is imported from it
 VERIFY = sys.argv[1:] == ["--verify"]
 
+import _signal  # noqa: E402 (a cold interpreter's already)
 import builtins  # noqa: E402
 import ctypes  # noqa: E402
 import gc  # noqa: E402
-import importlib  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
-import pkgutil  # noqa: F401,E402 (runpy's, imported here once rather than in every child)
-import runpy  # noqa: E402
-import signal  # noqa: E402
 import socket  # noqa: E402
 import struct  # noqa: E402
-import traceback  # noqa: E402
+if not VERIFY:  # a batch call's child runs its script with these: imported once, here
+    import importlib  # noqa: E402
+    import pkgutil  # noqa: F401,E402 (runpy's)
+    import runpy  # noqa: E402
+    import traceback  # noqa: E402
+# (A verifier's parent imports as little as it can: each test's child
+# copies the parent's writable memory, and a smaller parent is a faster
+# test.)
 
 MSG = struct.Struct("=IIiI240s")  # struct sb_warm_msg
 MSG_MAGIC = 0x5347574D
@@ -429,7 +433,7 @@ def serve(sock):
         msg, fds, _, _ = socket.recv_fds(sock, CALL_MAX, CALL_FDS)
         if not msg:
             return 0  # the executor let go: recycled
-        magic = CALL.unpack_from(msg)[0] if len(msg) >= CALL.size else 0
+        magic = struct.unpack_from("=I", msg)[0] if len(msg) >= 4 else 0  # a PREP may be 8 bytes
         if magic == PREP_MAGIC and waiting is None:
             waiting = prefork(sock, msg, fds)
             if waiting is not None:
@@ -476,6 +480,7 @@ def main():
         for name in preload:
             importlib.import_module(name)
     except BaseException as e:
+        import traceback
         send(sock, FAILED, 0, "".join(traceback.format_exception_only(type(e), e)).strip())
         return 1
     gc.collect()
@@ -486,6 +491,7 @@ def main():
     except RunMain:
         raise  # a verifier's child, on its way to run the script
     except BaseException as e:  # the executor books the call; this says why
+        import traceback
         send(sock, FAILED, 0, "".join(traceback.format_exception(type(e), e, e.__traceback__)))
         raise
 
@@ -526,7 +532,7 @@ if MAIN is not None:
         INTERRUPTED = STATUS is None
 STATUS = finish(STATUS or 0)
 if INTERRUPTED:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-    STATUS = 128 + signal.SIGINT
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    os.kill(os.getpid(), _signal.SIGINT)
+    STATUS = 128 + _signal.SIGINT
 os._exit(STATUS)
