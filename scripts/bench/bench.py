@@ -94,7 +94,8 @@ def main():
     env.write_policy(hooks.policy(env, port))
     env.write_policy(pipeline.policy(env))
     env.write_policy(killlat.policy(env))
-    env.write_policy(env.base_policy(verifier.TENANT))
+    for policy in verifier.policies(env):
+        env.write_policy(policy)
     agent = Agent(env)
     t_start = time.monotonic()
     try:

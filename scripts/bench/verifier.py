@@ -2,9 +2,11 @@
 stdin/stdout tests each, run through `sandguard exec --tests` (one
 invocation per program, nproc invocations at a time, as a trainer would)
 and through an unsandboxed runner (`xargs -P$(nproc)` over runone.sh, each
-test under `timeout`). Reports tests/s per chunk of programs (chunks
-alternate between the two runners, ABBA) and checks that both give every
-program the same reward.
+test under `timeout`), and again for a tenant whose policy has warm
+interpreters for verifier tests (warm.verify: each test a child of a warm
+parent, docs/sandbox.md). Reports tests/s per chunk of programs (the order
+of the three runners turns from chunk to chunk) and checks that each
+sandguard variant gives every program the unsandboxed runner's reward.
 
 Two guards make executor faults visible instead of stalling the run: an
 invocation that does not finish within INVOCATION_LIMIT_S is killed and
@@ -25,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from sgbench import PY, children_cpu_ms, log, summary
 
 TENANT = "verify"
+TENANT_WARM = "verify-warm"  # the same policy with "warm": {"interpreter": "python3", "verify": true}
 N_TESTS = 15
 TIMEOUT_MS = 1000
 INVOCATION_LIMIT_S = 30     # a whole program's 15 tests take a few seconds at most
@@ -108,15 +111,23 @@ def generate(root, n_programs, seed=7):
     return out
 
 
-def run_sandguard(env, dirs, parallel, paths):
+def policies(env):
+    """The cold variant's policy and the warm variant's."""
+    warm = env.base_policy(TENANT_WARM)
+    warm["warm"] = {"interpreter": "python3", "verify": True}
+    return [env.base_policy(TENANT), warm]
+
+
+def run_sandguard(env, dirs, parallel, paths, tenant=TENANT):
     """{dir: reward or None}, sandboxes the agent did not take, hung
     invocations. `parallel` invocations at a time, each running its tests
     on its own threads (min(nproc, concurrency, tests)). `paths` counts
-    the path each run took (warm, cold)."""
+    the path each run took (warm, cold) and how each test ran
+    ("interpreter warm", "interpreter cold")."""
     lock = threading.Lock()
 
     def one(d):
-        argv = [env.sandguard, "exec", "--tenant", TENANT, "--policy-dir", env.policy_dir,
+        argv = [env.sandguard, "exec", "--tenant", tenant, "--policy-dir", env.policy_dir,
                 "--tests", os.path.join(d, "tests.json"), "--timeout-ms", str(TIMEOUT_MS),
                 "--batch-id", os.path.basename(d), "--", PY, os.path.join(d, "prog.py")]
         try:
@@ -133,6 +144,9 @@ def run_sandguard(env, dirs, parallel, paths):
             return d, None, unenforced, 0
         with lock:
             paths[res.get("path")] = paths.get(res.get("path"), 0) + 1
+            for t in res.get("tests") or []:
+                key = "interpreter %s" % t.get("interpreter")
+                paths[key] = paths.get(key, 0) + 1
         return d, res.get("reward"), unenforced, 0
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -151,6 +165,9 @@ def run_plain(dirs, parallel):
     return rewards
 
 
+RUNNERS = ("plain", "sandguard", "warm")
+
+
 def measure(env, n_programs, chunks, parallel, server_cpu_ms=None):
     """server_cpu_ms: the CPU ms so far of a long-lived executor the runs go
     to (its work is not a child of ours), added to sandguard's CPU."""
@@ -159,58 +176,76 @@ def measure(env, n_programs, chunks, parallel, server_cpu_ms=None):
     expected = dict(programs)
     size = max(1, (len(dirs) + chunks - 1) // chunks)
     parts = [dirs[i:i + size] for i in range(0, len(dirs), size)]
-    rates = {"sandguard": [], "plain": []}
-    wall = {"sandguard": 0.0, "plain": 0.0}
-    cpu = {"sandguard": 0.0, "plain": 0.0}
-    rewards = {"sandguard": {}, "plain": {}}
-    unenforced = hung = 0
-    paths = {}
+    rates = {k: [] for k in RUNNERS}
+    wall = {k: 0.0 for k in RUNNERS}
+    cpu = {k: 0.0 for k in RUNNERS}
+    rewards = {k: {} for k in RUNNERS}
+    unenforced = {k: 0 for k in RUNNERS}
+    hung = {k: 0 for k in RUNNERS}
+    paths = {"sandguard": {}, "warm": {}}
     for i, part in enumerate(parts):
-        order = ("plain", "sandguard") if i % 4 in (0, 3) else ("sandguard", "plain")
+        # Each runner first, second and last in turn, and each order also
+        # reversed: no runner always follows the same one.
+        order = RUNNERS[i % 3:] + RUNNERS[:i % 3]
+        order = order[::-1] if (i // 3) % 2 else order
         for who in order:
-            extra = server_cpu_ms if who == "sandguard" and server_cpu_ms else (lambda: 0.0)
+            extra = server_cpu_ms if who != "plain" and server_cpu_ms else (lambda: 0.0)
             c0 = children_cpu_ms() + extra()
             t0 = time.monotonic()
-            if who == "sandguard":
-                got, missed, stuck = run_sandguard(env, part, parallel, paths)
-                unenforced += missed
-                hung += stuck
-            else:
+            if who == "plain":
                 got = run_plain(part, parallel)
+            else:
+                got, missed, stuck = run_sandguard(env, part, parallel, paths[who],
+                                                   TENANT_WARM if who == "warm" else TENANT)
+                unenforced[who] += missed
+                hung[who] += stuck
             dt = time.monotonic() - t0
             cpu[who] += children_cpu_ms() + extra() - c0
             rewards[who].update(got)
             wall[who] += dt
             rates[who].append(len(part) * N_TESTS / dt)
-        log("verifier: chunk %d/%d (%d programs): sandguard %.1f tests/s, plain %.1f tests/s" %
-            (i + 1, len(parts), len(part), rates["sandguard"][-1], rates["plain"][-1]))
-    differ = sorted(os.path.basename(d) for d in dirs if rewards["sandguard"].get(d) != rewards["plain"].get(d))
+        log("verifier: chunk %d/%d (%d programs): sandguard %.1f tests/s, warm interpreters "
+            "%.1f tests/s, plain %.1f tests/s" % (i + 1, len(parts), len(part),
+                                                  rates["sandguard"][-1], rates["warm"][-1],
+                                                  rates["plain"][-1]))
     unexpected = sorted(os.path.basename(d) for d in dirs if rewards["plain"].get(d) != expected[d])
-    detail = {
-        "programs": len(dirs), "tests_per_program": N_TESTS, "parallel_invocations": parallel,
-        "chunks": len(parts), "timeout_ms": TIMEOUT_MS,
-        "expected_pass": sum(expected.values()),
-        "sandguard_pass": sum(1 for d in dirs if rewards["sandguard"].get(d) == 1),
-        "plain_pass": sum(1 for d in dirs if rewards["plain"].get(d) == 1),
-        "sandguard_no_reward": sum(1 for d in dirs if rewards["sandguard"].get(d) is None),
-        "sandboxes_not_taken_by_agent": unenforced,
-        "invocations_hung": hung, "paths": paths, "invocation_limit_s": INVOCATION_LIMIT_S,
-        "verdicts_identical": not differ, "verdicts_differ": differ[:20],
-        "plain_differs_from_construction": unexpected[:20],
-        "total_wall_s": wall,
-        "tests_per_s_overall": {k: len(dirs) * N_TESTS / v for k, v in wall.items()},
-        "cpu_ms_per_test": {k: v / (len(dirs) * N_TESTS) for k, v in cpu.items()},
-    }
-    s, b = summary(rates["sandguard"]), summary(rates["plain"])
-    row = {"scenario": "5 verifier",
-           "name": "sandguard exec --tests, %d programs x %d tests" % (len(dirs), N_TESTS),
-           "unit": "tests/s", "value": s, "baseline": b,
-           "baseline_name": "xargs -P%d + timeout, unsandboxed" % parallel,
-           "ratio": s["median"] / b["median"], "target": ">= 1.0x", "lower_is_better": False,
-           "notes": "verdicts %s (%d/%d programs pass); CPU per test %.1f ms (baseline %.1f ms); "
-                    "%d sandboxes not taken by the agent; %d invocations hung (killed after %d s); paths %s" %
-                    ("identical" if not differ else "DIFFER on %d" % len(differ), detail["sandguard_pass"],
-                     len(dirs), detail["cpu_ms_per_test"]["sandguard"], detail["cpu_ms_per_test"]["plain"],
-                     unenforced, hung, INVOCATION_LIMIT_S, paths),
-           "detail": detail}
-    return [row]
+    b = summary(rates["plain"])
+    out = []
+    for who, name, target in (("sandguard", "sandguard exec --tests", 1.0),
+                              ("warm", "sandguard exec --tests, warm interpreters", 1.5)):
+        differ = sorted(os.path.basename(d) for d in dirs
+                        if rewards[who].get(d) != rewards["plain"].get(d))
+        n_pass = sum(1 for d in dirs if rewards[who].get(d) == 1)
+        per_test = {k: cpu[k] / (len(dirs) * N_TESTS) for k in (who, "plain")}
+        detail = {
+            "programs": len(dirs), "tests_per_program": N_TESTS, "parallel_invocations": parallel,
+            "chunks": len(parts), "timeout_ms": TIMEOUT_MS, "tenant": TENANT_WARM if who == "warm" else TENANT,
+            "expected_pass": sum(expected.values()),
+            "sandguard_pass": n_pass,
+            "plain_pass": sum(1 for d in dirs if rewards["plain"].get(d) == 1),
+            "sandguard_no_reward": sum(1 for d in dirs if rewards[who].get(d) is None),
+            "sandboxes_not_taken_by_agent": unenforced[who],
+            "invocations_hung": hung[who], "paths": paths[who],
+            "invocation_limit_s": INVOCATION_LIMIT_S,
+            "verdicts_identical": not differ, "verdicts_differ": differ[:20],
+            "plain_differs_from_construction": unexpected[:20],
+            "total_wall_s": {k: wall[k] for k in (who, "plain")},
+            "tests_per_s_overall": {k: len(dirs) * N_TESTS / wall[k] for k in (who, "plain")},
+            "cpu_ms_per_test": per_test,
+        }
+        s = summary(rates[who])
+        out.append({
+            "scenario": "5 verifier",
+            "name": "%s, %d programs x %d tests" % (name, len(dirs), N_TESTS),
+            "unit": "tests/s", "value": s, "baseline": b,
+            "baseline_name": "xargs -P%d + timeout, unsandboxed" % parallel,
+            "ratio": s["median"] / b["median"], "target": ">= %.1fx" % target,
+            "lower_is_better": False,
+            "notes": "verdicts %s (%d/%d programs pass); CPU per test %.1f ms (baseline %.1f ms); "
+                     "%d sandboxes not taken by the agent; %d invocations hung (killed after %d s); "
+                     "paths %s" %
+                     ("identical" if not differ else "DIFFER on %d" % len(differ), n_pass,
+                      len(dirs), per_test[who], per_test["plain"], unenforced[who], hung[who],
+                      INVOCATION_LIMIT_S, paths[who]),
+            "detail": detail})
+    return out

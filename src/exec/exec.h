@@ -201,6 +201,7 @@ struct verify_result {
 	int rule;
 	uint64_t wall_ms;
 	char detail[128]; /* "line 2 differs", "exited with code 1" */
+	bool warm;        /* its last run was a warm interpreter's child */
 };
 
 /* One sandbox run of a request, for the result: each attempt's sandbox
@@ -237,7 +238,8 @@ struct exec_result {
 	struct score_stats stats;
 	char detail[EXEC_DETAIL_MAX];
 	/* Batch mode: why the last attempt ran cold though the policy asks for
-	 * a warm interpreter (one could not start lately), else "". */
+	 * a warm interpreter (one could not start lately), else ""; verifier
+	 * mode: why a test did (the first such test's). */
 	char warm_fallback[200];
 	uint32_t attempts;         /* sandbox runs (0: refused before any) */
 	enum exec_refusal refusal; /* why, when attempts is 0 */
@@ -264,7 +266,8 @@ void exec_result_free(struct exec_result *res);
  * "wall_ms", "stats" (ok batches),
  * "stderr" (excerpt, EXEC_STDERR_EXCERPT bytes), "path" (when the caller
  * said: "warm" or "cold"), and in verifier mode "tests": [{"status",
- * "wall_ms", "detail"}], "reward"}. */
+ * "wall_ms", "detail", "interpreter" ("warm": its last run was a warm
+ * interpreter's child, else "cold")}], "reward"}. */
 json_t *exec_result_json(const char *tenant, const struct exec_result *res);
 int exec_exit_code(enum sg_cause cause);
 

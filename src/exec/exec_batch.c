@@ -193,10 +193,12 @@ static json_t *tests_json(const struct exec_result *res)
 	for (size_t i = 0; a && i < res->n_tests; i++) {
 		const struct verify_result *t = &res->tests[i];
 		json_array_append_new(
-			a, json_pack("{s:s, s:I, s:o}", "status", verify_status_name(t->status),
-				     "wall_ms", (json_int_t)t->wall_ms, "detail",
-				     t->detail[0] ? json_string_lossy(t->detail, strlen(t->detail))
-						  : json_null()));
+			a,
+			json_pack("{s:s, s:I, s:o, s:s}", "status", verify_status_name(t->status),
+				  "wall_ms", (json_int_t)t->wall_ms, "detail",
+				  t->detail[0] ? json_string_lossy(t->detail, strlen(t->detail))
+					       : json_null(),
+				  "interpreter", t->warm ? "warm" : "cold"));
 	}
 	return a;
 }

@@ -7,9 +7,19 @@
  * as made), or replaced when that cannot be done. Test failures are the
  * verdict, never retried; a platform error is retried within the attempt
  * budget and, if it persists, fails the whole request (no reward: a
- * platform fault must not read as a wrong answer). */
+ * platform fault must not read as a wrong answer).
+ *
+ * With the policy's warm.verify, a Python program's tests are children of
+ * a warm interpreter in that sandbox (docs/sandbox.md, "Warm interpreters
+ * for verifier tests"). A warm test killed by SIGSYS (it made a SysV or
+ * POSIX IPC object, which a cold run makes in an IPC namespace of its own,
+ * or broke the sandbox's seccomp filter) is not what a cold run would
+ * have done: it is booked as a platform error and runs again, cold,
+ * without counting against the retry budget, and so do the request's
+ * later tests. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +53,7 @@ struct verify_job {
 	size_t next;
 	uint32_t runs;
 	size_t err_test; /* the test whose stderr res->err holds */
+	bool cold;       /* no more warm interpreters: a test needed a cold run */
 };
 
 static enum verify_status status_of(enum sg_cause cause)
@@ -73,6 +84,9 @@ static void note_run(struct verify_job *job, size_t i, uint32_t attempt, enum sg
 	pthread_mutex_lock(&job->lock);
 	job->runs++;
 	exec_attempts_add(&job->res->runs, attempt, (int)i, r->sandbox_id, cause);
+	if (r->warm_fallback[0] && !job->res->warm_fallback[0]) /* why a test ran cold */
+		snprintf(job->res->warm_fallback, sizeof(job->res->warm_fallback), "%s",
+			 r->warm_fallback);
 	if (failed && r->err && r->err_len && i < job->err_test) {
 		free(job->res->err);
 		job->res->err = r->err;
@@ -81,6 +95,32 @@ static void note_run(struct verify_job *job, size_t i, uint32_t attempt, enum sg
 		r->err = NULL;
 	}
 	pthread_mutex_unlock(&job->lock);
+}
+
+/* A warm test that ended as only a warm child can (above): the request's
+ * tests run cold from now on. */
+static bool cold_would_differ(struct verify_job *job, int rc, const struct sandbox_result *r,
+			      char *detail, size_t len)
+{
+	if (rc || !r->warm || r->end != SB_SIGNALED || r->signal != SIGSYS)
+		return false;
+	pthread_mutex_lock(&job->lock);
+	job->cold = true;
+	pthread_mutex_unlock(&job->lock);
+	snprintf(detail, len,
+		 "killed by SIGSYS in a warm interpreter (an IPC object, or a syscall the "
+		 "sandbox refuses): run again cold");
+	return true;
+}
+
+static bool job_cold(struct verify_job *job)
+{
+	bool cold;
+
+	pthread_mutex_lock(&job->lock);
+	cold = job->cold;
+	pthread_mutex_unlock(&job->lock);
+	return cold;
 }
 
 static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
@@ -100,10 +140,20 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct sandbox_result r;
 		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 32], id[SG_ID_BUF];
-		int rule, rc = exec_box_run(ctx, box, &spec, &r);
-		enum sg_cause cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
-		enum verify_status status = status_of(cause);
-		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
+		int rule, rc;
+		enum sg_cause cause;
+		enum verify_status status;
+		bool again;
+
+		spec.cold = job_cold(job); /* a warm box does not fit it: replaced */
+		rc = exec_box_run(ctx, box, &spec, &r);
+		cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
+		if (cold_would_differ(job, rc, &r, detail, sizeof(detail))) {
+			cause = SG_CAUSE_PLATFORM_ERROR;
+			budget++; /* the cold run is the test's own */
+		}
+		status = status_of(cause);
+		again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
 
 		if (cause == SG_CAUSE_OK && r.out_truncated) {
 			status = VERIFY_FAIL;
@@ -141,6 +191,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		t->cause = cause;
 		t->rule = rule;
 		t->wall_ms = r.wall_ms;
+		t->warm = r.warm;
 		snprintf(t->detail, sizeof(t->detail), "%s", detail);
 		sandbox_result_free(&r);
 		if (!again)

@@ -198,6 +198,7 @@ static const struct field warm_fields[] = {
 	INT("max_calls", warm.max_calls, 1, 1000000),
 	INT("max_age_s", warm.max_age_s, 1, 86400),
 	INT("max_growth_mb", warm.max_growth_mb, 1, 65536),
+	BOOL("verify", warm.verify),
 	{ .key = NULL },
 };
 

@@ -449,12 +449,15 @@ bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
 	return spec->policy && spec->tenant && !strcmp(sb->tenant, spec->tenant) &&
 	       sb->exec_in_scratch == spec->allow_exec_in_scratch &&
+	       !(spec->cold && sb->warm.sock >= 0) &&
 	       sandbox_policy_same(&sb->policy, spec->policy);
 }
 
 bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
-	if (sb->warm.sock < 0 || sb->broken)
+	/* Not kept (a verifier's sandbox its request's thread prepared): its
+	 * parent ends with that thread, so no pool may keep it. */
+	if (sb->warm.sock < 0 || sb->broken || !sb->warm.keep)
 		return false;
 	return !spec || (spec->argv && sandbox_fits(sb, spec) && sb_warm_wanted(sb, spec));
 }

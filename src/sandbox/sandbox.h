@@ -49,6 +49,7 @@ struct sandbox_spec {
 	const char *const *fetch; /* scratch-relative paths read back after the run */
 	size_t n_fetch;
 	bool allow_exec_in_scratch; /* compiled languages only */
+	bool cold;                  /* never a warm interpreter, whatever the policy */
 	struct agent_conn *agent;   /* NULL: no agent, own layers only */
 	/* The caller's run record, kept across a batch's attempts and
 	 * rewritten at this run's start (src/sandbox/sandbox_record.h); NULL:
@@ -111,6 +112,7 @@ struct sandbox_result {
 	/* Set when the run was cold though its policy asks for a warm
 	 * interpreter, because one could not start lately: why. */
 	char warm_fallback[200];
+	bool warm; /* it ran as a warm interpreter's child */
 };
 
 struct sandbox;
@@ -128,7 +130,7 @@ int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char 
 int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t dlen);
 
 /* Whether sb was prepared for what spec asks: the same policy, tenant and
- * exec-in-scratch. */
+ * exec-in-scratch, and no warm interpreter in it when spec->cold. */
 bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec);
 
 /* Whether a sandbox made for policy a is one made for b: equal but for

@@ -515,6 +515,7 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct san
 				  "sandbox %s runs a warm interpreter for another command", sb->id);
 	else if (!ret)
 		sb_warm_why_cold(sb, spec, res->warm_fallback, sizeof(res->warm_fallback));
+	res->warm = !ret && sb->warm.sock >= 0;
 	ret = ret ?: record_run(&r);
 	ret = ret ?: files_in(&r);
 	ret = ret ?: make_pipes(&r);

@@ -22,6 +22,8 @@
 #define LANDLOCK_SCOPE 6             /* the ABI that scopes signals and abstract sockets */
 #define PREFAULT_MAX   (64ull << 20) /* of the parent's memory, per waiting child */
 #define PREFAULT_SHARE 4             /* and at most 1/4 of the sandbox's memory limit */
+/* A verifier's parent serves any script: its refusals have this name. */
+#define VERIFY_KEY "(verifier tests)"
 
 /* src/sandbox/warm_bootstrap.py, linked in by warm_bootstrap.S. */
 extern const char sb_warm_bootstrap_start[];
@@ -31,6 +33,19 @@ void sb_warm_init(struct sb_warm *w)
 	memset(w, 0, sizeof(*w));
 	w->sock = -1;
 	w->home.dir_fd = w->home.procs_fd = -1;
+	w->owner = pthread_self();
+}
+
+bool sb_warm_verify_mode(const struct sandbox_spec *spec)
+{
+	return spec->mode && !strcmp(spec->mode, "verify");
+}
+
+/* What a parent is started for, and its refusals named by: the script
+ * for batch calls, any script for a verifier's tests. */
+static const char *warm_key(const struct sandbox_spec *spec)
+{
+	return sb_warm_verify_mode(spec) ? VERIFY_KEY : spec->argv[1];
 }
 
 static bool is_interpreter(const char *cmd, uint8_t interp)
@@ -55,11 +70,15 @@ static bool eligible(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
 	const struct sg_warm *w = &sb->policy.warm;
 	static int abi = -1; /* the kernel's: the same for every thread that asks */
+	bool verify = sb_warm_verify_mode(spec);
+	/* A sandbox's init ends with the thread that prepared it: a
+	 * verifier's worker keeps the one it prepared for all its tests. */
+	bool lives = sb->warm.keep || (verify && pthread_equal(sb->warm.owner, pthread_self()));
 
-	if (w->interpreter == SG_WARM_OFF || !sb->warm.keep || !spec->mode ||
-	    strcmp(spec->mode, "batch") || spec->n_files || spec->n_fetch || sb->relay ||
-	    !spec->argv[0] || !spec->argv[1] || !is_interpreter(spec->argv[0], w->interpreter) ||
-	    !is_script(spec->argv[1]))
+	if (w->interpreter == SG_WARM_OFF || spec->cold || !lives || !spec->mode ||
+	    (strcmp(spec->mode, "batch") && !(verify && w->verify)) || spec->n_files ||
+	    spec->n_fetch || sb->relay || !spec->argv[0] || !spec->argv[1] ||
+	    !is_interpreter(spec->argv[0], w->interpreter) || !is_script(spec->argv[1]))
 		return false;
 	if (abi < 0)
 		abi = landlock_abi();
@@ -71,9 +90,10 @@ bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec)
 	if (!eligible(sb, spec))
 		return false;
 	if (sb->warm.sock >= 0)
-		return !strcmp(sb->warm.script, spec->argv[1]);
+		return sb->warm.verify == sb_warm_verify_mode(spec) &&
+		       !strcmp(sb->warm.script, warm_key(spec));
 	/* Its first run: the parent can start, unless one could not lately. */
-	return sb->runs == 1 && !sb_warm_refused(sb, spec->argv[1], NULL, 0);
+	return sb->runs == 1 && !sb_warm_refused(sb, warm_key(spec), NULL, 0);
 }
 
 void sb_warm_why_cold(const struct sandbox *sb, const struct sandbox_spec *spec, char *why,
@@ -81,7 +101,7 @@ void sb_warm_why_cold(const struct sandbox *sb, const struct sandbox_spec *spec,
 {
 	why[0] = '\0';
 	if (sb->warm.sock < 0 && eligible(sb, spec))
-		sb_warm_refused(sb, spec->argv[1], why, len);
+		sb_warm_refused(sb, warm_key(spec), why, len);
 }
 
 /* The only process in a cgroup: its pid, or 0 when there is not exactly
@@ -139,7 +159,7 @@ static int read_msg(struct sandbox *sb, struct sb_warm_msg *m, int timeout_ms)
 }
 
 /* The parent's argv: the interpreter, the bootstrap, the script, the
- * preloads. */
+ * preloads; a verifier's: the interpreter, the bootstrap, --verify. */
 static char **parent_argv(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
 	const struct sg_warm *w = &sb->policy.warm;
@@ -151,6 +171,10 @@ static char **parent_argv(const struct sandbox *sb, const struct sandbox_spec *s
 	argv[n++] = spec->argv[0];
 	argv[n++] = "-c";
 	argv[n++] = (char *)sb_warm_bootstrap_start;
+	if (sb_warm_verify_mode(spec)) {
+		argv[n++] = "--verify";
+		return argv;
+	}
 	argv[n++] = spec->argv[1];
 	for (int i = 0; i < w->n_preload; i++)
 		argv[n++] = (char *)w->preload[i];
@@ -193,7 +217,8 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		return sb_fail(detail, dlen, -errno, "warm interpreter: socketpair: %s",
 			       strerror(errno));
-	snprintf(w->script, sizeof(w->script), "%s", spec->argv[1]);
+	snprintf(w->script, sizeof(w->script), "%s", warm_key(spec));
+	w->verify = sb_warm_verify_mode(spec);
 	/* Not ours until its main runs: init's READY may come first. */
 	err = start_parent(sb, spec, sv[1], detail, dlen);
 	if (err) {
@@ -268,7 +293,14 @@ int sb_warm_prefork(struct sandbox *sb, char *detail, size_t dlen)
 	if (!m)
 		return sb_fail(detail, dlen, -ENOMEM, "warm interpreter: out of memory");
 	m->magic = SB_WARM_PREP_MAGIC;
-	m->n = parent_ranges(sb->warm.pid, share < PREFAULT_MAX ? share : PREFAULT_MAX, m->range);
+	/* Not for a verifier's parent: its children run small programs,
+	 * which touch few of its pages (measured: about 690 faults in all,
+	 * where copying every range took 1640), and a test waits for its
+	 * child's copy when it follows the previous one at once. */
+	m->n = sb->warm.verify
+		       ? 0
+		       : parent_ranges(sb->warm.pid, share < PREFAULT_MAX ? share : PREFAULT_MAX,
+				       m->range);
 	/* Opened here, as root: the child, which may not open it, joins its
 	 * cgroup by writing to it (docs/sandbox.md: why not clone3). */
 	err = sb_cgroup_open(sb->leaf.path, "cgroup.procs", O_WRONLY, &procs, detail, dlen);
@@ -331,9 +363,14 @@ int sb_warm_send_call(struct sandbox *sb, const struct sandbox_spec *spec, const
 		      char *detail, size_t dlen)
 {
 	char dir[PATH_MAX];
-	int err;
+	int err = 0;
 
-	err = make_call_dir(sb, dir, sizeof(dir), detail, dlen);
+	/* A verifier's test has the sandbox's scratch as a cold run does
+	 * (it is reset between tests): the sandbox's domain is its limit. */
+	if (sb->warm.verify)
+		snprintf(dir, sizeof(dir), "%s", sb->scratch);
+	else
+		err = make_call_dir(sb, dir, sizeof(dir), detail, dlen);
 	if (err)
 		return err;
 	err = send_call(sb, dir, spec->argv + 1, fds);

@@ -26,6 +26,7 @@
 #ifndef SG_SANDBOX_WARM_H
 #define SG_SANDBOX_WARM_H
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -82,6 +83,11 @@ struct sb_warm {
 	unsigned calls;
 	bool keep;    /* sandbox_may_keep(): it may be warm */
 	bool refused; /* it said FAILED at its start: its preloads */
+	/* A verifier's parent: it preloads nothing, serves any script of the
+	 * tenant's verifier tests and only those, each child run as
+	 * `python3 SCRIPT` would be (src/sandbox/warm_bootstrap.py). */
+	bool verify;
+	pthread_t owner; /* the thread that prepared the sandbox */
 };
 
 struct sandbox;
@@ -91,9 +97,12 @@ void sb_warm_init(struct sb_warm *w);
 
 /* Whether spec's run goes to a warm interpreter in sb: the policy asks for
  * one, the command is `<interpreter> SCRIPT.py [ARG...]` (no interpreter
- * options), batch mode, no files in or out, no egress relay, Landlock ABI
- * >= 6, and sb may be kept (sandbox_may_keep()) and is fresh, or its
- * parent runs this script. */
+ * options), batch mode (or verifier mode with the policy's warm.verify),
+ * no files in or out, no egress relay, Landlock ABI >= 6, and sb may be
+ * kept (sandbox_may_keep(); for a verifier's tests, also a sandbox its
+ * own thread prepared, which lives as long as the request) and is fresh,
+ * or its parent runs this script (a verifier's parent: any verifier
+ * test). */
 bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec);
 
 /* Start the parent in sb (fresh: its leaf is run-1) unless it runs, make
@@ -105,6 +114,10 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
  * call's child is forked into it now, off the call's path. 0, or -errno
  * with `detail`. */
 int sb_warm_prefork(struct sandbox *sb, char *detail, size_t dlen);
+
+/* Whether spec is a verifier's test (its run would take a verifier's
+ * parent). */
+bool sb_warm_verify_mode(const struct sandbox_spec *spec);
 
 /* Hand the parent one call: fds are the call's stdin, stdout, stderr and
  * report pipe (the caller closes its copies). 0 or -errno with `detail`. */

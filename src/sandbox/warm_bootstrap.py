@@ -19,16 +19,41 @@
 # code starts now") and runs SCRIPT as __main__. The parent sends back the
 # child's wait status (DONE) and nothing else: it never reads anything
 # the child made.
-import ctypes
-import gc
-import importlib
-import os
-import pkgutil  # noqa: F401 (runpy's, imported here once rather than in every child)
-import runpy
-import socket
-import struct
+#
+# A verifier's parent (`-c <this> --verify`, the policy's warm.verify)
+# imports nothing of the tenant's and serves any script: its child runs
+# the script as `python3 SCRIPT ARG...` would, in the sandbox's scratch,
+# with the modules a cold interpreter starts with (what this file imported
+# is dropped), a fresh __main__, stdio made as CPython makes it, and the
+# script's first frame at a cold run's recursion depth (cold_main(), the
+# end of this file).
 import sys
-import traceback
+
+# What `python3 SCRIPT` starts with, taken before this file imports
+# anything: a verifier's child has these and nothing else.
+COLD_MODULES = frozenset(sys.modules)
+COLD_IMPORTER_CACHE = frozenset(sys.path_importer_cache)
+COLD_BYTECODE = sys.dont_write_bytecode
+if sys.path and sys.path[0] == "":
+    del sys.path[0]  # -c's working directory, the scratch: nothing is imported from it
+VERIFY = sys.argv[1:] == ["--verify"]
+
+import _signal  # noqa: E402 (a cold interpreter's already)
+import builtins  # noqa: E402
+import ctypes  # noqa: E402
+import gc  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import socket  # noqa: E402
+import struct  # noqa: E402
+if not VERIFY:  # a batch call's child runs its script with these: imported once, here
+    import importlib  # noqa: E402
+    import pkgutil  # noqa: F401,E402 (runpy's)
+    import runpy  # noqa: E402
+    import traceback  # noqa: E402
+# (A verifier's parent imports as little as it can: each test's child
+# copies the parent's writable memory, and a smaller parent is a faster
+# test.)
 
 MSG = struct.Struct("=IIiI240s")  # struct sb_warm_msg
 MSG_MAGIC = 0x5347574D
@@ -58,9 +83,11 @@ ABI_FOR = {1 << 13: 2, TRUNCATE: 3, IOCTL_DEV: 5}  # rights newer than ABI 1
 # namespace for a later call (a cold run gets a fresh namespace; a call
 # cannot unshare one): making them is refused (EPERM) by a filter of the
 # call's own, on top of the sandbox's. shmget, semget, msgget, mq_open.
+# A verifier's test, which must see what a cold run sees, is killed
+# instead (SIGSYS): the executor runs that test again, cold.
 IPC_MAKERS = {"x86_64": (29, 64, 68, 240), "aarch64": (194, 190, 186, 180)}
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+RET_ALLOW, RET_EPERM, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000 | 1, 0x80000000
 
 
 class SockFilter(ctypes.Structure):
@@ -82,7 +109,8 @@ def ipc_filter():
     insns = [(0x20, 0, 0, 0)]  # BPF_LD | BPF_W | BPF_ABS, seccomp_data.nr
     for i, nr in enumerate(nrs):  # BPF_JMP | BPF_JEQ | BPF_K: to the EPERM at the end
         insns.append((0x15, len(nrs) - i, 0, nr))
-    insns += [(0x06, 0, 0, RET_ALLOW), (0x06, 0, 0, RET_EPERM)]  # BPF_RET | BPF_K
+    refuse = RET_KILL_PROCESS if VERIFY else RET_EPERM
+    insns += [(0x06, 0, 0, RET_ALLOW), (0x06, 0, 0, refuse)]  # BPF_RET | BPF_K
     prog = (SockFilter * len(insns))(*[SockFilter(*x) for x in insns])
     return SockFprog(len(insns), prog), prog
 
@@ -145,13 +173,16 @@ def allow(ruleset, path, rights, flags):
 def enter_call_domain(scratch):
     """The call's own domain, inside the sandbox's: writes only beneath
     its scratch (and to /dev/null), no signals and no abstract unix
-    sockets outside it. Reads stay as the sandbox's domain has them."""
-    writes = supported(TREE_WRITES, ABI)
+    sockets outside it. Reads stay as the sandbox's domain has them.
+    A verifier's test writes where a cold run may (the sandbox's domain
+    decides; its scratch is reset after each test): only the scopes."""
+    writes = 0 if VERIFY else supported(TREE_WRITES, ABI)
     attr = RulesetAttr(writes, 0, SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL)
     ruleset = syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
                       ctypes.c_uint32(0))
-    allow(ruleset, scratch, writes, os.O_DIRECTORY)
-    allow(ruleset, "/dev/null", supported(WRITE_FILE | TRUNCATE | IOCTL_DEV, ABI), 0)
+    if writes:
+        allow(ruleset, scratch, writes, os.O_DIRECTORY)
+        allow(ruleset, "/dev/null", supported(WRITE_FILE | TRUNCATE | IOCTL_DEV, ABI), 0)
     syscall(SYS_RESTRICT, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     os.close(ruleset)
 
@@ -188,6 +219,13 @@ def run(argv):
     except BaseException:
         print_error(argv[0])
         status = 1
+    return finish(status)
+
+
+def finish(status):
+    """What Py_FinalizeEx does that the script can see: non-daemon threads
+    joined, atexit handlers run, sys.stdout and sys.stderr flushed (120
+    when that fails), then the original streams."""
     threading = sys.modules.get("threading")
     if threading is not None:
         threading._shutdown()
@@ -199,6 +237,11 @@ def run(argv):
             stream.flush()
         except Exception:
             status = 120  # as CPython when its final flush fails
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass  # as CPython, which flushes them when it frees them
     return status
 
 
@@ -257,18 +300,113 @@ def child(fds, failed, scratch, argv):
         enter_call_domain(scratch)
         step = STEP_CHDIR
         os.chdir(scratch)
-        os.environ.clear()
-        os.environ.update(PATH="/usr/bin:/bin", LANG="C.UTF-8", HOME=scratch, TMPDIR=scratch)
         sys.argv = list(argv)
-        sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
-        sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
-        sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace",
-                                           closefd=False, buffering=1)
+        if VERIFY:  # the environment is the sandbox's, as a cold run's
+            sys.orig_argv = sys.orig_argv[:1] + list(argv)
+            cold_stdio()
+        else:
+            os.environ.clear()
+            os.environ.update(PATH="/usr/bin:/bin", LANG="C.UTF-8", HOME=scratch,
+                              TMPDIR=scratch)
+            sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
+            sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
+            sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace",
+                                               closefd=False, buffering=1)
         os.close(report)  # EOF: the tenant's code runs from here on
     except OSError as e:
         os.write(report, REPORT.pack(REPORT_FAILED, step, e.errno or 5, -1, 0, 0))
         os._exit(127)
+    if VERIFY:
+        raise RunMain(argv)
     os._exit(run(argv))
+
+
+def cold_stdio():
+    """sys.stdin, stdout and stderr on fds 0-2 as CPython's create_stdio()
+    makes them: the parent's own were made so, for the same environment
+    and for fds that are no terminals either (encoding, errors, line
+    buffering); newline "\n" (no translation) as on every POSIX system."""
+    made = []
+    for fd, like, mode in ((0, sys.__stdin__, "rb"), (1, sys.__stdout__, "wb"),
+                           (2, sys.__stderr__, "wb")):
+        buf = io.open(fd, mode, -1, closefd=False)
+        buf.raw.name = like.buffer.raw.name
+        made.append(io.TextIOWrapper(buf, like.encoding, like.errors, "\n", like.line_buffering,
+                                     like.write_through))
+        made[-1].mode = like.mode
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = made
+
+
+class RunMain(BaseException):
+    """Raised by a verifier's child once its call is set up: it unwinds to
+    this file's top level, where the script runs as a cold run's first
+    frame."""
+
+    def __init__(self, argv):
+        super().__init__()
+        self.argv = argv
+
+
+def recursion_counter():
+    """The interpreter's count of the frames left before RecursionError
+    (tstate->recursion_remaining, CPython 3.11's cpython/pystate.h), seen
+    to behave as that; None when it does not (then a verifier's tests stay
+    cold: their depth could not be a cold run's)."""
+    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+        return None
+    get = ctypes.pythonapi.PyThreadState_Get
+    get.restype = ctypes.c_void_p
+    state = get()
+    remaining = ctypes.c_int.from_address(state + 32)
+    limit = ctypes.c_int.from_address(state + 36)
+    old = sys.getrecursionlimit()
+    seen = [limit.value == old]
+    sys.setrecursionlimit(old + 7)
+    seen.append(limit.value == old + 7 and 0 < remaining.value <= old + 7)
+    sys.setrecursionlimit(old)
+    here = remaining.value
+    seen.append((lambda: remaining.value)() == here - 1)
+    return remaining if all(seen) else None
+
+
+def cold_main(argv):
+    """`python3 SCRIPT ARG...` as it starts: the modules a cold interpreter
+    has (what this file imported dropped), a fresh __main__ as CPython
+    makes it, the script's directory first on sys.path. The script's
+    bytes, its absolute path, __main__'s dict; OSError when the script
+    cannot be read."""
+    for name in [n for n in sys.modules if n not in COLD_MODULES]:
+        del sys.modules[name]
+    for path in [p for p in sys.path_importer_cache if p not in COLD_IMPORTER_CACHE]:
+        del sys.path_importer_cache[path]
+    sys.dont_write_bytecode = COLD_BYTECODE
+    path = os.path.abspath(argv[0])
+    sys.path.insert(0, os.path.dirname(os.path.realpath(argv[0])))
+    with open(path, "rb") as f:
+        source = f.read()
+    main = type(sys)("__main__")
+    loader = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
+    main.__dict__.update(__loader__=loader, __annotations__={}, __builtins__=builtins,
+                         __file__=path, __cached__=None)
+    sys.modules["__main__"] = main
+    return source, path, main.__dict__
+
+
+def uncaught(path, value):
+    """PyErr_Print for an exception out of the script: its traceback from
+    the script's frame on, through sys.excepthook (the script's, if it set
+    one). 1, or None for a KeyboardInterrupt (CPython then ends by
+    SIGINT)."""
+    tb = value.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != path:
+        tb = tb.tb_next
+    value = value.with_traceback(tb)
+    sys.last_type, sys.last_value, sys.last_traceback = type(value), value, tb
+    try:
+        sys.excepthook(type(value), value, tb)
+    except BaseException:
+        sys.__excepthook__(type(value), value, tb)
+    return None if isinstance(value, KeyboardInterrupt) else 1
 
 
 def prefork(sock, msg, fds):
@@ -295,7 +433,7 @@ def serve(sock):
         msg, fds, _, _ = socket.recv_fds(sock, CALL_MAX, CALL_FDS)
         if not msg:
             return 0  # the executor let go: recycled
-        magic = CALL.unpack_from(msg)[0] if len(msg) >= CALL.size else 0
+        magic = struct.unpack_from("=I", msg)[0] if len(msg) >= 4 else 0  # a PREP may be 8 bytes
         if magic == PREP_MAGIC and waiting is None:
             waiting = prefork(sock, msg, fds)
             if waiting is not None:
@@ -324,20 +462,25 @@ def serve(sock):
 
 
 def main():
-    script, preload = sys.argv[1], sys.argv[2:]
+    script, preload = (None, []) if VERIFY else (sys.argv[1], sys.argv[2:])
     sock = socket.socket(fileno=0)  # fds 1 and 2 are /dev/null, the executor's
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     sys.dont_write_bytecode = True
-    sys.argv = [script]
-    sys.path[0] = os.path.dirname(os.path.realpath(script))
+    if not VERIFY:
+        sys.argv = [script]
+        sys.path.insert(0, os.path.dirname(os.path.realpath(script)))
     global ABI
     ABI = landlock_abi()
     try:
         if ABI < 6:
             raise OSError(95, "Landlock ABI %d: a warm call needs 6 (scoped signals)" % ABI)
+        if VERIFY and COUNTER is None:
+            raise OSError(95, "this interpreter's recursion depth cannot be set as a cold "
+                          "run's (CPython 3.11 only): verifier tests stay cold")
         for name in preload:
             importlib.import_module(name)
     except BaseException as e:
+        import traceback
         send(sock, FAILED, 0, "".join(traceback.format_exception_only(type(e), e)).strip())
         return 1
     gc.collect()
@@ -345,9 +488,51 @@ def main():
     send(sock, READY)
     try:
         return serve(sock)
+    except RunMain:
+        raise  # a verifier's child, on its way to run the script
     except BaseException as e:  # the executor books the call; this says why
+        import traceback
         send(sock, FAILED, 0, "".join(traceback.format_exception(type(e), e, e.__traceback__)))
         raise
 
 
-sys.exit(main())
+# A verifier's parent: how many frames exec() itself takes, so that its
+# child's script starts as deep as a cold run's first frame (this one).
+COUNTER = recursion_counter() if VERIFY else None
+EXEC_DEPTH = 0
+if COUNTER is not None:
+    PROBE = {"COUNTER": COUNTER}
+    EXEC_DEPTH = COUNTER.value
+    exec("R = COUNTER.value", PROBE)
+    EXEC_DEPTH -= PROBE["R"]
+try:
+    STATUS = main()
+except RunMain as call:
+    CALL_ARGV = call.argv
+else:
+    sys.exit(STATUS)
+# A verifier's child, from here on `python3 SCRIPT` itself.
+MAIN = INTERRUPTED = None
+try:
+    MAIN = cold_main(CALL_ARGV)
+except OSError as e:
+    print("%s: can't open file %r: [Errno %d] %s" %
+          (sys.orig_argv[0], os.path.abspath(CALL_ARGV[0]), e.errno, e.strerror),
+          file=sys.stderr)
+    STATUS = 2
+if MAIN is not None:
+    COUNTER.value += EXEC_DEPTH
+    try:
+        exec(compile(MAIN[0], MAIN[1], "exec", dont_inherit=True), MAIN[2])
+        STATUS = 0
+    except SystemExit as e:
+        STATUS = exit_status(e.code)
+    except BaseException as e:
+        STATUS = uncaught(MAIN[1], e)
+        INTERRUPTED = STATUS is None
+STATUS = finish(STATUS or 0)
+if INTERRUPTED:
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    os.kill(os.getpid(), _signal.SIGINT)
+    STATUS = 128 + _signal.SIGINT
+os._exit(STATUS)

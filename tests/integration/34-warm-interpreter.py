@@ -148,7 +148,8 @@ def t_child_cannot_reach_parent(env, ex):
 
 
 def t_verifier_stays_cold(env, ex):
-    """Verifier mode never takes a warm interpreter, even the same script's:
+    """Verifier mode never takes a batch call's warm interpreter, even the
+    same script's, and without warm.verify (35-warm-verifier) stays cold:
     the test's expected output is what a cold run prints (not preloaded)."""
     warm_policy(env, "wi-verify")
     if not until_warm(env, "wi-verify", "wi_global.py"):

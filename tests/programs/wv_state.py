@@ -1,0 +1,61 @@
+# Warm verifier tests: nothing of one test reaches the next. Input "leave":
+# leave a file in the working directory and in /tmp, a daemon that keeps
+# touching /tmp/heartbeat, a changed module global, environment and
+# recursion limit, then look again (the control: each is seen where it
+# was left). Every test prints what it sees of an earlier one first
+# ("clean": nothing).
+import builtins
+import json
+import os
+import sys
+import time
+
+
+def look():
+    seen = []
+    if os.path.exists("left.txt"):
+        seen.append("file")
+    if os.path.exists("/tmp/left.txt"):
+        seen.append("tmp")
+    if hasattr(builtins, "left_by_test") or hasattr(sys, "left_by_test") or \
+            hasattr(json, "left_by_test"):
+        seen.append("global")
+    if sys.getrecursionlimit() != 1000:
+        seen.append("limit")
+    if "LEFT_BY_TEST" in os.environ:
+        seen.append("env")
+    try:
+        os.remove("/tmp/heartbeat")
+    except OSError:
+        pass
+    time.sleep(0.3)  # a daemon left running touches its file again meanwhile
+    if os.path.exists("/tmp/heartbeat"):
+        seen.append("daemon")
+    return " ".join(seen) or "clean"
+
+
+def leave():
+    for path in ("left.txt", "/tmp/left.txt"):
+        with open(path, "w") as f:
+            f.write("left")
+    builtins.left_by_test = sys.left_by_test = json.left_by_test = 1
+    os.environ["LEFT_BY_TEST"] = "1"
+    sys.setrecursionlimit(5000)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            fd = os.open("/dev/null", os.O_RDWR)
+            for target in (0, 1, 2):
+                os.dup2(fd, target)
+            for _ in range(3000):
+                open("/tmp/heartbeat", "w").close()
+                time.sleep(0.01)
+        os._exit(0)
+
+
+before = look()
+if sys.stdin.read().strip() == "leave":
+    leave()
+    print(before, "|", look())
+else:
+    print(before)
