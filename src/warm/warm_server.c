@@ -217,6 +217,8 @@ static void *serve_client(void *arg)
 		sg_debug("executor: a bad request: %s", strerror(-err));
 	else
 		run_command(c);
+	/* Answered (or given up on): the pool's own work may go on. */
+	warm_pool_answered(s->pool);
 	fs_close(&c->fd);
 	fs_close(&c->cwd);
 	fs_close(&c->in);
