@@ -46,7 +46,8 @@ CFLAGS  ?= -O2 -g
 # at open()/mkdir() with a message, which is the check that matters.
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE \
            -Iinclude -Isrc -I$(BUILD) -MMD -MP $(EXTRA_CFLAGS)
-LDLIBS  := -lbpf -lelf -lz -ljansson -lmicrohttpd -lpthread -lm
+# libmicrohttpd is loaded when an HTTP server starts (src/lib/mhd_lazy.h).
+LDLIBS  := -lbpf -lelf -lz -ljansson -lpthread -lm
 LDFLAGS += $(EXTRA_LDFLAGS)
 
 # (gcc only: clang has no such warning and would warn about the flag)

@@ -140,9 +140,9 @@ static void test_stop_wakes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_quiet_at_once),  cmocka_unit_test(test_once_per_thread),
-		cmocka_unit_test(test_bound_passes),   cmocka_unit_test(test_leave_wakes),
-		cmocka_unit_test(test_two_callers),    cmocka_unit_test(test_stop_wakes),
+		cmocka_unit_test(test_quiet_at_once), cmocka_unit_test(test_once_per_thread),
+		cmocka_unit_test(test_bound_passes),  cmocka_unit_test(test_leave_wakes),
+		cmocka_unit_test(test_two_callers),   cmocka_unit_test(test_stop_wakes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
