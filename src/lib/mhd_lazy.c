@@ -26,7 +26,7 @@ static struct {
 	void (*suspend_connection)(struct MHD_Connection *);
 	void (*resume_connection)(struct MHD_Connection *);
 	struct MHD_Response *(*create_response_from_buffer)(size_t, void *,
-							     enum MHD_ResponseMemoryMode);
+							    enum MHD_ResponseMemoryMode);
 	enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
 	enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int,
 					  struct MHD_Response *);
@@ -69,8 +69,9 @@ static void load(void)
 	err = err ?: bind_one(lib, "MHD_lookup_connection_value", &mhd.lookup_connection_value);
 	err = err ?: bind_one(lib, "MHD_suspend_connection", &mhd.suspend_connection);
 	err = err ?: bind_one(lib, "MHD_resume_connection", &mhd.resume_connection);
-	err = err ?: bind_one(lib, "MHD_create_response_from_buffer",
-			      &mhd.create_response_from_buffer);
+	err = err
+		      ?: bind_one(lib, "MHD_create_response_from_buffer",
+				  &mhd.create_response_from_buffer);
 	err = err ?: bind_one(lib, "MHD_add_response_header", &mhd.add_response_header);
 	err = err ?: bind_one(lib, "MHD_queue_response", &mhd.queue_response);
 	err = err ?: bind_one(lib, "MHD_destroy_response", &mhd.destroy_response);
@@ -85,9 +86,8 @@ int mhd_lazy_load(char *detail, size_t len)
 	return load_err;
 }
 
-struct MHD_Daemon *MHD_start_daemon(unsigned int flags, uint16_t port,
-				    MHD_AcceptPolicyCallback apc, void *apc_cls,
-				    MHD_AccessHandlerCallback dh, void *dh_cls, ...)
+struct MHD_Daemon *MHD_start_daemon(unsigned int flags, uint16_t port, MHD_AcceptPolicyCallback apc,
+				    void *apc_cls, MHD_AccessHandlerCallback dh, void *dh_cls, ...)
 {
 	struct MHD_Daemon *d;
 	char why[256];
