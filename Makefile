@@ -46,7 +46,8 @@ CFLAGS  ?= -O2 -g
 # at open()/mkdir() with a message, which is the check that matters.
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE \
            -Iinclude -Isrc -I$(BUILD) -MMD -MP $(EXTRA_CFLAGS)
-LDLIBS  := -lbpf -lelf -lz -ljansson -lmicrohttpd -lpthread -lm
+# libmicrohttpd is loaded when an HTTP server starts (src/lib/mhd_lazy.h).
+LDLIBS  := -lbpf -lelf -lz -ljansson -lpthread -lm
 LDFLAGS += $(EXTRA_LDFLAGS)
 
 # (gcc only: clang has no such warning and would warn about the flag)
@@ -101,6 +102,7 @@ test_scores_LINK        := exec lib
 test_lcb_LINK           := exec lib
 test_tenant_state_LINK  := exec policy lib
 test_ticket_queue_LINK  := lib
+test_warm_quiet_LINK    := warm lib
 test_exec_input_LINK    := exec lib
 test_exec_batch_LINK    := exec sandbox control telemetry policy lib
 test_exec_verify_LINK   := exec sandbox control telemetry policy lib

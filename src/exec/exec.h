@@ -51,6 +51,13 @@
  *    to retry later (the HTTP server maps it to 429).
  *  - the node's CPUs are committed (node_cpu.h): the same, with
  *    EXEC_REFUSED_NODE_CPU(_TIMEOUT), in the time left of the same wait.
+ *  - the caller hangs up while it waits in either line (a warm client's
+ *    connection closes, ctx->caller_fd): it leaves the line at once, and
+ *    the request is booked final, attempt 0, platform_error "the caller
+ *    hung up ...; nothing ran" (EXEC_REFUSED_GONE). Like the other
+ *    refusals it is the node's admission, never the tenant's fault: no
+ *    tenant cause, no pause, no retry; its booking says that the request
+ *    arrived and why nothing of it ran.
  *  - first of all, at most once a second per process, orphans of killed
  *    executors are reclaimed and booked (exec_reap_orphans()); a
  *    long-lived executor does it on its own thread instead
@@ -104,6 +111,9 @@ enum exec_refusal {
 	/* platform_error: admitted only after ctx->start_by_ms, when the
 	 * run could no longer start in time for its caller. */
 	EXEC_REFUSED_LATE,
+	/* platform_error: the caller hung up while it waited in an admission
+	 * line (ctx->caller_fd); nothing ran, and no one gets the answer. */
+	EXEC_REFUSED_GONE,
 };
 
 typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_result *result);
@@ -148,6 +158,10 @@ struct exec_ctx {
 	const char *path;    /* "warm" (a long-lived executor) or "cold"; NULL: not said */
 	bool reap_elsewhere; /* orphans are reaped on another thread, not at admission */
 	sandbox_runner run;  /* tests inject a fake: no sandbox at all */
+	/* The caller's connection, watched for a hang-up while the request
+	 * waits in an admission line (EXEC_REFUSED_GONE); 0: none (never a
+	 * server's connection: fd 0 is its stdin). */
+	int caller_fd;
 };
 
 /* A batch as the trainer sends it: {"batch_id": "...", "items":

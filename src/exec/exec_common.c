@@ -18,6 +18,7 @@
 #include "telemetry/journal_record.h"
 #include "lib/clock.h"
 #include "lib/rule_names.h"
+#include "lib/ticket_queue.h"
 #include "node_cpu.h"
 #include "sandbox/sandbox_record.h"
 
@@ -271,6 +272,18 @@ static void reap_now_and_then(struct agent_conn *agent)
 	pthread_mutex_unlock(&lock);
 }
 
+/* The caller hung up while it waited in `line`: nothing ran. */
+static enum sg_cause caller_gone(const struct exec_ctx *ctx, const char *line,
+				 enum exec_refusal *refusal, char *detail, size_t detail_len)
+{
+	*refusal = EXEC_REFUSED_GONE;
+	snprintf(detail, detail_len,
+		 "platform error: the caller hung up while tenant %s's request waited in the "
+		 "admission line for %s; nothing ran",
+		 ctx->tenant, line);
+	return SG_CAUSE_PLATFORM_ERROR;
+}
+
 /* The node CPU of one sandbox, in the time left of the wait. */
 static enum sg_cause admit_cpu(const struct exec_ctx *ctx, struct tenant_slot *slot,
 			       uint64_t wait_ms, enum exec_refusal *refusal, char *detail,
@@ -282,6 +295,8 @@ static enum sg_cause admit_cpu(const struct exec_ctx *ctx, struct tenant_slot *s
 
 	if (!ret)
 		return SG_CAUSE_OK;
+	if (ret == -ECONNABORTED)
+		return caller_gone(ctx, "the node's CPU", refusal, detail, detail_len);
 	*refusal = ret == -EBUSY       ? EXEC_REFUSED_NODE_CPU
 		   : ret == -ETIMEDOUT ? EXEC_REFUSED_NODE_CPU_TIMEOUT
 				       : EXEC_REFUSED_STATE;
@@ -311,11 +326,58 @@ bool exec_admit_more(const struct exec_ctx *ctx, struct tenant_slot *slot)
 	return false;
 }
 
+/* The tenant's concurrency line, then the node CPU's, in the one wait. */
+static enum sg_cause admit_in_line(const struct exec_ctx *ctx, struct tenant_slot *slot,
+				   uint64_t wait_ms, uint64_t start, enum exec_refusal *refusal,
+				   char *detail, size_t detail_len)
+{
+	const struct sg_limits *lim = &ctx->policy->limits;
+	int ret = tenant_slot_acquire(ctx->tenant, lim->concurrency, wait_ms, slot);
+	enum sg_cause cause;
+	uint64_t waited;
+
+	if (ret == -ECONNABORTED)
+		return caller_gone(ctx, "its concurrency slots", refusal, detail, detail_len);
+	*refusal = ret == -EBUSY || ret == -ETIMEDOUT ? EXEC_REFUSED_CONCURRENCY
+						      : EXEC_REFUSED_STATE;
+	if (ret == -EBUSY) {
+		snprintf(detail, detail_len,
+			 "platform error: concurrency cap reached: %u sandboxes of "
+			 "tenant %s already running on this node (on_excess %s); retry later",
+			 lim->concurrency, ctx->tenant,
+			 lim->on_excess == SG_EXCESS_WAIT ? "wait" : "refuse");
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	if (ret == -ETIMEDOUT) {
+		snprintf(
+			detail, detail_len,
+			"platform error: concurrency cap reached: %u sandboxes of "
+			"tenant %s still running after waiting %llu ms (queue_timeout_ms); retry later",
+			lim->concurrency, ctx->tenant, (unsigned long long)wait_ms);
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	if (ret) {
+		snprintf(detail, detail_len,
+			 "platform error: cannot take a concurrency slot for tenant %s: %s",
+			 ctx->tenant, strerror(-ret));
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	waited = clock_ms(CLOCK_MONOTONIC) - start;
+	cause = admit_cpu(ctx, slot, wait_ms > waited ? wait_ms - waited : 0, refusal, detail,
+			  detail_len);
+	if (cause != SG_CAUSE_OK) {
+		tenant_slot_release(slot);
+		return cause;
+	}
+	*refusal = EXEC_ADMITTED;
+	return SG_CAUSE_OK;
+}
+
 enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 			 enum exec_refusal *refusal, char *detail, size_t detail_len)
 {
 	const struct sg_limits *lim = &ctx->policy->limits;
-	uint64_t start = clock_ms(CLOCK_MONOTONIC), waited;
+	uint64_t start = clock_ms(CLOCK_MONOTONIC);
 	char info[1024], why[512];
 	uint64_t wait_ms;
 	enum sg_cause cause;
@@ -362,40 +424,10 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
 	wait_ms = lim->on_excess == SG_EXCESS_WAIT ? lim->queue_timeout_ms : 0;
-	ret = tenant_slot_acquire(ctx->tenant, lim->concurrency, wait_ms, slot);
-	*refusal = ret == -EBUSY || ret == -ETIMEDOUT ? EXEC_REFUSED_CONCURRENCY
-						      : EXEC_REFUSED_STATE;
-	if (ret == -EBUSY) {
-		snprintf(detail, detail_len,
-			 "platform error: concurrency cap reached: %u sandboxes of "
-			 "tenant %s already running on this node (on_excess %s); retry later",
-			 lim->concurrency, ctx->tenant,
-			 lim->on_excess == SG_EXCESS_WAIT ? "wait" : "refuse");
-		return SG_CAUSE_PLATFORM_ERROR;
-	}
-	if (ret == -ETIMEDOUT) {
-		snprintf(
-			detail, detail_len,
-			"platform error: concurrency cap reached: %u sandboxes of "
-			"tenant %s still running after waiting %llu ms (queue_timeout_ms); retry later",
-			lim->concurrency, ctx->tenant, (unsigned long long)wait_ms);
-		return SG_CAUSE_PLATFORM_ERROR;
-	}
-	if (ret) {
-		snprintf(detail, detail_len,
-			 "platform error: cannot take a concurrency slot for tenant %s: %s",
-			 ctx->tenant, strerror(-ret));
-		return SG_CAUSE_PLATFORM_ERROR;
-	}
-	waited = clock_ms(CLOCK_MONOTONIC) - start;
-	cause = admit_cpu(ctx, slot, wait_ms > waited ? wait_ms - waited : 0, refusal, detail,
-			  detail_len);
-	if (cause != SG_CAUSE_OK) {
-		tenant_slot_release(slot);
-		return cause;
-	}
-	*refusal = EXEC_ADMITTED;
-	return SG_CAUSE_OK;
+	ticket_queue_watch(ctx->caller_fd > 0 ? ctx->caller_fd : -1);
+	cause = admit_in_line(ctx, slot, wait_ms, start, refusal, detail, detail_len);
+	ticket_queue_watch(-1);
+	return cause;
 }
 
 /* The outcome of a booking, ready for the journal. */

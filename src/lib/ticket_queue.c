@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,16 +202,28 @@ static void drain(int fd)
 		;
 }
 
-/* Sleep until fd reports `events` (or POLLERR), or ms pass. */
+/* The connection of the caller this thread waits for (ticket_queue_watch()). */
+static __thread int watched = -1;
+
+void ticket_queue_watch(int fd)
+{
+	watched = fd;
+}
+
+/* Sleep until fd reports `events` (or POLLERR), the watched caller hangs
+ * up, or ms pass. A negative fd: only the last two. */
 static void wait_on(int fd, short events, uint64_t ms)
 {
-	struct pollfd p = { .fd = fd, .events = events };
+	struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = watched } };
 
-	if (fd < 0) {
-		usleep((useconds_t)(ms * 1000));
-		return;
-	}
-	poll(&p, 1, (int)(ms > INT_MAX ? INT_MAX : ms));
+	poll(p, 2, (int)(ms > INT_MAX ? INT_MAX : ms));
+}
+
+static bool caller_gone(void)
+{
+	struct pollfd p = { .fd = watched };
+
+	return watched >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 int ticket_queue_take(const char *dir, uint64_t wait_ms, ticket_queue_try_fn try, void *arg)
@@ -269,6 +282,10 @@ int ticket_queue_take(const char *dir, uint64_t wait_ms, ticket_queue_try_fn try
 			wait_on(bell, POLLIN,
 				deadline - now < TICKET_QUEUE_RECHECK_MS ? deadline - now
 									 : TICKET_QUEUE_RECHECK_MS);
+		}
+		if (caller_gone()) {
+			err = -ECONNABORTED; /* nobody to serve: leave the line */
+			break;
 		}
 	}
 	if (ticket >= 0) { /* leave the line: the one behind wakes */

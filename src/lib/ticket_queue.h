@@ -36,9 +36,18 @@ typedef int (*ticket_queue_try_fn)(void *arg);
 /* Take the resource whose files are in `dir` (which must exist), in
  * arrival order. wait_ms 0: one try, only if no one waits (-EBUSY
  * otherwise). Else wait in line up to wait_ms: -ETIMEDOUT, having left the
- * line. Returns what `try` returned last, or -errno for the queue's own
- * files. */
+ * line; -ECONNABORTED, likewise, when the watched caller hung up
+ * (ticket_queue_watch()). Returns what `try` returned last, or -errno for
+ * the queue's own files. */
 int ticket_queue_take(const char *dir, uint64_t wait_ms, ticket_queue_try_fn try, void *arg);
+
+/* This thread's waits in any line also watch `fd` (-1: none), the
+ * connection of the caller it waits for: when the caller hangs up (POLLHUP
+ * or POLLERR on it), ticket_queue_take() leaves the line and returns
+ * -ECONNABORTED; nobody is left waiting for what the line would give.
+ * Only a hang-up counts (a half-close, POLLRDHUP, does not: an HTTP client
+ * may shut its writing side and still read the answer). */
+void ticket_queue_watch(int fd);
 
 /* After a release of the resource in `dir`: wake the waiter at the head of
  * the line, if any. Never fails (a lost ring costs one recheck interval). */

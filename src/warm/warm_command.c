@@ -249,7 +249,9 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 	struct verify_cases tests = { 0 };
 	struct sg_policy_error perr;
 	struct sg_policy *policy = NULL;
-	struct exec_ctx ctx = { .path = io->path, .reap_elsewhere = io->reap_elsewhere };
+	struct exec_ctx ctx = { .path = io->path,
+				.reap_elsewhere = io->reap_elsewhere,
+				.caller_fd = io->caller_fd };
 	const char *path, *name;
 	char *text = NULL, err[512];
 	size_t len;

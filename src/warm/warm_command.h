@@ -18,6 +18,7 @@ struct warm_io {
 	const struct exec_sandboxes *sandboxes; /* NULL: prepared here, destroyed after the
 						   result is out */
 	bool reap_elsewhere; /* a long-lived executor reaps orphans on its own thread */
+	int caller_fd;       /* a warm client's connection (exec_ctx.caller_fd); 0: none */
 };
 
 /* Run `sandguard exec` with argv[0] = "exec". Returns the exit code: 0 ok,

@@ -14,6 +14,7 @@
 #include "lib/log.h"
 #include "warm_agent.h"
 #include "warm_pool.h"
+#include "warm_quiet.h"
 
 #define WINDOW_MS     10000 /* demand: the peak of this window and the last */
 #define TICK_MS       500
@@ -22,6 +23,8 @@
 #define BACKOFF_MS    1000  /* after a failed preparation, for that kind */
 #define IDLE_MS       60000
 #define MAX_READY_CAP 64
+#define QUIET_MAX_MS  250 /* the longest the pool's work waits for quiet (warm_quiet.h) */
+#define QUIET_BACKLOG 8   /* more retired than this: no waiting */
 
 /* Sandboxes of one (tenant, policy, exec in scratch). */
 struct kind {
@@ -63,6 +66,7 @@ struct warm_pool {
 	unsigned max_ready;
 	uint64_t idle_ms, last_reap;
 	bool stopping;
+	struct warm_quiet quiet;
 	pthread_t keeper, retirer;
 	struct exec_sandboxes src;
 };
@@ -172,6 +176,7 @@ static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb
 	int err;
 
 	*sb = NULL;
+	warm_quiet_enter(&p->quiet);
 	pthread_mutex_lock(&p->lock);
 	k = kind_of(p, spec, &now);
 	if (k) {
@@ -237,14 +242,25 @@ static void retire(void *self, struct sandbox *sb)
 
 /* ---- the keeper ------------------------------------------------------ */
 
+/* The most in use at once lately, and one spare: a take leaves one ready,
+ * so that its refill can wait for a quiet moment (keeper()). */
 static unsigned wanted(const struct kind *k)
 {
 	unsigned peak = k->peak_now > k->peak_before ? k->peak_now : k->peak_before;
 	unsigned cap = k->policy.limits.concurrency;
 
-	if (k->stale)
+	if (k->stale || !peak)
 		return 0;
-	return peak < cap ? peak : cap;
+	return peak + 1 < cap ? peak + 1 : cap;
+}
+
+/* Not urgent, and a caller on its path: wait for a quiet moment first
+ * (src/warm/warm_quiet.h). Called and returns with the lock held. */
+static void wait_quiet(struct warm_pool *p)
+{
+	pthread_mutex_unlock(&p->lock);
+	warm_quiet_wait(&p->quiet, QUIET_MAX_MS);
+	pthread_mutex_lock(&p->lock);
 }
 
 /* Windows roll, idle kinds go stale, stale ones are let go. Under the lock. */
@@ -375,6 +391,7 @@ static void reap_orphans(struct warm_pool *p, uint64_t now)
 static void *keeper(void *arg)
 {
 	struct warm_pool *p = arg;
+	bool waited = false;
 
 	/* Preparing is the pool's own work: below the sandboxes that run. */
 	if (setpriority(PRIO_PROCESS, (id_t)gettid(), WARM_POOL_NICE))
@@ -395,6 +412,14 @@ static void *keeper(void *arg)
 			continue; /* the kinds may have changed meanwhile */
 		}
 		reap_orphans(p, now);
+		/* A kind with one ready still is a refill that can wait for
+		 * the callers on their path; one with none is not. */
+		if (k && !p->stopping && k->n_ready && !waited) {
+			wait_quiet(p);
+			waited = true;
+			continue; /* the kinds may have changed meanwhile */
+		}
+		waited = false;
 		if (k && !p->stopping) {
 			prepare_one(p, k);
 			continue;
@@ -441,6 +466,7 @@ static void recycle_one(struct warm_pool *p, struct lent l)
 static void *retirer(void *arg)
 {
 	struct warm_pool *p = arg;
+	bool waited = false;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
@@ -454,6 +480,14 @@ static void *retirer(void *arg)
 		}
 		if (!p->n_retired)
 			break; /* stopping, and nothing left */
+		/* A teardown can wait for the callers on their path, unless
+		 * too many wait. */
+		if (!waited && !p->stopping && p->n_retired <= QUIET_BACKLOG) {
+			wait_quiet(p);
+			waited = true;
+			continue;
+		}
+		waited = false;
 		sb = p->retired[--p->n_retired];
 		p->destroying++;
 		pthread_mutex_unlock(&p->lock);
@@ -488,6 +522,7 @@ int warm_pool_start(const struct warm_pool_opts *o, struct warm_pool **out, char
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->wake, NULL);
 	pthread_cond_init(&p->gone, NULL);
+	warm_quiet_init(&p->quiet);
 	p->agent = o->agent;
 	p->max_ready = o->max_ready ? o->max_ready : default_max_ready();
 	p->idle_ms = o->idle_ms ? o->idle_ms : IDLE_MS;
@@ -505,6 +540,7 @@ int warm_pool_start(const struct warm_pool_opts *o, struct warm_pool **out, char
 	}
 	if (err) {
 		snprintf(detail, len, "cannot start the warm pool's threads: %s", strerror(-err));
+		warm_quiet_destroy(&p->quiet);
 		free(p);
 		return err;
 	}
@@ -556,8 +592,13 @@ void warm_pool_stop(struct warm_pool *p)
 	pthread_cond_broadcast(&p->wake);
 	pthread_cond_broadcast(&p->gone);
 	pthread_mutex_unlock(&p->lock);
+	warm_quiet_stop(&p->quiet);
 	pthread_join(p->keeper, NULL);
 	pthread_join(p->retirer, NULL);
+	/* The retirer may have ended before the keeper's last preparation
+	 * was retired (its kind drained while it was being made). */
+	while (p->n_retired)
+		sandbox_destroy(p->retired[--p->n_retired]);
 	for (struct kind *k = p->kinds, *next; k; k = next) {
 		next = k->next;
 		free(k->ready);
@@ -570,5 +611,12 @@ void warm_pool_stop(struct warm_pool *p)
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->wake);
 	pthread_cond_destroy(&p->gone);
+	warm_quiet_destroy(&p->quiet);
 	free(p);
+}
+
+void warm_pool_answered(struct warm_pool *p)
+{
+	if (p)
+		warm_quiet_leave(&p->quiet);
 }

@@ -8,8 +8,14 @@
  * handed out once: retire() queues it for teardown, off the caller's path,
  * on the pool's own thread; it never comes back.
  *
+ * The pool's own work (a refill while one is still ready, a teardown)
+ * waits for a moment when no caller is between its first take() and its
+ * answer (warm_pool_answered()), at most QUIET_MAX_MS: on a node with few
+ * CPUs it would otherwise slow the very runs it prepares for
+ * (src/warm/warm_quiet.h).
+ *
  * How many are kept ready follows demand: for each kind, the most in use
- * at once over the last 10 to 20 seconds, at most the policy's
+ * at once over the last 10 to 20 seconds plus one spare, at most the policy's
  * concurrency, and at most `max_ready` over all kinds. A kind unused for
  * `idle_ms` is let go. A request under another policy for the same tenant
  * (a policy reload) retires every ready sandbox of the old one.
@@ -58,6 +64,12 @@ const struct exec_sandboxes *warm_pool_source(struct warm_pool *p);
 void warm_pool_drain(struct warm_pool *p);
 
 void warm_pool_stats(struct warm_pool *p, struct warm_pool_stats *st);
+
+/* The calling thread's caller has its answer: the pool's own work, which
+ * waits (a while) for no caller to be between its first take() and its
+ * answer, may go on (src/warm/warm_quiet.h). Every thread that took a
+ * sandbox calls it once its answer is out (or given up on). */
+void warm_pool_answered(struct warm_pool *p);
 
 /* Retire everything, wait until it is torn down, stop. Every sandbox
  * taken must have been retired. */

@@ -166,7 +166,8 @@ static void run_command(struct client *c)
 			      .path = "warm",
 			      .agent = warm_agent_get(c->s->agent),
 			      .sandboxes = warm_pool_source(c->s->pool),
-			      .reap_elsewhere = true };
+			      .reap_elsewhere = true,
+			      .caller_fd = c->fd };
 	char *out = NULL, *err = NULL;
 	size_t out_len = 0, err_len = 0;
 	int code;
@@ -217,6 +218,8 @@ static void *serve_client(void *arg)
 		sg_debug("executor: a bad request: %s", strerror(-err));
 	else
 		run_command(c);
+	/* Answered (or given up on): the pool's own work may go on. */
+	warm_pool_answered(s->pool);
 	fs_close(&c->fd);
 	fs_close(&c->cwd);
 	fs_close(&c->in);

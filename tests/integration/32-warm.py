@@ -306,6 +306,57 @@ def t_killed_executor(env, ex):
     return "; ".join(bad) or None
 
 
+def t_hangup_leaves_line(env, ex):
+    """A warm client that hangs up while its request waits in the admission
+    line (the tenant's one slot is held): the request leaves the line at
+    once, not when the slot frees, nothing of it ever runs, and it is
+    booked once, final, attempt 0, platform_error "the caller hung up"
+    (nothing ran: never the tenant's fault)."""
+    env.policy("wm-line", concurrency=1, on_excess="wait", queue_timeout_ms=60000, timeout_ms=60000)
+    go = os.path.join(env.progs, "go-hangup")
+    queue = os.path.join(env.run, "tenants", "wm-line", "queue")
+
+    def tickets():
+        return [n for n in os.listdir(queue) if n.startswith("t-")] if os.path.isdir(queue) else []
+
+    def client(batch_id, program, *args):
+        p = subprocess.Popen([BIN, "exec", "--tenant", "wm-line", "--policy-dir", env.policies, "--batch", "-",
+                              "--", PYTHON, os.path.join(env.progs, program)] + list(args),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.env())
+        p.stdin.write(json.dumps(batch(batch_id)).encode())
+        p.stdin.close()
+        p.stdin = None
+        return p
+
+    holder = client("line-holder", "rw_wait_go.py", go)
+    bad = []
+    try:
+        if not wait_for(lambda: any(os.path.exists(os.path.join(env.scratch, "wm-line", d, "ready"))
+                                    for d in env.sandboxes("wm-line")), 30):
+            return "the holder never ran: the test proves nothing"
+        waiter = client("line-gone", "rw_good.py")
+        if not wait_for(lambda: tickets(), 30):
+            waiter.kill()
+            return "the second request never queued: the test proves nothing"
+        waiter.kill()
+        waiter.communicate(timeout=30)
+        if not wait_for(lambda: not tickets(), 10):
+            bad.append("its ticket stayed in the line after its client hung up: %s" % tickets())
+        elif holder.poll() is not None:
+            bad.append("the holder ended before the line emptied: the test proves nothing")
+        booked = []
+        wait_for(lambda: booked.extend(o for o in env.outcomes() if o.get("batch_id") == "line-gone") or booked, 10)
+    finally:
+        open(go, "w").close()
+        out, _ = holder.communicate(timeout=60)
+    if holder.returncode != 0:
+        bad.append("the holder: exit %d %s" % (holder.returncode, out[-200:]))
+    if len(booked) != 1 or not booked[0].get("final") or booked[0].get("attempt") != 0 or \
+            booked[0].get("cause") != "platform_error" or "hung up" not in json.dumps(booked[0]):
+        bad.append("booked %s, want one final attempt-0 platform_error 'the caller hung up'" % booked)
+    return "; ".join(bad) or None
+
+
 def t_clean_shutdown(env, ex):
     """SIGTERM: runs under way finish, then nothing of the executor is
     left: no sandbox cgroup, scratch, record or socket."""
@@ -316,7 +367,7 @@ def t_clean_shutdown(env, ex):
     bad = []
     if rc != 0:
         bad.append("exit %s" % rc)
-    for tenant in ("wm-same", "wm-iso", "wm-many", "wm-reload", "wm-long"):
+    for tenant in ("wm-same", "wm-iso", "wm-many", "wm-reload", "wm-long", "wm-line"):
         if env.sandboxes(tenant) or cgroup_dirs(env, tenant):
             bad.append("%s: scratch %s, cgroups %s" % (tenant, env.sandboxes(tenant), cgroup_dirs(env, tenant)))
     if records(env):
@@ -353,6 +404,7 @@ CASES = [
     ("warm-policy-reload-drains-pool", t_policy_reload_drains),
     ("warm-socket-root-only", t_socket_root_only),
     ("warm-killed-executor-reaped-booked-once", t_killed_executor),
+    ("warm-hangup-leaves-admission-line", t_hangup_leaves_line),
     ("warm-clean-shutdown-leaves-nothing", t_clean_shutdown),
 ]
 

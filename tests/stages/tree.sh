@@ -31,5 +31,16 @@ else
 fi
 rm -f "$log"
 
+# Every `sandguard exec` pays for the shared libraries the binary needs
+# before it can hand its run over: libmicrohttpd (and gnutls behind it) is
+# loaded only by the HTTP servers (src/lib/mhd_lazy.h).
+if [ ! -x build-werror/sandguard ]; then
+    result SKIP "start: the binary's shared libraries" "no build-werror/sandguard"
+elif needed=$(readelf -d build-werror/sandguard | grep NEEDED) && echo "$needed" | grep -q microhttpd; then
+    result FAIL "start: the binary links libmicrohttpd" "$(echo "$needed" | tr -s ' ' | tr '\n' ' ')"
+else
+    result PASS "start: the binary does not link libmicrohttpd ($(echo "$needed" | wc -l) shared libraries)"
+fi
+
 echo "tree: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -31,6 +32,9 @@
 static char tmp[64], res[128];
 static int served[2] = { -1, -1 };
 static int held = -1; /* the test's own hold on the resource */
+/* The next waiter's caller: it watches caller[1] (ticket_queue_watch());
+ * the test hangs up by closing caller[0]. */
+static int caller[2] = { -1, -1 };
 
 static int setup(void **state)
 {
@@ -117,9 +121,13 @@ static pid_t waiter(char letter, uint64_t wait_ms)
 	if (held >= 0)
 		close(held); /* the test's lock is not the waiter's */
 	close(served[0]);
+	if (caller[0] >= 0)
+		close(caller[0]); /* the test's end: only its close hangs up */
+	if (caller[1] >= 0)
+		ticket_queue_watch(caller[1]);
 	err = ticket_queue_take(tmp, wait_ms, try_take, &fd);
 	if (err)
-		_exit(err == -ETIMEDOUT ? 2 : 1);
+		_exit(err == -ETIMEDOUT ? 2 : err == -ECONNABORTED ? 3 : 1);
 	if (write(served[1], &letter, 1) != 1)
 		_exit(1);
 	give_back(&fd);
@@ -214,6 +222,35 @@ static void test_dead_waiter_leaves_the_line(void **state)
 	assert_int_equal(in_line(), 0); /* B's file, too, is gone */
 }
 
+/* B's caller hangs up while B waits in the middle of the line: B leaves
+ * at once (the resource is still held), and A and C are served. */
+static void test_hung_up_waiter_leaves_the_line(void **state)
+{
+	pid_t w[3];
+
+	assert_int_equal(pipe(served), 0);
+	assert_int_equal(ticket_queue_take(tmp, 0, try_take, &held), 0);
+	for (int i = 0; i < 3; i++) {
+		if (i == 1)
+			assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, caller), 0);
+		w[i] = waiter("ABC"[i], LONG_WAIT_MS);
+		if (i == 1) {
+			close(caller[1]);
+			caller[1] = -1;
+		}
+		until_in_line(i + 1);
+	}
+	close(caller[0]);
+	caller[0] = -1;
+	assert_int_equal(exit_code(w[1]), 3); /* -ECONNABORTED, held still */
+	until_in_line(2);
+	give_back(&held);
+	assert_int_equal(exit_code(w[0]), 0);
+	assert_int_equal(exit_code(w[2]), 0);
+	read_served("AC");
+	assert_int_equal(in_line(), 0);
+}
+
 /* B is stopped (SIGSTOP) in the middle of the line: once its own queue
  * timeout has passed, C goes past it instead of waiting for it; B, let go
  * on, has timed out. */
@@ -294,6 +331,7 @@ int main(void)
 		cmocka_unit_test(test_served_in_arrival_order),
 		cmocka_unit_test(test_give_up_leaves_the_line),
 		cmocka_unit_test(test_dead_waiter_leaves_the_line),
+		cmocka_unit_test(test_hung_up_waiter_leaves_the_line),
 		cmocka_unit_test(test_stopped_waiter_held_up_the_line_only_until_its_timeout),
 		cmocka_unit_test(test_no_wait_does_not_jump_the_line),
 		cmocka_unit_test(test_failure_is_returned),
