@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""Red-team attacks on the warm paths, as root (docs/sandbox.md, "Threat
+model of the warm parent"): a warm call, with only its tenant's rights,
+goes after its forkserver parent and the calls that follow it. Each case
+is one attack; PASS means it failed, as seen from the host (the parent's
+own state in /proc, the processes of the slot uid, the bookings in the
+journal), not only by the call's exit. Cases already in
+34-warm-interpreter (signal, ptrace, /proc reads of the parent, files,
+IPC objects, a module global) are not repeated. Prints one
+PASS/FAIL/SKIP line per case."""
+import ctypes
+import glob
+import importlib
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from sgtest import report, uid_base  # noqa: E402
+from sgexecutor import run_suite  # noqa: E402
+
+# 34-warm-interpreter's helpers: a warm policy, a call, the parents.
+wi = importlib.import_module("34-warm-interpreter")
+UID_BASE = uid_base(62500)  # 30-exec uses 62000, 32-warm 63000, 34-warm-interpreter 63500
+
+
+def proc_status(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def parent_state(pid):
+    """What a call could change of its parent, and every later call
+    inherit: RLIMIT_NOFILE's soft limit, nice, scheduling policy, CPUs,
+    oom_score_adj, comm."""
+    with open("/proc/%d/limits" % pid) as f:
+        nofile = [line.split()[3] for line in f if line.startswith("Max open files")][0]
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    with open("/proc/%d/oom_score_adj" % pid) as f:
+        oom = f.read().strip()
+    with open("/proc/%d/comm" % pid) as f:
+        comm = f.read().strip()
+    return {"nofile": nofile, "nice": fields[16], "policy": fields[38],
+            "cpus": proc_status(pid)["Cpus_allowed_list"], "oom_score_adj": oom, "comm": comm}
+
+
+def the_parent(env, tenant, sandbox):
+    """The host pid of the warm parent of that sandbox (alone in its
+    run-1 once the reset after the last call is done), or None."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with open(os.path.join(env.cgroot, tenant, sandbox, "run-1", "cgroup.procs")) as f:
+                pids = [int(x) for x in f.read().split()]
+        except OSError:
+            pids = []
+        if len(pids) == 1 or time.monotonic() > deadline:
+            return pids[0] if len(pids) == 1 else None
+        time.sleep(0.1)
+
+
+def t_parent_knobs(env, ex):
+    """prlimit, setpriority (the parent's pid, its process group, the slot
+    uid), sched_setscheduler, sched_setaffinity and ioprio_set check only
+    the uid, which the call shares with its parent: refused, the parent
+    unchanged, and the next call inherits nothing of it."""
+    wi.warm_policy(env, "wa-knobs")
+    first = wi.until_warm(env, "wa-knobs", "wa_parent_knobs.py", args=("read",), items=9)
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
+    parent = the_parent(env, "wa-knobs", wi.sandbox_of(first))
+    if not parent:
+        return "no warm parent in %s" % wi.sandbox_of(first)
+    before = parent_state(parent)
+    rc, res, err = wi.call(env, "wa-knobs", "wa_parent_knobs.py", args=("set",), items=9)
+    if rc != 0 or wi.sandbox_of(res) != wi.sandbox_of(first):
+        return "the attack did not run in the warm interpreter: rc %d %s %s" % (rc, res, err[-300:])
+    names = ["prlimit of the parent", "setpriority of the parent", "setpriority of its "
+             "process group", "setpriority of the slot uid", "SCHED_IDLE for the parent",
+             "affinity of the parent", "ioprio of the parent", "control: prlimit of itself",
+             "control: setpriority of itself"]
+    bad = [n for n, s in zip(names, res["scores"]) if s != 1]
+    after = parent_state(parent)
+    changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    rc, nxt, err = wi.call(env, "wa-knobs", "wa_parent_knobs.py", args=("read",), items=9)
+    problems = []
+    if bad:
+        problems.append("not refused: %s" % ", ".join(bad))
+    if changed:
+        problems.append("the parent changed (before, after): %s" % changed)
+    if rc != 0 or not nxt or nxt["scores"][:4] != first["scores"][:4]:
+        problems.append("the next call inherited [nice, nofile, idle, cpus] %s, before the "
+                        "attack %s" % (nxt and nxt["scores"][:4], first["scores"][:4]))
+    return "; ".join(problems) or None
+
+
+def t_other_ways_at_the_parent(env, ex):
+    """pidfd_send_signal, pidfd_getfd (the parent's channel), process_vm_readv,
+    kcmp, writes to the parent's oom_score_adj and comm; no stray
+    descriptor in the call. The parent alive and unchanged after."""
+    wi.warm_policy(env, "wa-esc", read_only=["/proc"])
+    first = wi.until_warm(env, "wa-esc", "wa_escape.py", items=8)
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
+    parent = the_parent(env, "wa-esc", wi.sandbox_of(first))
+    if not parent:
+        return "no warm parent in %s" % wi.sandbox_of(first)
+    before = parent_state(parent)
+    rc, res, err = wi.call(env, "wa-esc", "wa_escape.py", items=8)
+    if rc != 0 or wi.sandbox_of(res) != wi.sandbox_of(first):
+        return "the attack did not run in the warm interpreter: rc %d %s %s" % (rc, res, err[-300:])
+    names = ["pidfd_send_signal refused", "pidfd_getfd refused", "process_vm_readv refused",
+             "kcmp refused", "oom_score_adj not writable", "comm not writable",
+             "no descriptor besides stdio", "control: pidfd_open works"]
+    bad = [n for n, s in zip(names, res["scores"]) if s != 1]
+    if bad:
+        return "not as required: %s" % ", ".join(bad)
+    if not os.path.exists("/proc/%d" % parent):
+        return "the parent died"
+    after = parent_state(parent)
+    if after != before:
+        return "the parent changed: %s -> %s" % (before, after)
+    return None
+
+
+def slot_processes(uid):
+    pids = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            if int(proc_status(int(d[6:]))["Uid"].split()[0]) == uid:
+                pids.append(int(d[6:]))
+        except (OSError, KeyError, ValueError):
+            continue
+    return sorted(pids)
+
+
+def t_daemon_does_not_survive(env, ex):
+    """A call's double-forked, setsid daemon ignoring SIGTERM and SIGHUP:
+    once the call is over and the next call's child waits, the slot uid
+    runs the parent and that child, nothing else."""
+    wi.warm_policy(env, "wa-daemon")
+    first = wi.until_warm(env, "wa-daemon", "wa_survivor.py")
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
+    parent = the_parent(env, "wa-daemon", wi.sandbox_of(first))
+    if not parent:
+        return "no warm parent in %s" % wi.sandbox_of(first)
+    uid = int(proc_status(parent)["Uid"].split()[0])
+    rc, res, err = wi.call(env, "wa-daemon", "wa_survivor.py")
+    if rc != 0 or wi.sandbox_of(res) != wi.sandbox_of(first):
+        return "the attack did not run in the warm interpreter: rc %d %s" % (rc, res)
+    waiting = wi.waiting_child(env, "wa-daemon", wi.sandbox_of(res))
+    if not waiting:
+        return "no child waits for the next call after the attack"
+    left = [p for p in slot_processes(uid) if p not in (parent, waiting[0])]
+    if left:
+        return "slot uid %d still runs %s besides the parent %d and the waiting child %d" % (
+            uid, left, parent, waiting[0])
+    return None
+
+
+def t_oom_kills_parent_is_tenants(env, ex):
+    """A call fills its sandbox's memory with pages no process maps (a
+    memfd) from a small process, so that the OOM killer's biggest
+    process is its warm parent: the parent dies during the call. That is
+    the tenant's memory (rule memory, blamed, not retried), never a
+    platform_error, which is retried and never blamed."""
+    # "skip": a platform_error is retried (in every mode), a tenant's
+    # failure is not.
+    wi.warm_policy(env, "wa-oom", failure={"mode": "skip", "max_retries": 2})
+    first = wi.until_warm(env, "wa-oom", "wa_oom_parent.py")
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
+    parent = the_parent(env, "wa-oom", wi.sandbox_of(first))
+    rc, res, err = wi.call(env, "wa-oom", "wa_oom_parent.py", args=("fill",), batch_id="b-oom")
+    if not res:
+        return "no result: rc %d %s" % (rc, err[-300:])
+    if parent and os.path.exists("/proc/%d" % parent):
+        return "the parent survived the attack: the OOM killer took the call (%s)" % res
+    first_attempt = res["sandboxes"][0]
+    if first_attempt["sandbox"] != wi.sandbox_of(first):
+        return "attempt 1 did not run in the attacked parent's sandbox: %s" % res
+    booked = [o.get("cause") for o in env.outcomes() if o.get("batch_id") == "b-oom"]
+    if "platform_error" in booked or res["attempts"] != 1:
+        return "the call's own OOM was booked %s (%d attempts): %s" % (
+            booked, res["attempts"], res.get("detail"))
+    if booked != ["tenant_oom"] or res.get("cause") != "tenant_oom":
+        return "want one tenant_oom, booked %s: %s" % (booked, res)
+    return None
+
+
+CASES = [
+    ("warm-call-cannot-change-its-parent", t_parent_knobs),
+    ("warm-call-other-ways-at-its-parent", t_other_ways_at_the_parent),
+    ("warm-call-daemon-does-not-survive", t_daemon_does_not_survive),
+    ("warm-call-oom-of-its-parent-is-the-tenants", t_oom_kills_parent_is_tenants),
+]
+
+
+def main():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi < 6:  # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+        for name, _ in CASES:
+            report("SKIP", name, "Landlock ABI %d: warm interpreters need 6 (they run cold)" % abi)
+        return 0
+    return run_suite(CASES, UID_BASE, "sgwarma-")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
