@@ -191,11 +191,79 @@ def t_oom_kills_parent_is_tenants(env, ex):
     return None
 
 
+def shared_writable(pid):
+    """The parent's writable shared mappings (/proc/<pid>/maps "rw-s"):
+    memory every call's child shares with it and with every other call."""
+    with open("/proc/%d/maps" % pid) as f:
+        return [line.split()[0] + " " + (line.split()[5] if len(line.split()) > 5 else "")
+                for line in f if line.split()[1] == "rw-s"]
+
+
+def t_shared_mapping_does_not_cross(env, ex):
+    """A preload holds an anonymous MAP_SHARED buffer (Python's default
+    mmap.mmap(-1, n)): a call writes its batch id there, and no later call
+    of the same parent may find it. The control: a parent whose preload
+    holds none has no writable shared mapping."""
+    wi.warm_policy(env, "wa-shm-ctl")
+    first = wi.until_warm(env, "wa-shm-ctl", "wi_global.py")
+    if not first:
+        return "no two calls shared a warm interpreter (control) within %d s" % wi.WARM_BOUND_S
+    parent = the_parent(env, "wa-shm-ctl", wi.sandbox_of(first))
+    if not parent or shared_writable(parent):
+        return "control: the parent %s holds writable shared mappings: %s" % (
+            parent, parent and shared_writable(parent))
+    wi.warm_policy(env, "wa-shm", preload=("wa_shared_preload",))
+    seen = []
+    deadline = time.monotonic() + wi.WARM_BOUND_S
+    while time.monotonic() < deadline and len(seen) < 3:
+        rc, res, err = wi.call(env, "wa-shm", "wa_shared.py", items=2,
+                               batch_id="b-shm-%d" % len(seen))
+        if rc != 0:
+            return "a call failed: rc %d %s %s" % (rc, res, err[-300:])
+        if res["scores"][1] == 1:
+            seen.append(res)
+        time.sleep(0.2)
+    by_parent = {}
+    for res in seen:
+        by_parent.setdefault(wi.sandbox_of(res), []).append(res["scores"][0])
+    if not any(len(v) > 1 for v in by_parent.values()):
+        return "no two warm calls of one parent within %d s: %s" % (wi.WARM_BOUND_S, by_parent)
+    crossed = {s: v for s, v in by_parent.items() if any(v)}
+    if crossed:
+        return "a call found an earlier call's batch id in the preload's MAP_SHARED buffer " \
+               "(per sandbox, 1 = found): %s" % crossed
+    return None
+
+
+def t_long_argv_is_not_a_platform_error(env, ex):
+    """A command as long as a cold run takes (its strings: 64 KiB, with
+    the command's path twice): warm, the CALL holds the call's directory
+    instead (<scratch>/<tenant>/<sandbox>/call-<n>, longer), in the same
+    64 KiB. It runs warm or cold, never a platform_error (retried in
+    every mode, and never the request's)."""
+    wi.warm_policy(env, "wa-argv")
+    if not wi.until_warm(env, "wa-argv", "wi_global.py"):
+        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
+    prog = os.path.join(env.progs, "wi_global.py")
+    long_arg = "a" * (64 * 1024 - 2 * (len(wi.PYTHON) + 1) - (len(prog) + 1) - 1)
+    rc, cold, err = wi.call(env, "wa-argv", "wi_global.py", args=(long_arg,), cold=True)
+    if not cold or cold["status"] != "ok":
+        return "control: the long argv does not run cold: rc %d %s %s" % (rc, cold, err[-200:])
+    rc, res, err = wi.call(env, "wa-argv", "wi_global.py", args=(long_arg,), batch_id="b-argv")
+    booked = [o.get("cause") for o in env.outcomes() if o.get("batch_id") == "b-argv"]
+    if not res or res["status"] != "ok" or "platform_error" in booked:
+        return "the long argv through the executor: rc %d, booked %s, %s" % (
+            rc, booked, res and res.get("detail"))
+    return None
+
+
 CASES = [
     ("warm-call-cannot-change-its-parent", t_parent_knobs),
     ("warm-call-other-ways-at-its-parent", t_other_ways_at_the_parent),
     ("warm-call-daemon-does-not-survive", t_daemon_does_not_survive),
     ("warm-call-oom-of-its-parent-is-the-tenants", t_oom_kills_parent_is_tenants),
+    ("warm-shared-mapping-does-not-cross-calls", t_shared_mapping_does_not_cross),
+    ("warm-long-argv-is-not-a-platform-error", t_long_argv_is_not_a_platform_error),
 ]
 
 
