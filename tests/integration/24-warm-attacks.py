@@ -257,6 +257,45 @@ def t_long_argv_is_not_a_platform_error(env, ex):
     return None
 
 
+def t_kept_parents_bounded(env, ex):
+    """A tenant whose calls name many scripts, one after the other (never
+    more than one in use): each warm interpreter runs one script, and each
+    is kept after its call. Kept ones hold a uid slot (256 per node) and
+    an interpreter's memory each, so they must stay within what the pool
+    keeps for a kind (its policy's concurrency), or one tenant's scripts
+    take every slot of the node from the others."""
+    wi.warm_policy(env, "wa-many")
+    path = os.path.join(env.policies, "wa-many.json")
+    with open(path) as f:
+        policy = json.load(f)
+    policy["limits"]["concurrency"] = 2
+    with open(path, "w") as f:
+        json.dump(policy, f)
+    with open(os.path.join(env.progs, "wi_global.py")) as f:
+        text = f.read()
+    scripts = []
+    for i in range(6):
+        scripts.append("wa_many_%d.py" % i)
+        with open(os.path.join(env.progs, scripts[-1]), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(env.progs, scripts[-1]), 0o644)
+    for _ in range(2):
+        for script in scripts:
+            rc, res, err = wi.call(env, "wa-many", script)
+            if rc != 0:
+                return "a call failed: rc %d %s %s" % (rc, res, err[-300:])
+    # The last call's sandbox is reset and kept, and those it displaced
+    # torn down, on the pool's threads: the count settles.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        kept = wi.parent_pids(env, "wa-many")
+        if len(kept) <= 2:
+            return None
+        time.sleep(0.2)
+    return "%d warm interpreters kept for one tenant of concurrency 2, 30 s after its " \
+           "last call (6 scripts called one at a time)" % len(kept)
+
+
 CASES = [
     ("warm-call-cannot-change-its-parent", t_parent_knobs),
     ("warm-call-other-ways-at-its-parent", t_other_ways_at_the_parent),
@@ -264,6 +303,7 @@ CASES = [
     ("warm-call-oom-of-its-parent-is-the-tenants", t_oom_kills_parent_is_tenants),
     ("warm-shared-mapping-does-not-cross-calls", t_shared_mapping_does_not_cross),
     ("warm-long-argv-is-not-a-platform-error", t_long_argv_is_not_a_platform_error),
+    ("warm-kept-parents-bounded-per-tenant", t_kept_parents_bounded),
 ]
 
 
