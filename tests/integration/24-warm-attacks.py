@@ -13,6 +13,10 @@ import glob
 import importlib
 import json
 import os
+import signal
+import socket
+import struct
+import subprocess
 import sys
 import time
 
@@ -296,6 +300,91 @@ def t_kept_parents_bounded(env, ex):
            "last call (6 scripts called one at a time)" % len(kept)
 
 
+WARM_MAGIC = 0x53475745  # struct warm_request (src/warm/warm_proto.h)
+
+
+def send_request(env, head, strings=b"", fds=None):
+    """One raw request on the executor's socket, as root: the head
+    (magic, argc, envc, has_stdin, len) with SCM_RIGHTS fds (the cwd by
+    default), then the strings. What came back before EOF."""
+    cwd = os.open(env.dir, os.O_PATH | os.O_DIRECTORY)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(30)
+        s.connect(os.path.join(env.run, "executor.sock"))
+        socket.send_fds(s, [struct.pack("=5I", *head)], [cwd] if fds is None else fds)
+        if strings:
+            s.sendall(strings)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return got
+            got += chunk
+    except OSError:
+        return b""
+    finally:
+        s.close()
+        os.close(cwd)
+
+
+def t_malformed_requests(env, ex):
+    """Requests no `sandguard exec` sends (the socket is root's, so this
+    is a broken or hostile root client): counts that wrap (argc
+    0xffffffff and one environment string in no bytes), strings without
+    their NUL, stdin announced and not sent, a length past the cap. The
+    executor survives each (it runs every tenant's calls), runs none of
+    them, and serves the next real call."""
+    wi.warm_policy(env, "wa-proto")
+    before = len(env.outcomes())
+    bad = [("wrapping counts", (WARM_MAGIC, 0xFFFFFFFF, 1, 0, 0), b""),
+           ("no NUL", (WARM_MAGIC, 2, 0, 0, 8), b"execxxxx"),
+           ("stdin not sent", (WARM_MAGIC, 1, 0, 1, 5), b"exec\0"),
+           ("past the cap", (WARM_MAGIC, 1, 0, 0, 256 * 1024 + 1), b"exec\0"),
+           ("argc 0", (WARM_MAGIC, 0, 0, 0, 5), b"exec\0")]
+    for name, head, strings in bad:
+        send_request(env, head, strings)
+        if ex.proc.poll() is not None:
+            return "the executor died (%s) of a request with %s: %s" % (
+                ex.proc.returncode, name, ex.tail()[-300:])
+    if len(env.outcomes()) != before:
+        return "a malformed request was booked: %s" % env.outcomes()[before:]
+    rc, res, err = wi.call(env, "wa-proto", "wi_global.py")
+    if rc != 0 or not res or res.get("path") != "warm":
+        return "the executor did not serve a call after them: rc %d %s %s" % (rc, res, err[-200:])
+    return None
+
+
+def t_silent_client_does_not_hold_the_executor(env, ex):
+    """Root clients that connect and send nothing, or a head and not its
+    strings: the executor still stops on SIGTERM (within 60 s, its
+    runs' bound), rather than waiting for them forever. Run last: it stops
+    the suite's executor."""
+    silent = []
+    for head in (None, (WARM_MAGIC, 1, 0, 0, 5)):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(os.path.join(env.run, "executor.sock"))
+        if head:
+            cwd = os.open(env.dir, os.O_PATH | os.O_DIRECTORY)
+            socket.send_fds(s, [struct.pack("=5I", *head)], [cwd])
+            os.close(cwd)
+        silent.append(s)
+    time.sleep(0.5)  # the acceptor takes them (a stop before that proves nothing)
+    try:
+        ex.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = ex.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            ex.proc.kill()
+            ex.proc.wait()
+            return "the executor did not stop within 60 s of SIGTERM with two silent clients"
+        return None if rc == 0 else "the executor exited %s on SIGTERM" % rc
+    finally:
+        for s in silent:
+            s.close()
+
+
 CASES = [
     ("warm-call-cannot-change-its-parent", t_parent_knobs),
     ("warm-call-other-ways-at-its-parent", t_other_ways_at_the_parent),
@@ -304,6 +393,8 @@ CASES = [
     ("warm-shared-mapping-does-not-cross-calls", t_shared_mapping_does_not_cross),
     ("warm-long-argv-is-not-a-platform-error", t_long_argv_is_not_a_platform_error),
     ("warm-kept-parents-bounded-per-tenant", t_kept_parents_bounded),
+    ("warm-malformed-requests-do-not-crash-the-executor", t_malformed_requests),
+    ("warm-silent-client-does-not-hold-the-executor", t_silent_client_does_not_hold_the_executor),
 ]
 
 
