@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import report, uid_base  # noqa: E402
-from sgexecutor import run_suite  # noqa: E402
+from sgexecutor import batch, exec_cli, run_suite  # noqa: E402
 
 # 34-warm-interpreter's helpers: a warm policy, a call, the parents.
 wi = importlib.import_module("34-warm-interpreter")
@@ -385,6 +385,40 @@ def t_silent_client_does_not_hold_the_executor(env, ex):
             s.close()
 
 
+def call_with(env, tenant, interpreter, program, args=()):
+    return exec_cli(env, ["--tenant", tenant, "--policy-dir", env.policies, "--batch", "-", "--",
+                          interpreter, os.path.join(env.progs, program)] + list(args),
+                    stdin=json.dumps(batch("b-" + program, 2)).encode())
+
+
+def t_interpreter_is_the_commands(env, ex):
+    """A warm interpreter started for `<dir>/python3 S` (another binary
+    named python3, for all the executor knows: here a link to the same)
+    serves only commands of that interpreter: a call `/usr/bin/python3 S`
+    runs under /usr/bin/python3."""
+    wi.warm_policy(env, "wa-interp")
+    other = os.path.join(env.progs, "python3")
+    if not os.path.lexists(other):
+        os.symlink(os.path.realpath(wi.PYTHON), other)
+    last = None
+    deadline = time.monotonic() + wi.WARM_BOUND_S
+    while time.monotonic() < deadline:
+        rc, res, err = call_with(env, "wa-interp", other, "wa_which.py", (other,))
+        if rc != 0 or res["scores"] != [1, 1]:
+            return "control: %s did not run %s: rc %d %s %s" % (other, other, rc, res, err[-200:])
+        if wi.sandbox_of(res) == last:
+            break
+        last = wi.sandbox_of(res)
+        time.sleep(0.3)
+    else:
+        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
+    rc, res, err = call_with(env, "wa-interp", wi.PYTHON, "wa_which.py", (wi.PYTHON,))
+    if rc != 0 or res["scores"] != [1, 1]:
+        return "a call of %s ran under another interpreter (sandbox %s, the %s parent's %s)" % (
+            wi.PYTHON, wi.sandbox_of(res), other, last)
+    return None
+
+
 CASES = [
     ("warm-call-cannot-change-its-parent", t_parent_knobs),
     ("warm-call-other-ways-at-its-parent", t_other_ways_at_the_parent),
@@ -393,6 +427,7 @@ CASES = [
     ("warm-shared-mapping-does-not-cross-calls", t_shared_mapping_does_not_cross),
     ("warm-long-argv-is-not-a-platform-error", t_long_argv_is_not_a_platform_error),
     ("warm-kept-parents-bounded-per-tenant", t_kept_parents_bounded),
+    ("warm-interpreter-is-the-commands", t_interpreter_is_the_commands),
     ("warm-malformed-requests-do-not-crash-the-executor", t_malformed_requests),
     ("warm-silent-client-does-not-hold-the-executor", t_silent_client_does_not_hold_the_executor),
 ]
