@@ -419,6 +419,25 @@ def t_interpreter_is_the_commands(env, ex):
     return None
 
 
+def t_preload_cannot_dodge_blame(env, ex):
+    """Preloaded code ends its parent whenever a call failed (it wraps
+    the os.waitpid the parent waits with): each such call is a
+    platform_error, retried in every mode and never blamed. The retries
+    must not land in another such parent for ever: the batch's final
+    outcome is the tenant's crash."""
+    wi.warm_policy(env, "wa-dodge", preload=("wa_dodge_preload",),
+                   failure={"mode": "skip", "max_retries": 2})
+    if not wi.until_warm(env, "wa-dodge", "wa_fails.py", args=("ok",)):
+        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
+    rc, res, err = wi.call(env, "wa-dodge", "wa_fails.py", args=("fail",), batch_id="b-dodge")
+    booked = [(o.get("cause"), o.get("final")) for o in env.outcomes()
+              if o.get("batch_id") == "b-dodge"]
+    if not res or res.get("cause") != "tenant_crash":
+        return "a failing call under that preload ended %s, booked %s (cause, final): never " \
+               "the tenant's" % (res and res.get("cause"), booked)
+    return None
+
+
 CASES = [
     ("warm-call-cannot-change-its-parent", t_parent_knobs),
     ("warm-call-other-ways-at-its-parent", t_other_ways_at_the_parent),
@@ -428,6 +447,7 @@ CASES = [
     ("warm-long-argv-is-not-a-platform-error", t_long_argv_is_not_a_platform_error),
     ("warm-kept-parents-bounded-per-tenant", t_kept_parents_bounded),
     ("warm-interpreter-is-the-commands", t_interpreter_is_the_commands),
+    ("warm-preload-cannot-dodge-blame", t_preload_cannot_dodge_blame),
     ("warm-malformed-requests-do-not-crash-the-executor", t_malformed_requests),
     ("warm-silent-client-does-not-hold-the-executor", t_silent_client_does_not_hold_the_executor),
 ]
