@@ -8,7 +8,6 @@ journal), not only by the call's exit. Cases already in
 34-warm-interpreter (signal, ptrace, /proc reads of the parent, files,
 IPC objects, a module global) are not repeated. Prints one
 PASS/FAIL/SKIP line per case."""
-import ctypes
 import glob
 import importlib
 import json
@@ -21,8 +20,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import report, uid_base  # noqa: E402
-from sgexecutor import batch, exec_cli, run_suite  # noqa: E402
+from sgtest import uid_base  # noqa: E402
+from sgexecutor import batch, exec_cli, run_suite, warm_unsupported  # noqa: E402
 
 # 34-warm-interpreter's helpers: a warm policy, a call, the parents.
 wi = importlib.import_module("34-warm-interpreter")
@@ -65,18 +64,25 @@ def the_parent(env, tenant, sandbox):
         time.sleep(0.1)
 
 
+def warm_parent(env, tenant, program, args=(), items=4):
+    """Calls until two share a warm interpreter: (that call's result, its
+    parent's host pid), or (why not, None)."""
+    first = wi.until_warm(env, tenant, program, args=args, items=items)
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S, None
+    parent = the_parent(env, tenant, wi.sandbox_of(first))
+    return (first, parent) if parent else ("no warm parent in %s" % wi.sandbox_of(first), None)
+
+
 def t_parent_knobs(env, ex):
     """prlimit, setpriority (the parent's pid, its process group, the slot
     uid), sched_setscheduler, sched_setaffinity and ioprio_set check only
     the uid, which the call shares with its parent: refused, the parent
     unchanged, and the next call inherits nothing of it."""
     wi.warm_policy(env, "wa-knobs")
-    first = wi.until_warm(env, "wa-knobs", "wa_parent_knobs.py", args=("read",), items=9)
-    if not first:
-        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
-    parent = the_parent(env, "wa-knobs", wi.sandbox_of(first))
+    first, parent = warm_parent(env, "wa-knobs", "wa_parent_knobs.py", ("read",), 9)
     if not parent:
-        return "no warm parent in %s" % wi.sandbox_of(first)
+        return first
     before = parent_state(parent)
     rc, res, err = wi.call(env, "wa-knobs", "wa_parent_knobs.py", args=("set",), items=9)
     if rc != 0 or wi.sandbox_of(res) != wi.sandbox_of(first):
@@ -105,12 +111,9 @@ def t_other_ways_at_the_parent(env, ex):
     kcmp, writes to the parent's oom_score_adj and comm; no stray
     descriptor in the call. The parent alive and unchanged after."""
     wi.warm_policy(env, "wa-esc", read_only=["/proc"])
-    first = wi.until_warm(env, "wa-esc", "wa_escape.py", items=8)
-    if not first:
-        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
-    parent = the_parent(env, "wa-esc", wi.sandbox_of(first))
+    first, parent = warm_parent(env, "wa-esc", "wa_escape.py", (), 8)
     if not parent:
-        return "no warm parent in %s" % wi.sandbox_of(first)
+        return first
     before = parent_state(parent)
     rc, res, err = wi.call(env, "wa-esc", "wa_escape.py", items=8)
     if rc != 0 or wi.sandbox_of(res) != wi.sandbox_of(first):
@@ -145,12 +148,9 @@ def t_daemon_does_not_survive(env, ex):
     once the call is over and the next call's child waits, the slot uid
     runs the parent and that child, nothing else."""
     wi.warm_policy(env, "wa-daemon")
-    first = wi.until_warm(env, "wa-daemon", "wa_survivor.py")
-    if not first:
-        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
-    parent = the_parent(env, "wa-daemon", wi.sandbox_of(first))
+    first, parent = warm_parent(env, "wa-daemon", "wa_survivor.py")
     if not parent:
-        return "no warm parent in %s" % wi.sandbox_of(first)
+        return first
     uid = int(proc_status(parent)["Uid"].split()[0])
     rc, res, err = wi.call(env, "wa-daemon", "wa_survivor.py")
     if rc != 0 or wi.sandbox_of(res) != wi.sandbox_of(first):
@@ -174,14 +174,13 @@ def t_oom_kills_parent_is_tenants(env, ex):
     # "skip": a platform_error is retried (in every mode), a tenant's
     # failure is not.
     wi.warm_policy(env, "wa-oom", failure={"mode": "skip", "max_retries": 2})
-    first = wi.until_warm(env, "wa-oom", "wa_oom_parent.py")
-    if not first:
-        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
-    parent = the_parent(env, "wa-oom", wi.sandbox_of(first))
+    first, parent = warm_parent(env, "wa-oom", "wa_oom_parent.py")
+    if not parent:
+        return first
     rc, res, err = wi.call(env, "wa-oom", "wa_oom_parent.py", args=("fill",), batch_id="b-oom")
     if not res:
         return "no result: rc %d %s" % (rc, err[-300:])
-    if parent and os.path.exists("/proc/%d" % parent):
+    if os.path.exists("/proc/%d" % parent):
         return "the parent survived the attack: the OOM killer took the call (%s)" % res
     first_attempt = res["sandboxes"][0]
     if first_attempt["sandbox"] != wi.sandbox_of(first):
@@ -209,13 +208,12 @@ def t_shared_mapping_does_not_cross(env, ex):
     of the same parent may find it. The control: a parent whose preload
     holds none has no writable shared mapping."""
     wi.warm_policy(env, "wa-shm-ctl")
-    first = wi.until_warm(env, "wa-shm-ctl", "wi_global.py")
-    if not first:
-        return "no two calls shared a warm interpreter (control) within %d s" % wi.WARM_BOUND_S
-    parent = the_parent(env, "wa-shm-ctl", wi.sandbox_of(first))
-    if not parent or shared_writable(parent):
-        return "control: the parent %s holds writable shared mappings: %s" % (
-            parent, parent and shared_writable(parent))
+    first, parent = warm_parent(env, "wa-shm-ctl", "wi_global.py")
+    if not parent:
+        return "control: %s" % first
+    if shared_writable(parent):
+        return "control: the parent %d holds writable shared mappings: %s" % (
+            parent, shared_writable(parent))
     wi.warm_policy(env, "wa-shm", preload=("wa_shared_preload",))
     seen = []
     deadline = time.monotonic() + wi.WARM_BOUND_S
@@ -454,12 +452,7 @@ CASES = [
 
 
 def main():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    abi = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    if abi < 6:  # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
-        for name, _ in CASES:
-            report("SKIP", name, "Landlock ABI %d: warm interpreters need 6 (they run cold)" % abi)
+    if warm_unsupported(CASES):
         return 0
     return run_suite(CASES, UID_BASE, "sgwarma-")
 

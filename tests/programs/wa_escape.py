@@ -13,34 +13,14 @@ import os
 import signal
 import sys
 
+from wa_lib import refused, sys_call
+
 n = len(json.load(sys.stdin)["items"])
 parent = os.getppid()
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-NR = {"x86_64": {"pidfd_send_signal": 424, "pidfd_getfd": 438, "process_vm_readv": 310,
-                 "kcmp": 312},
-      "aarch64": {"pidfd_send_signal": 424, "pidfd_getfd": 438, "process_vm_readv": 270,
-                  "kcmp": 272}}[os.uname().machine]
 
 
 class Iovec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-
-
-def sys_call(name, *args):
-    ret = libc.syscall(ctypes.c_long(NR[name]), *args)
-    if ret < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return ret
-
-
-def refused(fn):
-    try:
-        fn()
-        return 0
-    except OSError:
-        return 1
 
 
 def vm_read():

@@ -11,11 +11,12 @@
 # parent that an earlier call could have set there: its nice value, its
 # RLIMIT_NOFILE soft limit, whether its policy is SCHED_IDLE, how many CPUs
 # it may run on, then 0s.
-import ctypes
 import json
 import os
 import resource
 import sys
+
+from wa_lib import refused, sys_call
 
 n = len(json.load(sys.stdin)["items"])
 if sys.argv[1:] == ["read"]:
@@ -25,25 +26,12 @@ if sys.argv[1:] == ["read"]:
                        len(os.sched_getaffinity(0))] + [0] * n)[:n]))
     sys.exit(0)
 parent = os.getppid()
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
 IOPRIO_WHO_PROCESS, IOPRIO_CLASS_IDLE = 1, 3
 MARK = 77  # an RLIMIT_NOFILE soft limit no sandbox has
-NR_IOPRIO_SET = {"x86_64": 251, "aarch64": 30}[os.uname().machine]
-
-
-def refused(fn):
-    try:
-        fn()
-        return 0
-    except OSError:
-        return 1
 
 
 def ioprio_set(pid):
-    if libc.syscall(NR_IOPRIO_SET, IOPRIO_WHO_PROCESS, pid, IOPRIO_CLASS_IDLE << 13) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
+    sys_call("ioprio_set", IOPRIO_WHO_PROCESS, pid, IOPRIO_CLASS_IDLE << 13)
 
 
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
