@@ -436,6 +436,29 @@ def t_preload_cannot_dodge_blame(env, ex):
     return None
 
 
+RACE_CALLS = 40  # each a fresh parent (a lost race fails the call, and its parent)
+
+
+def t_call_dir_swap(env, ex):
+    """Preloaded code swaps each call's directory, between the executor's
+    mkdir and its chown (as root, in the host's mount namespace), for a
+    symlink to a host file: the file keeps its owner (root), whatever the
+    calls' results. A race the executor must never lose; it did not lose
+    in 340 calls here, which proves little (the swap must fall between two
+    syscalls): the fix is to chown through a descriptor, never a path."""
+    victim = os.path.join(env.dir, "victim")
+    with open(victim, "w") as f:
+        f.write("root's\n")
+    wi.warm_policy(env, "wa-race", preload=("wa_race_preload",))
+    for i in range(RACE_CALLS):
+        wi.call(env, "wa-race", "wi_global.py", batch_id="b-race-%d" % i)
+        st = os.lstat(victim)
+        if st.st_uid != 0 or st.st_gid != 0:
+            return "after %d calls the host file %s is owned by %d:%d (a slot's)" % (
+                i + 1, victim, st.st_uid, st.st_gid)
+    return None
+
+
 CASES = [
     ("warm-call-cannot-change-its-parent", t_parent_knobs),
     ("warm-call-other-ways-at-its-parent", t_other_ways_at_the_parent),
@@ -445,6 +468,7 @@ CASES = [
     ("warm-long-argv-is-not-a-platform-error", t_long_argv_is_not_a_platform_error),
     ("warm-kept-parents-bounded-per-tenant", t_kept_parents_bounded),
     ("warm-interpreter-is-the-commands", t_interpreter_is_the_commands),
+    ("warm-call-dir-swap-chowns-nothing-of-the-host", t_call_dir_swap),
     ("warm-preload-cannot-dodge-blame", t_preload_cannot_dodge_blame),
     ("warm-malformed-requests-do-not-crash-the-executor", t_malformed_requests),
     ("warm-silent-client-does-not-hold-the-executor", t_silent_client_does_not_hold_the_executor),
