@@ -64,8 +64,15 @@ int sb_run_decide(struct run *r, int pump_end)
 			sg_debug("sandbox %s: no kill verdict from the agent: %s", sb->id,
 				 strerror(-verdict));
 	}
-	/* The call's parent is the platform's: its death is never scored. */
-	if (!reported && sb->warm.sock >= 0)
+	/* The call's parent is the platform's: its death is never scored,
+	 * but for the OOM killer's. Only the parent and the call use the
+	 * sandbox's memory during a call, so an OOM kill then is the
+	 * tenant's memory, whichever process the killer took: a call can
+	 * make it take the parent (memory no process maps, a memfd's or the
+	 * scratch's, from a small process), which must not turn its OOM into
+	 * a platform_error that is retried and never blamed (24-warm-attacks
+	 * `warm-call-oom-of-its-parent-is-the-tenants`). */
+	if (!reported && sb->warm.sock >= 0 && res->end != SB_OOM)
 		return sb_run_fail(r, -ECHILD,
 				   "sandbox %s: its warm interpreter died during the call", sb->id);
 	if (!reported && res->end != SB_TIMEOUT && res->end != SB_OUTPUT_OVERSIZE &&

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -89,6 +90,21 @@ static const int denied[] = {
 	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | \
 	 CLONE_NEWPID | CLONE_NEWNET)
 
+/* Calls that change another process's limits or scheduling, which the
+ * kernel allows for any process of the caller's uid: Landlock's scopes do
+ * not cover them (it scopes signals and ptrace, not these). A warm call
+ * shares its uid and process group with its forkserver parent, and every
+ * later call's child inherits what was set on the parent (docs/sandbox.md,
+ * "Threat model of the warm parent"). Only on the caller itself (pid 0). */
+static const int self_only[] = {
+	__NR_prlimit64,     __NR_sched_setaffinity, __NR_sched_setscheduler, __NR_sched_setparam,
+#ifdef __NR_sched_setattr
+	__NR_sched_setattr,
+#endif
+};
+
+#define IOPRIO_WHO_PROCESS 1 /* linux/ioprio.h, not in every libc's headers */
+
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U /* linux 6.3 */
 #endif
@@ -106,6 +122,10 @@ enum label {
 	L_SEND_FLAGS2, /* sendmsg: flags in args[2] */
 	L_SEND_FLAGS3, /* sendto, sendmmsg: flags in args[3] */
 	L_SETSOCKOPT,
+	L_SELF0,  /* args[0] (a pid) must be 0: the caller itself */
+	L_SELF1,  /* args[1] (a pid) must be 0 */
+	L_PRIO,   /* setpriority: PRIO_PROCESS, then L_SELF1 */
+	L_IOPRIO, /* ioprio_set: IOPRIO_WHO_PROCESS, then L_SELF1 */
 	L__COUNT
 };
 
@@ -161,7 +181,8 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 #else
 	struct builder b = { .f = f };
 	/* The low 32 bits of args[0..3]: clone's flags, socket()'s,
-	 * memfd_create's, setsockopt's and the send calls' int arguments. */
+	 * memfd_create's, setsockopt's and the send calls' int arguments, the
+	 * pids of the self-only calls. */
 	uint32_t arg_lo[4];
 
 	for (int i = 0; i < 4; i++) {
@@ -198,6 +219,10 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 #ifdef __NR_memfd_create
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, L_MEMFD, L_NEXT);
 #endif
+	for (size_t i = 0; i < ARRAY_LEN(self_only); i++)
+		emit(&b, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)self_only[i], L_SELF0, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_setpriority, L_PRIO, L_NEXT);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_ioprio_set, L_IOPRIO, L_NEXT);
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, L_NEXT, L_ALLOW);
 	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[0], 0, 0);
 	emit(&b, BPF_JMP | BPF_JSET | BPF_K, CLONE_NS_FLAGS, L_EPERM, L_NEXT);
@@ -241,6 +266,20 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[2], 0, 0);
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, TCP_FASTOPEN_CONNECT, L_EPERM, L_NEXT);
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, TCP_FASTOPEN, L_EPERM, L_ALLOW);
+	/* The pid arguments: the low words, as the kernel reads a pid_t. */
+	place(&b, L_SELF0);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[0], 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_EPERM);
+	/* setpriority(PRIO_PGRP or PRIO_USER, 0) would reach the parent too. */
+	place(&b, L_PRIO);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[0], 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, PRIO_PROCESS, L_SELF1, L_EPERM);
+	place(&b, L_IOPRIO);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[0], 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, IOPRIO_WHO_PROCESS, L_SELF1, L_EPERM);
+	place(&b, L_SELF1);
+	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[1], 0, 0);
+	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, 0, L_ALLOW, L_EPERM);
 #ifdef __NR_memfd_create
 	/* An executable memfd runs code that never was in the scratch
 	 * (execveat, /proc/self/fd/N); a sealed non-executable one is a

@@ -18,7 +18,10 @@
  *   unix name of the host is reachable from it;
  *   listen() (EPERM) unless the policy allows listeners;
  *   TCP Fast Open: sendto/sendmsg/sendmmsg with MSG_FASTOPEN, and
- *   setsockopt(IPPROTO_TCP, TCP_FASTOPEN_CONNECT or TCP_FASTOPEN) (EPERM).
+ *   setsockopt(IPPROTO_TCP, TCP_FASTOPEN_CONNECT or TCP_FASTOPEN) (EPERM);
+ *   prlimit64, sched_setaffinity, sched_setscheduler, sched_setparam,
+ *   sched_setattr, setpriority (PRIO_PROCESS) and ioprio_set
+ *   (IOPRIO_WHO_PROCESS) on any process but the caller (pid 0): EPERM.
  * Syscalls of another ABI (i386 on x86_64, arm32 on arm64) get ENOSYS: they
  * would bypass a table written in native numbers. x32 calls get EPERM. */
 #ifndef SG_SANDBOX_SECCOMP_H

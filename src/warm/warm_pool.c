@@ -106,18 +106,35 @@ static void retire_ready(struct warm_pool *p, struct kind *k, struct sandbox **n
 		retire_locked(p, k->warm[--k->n_warm], now);
 }
 
-/* A kept warm sandbox whose interpreter runs spec's script. Under the lock. */
+/* A kept warm sandbox whose interpreter runs spec's script. Under the lock.
+ * k->warm stays in the order they were kept, the oldest first. */
 static struct sandbox *take_warm(struct kind *k, const struct sandbox_spec *spec)
 {
 	for (size_t i = k->n_warm; i-- > 0;) {
 		struct sandbox *sb = k->warm[i];
 
 		if (sandbox_warm_for(sb, spec)) {
-			k->warm[i] = k->warm[--k->n_warm];
+			memmove(&k->warm[i], &k->warm[i + 1],
+				(k->n_warm - i - 1) * sizeof(*k->warm));
+			k->n_warm--;
 			return sb;
 		}
 	}
 	return NULL;
+}
+
+/* Room for one more kept warm sandbox of k: each holds a uid slot and an
+ * interpreter, and each runs one script, so a tenant calling many
+ * scripts one after the other would keep one per script and take the
+ * node's slots from other tenants. At most the policy's concurrency are
+ * kept; the one kept longest ago goes. Under the lock. */
+static void bound_warm(struct warm_pool *p, struct kind *k, struct sandbox **now)
+{
+	while (k->n_warm && k->n_warm >= k->policy.limits.concurrency) {
+		retire_locked(p, k->warm[0], now);
+		memmove(&k->warm[0], &k->warm[1], (k->n_warm - 1) * sizeof(*k->warm));
+		k->n_warm--;
+	}
 }
 
 static bool same_kind(const struct kind *k, const struct sandbox_spec *spec)
@@ -452,10 +469,12 @@ static void recycle_one(struct warm_pool *p, struct lent l)
 	pthread_mutex_lock(&p->lock);
 	l.k->in_use--;
 	if (err || l.k->stale || p->stopping ||
-	    !room((void **)&l.k->warm, l.k->n_warm, &l.k->cap_warm, sizeof(*l.k->warm)))
+	    !room((void **)&l.k->warm, l.k->n_warm, &l.k->cap_warm, sizeof(*l.k->warm))) {
 		retire_locked(p, l.sb, &now);
-	else
+	} else {
+		bound_warm(p, l.k, &now);
 		l.k->warm[l.k->n_warm++] = l.sb;
+	}
 	if (now) {
 		pthread_mutex_unlock(&p->lock);
 		sandbox_destroy(now);

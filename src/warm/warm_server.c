@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "lib/fs_util.h"
@@ -21,6 +22,13 @@
 #include "warm_server.h"
 
 #define MAX_CLIENTS 4096
+/* `sandguard exec` sends its request as soon as it connects and reads its
+ * answer as it comes: a client silent for this long (each wait for its
+ * request's bytes) or not reading (each wait to send it its answer) is
+ * broken. Without a bound one holds its thread, and a stop that waits for
+ * every client, for ever. */
+#define REQUEST_WAIT_S 10
+#define ANSWER_WAIT_S  60
 
 extern char **environ;
 
@@ -98,8 +106,11 @@ static int receive(struct client *c)
 		memcpy(fds, CMSG_DATA(cm), cm->cmsg_len - CMSG_LEN(0));
 	c->cwd = fds[0];
 	c->in = fds[1];
+	/* Each string takes a byte at least: counts past the length are a
+	 * lie, and would wrap the sums below (argc + 1, argc + envc). */
 	if (n != (ssize_t)sizeof(c->h) || c->h.magic != WARM_MAGIC || c->h.len > WARM_MAX_STRINGS ||
-	    !c->h.argc || c->cwd < 0 || (c->h.has_stdin && c->in < 0))
+	    !c->h.argc || (uint64_t)c->h.argc + c->h.envc > c->h.len || c->cwd < 0 ||
+	    (c->h.has_stdin && c->in < 0))
 		return -EPROTO;
 	c->strings = malloc(c->h.len + 1);
 	c->argv = calloc(c->h.argc + 1, sizeof(*c->argv));
@@ -203,12 +214,24 @@ static void run_command(struct client *c)
 	free(err);
 }
 
+static int bound_waits(int fd)
+{
+	struct timeval request = { .tv_sec = REQUEST_WAIT_S }, answer = { .tv_sec = ANSWER_WAIT_S };
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &request, sizeof(request)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &answer, sizeof(answer)))
+		return -errno;
+	return 0;
+}
+
 static void *serve_client(void *arg)
 {
 	struct client *c = arg;
 	struct warm_server *s = c->s;
 	char why[160] = "";
-	int err = receive(c);
+	int err = bound_waits(c->fd);
+
+	err = err ?: receive(c);
 
 	if (!err)
 		err = unpack(c, why, sizeof(why));

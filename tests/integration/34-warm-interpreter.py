@@ -11,7 +11,6 @@ scored, and parents are recycled (max_calls, a policy reload). Whether a
 call ran warm is seen from outside: warm calls of one script share a
 sandbox, which only a kept warm interpreter does. Prints one
 PASS/FAIL/SKIP line per case."""
-import ctypes
 import glob
 import json
 import os
@@ -22,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import report, uid_base  # noqa: E402
+from sgtest import uid_base  # noqa: E402
 from sgexecutor import PYTHON, SRC, batch, exec_cli, run_suite  # noqa: E402
 import sgagent  # noqa: E402
 import sgexecutor  # noqa: E402
@@ -572,12 +571,7 @@ CASES = [
 
 
 def main():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    abi = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    if abi < 6:  # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
-        for name, _ in CASES:
-            report("SKIP", name, "Landlock ABI %d: warm interpreters need 6 (they run cold)" % abi)
+    if sgexecutor.warm_unsupported(CASES):
         return 0
     return run_suite(CASES, UID_BASE, "sgwarmi-")
 

@@ -121,6 +121,20 @@ def exec_cli(env, args, stdin=None, extra_env=None, cwd=None):
     return p.returncode, json.loads(lines[0]) if lines else None, p.stderr.decode()
 
 
+def warm_unsupported(cases):
+    """The warm-interpreter suites' guard: True, with every case SKIPped,
+    where the kernel's Landlock ABI is below 6 (warm calls run cold)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi >= 6:  # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+        return False
+    for name, _ in cases:
+        report("SKIP", name, "Landlock ABI %d: warm interpreters need 6 (they run cold)" % abi)
+    return True
+
+
 def run_suite(cases, uid_base, prefix, setup=None):
     """A suite's main: as root, one Env and one Executor (after
     setup(env) wrote the policies it starts with), each case (the ones

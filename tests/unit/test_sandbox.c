@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <limits.h>
@@ -161,6 +162,43 @@ static void test_seccomp_filter(void **state)
 #ifdef __x86_64__
 	assert_int_equal(verdict(&f, NATIVE, 0x40000000 | __NR_read, 0), eperm);
 #endif
+#endif
+}
+
+/* The calls the kernel allows on any process of the caller's uid (a warm
+ * call's parent among them): on the caller itself only. */
+static void test_seccomp_self_only(void **state)
+{
+#ifndef NATIVE
+	skip();
+#else
+	static const int by_pid[] = { __NR_prlimit64, __NR_sched_setaffinity,
+				      __NR_sched_setscheduler, __NR_sched_setparam,
+				      __NR_sched_setattr };
+	const uint32_t eperm = SECCOMP_RET_ERRNO | EPERM;
+	const struct sb_seccomp_rules rules = { 0 };
+	struct sb_seccomp f;
+
+	assert_int_equal(seccomp_filter_build(&f, &rules), 0);
+	for (size_t i = 0; i < sizeof(by_pid) / sizeof(by_pid[0]); i++) {
+		assert_int_equal(verdict(&f, NATIVE, by_pid[i], 0), SECCOMP_RET_ALLOW);
+		assert_int_equal(verdict(&f, NATIVE, by_pid[i], 1234), eperm);
+		assert_int_equal(verdict(&f, NATIVE, by_pid[i], 1), eperm);
+	}
+	/* setpriority(which, who, prio), ioprio_set(which, who, prio). */
+	assert_int_equal(verdict3(&f, NATIVE, __NR_setpriority, PRIO_PROCESS, 0, 10),
+			 SECCOMP_RET_ALLOW);
+	assert_int_equal(verdict3(&f, NATIVE, __NR_setpriority, PRIO_PROCESS, 1234, 10), eperm);
+	assert_int_equal(verdict3(&f, NATIVE, __NR_setpriority, PRIO_PGRP, 0, 10), eperm);
+	assert_int_equal(verdict3(&f, NATIVE, __NR_setpriority, PRIO_USER, 0, 10), eperm);
+	assert_int_equal(verdict3(&f, NATIVE, __NR_ioprio_set, 1 /* PROCESS */, 0, 0),
+			 SECCOMP_RET_ALLOW);
+	assert_int_equal(verdict3(&f, NATIVE, __NR_ioprio_set, 1, 1234, 0), eperm);
+	assert_int_equal(verdict3(&f, NATIVE, __NR_ioprio_set, 2 /* PGRP */, 0, 0), eperm);
+	assert_int_equal(verdict3(&f, NATIVE, __NR_ioprio_set, 3 /* USER */, 0, 0), eperm);
+	/* Reading them stays open. */
+	assert_int_equal(verdict(&f, NATIVE, __NR_getpriority, 1234), SECCOMP_RET_ALLOW);
+	assert_int_equal(verdict(&f, NATIVE, __NR_sched_getaffinity, 1234), SECCOMP_RET_ALLOW);
 #endif
 }
 
@@ -594,6 +632,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_seccomp_filter),
+		cmocka_unit_test(test_seccomp_self_only),
 		cmocka_unit_test(test_seccomp_sockets),
 		cmocka_unit_test(test_scratch_path_valid),
 		cmocka_unit_test(test_scratch_paths_conflict),
