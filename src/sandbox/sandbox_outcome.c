@@ -72,9 +72,16 @@ int sb_run_decide(struct run *r, int pump_end)
 	 * scratch's, from a small process), which must not turn its OOM into
 	 * a platform_error that is retried and never blamed (24-warm-attacks
 	 * `warm-call-oom-of-its-parent-is-the-tenants`). */
-	if (!reported && sb->warm.sock >= 0 && res->end != SB_OOM)
+	if (!reported && sb->warm.sock >= 0 && res->end != SB_OOM) {
+		/* Not again for a while: preloaded code that ends its parent
+		 * whenever a call fails would make every attempt a retried
+		 * platform_error, the tenant's failure never its own. Its
+		 * retries and next calls run cold (24-warm-attacks
+		 * `warm-preload-cannot-dodge-blame`). */
+		sb_warm_refuse(sb, "its warm interpreter died during a call");
 		return sb_run_fail(r, -ECHILD,
 				   "sandbox %s: its warm interpreter died during the call", sb->id);
+	}
 	if (!reported && res->end != SB_TIMEOUT && res->end != SB_OUTPUT_OVERSIZE &&
 	    res->end != SB_OOM && res->end != SB_FORK_LIMIT)
 		return sb_run_fail(

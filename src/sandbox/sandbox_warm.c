@@ -65,6 +65,18 @@ static bool is_script(const char *arg)
 	       n < sizeof(((struct sb_warm *)0)->script);
 }
 
+/* Whether the CALL's strings hold the command: the call's directory (the
+ * longest it can be) replaces the interpreter of a cold START, whose
+ * strings have the same bound; one that does not fit runs cold. */
+static bool fits_a_call(const struct sandbox *sb, const struct sandbox_spec *spec)
+{
+	size_t len = strlen(sb->scratch) + sizeof("/call-4294967295");
+
+	for (char *const *a = spec->argv + 1; *a; a++)
+		len += strlen(*a) + 1;
+	return len <= SB_WARM_CALL_MAX;
+}
+
 /* All that sb_warm_wanted() asks but the parent's state and refusals. */
 static bool eligible(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
@@ -80,6 +92,8 @@ static bool eligible(const struct sandbox *sb, const struct sandbox_spec *spec)
 	    spec->n_fetch || sb->relay || !spec->argv[0] || !spec->argv[1] ||
 	    !is_interpreter(spec->argv[0], w->interpreter) || !is_script(spec->argv[1]))
 		return false;
+	if (!fits_a_call(sb, spec))
+		return false;
 	if (abi < 0)
 		abi = landlock_abi();
 	return abi >= LANDLOCK_SCOPE;
@@ -89,9 +103,14 @@ bool sb_warm_wanted(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
 	if (!eligible(sb, spec))
 		return false;
+	/* A running parent serves the command it was started as, and not
+	 * once its kind is refused (a parent died during a call: the next
+	 * ones run cold, where the tenant's own failure is its own). */
 	if (sb->warm.sock >= 0)
 		return sb->warm.verify == sb_warm_verify_mode(spec) &&
-		       !strcmp(sb->warm.script, warm_key(spec));
+		       !strcmp(sb->warm.script, warm_key(spec)) &&
+		       !strcmp(sb->warm.interpreter, spec->argv[0]) &&
+		       !sb_warm_refused(sb, warm_key(spec), NULL, 0);
 	/* Its first run: the parent can start, unless one could not lately. */
 	return sb->runs == 1 && !sb_warm_refused(sb, warm_key(spec), NULL, 0);
 }
@@ -218,6 +237,7 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 		return sb_fail(detail, dlen, -errno, "warm interpreter: socketpair: %s",
 			       strerror(errno));
 	snprintf(w->script, sizeof(w->script), "%s", warm_key(spec));
+	snprintf(w->interpreter, sizeof(w->interpreter), "%s", spec->argv[0]);
 	w->verify = sb_warm_verify_mode(spec);
 	/* Not ours until its main runs: init's READY may come first. */
 	err = start_parent(sb, spec, sv[1], detail, dlen);
@@ -249,37 +269,71 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 	w->started_ms = clock_ms(CLOCK_MONOTONIC);
 	err = sb_cgroup_leaf_make(&sb->cg, sb->runs + 1, &sb->leaf, detail, dlen);
 	err = err ?: sb_warm_prefork(sb, detail, dlen);
+	if (err == -E2BIG) {
+		/* Its preloads keep shared memory its calls cannot each get a
+		 * private copy of: the tenant's calls of it run cold. */
+		w->refused = true;
+		sb_warm_refuse(sb, "a preload keeps writable shared memory that calls would share");
+		return -ENOEXEC;
+	}
 	if (err)
 		return err;
 	sb->broken = false;
 	return 0;
 }
 
-/* The parent's private writable mappings (heap, the interpreter's
- * arenas, data), up to `left` bytes in all: what a child would otherwise
- * copy page by page, one fault each, while the call waits. A mapping
- * larger than what is left (a preloaded model's weights) is left to
- * copy-on-write. Best effort: none when the maps cannot be read. */
-static uint32_t parent_ranges(pid_t pid, unsigned long long left, struct sb_warm_range *range)
+/* The parent's mappings a PREP names, from its /proc/<pid>/maps (which
+ * the sandbox may not read): first every writable shared one (flagged:
+ * each child makes it private before any tenant code, so no call writes
+ * memory the next one sees), then, when `left` > 0, its private writable
+ * ones (heap, the interpreter's arenas, data) up to `left` bytes in all:
+ * what a child would otherwise copy page by page, one fault each, while
+ * the call waits. A private mapping larger than what is left (a preloaded
+ * model's weights) is left to copy-on-write. Returns how many, or
+ * -E2BIG when the shared ones do not fit (or their copies would take
+ * more than `shared_max` bytes), -errno when the maps cannot be read. */
+static int parent_ranges(pid_t pid, unsigned long long left, unsigned long long shared_max,
+			 struct sb_warm_range *range)
 {
 	char path[64], line[512], perms[8];
 	unsigned long long start, end;
-	uint32_t n = 0;
+	int n = 0, err = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	f = pid ? fopen(path, "re") : NULL;
 	if (!f)
-		return 0;
-	while (n < SB_WARM_PREP_MAX && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%llx-%llx %7s", &start, &end, perms) != 3 ||
-		    strcmp(perms, "rw-p") || end - start > left)
-			continue;
-		range[n++] = (struct sb_warm_range){ .start = start, .len = end - start };
-		left -= end - start;
+		return pid ? -errno : -ESRCH;
+	for (int pass = 0; pass < 2 && !err; pass++) {
+		rewind(f);
+		while (!err && fgets(line, sizeof(line), f)) {
+			bool shared;
+
+			if (sscanf(line, "%llx-%llx %7s", &start, &end, perms) != 3 ||
+			    perms[1] != 'w')
+				continue;
+			shared = perms[3] == 's';
+			if (pass == 0 && shared) {
+				/* Only what the child can copy and map back as it was. */
+				if (n == SB_WARM_PREP_MAX || end - start > shared_max ||
+				    strcmp(perms, "rw-s"))
+					err = -E2BIG;
+				else
+					range[n++] = (struct sb_warm_range){
+						.start = start,
+						.len = (end - start) | SB_WARM_RANGE_SHARED
+					};
+				shared_max -= err ? 0 : end - start;
+			} else if (pass == 1 && !shared && !strcmp(perms, "rw-p") &&
+				   end - start <= left && n < SB_WARM_PREP_MAX) {
+				range[n++] = (struct sb_warm_range){ .start = start,
+								     .len = end - start };
+				left -= end - start;
+			}
+		}
 	}
 	fclose(f);
-	return n;
+	return err ? err : n;
 }
 
 int sb_warm_prefork(struct sandbox *sb, char *detail, size_t dlen)
@@ -288,19 +342,27 @@ int sb_warm_prefork(struct sandbox *sb, char *detail, size_t dlen)
 	/* The copy counts against the memory limit the call shares with
 	 * the parent: a bounded share of it. */
 	uint64_t share = (sb->policy.limits.memory_mb << 20) / PREFAULT_SHARE;
-	int procs = -1, err;
+	int procs = -1, err, n;
 
 	if (!m)
 		return sb_fail(detail, dlen, -ENOMEM, "warm interpreter: out of memory");
 	m->magic = SB_WARM_PREP_MAGIC;
-	/* Not for a verifier's parent: its children run small programs,
-	 * which touch few of its pages (measured: about 690 faults in all,
-	 * where copying every range took 1640), and a test waits for its
-	 * child's copy when it follows the previous one at once. */
-	m->n = sb->warm.verify
-		       ? 0
-		       : parent_ranges(sb->warm.pid, share < PREFAULT_MAX ? share : PREFAULT_MAX,
-				       m->range);
+	/* No prefault for a verifier's parent: its children run small
+	 * programs, which touch few of its pages (measured: about 690 faults
+	 * in all, where copying every range took 1640), and a test waits for
+	 * its child's copy when it follows the previous one at once. */
+	n = parent_ranges(sb->warm.pid,
+			  sb->warm.verify ? 0 : (share < PREFAULT_MAX ? share : PREFAULT_MAX),
+			  share, m->range);
+	if (n < 0) {
+		free(m);
+		sb->broken = true;
+		return sb_fail(detail, dlen, n,
+			       "sandbox %s: its warm interpreter's writable shared memory cannot "
+			       "be made private for the next call: %s",
+			       sb->id, strerror(-n));
+	}
+	m->n = (uint32_t)n;
 	/* Opened here, as root: the child, which may not open it, joins its
 	 * cgroup by writing to it (docs/sandbox.md: why not clone3). */
 	err = sb_cgroup_open(sb->leaf.path, "cgroup.procs", O_WRONLY, &procs, detail, dlen);
@@ -324,10 +386,34 @@ int sb_warm_prefork(struct sandbox *sb, char *detail, size_t dlen)
 /* The call's scratch, <scratch>/call-<n>, the slot's own (mode 0700). */
 static int make_call_dir(struct sandbox *sb, char *dir, size_t len, char *detail, size_t dlen)
 {
-	snprintf(dir, len, "%s/call-%u", sb->scratch, sb->runs);
-	if (mkdir(dir, 0700) || chown(dir, sb->slot.uid, sb->slot.gid))
-		return sb_fail(detail, dlen, -errno, "sandbox %s: cannot make %s: %s", sb->id, dir,
-			       strerror(errno));
+	char name[32];
+	struct stat st;
+	int root, fd = -1, err = 0;
+
+	snprintf(name, sizeof(name), "call-%u", sb->runs);
+	snprintf(dir, len, "%s/%s", sb->scratch, name);
+	/* By descriptor, never by path: the parent's code can write the
+	 * scratch, and could swap the new directory for a symlink to a host
+	 * file between a mkdir and a chown by path (24-warm-attacks
+	 * warm-call-dir-swap-chowns-nothing-of-the-host). */
+	root = open(sb->scratch, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0 || mkdirat(root, name, 0700))
+		err = -errno;
+	if (!err && (fd = openat(root, name, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		err = -errno;
+	if (!err && fstat(fd, &st))
+		err = -errno;
+	if (!err && (st.st_uid != 0 || !S_ISDIR(st.st_mode)))
+		err = -EBUSY; /* not the one made: swapped */
+	if (!err && fchown(fd, sb->slot.uid, sb->slot.gid))
+		err = -errno;
+	fs_close(&fd);
+	fs_close(&root);
+	if (err) {
+		sb->broken = true;
+		return sb_fail(detail, dlen, err, "sandbox %s: cannot make %s: %s", sb->id, dir,
+			       strerror(-err));
+	}
 	return 0;
 }
 

@@ -64,8 +64,12 @@ struct sb_warm_call {
  * the sandbox may not read): the waiting child pre-faults them. */
 struct sb_warm_range {
 	uint64_t start;
-	uint64_t len;
+	uint64_t len; /* | SB_WARM_RANGE_SHARED: the child makes it private */
 };
+/* A writable shared mapping of the parent (a preload's mmap.mmap(-1, n)):
+ * the same memory in every call's child, unless each child replaces it
+ * with a private copy before any tenant code runs. */
+#define SB_WARM_RANGE_SHARED (1ull << 63)
 
 struct sb_warm_prep {
 	uint32_t magic;
@@ -77,8 +81,9 @@ struct sb_warm {
 	int sock;            /* our end of the parent's channel; -1: no parent */
 	struct sb_leaf home; /* the parent's cgroup */
 	char script[PATH_MAX];
-	pid_t pid;           /* the parent's host pid (for its RSS) */
-	uint64_t started_ms; /* CLOCK_MONOTONIC */
+	char interpreter[PATH_MAX]; /* the command's argv[0] it was started as */
+	pid_t pid;                  /* the parent's host pid (for its RSS) */
+	uint64_t started_ms;        /* CLOCK_MONOTONIC */
 	uint64_t base_rss_kb;
 	unsigned calls;
 	bool keep;    /* sandbox_may_keep(): it may be warm */

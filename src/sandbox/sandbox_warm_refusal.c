@@ -72,7 +72,7 @@ void sb_warm_refuse(const struct sandbox *sb, const char *why)
 		FILE *caller = sg_log_stream();
 
 		sg_log_to(NULL);
-		sg_warn("tenant %s: the warm interpreter for %s cannot start (%s): its calls run "
+		sg_warn("tenant %s: the warm interpreter for %s cannot serve (%s): its calls run "
 			"cold for %d s, then one is tried again",
 			sb->tenant, sb->warm.script, why, REFUSED_MS / 1000);
 		sg_log_to(caller);

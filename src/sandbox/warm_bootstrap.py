@@ -65,10 +65,13 @@ CALL_FDS = 4
 PREP = struct.Struct("=II")  # struct sb_warm_prep's header, then (start, len) pairs
 PREP_MAGIC = 0x53475750
 MADV_POPULATE_WRITE = 23
+PROT_RW, MAP_PRIVATE_ANON_FIXED = 0x3, 0x02 | 0x20 | 0x10  # mmap(2)
+RANGE_SHARED = 1 << 63  # SB_WARM_RANGE_SHARED: a writable shared mapping
 REPORT = struct.Struct("=6i")  # struct sb_child_report
 REPORT_FAILED = 1
 # enum sb_child_step
 STEP_CGROUP, STEP_STDIO, STEP_CLOSE_FDS, STEP_CHDIR, STEP_LANDLOCK, STEP_SECCOMP = 1, 4, 5, 10, 12, 13
+STEP_FORK = 18
 
 # Landlock (linux/landlock.h)
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446
@@ -138,6 +141,9 @@ class PathBeneath(ctypes.Structure):
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.syscall.restype = ctypes.c_long
+LIBC.mmap.restype = ctypes.c_void_p
+LIBC.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_long)
 ABI = 0  # the kernel's Landlock ABI, main()'s
 
 
@@ -245,13 +251,29 @@ def finish(status):
     return status
 
 
-def prefault(ranges):
-    """Copy the parent's writable memory now (MADV_POPULATE_WRITE), while
-    no call waits, rather than one copy-on-write fault at a time during
-    the call. Best effort: a range that went away is skipped."""
+def privatize(ranges):
+    """The parent's writable shared mappings (a preload's mmap.mmap(-1,
+    n)), replaced in place by private copies: a call's writes there die
+    with it, like the rest of its memory, and the next call finds what
+    the parent holds, never what a call left. Raises OSError."""
     for i in range(0, len(ranges) - 1, 2):
-        LIBC.madvise(ctypes.c_void_p(ranges[i]), ctypes.c_size_t(ranges[i + 1]),
-                     MADV_POPULATE_WRITE)
+        if ranges[i + 1] & RANGE_SHARED:
+            start, length = ranges[i], ranges[i + 1] & ~RANGE_SHARED
+            copy = ctypes.create_string_buffer(length)
+            ctypes.memmove(copy, start, length)
+            if LIBC.mmap(start, length, PROT_RW, MAP_PRIVATE_ANON_FIXED, -1, 0) != start:
+                raise OSError(ctypes.get_errno(), "mmap of a shared range")
+            ctypes.memmove(start, copy, length)
+
+
+def prefault(ranges):
+    """Copy the parent's private writable memory now (MADV_POPULATE_WRITE),
+    while no call waits, rather than one copy-on-write fault at a time
+    during the call. Best effort: a range that went away is skipped."""
+    for i in range(0, len(ranges) - 1, 2):
+        if not ranges[i + 1] & RANGE_SHARED:
+            LIBC.madvise(ctypes.c_void_p(ranges[i]), ctypes.c_size_t(ranges[i + 1]),
+                         MADV_POPULATE_WRITE)
 
 
 def waiting_child(procs, link, ranges):
@@ -268,6 +290,11 @@ def waiting_child(procs, link, ranges):
     os.dup2(1, 0)  # the executor's channel: /dev/null instead (fd 1's)
     os.closerange(3, link)
     os.closerange(link + 1, os.sysconf("SC_OPEN_MAX"))
+    if failed is None:
+        try:
+            privatize(ranges)
+        except OSError as e:
+            failed = (STEP_FORK, e)
     if failed is None:
         try:
             refuse_ipc()

@@ -344,7 +344,7 @@ def t_broken_preload_runs_cold(env, ex):
     if booked != ["ok"] * len(results):
         return "bookings %s, want %d ok and no platform_error" % (booked, len(results))
     with open(ex.log) as f:
-        warned = [line for line in f if "wi-nopre" in line and "cannot start" in line]
+        warned = [line for line in f if "wi-nopre" in line and "cannot serve" in line]
     if len(warned) != 1:
         return "want one warning in the executor's log, got %d: %s" % (len(warned), warned)
     return None
