@@ -67,8 +67,9 @@ def ways(res):
 
 
 def untimed(detail):
-    """A detail without the CPU a run got, which is the node's."""
-    return re.sub(r" \(it got \d+ ms of CPU[^)]*\)", "", detail) if detail else detail
+    """A detail without the CPU a run got, which is the node's (cut off
+    where a summary's detail is truncated)."""
+    return re.sub(r" \(it got \d+ ms of CPU[^)]*(\)|$)", "", detail) if detail else detail
 
 
 def verdict(res):
