@@ -9,7 +9,6 @@ journal), not only by the call's exit. Cases already in
 IPC objects, a module global) are not repeated. Prints one
 PASS/FAIL/SKIP line per case."""
 import glob
-import importlib
 import json
 import os
 import signal
@@ -23,8 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from sgtest import uid_base  # noqa: E402
 from sgexecutor import batch, exec_cli, run_suite, warm_unsupported  # noqa: E402
 
-# 34-warm-interpreter's helpers: a warm policy, a call, the parents.
-wi = importlib.import_module("34-warm-interpreter")
+import sgwarm  # noqa: E402
 UID_BASE = uid_base(62500)  # 30-exec uses 62000, 32-warm 63000, 34-warm-interpreter 63500
 
 
@@ -67,11 +65,11 @@ def the_parent(env, tenant, sandbox):
 def warm_parent(env, tenant, program, args=(), items=4):
     """Calls until two share a warm interpreter: (that call's result, its
     parent's host pid), or (why not, None)."""
-    first = wi.until_warm(env, tenant, program, args=args, items=items)
+    first = sgwarm.until_warm(env, tenant, program, args=args, items=items)
     if not first:
-        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S, None
-    parent = the_parent(env, tenant, wi.sandbox_of(first))
-    return (first, parent) if parent else ("no warm parent in %s" % wi.sandbox_of(first), None)
+        return "no two calls shared a warm interpreter within %d s" % sgwarm.WARM_BOUND_S, None
+    parent = the_parent(env, tenant, sgwarm.sandbox_of(first))
+    return (first, parent) if parent else ("no warm parent in %s" % sgwarm.sandbox_of(first), None)
 
 
 def t_parent_knobs(env, ex):
@@ -79,13 +77,13 @@ def t_parent_knobs(env, ex):
     uid), sched_setscheduler, sched_setaffinity and ioprio_set check only
     the uid, which the call shares with its parent: refused, the parent
     unchanged, and the next call inherits nothing of it."""
-    wi.warm_policy(env, "wa-knobs")
+    sgwarm.warm_policy(env, "wa-knobs")
     first, parent = warm_parent(env, "wa-knobs", "wa_parent_knobs.py", ("read",), 9)
     if not parent:
         return first
     before = parent_state(parent)
-    rc, res, err = wi.call(env, "wa-knobs", "wa_parent_knobs.py", args=("set",), items=9)
-    if rc != 0 or wi.sandbox_of(res) != wi.sandbox_of(first):
+    rc, res, err = sgwarm.call(env, "wa-knobs", "wa_parent_knobs.py", args=("set",), items=9)
+    if rc != 0 or sgwarm.sandbox_of(res) != sgwarm.sandbox_of(first):
         return "the attack did not run in the warm interpreter: rc %d %s %s" % (rc, res, err[-300:])
     names = ["prlimit of the parent", "setpriority of the parent", "setpriority of its "
              "process group", "setpriority of the slot uid", "SCHED_IDLE for the parent",
@@ -94,7 +92,7 @@ def t_parent_knobs(env, ex):
     bad = [n for n, s in zip(names, res["scores"]) if s != 1]
     after = parent_state(parent)
     changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
-    rc, nxt, err = wi.call(env, "wa-knobs", "wa_parent_knobs.py", args=("read",), items=9)
+    rc, nxt, err = sgwarm.call(env, "wa-knobs", "wa_parent_knobs.py", args=("read",), items=9)
     problems = []
     if bad:
         problems.append("not refused: %s" % ", ".join(bad))
@@ -110,13 +108,13 @@ def t_other_ways_at_the_parent(env, ex):
     """pidfd_send_signal, pidfd_getfd (the parent's channel), process_vm_readv,
     kcmp, writes to the parent's oom_score_adj and comm; no stray
     descriptor in the call. The parent alive and unchanged after."""
-    wi.warm_policy(env, "wa-esc", read_only=["/proc"])
+    sgwarm.warm_policy(env, "wa-esc", read_only=["/proc"])
     first, parent = warm_parent(env, "wa-esc", "wa_escape.py", (), 8)
     if not parent:
         return first
     before = parent_state(parent)
-    rc, res, err = wi.call(env, "wa-esc", "wa_escape.py", items=8)
-    if rc != 0 or wi.sandbox_of(res) != wi.sandbox_of(first):
+    rc, res, err = sgwarm.call(env, "wa-esc", "wa_escape.py", items=8)
+    if rc != 0 or sgwarm.sandbox_of(res) != sgwarm.sandbox_of(first):
         return "the attack did not run in the warm interpreter: rc %d %s %s" % (rc, res, err[-300:])
     names = ["pidfd_send_signal refused", "pidfd_getfd refused", "process_vm_readv refused",
              "kcmp refused", "oom_score_adj not writable", "comm not writable",
@@ -147,15 +145,15 @@ def t_daemon_does_not_survive(env, ex):
     """A call's double-forked, setsid daemon ignoring SIGTERM and SIGHUP:
     once the call is over and the next call's child waits, the slot uid
     runs the parent and that child, nothing else."""
-    wi.warm_policy(env, "wa-daemon")
+    sgwarm.warm_policy(env, "wa-daemon")
     first, parent = warm_parent(env, "wa-daemon", "wa_survivor.py")
     if not parent:
         return first
     uid = int(proc_status(parent)["Uid"].split()[0])
-    rc, res, err = wi.call(env, "wa-daemon", "wa_survivor.py")
-    if rc != 0 or wi.sandbox_of(res) != wi.sandbox_of(first):
+    rc, res, err = sgwarm.call(env, "wa-daemon", "wa_survivor.py")
+    if rc != 0 or sgwarm.sandbox_of(res) != sgwarm.sandbox_of(first):
         return "the attack did not run in the warm interpreter: rc %d %s" % (rc, res)
-    waiting = wi.waiting_child(env, "wa-daemon", wi.sandbox_of(res))
+    waiting = sgwarm.waiting_child(env, "wa-daemon", sgwarm.sandbox_of(res))
     if not waiting:
         return "no child waits for the next call after the attack"
     left = [p for p in slot_processes(uid) if p not in (parent, waiting[0])]
@@ -173,17 +171,17 @@ def t_oom_kills_parent_is_tenants(env, ex):
     platform_error, which is retried and never blamed."""
     # "skip": a platform_error is retried (in every mode), a tenant's
     # failure is not.
-    wi.warm_policy(env, "wa-oom", failure={"mode": "skip", "max_retries": 2})
+    sgwarm.warm_policy(env, "wa-oom", failure={"mode": "skip", "max_retries": 2})
     first, parent = warm_parent(env, "wa-oom", "wa_oom_parent.py")
     if not parent:
         return first
-    rc, res, err = wi.call(env, "wa-oom", "wa_oom_parent.py", args=("fill",), batch_id="b-oom")
+    rc, res, err = sgwarm.call(env, "wa-oom", "wa_oom_parent.py", args=("fill",), batch_id="b-oom")
     if not res:
         return "no result: rc %d %s" % (rc, err[-300:])
     if os.path.exists("/proc/%d" % parent):
         return "the parent survived the attack: the OOM killer took the call (%s)" % res
     first_attempt = res["sandboxes"][0]
-    if first_attempt["sandbox"] != wi.sandbox_of(first):
+    if first_attempt["sandbox"] != sgwarm.sandbox_of(first):
         return "attempt 1 did not run in the attacked parent's sandbox: %s" % res
     booked = [o.get("cause") for o in env.outcomes() if o.get("batch_id") == "b-oom"]
     if "platform_error" in booked or res["attempts"] != 1:
@@ -207,18 +205,18 @@ def t_shared_mapping_does_not_cross(env, ex):
     mmap.mmap(-1, n)): a call writes its batch id there, and no later call
     of the same parent may find it. The control: a parent whose preload
     holds none has no writable shared mapping."""
-    wi.warm_policy(env, "wa-shm-ctl")
+    sgwarm.warm_policy(env, "wa-shm-ctl")
     first, parent = warm_parent(env, "wa-shm-ctl", "wi_global.py")
     if not parent:
         return "control: %s" % first
     if shared_writable(parent):
         return "control: the parent %d holds writable shared mappings: %s" % (
             parent, shared_writable(parent))
-    wi.warm_policy(env, "wa-shm", preload=("wa_shared_preload",))
+    sgwarm.warm_policy(env, "wa-shm", preload=("wa_shared_preload",))
     seen = []
-    deadline = time.monotonic() + wi.WARM_BOUND_S
+    deadline = time.monotonic() + sgwarm.WARM_BOUND_S
     while time.monotonic() < deadline and len(seen) < 3:
-        rc, res, err = wi.call(env, "wa-shm", "wa_shared.py", items=2,
+        rc, res, err = sgwarm.call(env, "wa-shm", "wa_shared.py", items=2,
                                batch_id="b-shm-%d" % len(seen))
         if rc != 0:
             return "a call failed: rc %d %s %s" % (rc, res, err[-300:])
@@ -227,9 +225,9 @@ def t_shared_mapping_does_not_cross(env, ex):
         time.sleep(0.2)
     by_parent = {}
     for res in seen:
-        by_parent.setdefault(wi.sandbox_of(res), []).append(res["scores"][0])
+        by_parent.setdefault(sgwarm.sandbox_of(res), []).append(res["scores"][0])
     if not any(len(v) > 1 for v in by_parent.values()):
-        return "no two warm calls of one parent within %d s: %s" % (wi.WARM_BOUND_S, by_parent)
+        return "no two warm calls of one parent within %d s: %s" % (sgwarm.WARM_BOUND_S, by_parent)
     crossed = {s: v for s, v in by_parent.items() if any(v)}
     if crossed:
         return "a call found an earlier call's batch id in the preload's MAP_SHARED buffer " \
@@ -243,15 +241,15 @@ def t_long_argv_is_not_a_platform_error(env, ex):
     instead (<scratch>/<tenant>/<sandbox>/call-<n>, longer), in the same
     64 KiB. It runs warm or cold, never a platform_error (retried in
     every mode, and never the request's)."""
-    wi.warm_policy(env, "wa-argv")
-    if not wi.until_warm(env, "wa-argv", "wi_global.py"):
-        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
+    sgwarm.warm_policy(env, "wa-argv")
+    if not sgwarm.until_warm(env, "wa-argv", "wi_global.py"):
+        return "no two calls shared a warm interpreter within %d s" % sgwarm.WARM_BOUND_S
     prog = os.path.join(env.progs, "wi_global.py")
-    long_arg = "a" * (64 * 1024 - 2 * (len(wi.PYTHON) + 1) - (len(prog) + 1) - 1)
-    rc, cold, err = wi.call(env, "wa-argv", "wi_global.py", args=(long_arg,), cold=True)
+    long_arg = "a" * (64 * 1024 - 2 * (len(sgwarm.PYTHON) + 1) - (len(prog) + 1) - 1)
+    rc, cold, err = sgwarm.call(env, "wa-argv", "wi_global.py", args=(long_arg,), cold=True)
     if not cold or cold["status"] != "ok":
         return "control: the long argv does not run cold: rc %d %s %s" % (rc, cold, err[-200:])
-    rc, res, err = wi.call(env, "wa-argv", "wi_global.py", args=(long_arg,), batch_id="b-argv")
+    rc, res, err = sgwarm.call(env, "wa-argv", "wi_global.py", args=(long_arg,), batch_id="b-argv")
     booked = [o.get("cause") for o in env.outcomes() if o.get("batch_id") == "b-argv"]
     if not res or res["status"] != "ok" or "platform_error" in booked:
         return "the long argv through the executor: rc %d, booked %s, %s" % (
@@ -266,7 +264,7 @@ def t_kept_parents_bounded(env, ex):
     an interpreter's memory each, so they must stay within what the pool
     keeps for a kind (its policy's concurrency), or one tenant's scripts
     take every slot of the node from the others."""
-    wi.warm_policy(env, "wa-many")
+    sgwarm.warm_policy(env, "wa-many")
     path = os.path.join(env.policies, "wa-many.json")
     with open(path) as f:
         policy = json.load(f)
@@ -283,14 +281,14 @@ def t_kept_parents_bounded(env, ex):
         os.chmod(os.path.join(env.progs, scripts[-1]), 0o644)
     for _ in range(2):
         for script in scripts:
-            rc, res, err = wi.call(env, "wa-many", script)
+            rc, res, err = sgwarm.call(env, "wa-many", script)
             if rc != 0:
                 return "a call failed: rc %d %s %s" % (rc, res, err[-300:])
     # The last call's sandbox is reset and kept, and those it displaced
     # torn down, on the pool's threads: the count settles.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        kept = wi.parent_pids(env, "wa-many")
+        kept = sgwarm.parent_pids(env, "wa-many")
         if len(kept) <= 2:
             return None
         time.sleep(0.2)
@@ -334,7 +332,7 @@ def t_malformed_requests(env, ex):
     their NUL, stdin announced and not sent, a length past the cap. The
     executor survives each (it runs every tenant's calls), runs none of
     them, and serves the next real call."""
-    wi.warm_policy(env, "wa-proto")
+    sgwarm.warm_policy(env, "wa-proto")
     before = len(env.outcomes())
     bad = [("wrapping counts", (WARM_MAGIC, 0xFFFFFFFF, 1, 0, 0), b""),
            ("no NUL", (WARM_MAGIC, 2, 0, 0, 8), b"execxxxx"),
@@ -348,7 +346,7 @@ def t_malformed_requests(env, ex):
                 ex.proc.returncode, name, ex.tail()[-300:])
     if len(env.outcomes()) != before:
         return "a malformed request was booked: %s" % env.outcomes()[before:]
-    rc, res, err = wi.call(env, "wa-proto", "wi_global.py")
+    rc, res, err = sgwarm.call(env, "wa-proto", "wi_global.py")
     if rc != 0 or not res or res.get("path") != "warm":
         return "the executor did not serve a call after them: rc %d %s %s" % (rc, res, err[-200:])
     return None
@@ -394,26 +392,26 @@ def t_interpreter_is_the_commands(env, ex):
     named python3, for all the executor knows: here a link to the same)
     serves only commands of that interpreter: a call `/usr/bin/python3 S`
     runs under /usr/bin/python3."""
-    wi.warm_policy(env, "wa-interp")
+    sgwarm.warm_policy(env, "wa-interp")
     other = os.path.join(env.progs, "python3")
     if not os.path.lexists(other):
-        os.symlink(os.path.realpath(wi.PYTHON), other)
+        os.symlink(os.path.realpath(sgwarm.PYTHON), other)
     last = None
-    deadline = time.monotonic() + wi.WARM_BOUND_S
+    deadline = time.monotonic() + sgwarm.WARM_BOUND_S
     while time.monotonic() < deadline:
         rc, res, err = call_with(env, "wa-interp", other, "wa_which.py", (other,))
         if rc != 0 or res["scores"] != [1, 1]:
             return "control: %s did not run %s: rc %d %s %s" % (other, other, rc, res, err[-200:])
-        if wi.sandbox_of(res) == last:
+        if sgwarm.sandbox_of(res) == last:
             break
-        last = wi.sandbox_of(res)
+        last = sgwarm.sandbox_of(res)
         time.sleep(0.3)
     else:
-        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
-    rc, res, err = call_with(env, "wa-interp", wi.PYTHON, "wa_which.py", (wi.PYTHON,))
+        return "no two calls shared a warm interpreter within %d s" % sgwarm.WARM_BOUND_S
+    rc, res, err = call_with(env, "wa-interp", sgwarm.PYTHON, "wa_which.py", (sgwarm.PYTHON,))
     if rc != 0 or res["scores"] != [1, 1]:
         return "a call of %s ran under another interpreter (sandbox %s, the %s parent's %s)" % (
-            wi.PYTHON, wi.sandbox_of(res), other, last)
+            sgwarm.PYTHON, sgwarm.sandbox_of(res), other, last)
     return None
 
 
@@ -423,11 +421,11 @@ def t_preload_cannot_dodge_blame(env, ex):
     platform_error, retried in every mode and never blamed. The retries
     must not land in another such parent for ever: the batch's final
     outcome is the tenant's crash."""
-    wi.warm_policy(env, "wa-dodge", preload=("wa_dodge_preload",),
+    sgwarm.warm_policy(env, "wa-dodge", preload=("wa_dodge_preload",),
                    failure={"mode": "skip", "max_retries": 2})
-    if not wi.until_warm(env, "wa-dodge", "wa_fails.py", args=("ok",)):
-        return "no two calls shared a warm interpreter within %d s" % wi.WARM_BOUND_S
-    rc, res, err = wi.call(env, "wa-dodge", "wa_fails.py", args=("fail",), batch_id="b-dodge")
+    if not sgwarm.until_warm(env, "wa-dodge", "wa_fails.py", args=("ok",)):
+        return "no two calls shared a warm interpreter within %d s" % sgwarm.WARM_BOUND_S
+    rc, res, err = sgwarm.call(env, "wa-dodge", "wa_fails.py", args=("fail",), batch_id="b-dodge")
     booked = [(o.get("cause"), o.get("final")) for o in env.outcomes()
               if o.get("batch_id") == "b-dodge"]
     if not res or res.get("cause") != "tenant_crash":
@@ -449,9 +447,9 @@ def t_call_dir_swap(env, ex):
     victim = os.path.join(env.dir, "victim")
     with open(victim, "w") as f:
         f.write("root's\n")
-    wi.warm_policy(env, "wa-race", preload=("wa_race_preload",))
+    sgwarm.warm_policy(env, "wa-race", preload=("wa_race_preload",))
     for i in range(RACE_CALLS):
-        wi.call(env, "wa-race", "wi_global.py", batch_id="b-race-%d" % i)
+        sgwarm.call(env, "wa-race", "wi_global.py", batch_id="b-race-%d" % i)
         st = os.lstat(victim)
         if st.st_uid != 0 or st.st_gid != 0:
             return "after %d calls the host file %s is owned by %d:%d (a slot's)" % (

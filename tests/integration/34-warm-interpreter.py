@@ -22,65 +22,14 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import uid_base  # noqa: E402
-from sgexecutor import PYTHON, SRC, batch, exec_cli, run_suite  # noqa: E402
+from sgexecutor import PYTHON, batch, exec_cli, run_suite  # noqa: E402
 import sgagent  # noqa: E402
 import sgexecutor  # noqa: E402
 import sgserve  # noqa: E402
+from sgwarm import (DEMO, WARM_BOUND_S, call, parent_pids, sandbox_of, until_warm,  # noqa: E402
+                    waiting_child, warm_policy)
 
 UID_BASE = uid_base(63500)  # 32-warm and the serve suites use 63000
-DEMO = os.path.join(SRC, "scripts", "demo", "programs")
-WARM_BOUND_S = 60  # how long a case waits for the pool to hand out a warm sandbox
-
-
-def warm_policy(env, tenant, preload=("wi_state",), base=None, failure=None, read_only=(),
-                **warm):
-    """The tenant's policy: the suite's base (or a file of
-    policies/examples) with "warm" on."""
-    if base:
-        with open(os.path.join(SRC, "policies", "examples", base)) as f:
-            p = json.load(f)
-        p["files"]["read_only"] += [env.progs, DEMO]
-        p["files"]["scratch_root"] = env.scratch
-        p["require_agent"] = False
-        p["limits"]["timeout_ms"] = 3000
-    else:
-        env.policy(tenant)
-        with open(os.path.join(env.policies, tenant + ".json")) as f:
-            p = json.load(f)
-    p["tenant"] = tenant
-    p["files"]["read_only"] += list(read_only)
-    p["warm"] = dict({"interpreter": "python3", "preload": list(preload)}, **warm)
-    if failure:
-        p["failure"] = failure
-    with open(os.path.join(env.policies, tenant + ".json"), "w") as f:
-        json.dump(p, f)
-
-
-def call(env, tenant, program, items=4, args=(), cold=False, directory=None, batch_id=None):
-    """One batch through the executor (or cold, in the CLI's process)."""
-    prog = os.path.join(directory or env.progs, program)
-    return exec_cli(env, ["--tenant", tenant, "--policy-dir", env.policies, "--batch", "-", "--",
-                          PYTHON, prog] + list(args),
-                    stdin=json.dumps(batch(batch_id or "b-" + program, items)).encode(),
-                    extra_env={"SANDGUARD_WARM": "0"} if cold else None)
-
-
-def sandbox_of(res):
-    return res["sandboxes"][-1]["sandbox"] if res and res.get("sandboxes") else None
-
-
-def until_warm(env, tenant, program, args=(), items=4):
-    """Calls until two in a row share a sandbox (the second ran in a kept
-    warm interpreter): that result, or None within WARM_BOUND_S."""
-    last = None
-    deadline = time.monotonic() + WARM_BOUND_S
-    while time.monotonic() < deadline:
-        rc, res, err = call(env, tenant, program, args=args, items=items)
-        if rc == 0 and last and sandbox_of(res) == last:
-            return res
-        last = sandbox_of(res) if rc == 0 else None
-        time.sleep(0.3)  # the pool's keeper prepares the next one meanwhile
-    return None
 
 
 def t_global_does_not_cross(env, ex):
@@ -224,37 +173,6 @@ def t_same_scores_as_cold(env, ex):
         if sandbox_of(warm[1]) != sandbox_of(warm[2]):
             problems.append("%s: its later calls did not share a warm interpreter" % program)
     return "; ".join(problems) or None
-
-
-def parent_pids(env, tenant):
-    """The host pids of the tenant's warm parents (each alone in run-1)."""
-    pids = []
-    for procs in glob.glob(os.path.join(env.cgroot, tenant, "*", "run-1", "cgroup.procs")):
-        with open(procs) as f:
-            pids += [int(x) for x in f.read().split()]
-    return pids
-
-
-def waiting_child(env, tenant, sandbox):
-    """The child a warm parent forked ahead of its next call: (host pid,
-    its pid in the sandbox, N of the cgroup run-<N> it waits in, its
-    parent's host pid), once it is there (None after 60 s)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for procs in glob.glob(os.path.join(env.cgroot, tenant, sandbox, "run-*", "cgroup.procs")):
-            n = int(procs.split(os.sep)[-2][4:])
-            try:
-                with open(procs) as f:
-                    pids = f.read().split()
-                with open("/proc/%s/status" % pids[0]) as f:
-                    status = dict(line.split(":", 1) for line in f)
-            except (OSError, IndexError):
-                continue
-            if n > 1 and len(pids) == 1:
-                return (int(pids[0]), int(status["NSpid"].split()[-1]), n,
-                        int(status["PPid"]))
-        time.sleep(0.1)
-    return None
 
 
 def t_prefork_child_in_the_calls_cgroup(env, ex):
