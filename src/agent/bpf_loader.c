@@ -267,12 +267,23 @@ static int open_objects(struct sg_bpf *b, const struct sg_features *f, const str
 	if (m->files == SG_MODE_LSM) {
 		bpf_program__set_autoload(b->files->progs.sg_file_open, true);
 	} else if (m->files == SG_MODE_FALLBACK) {
-		/* Attached on demand (src/control/ondemand.h). */
-		bpf_program__set_autoload(b->files->progs.sg_exit_openat, true);
-		bpf_program__set_autoload(b->files->progs.sg_exit_open, true);
-		bpf_program__set_autoload(b->files->progs.sg_exit_openat2, true);
-		bpf_program__set_autoload(b->files->progs.sg_exit_creat, true);
-		bpf_program__set_autoload(b->files->progs.sg_exit_open_by_handle, true);
+		/* Attached on demand (src/control/ondemand.h). One set of the
+		 * two (src/agent/bpf/files.bpf.c): the file read by plain
+		 * loads, or by helper calls where the kernel would refuse
+		 * the loads' kfunc. */
+		struct bpf_program *by_helpers[] = {
+			b->files->progs.sg_exit_openat,         b->files->progs.sg_exit_open,
+			b->files->progs.sg_exit_openat2,        b->files->progs.sg_exit_creat,
+			b->files->progs.sg_exit_open_by_handle,
+		};
+		struct bpf_program *by_loads[] = {
+			b->files->progs.sg_cast_openat,         b->files->progs.sg_cast_open,
+			b->files->progs.sg_cast_openat2,        b->files->progs.sg_cast_creat,
+			b->files->progs.sg_cast_open_by_handle,
+		};
+		for (size_t i = 0; i < ARRAY_LEN(by_helpers); i++)
+			bpf_program__set_autoload(m->file_loads ? by_loads[i] : by_helpers[i],
+						  true);
 	}
 	if (m->execs == SG_MODE_LSM)
 		bpf_program__set_autoload(b->files->progs.sg_bprm_check, true);

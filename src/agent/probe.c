@@ -38,6 +38,7 @@ static const char *const names[SG_FEAT__COUNT] = {
 	[SG_FEAT_TRACING_ANCESTOR] = "tracing_ancestor_cgroup",
 	[SG_FEAT_LSM_UNIX] = "bpf_lsm_unix",
 	[SG_FEAT_CGROUP_FREEZE] = "cgroup_freeze",
+	[SG_FEAT_RDONLY_CAST] = "rdonly_cast",
 };
 
 /* What a feature needs, named when the kernel refuses it. */
@@ -51,6 +52,7 @@ static const char *const needs[SG_FEAT__COUNT] = {
 	[SG_FEAT_ATOMIC_FETCH] = "Linux 5.12+",
 	[SG_FEAT_TRACING_ANCESTOR] = "a kernel newer than 5.10",
 	[SG_FEAT_LSM_UNIX] = "BPF LSM",
+	[SG_FEAT_RDONLY_CAST] = "the bpf_rdonly_cast kfunc, Linux 6.2+",
 };
 
 /* What each feature's absence costs, in the probe table. */
@@ -65,6 +67,7 @@ static const char *const fallbacks[SG_FEAT__COUNT] = {
 	[SG_FEAT_ATOMIC_FETCH] = "compat objects: add then read (kernel < 5.12)",
 	[SG_FEAT_TRACING_ANCESTOR] = "the sandbox's cgroup read from the task",
 	[SG_FEAT_CGROUP_FREEZE] = "kill = SIGKILL over cgroup.procs until empty",
+	[SG_FEAT_RDONLY_CAST] = "fallback open programs read the file by helper calls",
 };
 
 const char *feature_name(enum sg_feature f)
@@ -289,6 +292,7 @@ const struct sg_features *probe_features(const char *cgroup_root)
 	probe_one(&f, SG_FEAT_ATOMIC_FETCH, "probe_atomic_fetch", -1, -1, true);
 	probe_one(&f, SG_FEAT_TRACING_ANCESTOR, "probe_tracing_ancestor", -1, -1, true);
 	probe_one(&f, SG_FEAT_LSM_UNIX, "probe_lsm_unix", -1, -1, false);
+	probe_one(&f, SG_FEAT_RDONLY_CAST, "probe_rdonly_cast", -1, -1, true);
 	f.lsm_listed = lsm_listed();
 	if (!f.f[SG_FEAT_LSM].ok && !f.lsm_listed)
 		snprintf(f.f[SG_FEAT_LSM].why, sizeof(f.f[0].why),
@@ -364,6 +368,7 @@ int choose_modes(const struct sg_features *f, enum sg_mode_request req, struct s
 	}
 	m->files = fallback_files ? SG_MODE_FALLBACK : SG_MODE_NONE;
 	m->execs = fallback_execs ? SG_MODE_FALLBACK : SG_MODE_NONE;
+	m->file_loads = fallback_files && f->f[SG_FEAT_RDONLY_CAST].ok;
 	if (req == SG_REQ_FALLBACK) {
 		snprintf(m->files_why, sizeof(m->files_why), "fallback requested");
 		snprintf(m->execs_why, sizeof(m->execs_why), "fallback requested");
@@ -372,6 +377,12 @@ int choose_modes(const struct sg_features *f, enum sg_mode_request req, struct s
 			 f->f[SG_FEAT_LSM].why);
 		snprintf(m->execs_why, sizeof(m->execs_why),
 			 "BPF LSM unavailable: killed at sched_process_exec");
+	}
+	if (fallback_files) {
+		size_t n = strlen(m->files_why);
+		snprintf(m->files_why + n, sizeof(m->files_why) - n, "; %s",
+			 m->file_loads ? "the opened file read by plain loads (bpf_rdonly_cast)"
+				       : "the opened file read by helper calls");
 	}
 	return 0;
 }

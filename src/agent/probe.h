@@ -23,6 +23,7 @@ enum sg_feature {
 	SG_FEAT_TRACING_ANCESTOR, /* ancestor cgroup helper outside cgroup programs */
 	SG_FEAT_LSM_UNIX,         /* lsm/unix_*: unix egress without cgroup unix hooks */
 	SG_FEAT_CGROUP_FREEZE,    /* cgroup.freeze: the kill without cgroup.kill */
+	SG_FEAT_RDONLY_CAST,      /* 6.2: the fallback's open programs read the file by loads */
 	SG_FEAT__COUNT
 };
 
@@ -43,6 +44,10 @@ struct sg_modes {
 	int files; /* enum sg_enforce_mode: LSM, FALLBACK or NONE */
 	int execs;
 	int unix_egress; /* SG_UNIX_* */
+	/* Fallback files: the open programs read the file by plain loads
+	 * through bpf_rdonly_cast() (the rdonly_cast feature), else by a
+	 * helper call per field. The same judgement either way. */
+	bool file_loads;
 	char files_why[300];
 	char execs_why[300];
 };

@@ -142,6 +142,7 @@ int main(int argc, char **argv)
 		test_egress();
 		test_unix();
 		test_files();
+		test_open_programs();
 		test_reused_inode();
 		test_scratch();
 		test_bind_mounts();

@@ -18,7 +18,14 @@
  * An allowed open is judged by the file's identity first (the verdicts
  * remembered per tenant and policy epoch); the policy is looked up and
  * the walk made only for a file not remembered, and names are copied, by
- * a second walk, only for a denial. */
+ * a second walk, only for a denial.
+ *
+ * The fallback's open programs come in two sets, the same judgement with
+ * the opened file's fields read two ways: by plain loads through
+ * bpf_rdonly_cast() where the kernel has it (6.2+), else by a helper call
+ * per field. The agent loads one set (the probe's "rdonly_cast" feature,
+ * struct sg_modes.file_loads); a kernel without the kfunc refuses even a
+ * program that only names it, so the helper set never does. */
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -170,6 +177,45 @@ static __always_inline void emit_file(__u64 cgid, const struct sg_sandbox *sb, _
 	sg_event_submit(e);
 }
 
+/* What the verdict needs of an opened file. */
+struct file_id {
+	__u32 fmode;
+	__u32 dev;
+	__u64 ino;
+	__u32 generation;
+};
+
+/* The file's fields by a helper call each: works on every kernel, from a
+ * BTF pointer (LSM) or a plain one (the fallback's fd table slot). */
+static __always_inline void file_id_by_helpers(struct file *file, struct file_id *id)
+{
+	struct dentry *dentry = BPF_CORE_READ(file, f_path.dentry);
+	struct inode *inode = BPF_CORE_READ(dentry, d_inode);
+
+	id->fmode = BPF_CORE_READ(file, f_mode);
+	id->dev = BPF_CORE_READ(dentry, d_sb, s_dev);
+	id->ino = BPF_CORE_READ(inode, i_ino);
+	id->generation = BPF_CORE_READ(inode, i_generation);
+}
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+/* The same fields by plain loads: bpf_rdonly_cast() makes the plain
+ * pointer a read-only BTF one, whose loads the verifier guards against a
+ * fault (a bad pointer reads 0) instead of calling a helper for each.
+ * Only in the programs loaded where the probe found the kfunc. */
+static __always_inline void file_id_by_loads(struct file *file, struct file_id *id)
+{
+	struct file *f = bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
+	struct dentry *dentry = f->f_path.dentry;
+	struct inode *inode = dentry->d_inode;
+
+	id->fmode = f->f_mode;
+	id->dev = dentry->d_sb->s_dev;
+	id->ino = inode->i_ino;
+	id->generation = inode->i_generation;
+}
+
 /* Judge an opened file for the sandbox. Returns the policy action when
  * the open violates the policy (its event emitted), 0 when it is allowed.
  * `mode` says who judges: LSM refuses the open, the fallback kills the
@@ -181,13 +227,10 @@ static __always_inline void emit_file(__u64 cgid, const struct sg_sandbox *sb, _
  * in sg_verdicts. The policy, the walk buffer and the walk are only for
  * a file not found there. */
 static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb,
-				       const struct sg_config *cfg, struct file *file, __u32 fmode,
-				       __u32 mode)
+				       const struct sg_config *cfg, struct file *file,
+				       const struct file_id *id, __u32 mode)
 {
-	bool lsm = mode == SG_MODE_LSM, write = fmode & SG_FMODE_WRITE;
-	struct dentry *dentry = BPF_CORE_READ(file, f_path.dentry);
-	__u32 dev = BPF_CORE_READ(dentry, d_sb, s_dev);
-	struct inode *inode = BPF_CORE_READ(dentry, d_inode);
+	bool lsm = mode == SG_MODE_LSM, write = id->fmode & SG_FMODE_WRITE;
 	struct sg_verdict_key vkey = {};
 	struct sg_file_detail *d;
 	struct sg_policy_k *pol;
@@ -195,12 +238,12 @@ static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb,
 
 	/* A scratch of its own (a tmpfs mounted for the sandbox): every file
 	 * on its filesystem is inside it, at any depth, with no walk. */
-	if ((sb->flags & SG_SB_SCRATCH_FS) && dev == (__u32)sb->scratch_dev)
+	if ((sb->flags & SG_SB_SCRATCH_FS) && id->dev == (__u32)sb->scratch_dev)
 		return 0;
 	vkey.tenant = sb->tenant;
-	vkey.dev = dev;
-	vkey.ino = BPF_CORE_READ(inode, i_ino);
-	vkey.generation = BPF_CORE_READ(inode, i_generation);
+	vkey.dev = id->dev;
+	vkey.ino = id->ino;
+	vkey.generation = id->generation;
 	/* The epoch before the policy: see struct sg_verdict_key. */
 	vkey.epoch = sg_read_once(cfg->verdict_epoch);
 	known = bpf_map_lookup_elem(&sg_verdicts, &vkey);
@@ -213,7 +256,7 @@ static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb,
 	pol = sg_policy(sb->tenant);
 	if (judge_walk(sb, pol, &file->f_path, write, &vkey, d) == ALLOW)
 		return 0;
-	d->flags = fmode;
+	d->flags = id->fmode;
 	d->write = write ? 1 : 0;
 	d->mode = mode;
 	d->requested = 0;
@@ -236,7 +279,7 @@ int BPF_PROG(sg_file_open, struct file *file, int ret)
 {
 	struct sg_config *cfg = NULL;
 	struct sg_sandbox *sb;
-	__u32 fmode;
+	struct file_id id;
 	__u64 cgid;
 	__u8 action;
 
@@ -245,12 +288,12 @@ int BPF_PROG(sg_file_open, struct file *file, int ret)
 	sb = sg_current_sandbox_cfg(&cgid, &cfg);
 	if (!sb || !cfg)
 		return 0;
-	fmode = BPF_CORE_READ(file, f_mode);
+	file_id_by_helpers(file, &id);
 	/* The open of a file being executed is the exec rule's to judge
 	 * (bprm_check_security), so the violation is booked as an exec. */
-	if ((fmode & SG_FMODE_EXEC) || (BPF_CORE_READ(file, f_flags) & SG_FMODE_EXEC))
+	if ((id.fmode & SG_FMODE_EXEC) || (BPF_CORE_READ(file, f_flags) & SG_FMODE_EXEC))
 		return 0; /* __FMODE_EXEC: f_flags on older kernels, f_mode on newer */
-	action = judge_file(cgid, sb, cfg, file, fmode, SG_MODE_LSM);
+	action = judge_file(cgid, sb, cfg, file, &id, SG_MODE_LSM);
 	return action && action != SG_POLICY_LOG ? -SG_EACCES : 0;
 }
 
@@ -355,13 +398,15 @@ static __always_inline int refused_open(__u64 cgid, const struct sg_sandbox *sb,
 	return 0;
 }
 
-static __always_inline int judge_open_exit(long fd, enum open_call call)
+/* `loads` (a constant in each program): read the file by plain loads
+ * (file_id_by_loads) rather than helper calls. */
+static __always_inline int judge_open_exit(long fd, enum open_call call, bool loads)
 {
 	struct sg_config *cfg = NULL;
 	struct sg_sandbox *sb;
 	struct fdtable *fdt;
 	struct file **fds, *file;
-	__u32 fmode;
+	struct file_id id;
 	__u64 cgid;
 	__u8 action;
 
@@ -381,10 +426,13 @@ static __always_inline int judge_open_exit(long fd, enum open_call call)
 	fds = fdt->fd;
 	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
 		return 0;
-	fmode = BPF_CORE_READ(file, f_mode);
-	if (fmode & SG_FMODE_PATH)
+	if (loads)
+		file_id_by_loads(file, &id);
+	else
+		file_id_by_helpers(file, &id);
+	if (id.fmode & SG_FMODE_PATH)
 		return 0; /* O_PATH: no access to the contents */
-	action = judge_file(cgid, sb, cfg, file, fmode, SG_MODE_FALLBACK);
+	action = judge_file(cgid, sb, cfg, file, &id, SG_MODE_FALLBACK);
 	/* deny cannot undo an open that happened: it is enforced as a kill
 	 * of the task (docs/policy.md); kill also empties the sandbox. */
 	if (action && action != SG_POLICY_LOG)
@@ -392,32 +440,24 @@ static __always_inline int judge_open_exit(long fd, enum open_call call)
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_exit_openat")
-int sg_exit_openat(struct trace_event_raw_sys_exit *ctx)
-{
-	return judge_open_exit(ctx->ret, OPEN_AT);
-}
+/* Each open syscall's exit, twice: `helpers` reads the file by helper
+ * calls, `loads` by plain loads; the agent loads one of the two
+ * (src/agent/bpf_loader.c). Both pin as the same on-demand tracepoint. */
+#define OPEN_EXIT(tp, call, helpers, loads)                    \
+	SEC("tracepoint/syscalls/" tp)                         \
+	int helpers(struct trace_event_raw_sys_exit *ctx)      \
+	{                                                      \
+		return judge_open_exit(ctx->ret, call, false); \
+	}                                                      \
+	SEC("tracepoint/syscalls/" tp)                         \
+	int loads(struct trace_event_raw_sys_exit *ctx)        \
+	{                                                      \
+		return judge_open_exit(ctx->ret, call, true);  \
+	}
 
-SEC("tracepoint/syscalls/sys_exit_open")
-int sg_exit_open(struct trace_event_raw_sys_exit *ctx)
-{
-	return judge_open_exit(ctx->ret, OPEN);
-}
-
-SEC("tracepoint/syscalls/sys_exit_openat2")
-int sg_exit_openat2(struct trace_event_raw_sys_exit *ctx)
-{
-	return judge_open_exit(ctx->ret, OPEN_AT2);
-}
-
-SEC("tracepoint/syscalls/sys_exit_creat")
-int sg_exit_creat(struct trace_event_raw_sys_exit *ctx)
-{
-	return judge_open_exit(ctx->ret, CREAT);
-}
-
-SEC("tracepoint/syscalls/sys_exit_open_by_handle_at")
-int sg_exit_open_by_handle(struct trace_event_raw_sys_exit *ctx)
-{
-	return judge_open_exit(ctx->ret, OPEN_BY_HANDLE);
-}
+OPEN_EXIT("sys_exit_openat", OPEN_AT, sg_exit_openat, sg_cast_openat)
+OPEN_EXIT("sys_exit_open", OPEN, sg_exit_open, sg_cast_open)
+OPEN_EXIT("sys_exit_openat2", OPEN_AT2, sg_exit_openat2, sg_cast_openat2)
+OPEN_EXIT("sys_exit_creat", CREAT, sg_exit_creat, sg_cast_creat)
+OPEN_EXIT("sys_exit_open_by_handle_at", OPEN_BY_HANDLE, sg_exit_open_by_handle,
+	  sg_cast_open_by_handle)

@@ -5,6 +5,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -128,5 +129,24 @@ int probe_ringbuf(void *ctx)
 	long *v = bpf_ringbuf_reserve(&probe_rb, sizeof(long), 0);
 	if (v)
 		bpf_ringbuf_discard(v, 0);
+	return 0;
+}
+
+/* The bpf_rdonly_cast kfunc (6.2+): the fallback's open programs read the
+ * opened file through it by plain (guarded) loads, the same fields as
+ * here (src/agent/bpf/files.bpf.c, file_id_by_loads). A kernel without
+ * it refuses the program: libbpf leaves the weak call unresolved. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+__u64 probe_file = 0;
+__u64 probe_sink = 0;
+
+SEC("tracepoint/syscalls/sys_exit_openat")
+int probe_rdonly_cast(void *ctx)
+{
+	struct file *f = bpf_rdonly_cast((void *)probe_file, bpf_core_type_id_kernel(struct file));
+	struct dentry *dentry = f->f_path.dentry;
+	struct inode *inode = dentry->d_inode;
+
+	probe_sink = f->f_mode + dentry->d_sb->s_dev + inode->i_ino + inode->i_generation;
 	return 0;
 }

@@ -1,5 +1,6 @@
 /* The agent suite: files and execs. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/fs.h>
+#include <bpf/bpf.h>
 #include "abi/events.h"
 #include "agent_suite.h"
 #include "control/agent_client.h"
@@ -121,6 +123,55 @@ void test_files(void)
 			   "the executor's seccomp filter blocks io_uring, LSM mode refuses them",
 			   describe(st));
 	at_sandbox_free(&sb);
+}
+
+/* The fallback's open programs come in two sets, the file read by plain
+ * loads (bpf_rdonly_cast) or by helper calls (src/agent/bpf/files.bpf.c);
+ * the agent must load the set its probe chose, for all five open
+ * syscalls. The other cases then judge through that set: 40-agent's
+ * first pass the loads where the kernel has the kfunc, its second pass
+ * (rdonly_cast disabled) the helper calls. */
+void test_open_programs(void)
+{
+	const char *name = "files: the open programs read the file as the probe chose";
+	int loads = at_agent_feature(&env, "rdonly_cast");
+	const char *want = loads == 1 ? "sg_cast_" : "sg_exit_";
+	char dir[PATH_MAX], path[PATH_MAX + 256], bad[160] = "";
+	struct dirent *de;
+	int found = 0;
+	DIR *d;
+
+	if (lsm)
+		return at_skipped(name, "LSM mode: lsm/file_open judges opens, not these programs");
+	if (loads < 0)
+		return at_result(false, name, "the agent's status has no rdonly_cast feature");
+	snprintf(dir, sizeof(dir), "%s/gen-%u/ondemand/prog", sg_pin_root(),
+		 sg_pinned_generation());
+	d = opendir(dir);
+	if (!d)
+		return at_result(false, name, "cannot open %s: %s", dir, strerror(errno));
+	while ((de = readdir(d))) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		int fd;
+
+		if (!strstr(de->d_name, ":sys_exit_open") && !strstr(de->d_name, ":sys_exit_creat"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		memset(&info, 0, sizeof(info));
+		fd = bpf_obj_get(path);
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+			snprintf(bad, sizeof(bad), "%s: %s", de->d_name, strerror(errno));
+		else if (strncmp(info.name, want, strlen(want)))
+			snprintf(bad, sizeof(bad), "%s is %s", de->d_name, info.name);
+		else
+			found++;
+		if (fd >= 0)
+			close(fd);
+	}
+	closedir(d);
+	at_result(found == 5 && !bad[0], name, "%d of 5 are %s* (rdonly_cast %s)%s%s", found, want,
+		  loads ? "yes" : "no", bad[0] ? ": " : "", bad);
 }
 
 /* A remembered verdict names a file by (dev, ino, generation): a new
