@@ -107,6 +107,7 @@ test_scores_LINK        := exec lib
 test_lcb_LINK           := exec lib
 test_tenant_state_LINK  := exec policy lib
 test_ticket_queue_LINK  := lib
+test_warm_proto_LINK    := warm lib
 test_warm_quiet_LINK    := warm lib
 test_exec_input_LINK    := exec lib
 test_exec_batch_LINK    := exec sandbox control telemetry policy lib
