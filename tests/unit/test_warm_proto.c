@@ -71,7 +71,9 @@ static void test_parts_arrive_whole_in_order(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	/* A small buffer: the big part goes in many pieces. */
 	assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one)), 0);
-	r = (struct reader){ .fd = sv[1], .want = sizeof(head) - 1 + BIG, .sender = pthread_self() };
+	r = (struct reader){ .fd = sv[1],
+			     .want = sizeof(head) - 1 + BIG,
+			     .sender = pthread_self() };
 	assert_int_equal(pthread_create(&r.t, NULL, read_thread, &r), 0);
 
 	struct iovec iov[] = { { (void *)head, sizeof(head) - 1 }, { big, 0 }, { big, BIG } };
