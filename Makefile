@@ -47,7 +47,12 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE \
            -Iinclude -Isrc -I$(BUILD) -MMD -MP $(EXTRA_CFLAGS)
 # libmicrohttpd is loaded when an HTTP server starts (src/lib/mhd_lazy.h).
-LDLIBS  := -lbpf -lelf -lz -ljansson -lpthread -lm
+# libbpf, libelf, zlib and jansson are linked in (their -dev packages ship
+# the archives) and libm is not used, so the binary needs libc alone: every
+# `sandguard exec`, a warm one included, starts without loading and
+# relocating 5 more shared libraries (docs/performance.md, section 9).
+# tests/stages/tree.sh checks it.
+LDLIBS  := -Wl,-Bstatic -lbpf -lelf -lz -ljansson -Wl,-Bdynamic -lpthread
 LDFLAGS += $(EXTRA_LDFLAGS)
 
 # (gcc only: clang has no such warning and would warn about the flag)
@@ -102,6 +107,7 @@ test_scores_LINK        := exec lib
 test_lcb_LINK           := exec lib
 test_tenant_state_LINK  := exec policy lib
 test_ticket_queue_LINK  := lib
+test_warm_proto_LINK    := warm lib
 test_warm_quiet_LINK    := warm lib
 test_exec_input_LINK    := exec lib
 test_exec_batch_LINK    := exec sandbox control telemetry policy lib
@@ -207,7 +213,7 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $$(call libs_of,$$(test_$$*_LINK))
 	$(Q)test -n "$(test_$*_LINK)" || { echo "make: no test_$*_LINK line in the Makefile: list the components test_$* links" >&2; exit 1; }
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< -Wl,--start-group $(call libs_of,$(test_$*_LINK)) -Wl,--end-group \
-	  $(LDFLAGS) $(LDLIBS) -lcmocka
+	  $(LDFLAGS) $(LDLIBS) -lcmocka -lm
 
 $(BUILD)/tests/%: tests/helpers/%.c $(HELPER_LIB) $(call libs_of,$(HELPER_LINK))
 	@echo "  HELPER  $@"

@@ -499,6 +499,16 @@ static json_t *json_name_or_null(const char *name)
 	return name ? json_string(name) : json_null();
 }
 
+/* A latency (ms, finite, >= 0) kept to the microsecond, rounded half up.
+ * Not round(): the binary links no libm (Makefile). From 2^52 us up a
+ * double holds whole numbers only, so there is nothing left to round. */
+static double to_microsecond(double ms)
+{
+	double us = ms * 1000;
+
+	return us < 0x1p52 ? (double)(uint64_t)(us + 0.5) / 1000 : ms;
+}
+
 int event_kill_json(const struct event_ctx *ctx, uint64_t realtime_ns, const struct event_kill *k,
 		    char *buf, size_t len)
 {
@@ -516,7 +526,7 @@ int event_kill_json(const struct event_ctx *ctx, uint64_t realtime_ns, const str
 	/* Kept to the microsecond so that the line stays short. */
 	err |= put(d, "kill_latency_ms",
 		   isfinite(k->latency_ms) && k->latency_ms >= 0
-			   ? json_real(round(k->latency_ms * 1000) / 1000)
+			   ? json_real(to_microsecond(k->latency_ms))
 			   : json_null());
 	err |= put(d, "method", json_name_or_null(k->method));
 	if (!err && k->extra)

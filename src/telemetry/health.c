@@ -50,7 +50,12 @@ static void pool_scores(struct health_state *s, const struct sg_outcome *o)
 
 static bool flat(double cur, double prev, double eps)
 {
-	double scale = fmax(1.0, fmax(fabs(cur), fabs(prev)));
+	/* The larger magnitude, at least 1 (no fmax(): the binary links no
+	 * libm). A NaN compares false below, as it does with fmax(). */
+	double scale = fabs(cur) > fabs(prev) ? fabs(cur) : fabs(prev);
+
+	if (!(scale >= 1.0))
+		scale = 1.0;
 
 	return fabs(cur - prev) <= eps * scale;
 }

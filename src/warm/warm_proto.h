@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define WARM_SOCKET      "executor.sock"
 #define WARM_MAGIC       0x53475745u /* "SGWE" */
@@ -57,5 +58,9 @@ bool warm_env_shared(const char *entry);
 /* All of it, or -errno (-EPIPE at EOF). */
 int warm_send_all(int fd, const void *buf, size_t len);
 int warm_recv_all(int fd, void *buf, size_t len);
+/* The n parts in order, in as few sendmsg() calls as the socket takes
+ * (one, for an answer that fits its buffer: the client wakes once). The
+ * iovecs are consumed. 0 or -errno. */
+int warm_send_iov(int fd, struct iovec *iov, int n);
 
 #endif

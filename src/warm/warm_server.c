@@ -11,8 +11,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include "lib/array_len.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
 #include "warm_agent.h"
@@ -164,9 +166,11 @@ static void answer(struct client *c, int code, const char *out, size_t out_len, 
 	struct warm_reply r = {
 		.magic = WARM_MAGIC, .code = code, .out_len = out_len, .err_len = err_len
 	};
+	struct iovec iov[] = { { &r, sizeof(r) },
+			       { (void *)out, out_len },
+			       { (void *)err, err_len } };
 
-	if (warm_send_all(c->fd, &r, sizeof(r)) || warm_send_all(c->fd, out, out_len) ||
-	    warm_send_all(c->fd, err, err_len))
+	if (warm_send_iov(c->fd, iov, ARRAY_LEN(iov)))
 		sg_debug("executor: a client went away before its answer");
 }
 

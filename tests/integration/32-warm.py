@@ -127,6 +127,26 @@ def t_same_as_cold(env, ex):
     return "; ".join(bad) or None
 
 
+def t_large_answer(env, ex):
+    """An answer larger than the socket's buffer (about 600 KB of scores)
+    reaches the client whole: the executor sends it in parts, the client
+    prints the cold run's result."""
+    b = {"batch_id": "large", "items": [{"prompt": "p", "completion": "c" * (1 + i % 50)}
+                                        for i in range(32000)]}
+    got = {}
+    for name, extra in (("cold", COLD), ("warm", {})):
+        got[name] = run_batch(env, "wm-same", "rw_good.py", b, extra_env=extra)
+    (crc, cres, cerr), (wrc, wres, werr) = got["cold"], got["warm"]
+    if not cres or not wres:
+        return "no result: cold %d %s, warm %d %s" % (crc, cerr[-200:], wrc, werr[-200:])
+    if wres.get("path") != "warm" or len(wres.get("scores") or []) != len(b["items"]):
+        return "warm: path %s, %d scores" % (wres.get("path"), len(wres.get("scores") or []))
+    if comparable(cres) != comparable(wres) or crc != wrc or wrc != 0:
+        return "cold (%d) %s != warm (%d) %s" % (crc, str(comparable(cres))[:200], wrc,
+                                                str(comparable(wres))[:200])
+    return None
+
+
 def t_cold_fallbacks(env, ex):
     """No executor, another environment, SANDGUARD_WARM=0: cold, and right."""
     bad = []
@@ -396,6 +416,7 @@ def t_socket_root_only(env, ex):
 
 CASES = [
     ("warm-same-result-as-cold", t_same_as_cold),
+    ("warm-large-answer-whole", t_large_answer),
     ("warm-cold-fallbacks", t_cold_fallbacks),
     ("warm-verifier-tests-isolated-in-one-sandbox", t_verifier_isolated),
     ("warm-no-state-crosses-runs", t_no_state_crosses_runs),
