@@ -183,8 +183,11 @@ INIT_ENDED = "(?:exit 0|signal 9 SIGKILL)"
 
 def init_exit(a, sandbox, status):
     """The exit of the sandbox's init (its pid from the journal record),
-    marked as sandguard's: optional, as a kill can outrun it."""
-    return ("?", r"  %s  exit            pid %-7d sandguard \(sandbox init\)  %s"
+    marked as sandguard's: optional, as a kill can outrun it. Init ends by
+    `status` or by its own exit 0: the executor closes init's control
+    socket just before it sends the SIGKILL (end_init()), and an init that
+    sees the hang-up first exits (sb_init_run())."""
+    return ("?", r"  %s  exit            pid %-7d sandguard \(sandbox init\)  (%s|exit 0)"
             % (T, record_of(a, sandbox)["init_pid"], status))
 
 
