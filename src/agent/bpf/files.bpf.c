@@ -7,7 +7,8 @@
  * paths, openat2 and files created after the policy loaded are therefore
  * all judged the same way.
  *
- * LSM mode: lsm/file_open refuses with EACCES, lsm/bprm_check_security
+ * LSM mode: lsm/file_open refuses with EACCES (its file is a BTF pointer,
+ * read by plain loads), lsm/bprm_check_security
  * refuses a disallowed exec. Fallback mode (no BPF LSM): the exit of each
  * open syscall looks the new fd up and kills the task before it returns to
  * user space; io_uring opens are not seen (docs/kernel-support.md). The
@@ -198,15 +199,12 @@ static __always_inline void file_id_by_helpers(struct file *file, struct file_id
 	id->generation = BPF_CORE_READ(inode, i_generation);
 }
 
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
-
-/* The same fields by plain loads: bpf_rdonly_cast() makes the plain
- * pointer a read-only BTF one, whose loads the verifier guards against a
- * fault (a bad pointer reads 0) instead of calling a helper for each.
- * Only in the programs loaded where the probe found the kfunc. */
-static __always_inline void file_id_by_loads(struct file *file, struct file_id *id)
+/* The same fields by plain loads from a BTF pointer: the verifier guards
+ * each load against a fault (a bad pointer reads 0) instead of calling a
+ * helper for it. LSM's file is such a pointer on every supported kernel
+ * (5.10+); the fallback's needs bpf_rdonly_cast() first. */
+static __always_inline void file_id_by_loads(const struct file *f, struct file_id *id)
 {
-	struct file *f = bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
 	struct dentry *dentry = f->f_path.dentry;
 	struct inode *inode = dentry->d_inode;
 
@@ -214,6 +212,15 @@ static __always_inline void file_id_by_loads(struct file *file, struct file_id *
 	id->dev = dentry->d_sb->s_dev;
 	id->ino = inode->i_ino;
 	id->generation = inode->i_generation;
+}
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+/* The fd table slot's plain pointer made a read-only BTF one. Only in the
+ * programs loaded where the probe found the kfunc. */
+static __always_inline void file_id_by_cast(struct file *file, struct file_id *id)
+{
+	file_id_by_loads(bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file)), id);
 }
 
 /* Judge an opened file for the sandbox. Returns the policy action when
@@ -288,10 +295,10 @@ int BPF_PROG(sg_file_open, struct file *file, int ret)
 	sb = sg_current_sandbox_cfg(&cgid, &cfg);
 	if (!sb || !cfg)
 		return 0;
-	file_id_by_helpers(file, &id);
+	file_id_by_loads(file, &id);
 	/* The open of a file being executed is the exec rule's to judge
 	 * (bprm_check_security), so the violation is booked as an exec. */
-	if ((id.fmode & SG_FMODE_EXEC) || (BPF_CORE_READ(file, f_flags) & SG_FMODE_EXEC))
+	if ((id.fmode & SG_FMODE_EXEC) || (file->f_flags & SG_FMODE_EXEC))
 		return 0; /* __FMODE_EXEC: f_flags on older kernels, f_mode on newer */
 	action = judge_file(cgid, sb, cfg, file, &id, SG_MODE_LSM);
 	return action && action != SG_POLICY_LOG ? -SG_EACCES : 0;
@@ -399,7 +406,7 @@ static __always_inline int refused_open(__u64 cgid, const struct sg_sandbox *sb,
 }
 
 /* `loads` (a constant in each program): read the file by plain loads
- * (file_id_by_loads) rather than helper calls. */
+ * (file_id_by_cast) rather than helper calls. */
 static __always_inline int judge_open_exit(long fd, enum open_call call, bool loads)
 {
 	struct sg_config *cfg = NULL;
@@ -427,7 +434,7 @@ static __always_inline int judge_open_exit(long fd, enum open_call call, bool lo
 	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
 		return 0;
 	if (loads)
-		file_id_by_loads(file, &id);
+		file_id_by_cast(file, &id);
 	else
 		file_id_by_helpers(file, &id);
 	if (id.fmode & SG_FMODE_PATH)
