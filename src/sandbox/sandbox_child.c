@@ -143,20 +143,12 @@ int sb_child_join_run(const struct sb_child_plan *p)
 	return 0;
 }
 
-_Noreturn void sb_child_exec(const struct sb_child_plan *p)
+void sb_child_confine(const struct sb_child_plan *p)
 {
-	int err = sb_child_join_run(p);
+	int err;
 
-	if (err)
-		fail(p, SB_STEP_CGROUP, err);
 	if (setsid() < 0)
 		fail(p, SB_STEP_SETSID, errno);
-	for (int i = 0; i < 3; i++)
-		if (dup2(p->stdio[i], i) != i)
-			fail(p, SB_STEP_STDIO, errno);
-	err = cloexec_above_stdio();
-	if (err)
-		fail(p, SB_STEP_CLOSE_FDS, err);
 	err = sb_child_reset_signals();
 	if (err)
 		fail(p, SB_STEP_SIGNALS, err);
@@ -170,9 +162,6 @@ _Noreturn void sb_child_exec(const struct sb_child_plan *p)
 		fail(p, SB_STEP_PDEATHSIG, errno);
 	if (getppid() != 1)
 		_exit(127);
-	for (int i = 0; i < p->n_rlimits; i++)
-		if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim))
-			fail(p, SB_STEP_RLIMIT, errno);
 	if (chdir(p->scratch))
 		fail(p, SB_STEP_CHDIR, errno);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
@@ -183,11 +172,28 @@ _Noreturn void sb_child_exec(const struct sb_child_plan *p)
 			fail(p, SB_STEP_LANDLOCK, err);
 		close(p->landlock_fd);
 	}
+	/* What is left of main's start (dup2, prlimit64 on itself, execve)
+	 * is allowed by the filter. */
 	if (p->seccomp) {
 		err = seccomp_filter_install(p->seccomp);
 		if (err)
 			fail(p, SB_STEP_SECCOMP, err);
 	}
+}
+
+_Noreturn void sb_child_start(const struct sb_child_plan *p)
+{
+	int err;
+
+	for (int i = 0; i < 3; i++)
+		if (dup2(p->stdio[i], i) != i)
+			fail(p, SB_STEP_STDIO, errno);
+	err = cloexec_above_stdio();
+	if (err)
+		fail(p, SB_STEP_CLOSE_FDS, err);
+	for (int i = 0; i < p->n_rlimits; i++)
+		if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim))
+			fail(p, SB_STEP_RLIMIT, errno);
 	err = ENOENT;
 	for (int i = 0; i < p->n_exec_paths; i++) {
 		execve(p->exec_paths[i], p->argv, p->envp);
@@ -195,4 +201,14 @@ _Noreturn void sb_child_exec(const struct sb_child_plan *p)
 			err = errno; /* e.g. EACCES: worth more than "not found" */
 	}
 	fail(p, SB_STEP_EXEC, err);
+}
+
+_Noreturn void sb_child_exec(const struct sb_child_plan *p)
+{
+	int err = sb_child_join_run(p);
+
+	if (err)
+		fail(p, SB_STEP_CGROUP, err);
+	sb_child_confine(p);
+	sb_child_start(p);
 }
