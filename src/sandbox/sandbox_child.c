@@ -143,42 +143,51 @@ int sb_child_join_run(const struct sb_child_plan *p)
 	return 0;
 }
 
-void sb_child_confine(const struct sb_child_plan *p)
+int sb_child_confine(const struct sb_child_plan *p, int *step)
 {
 	int err;
 
+	*step = SB_STEP_SETSID;
 	if (setsid() < 0)
-		fail(p, SB_STEP_SETSID, errno);
+		return -errno;
+	*step = SB_STEP_SIGNALS;
 	err = sb_child_reset_signals();
 	if (err)
-		fail(p, SB_STEP_SIGNALS, err);
+		return err;
+	*step = SB_STEP_IDENTITY;
 	err = sb_child_drop_identity(p->uid, p->gid);
 	if (err)
-		fail(p, SB_STEP_IDENTITY, err);
+		return err;
 	/* After the uid change, which clears the parent-death signal. The
 	 * parent is the sandbox's init; if it is gone already, so is this
 	 * PID namespace. */
+	*step = SB_STEP_PDEATHSIG;
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
-		fail(p, SB_STEP_PDEATHSIG, errno);
+		return -errno;
 	if (getppid() != 1)
 		_exit(127);
+	*step = SB_STEP_CHDIR;
 	if (chdir(p->scratch))
-		fail(p, SB_STEP_CHDIR, errno);
+		return -errno;
+	*step = SB_STEP_NO_NEW_PRIVS;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		fail(p, SB_STEP_NO_NEW_PRIVS, errno);
+		return -errno;
+	*step = SB_STEP_LANDLOCK;
 	if (p->landlock_fd >= 0) {
 		err = landlock_enforce(p->landlock_fd);
 		if (err)
-			fail(p, SB_STEP_LANDLOCK, err);
+			return err;
 		close(p->landlock_fd);
 	}
 	/* What is left of main's start (dup2, prlimit64 on itself, execve)
 	 * is allowed by the filter. */
+	*step = SB_STEP_SECCOMP;
 	if (p->seccomp) {
 		err = seccomp_filter_install(p->seccomp);
 		if (err)
-			fail(p, SB_STEP_SECCOMP, err);
+			return err;
 	}
+	return 0;
 }
 
 _Noreturn void sb_child_start(const struct sb_child_plan *p)
@@ -205,10 +214,10 @@ _Noreturn void sb_child_start(const struct sb_child_plan *p)
 
 _Noreturn void sb_child_exec(const struct sb_child_plan *p)
 {
-	int err = sb_child_join_run(p);
+	int err = sb_child_join_run(p), step = SB_STEP_CGROUP;
 
+	err = err ?: sb_child_confine(p, &step);
 	if (err)
-		fail(p, SB_STEP_CGROUP, err);
-	sb_child_confine(p);
+		fail(p, step, err);
 	sb_child_start(p);
 }

@@ -17,11 +17,12 @@
  *
  * The first run's main is forked ahead of its START (sandbox_prerun.c),
  * where the first run's cgroup is ready when init starts and init needs
- * no relay: before READY, init forks it into that cgroup; it does every
- * step that does not depend on the run (setsid, signals, identity,
+ * no relay: right after READY, init forks it into that cgroup; it does
+ * every step that does not depend on the run (setsid, signals, identity,
  * chdir, no_new_privs, Landlock, seccomp), holds nothing but its own end
  * of a run channel from the executor, and waits there for the START
- * (argv, rlimits; stdio, report pipe). init reaps it as the run's main.
+ * (argv, rlimits; stdio, report pipe), on whose report pipe a failed
+ * step is reported as main's would be. init reaps it as the run's main.
  * The executor's close of the channel without a START ends it; so does
  * init's end. Later runs (a verifier's tests) start from init's START as
  * above: no such process waits beside a running one.
@@ -162,21 +163,17 @@ _Noreturn void sb_init_run(const struct sb_init_plan *p);
 _Noreturn void sb_child_exec(const struct sb_child_plan *p);
 
 /* main's steps that depend on the sandbox only: setsid, signals, identity,
- * parent-death signal, chdir, no_new_privs, Landlock, seccomp. A failure
- * is reported on p->report_fd, and exits 127. */
-void sb_child_confine(const struct sb_child_plan *p);
+ * parent-death signal, chdir, no_new_privs, Landlock, seccomp. 0, or
+ * -errno with *step the one that failed. */
+int sb_child_confine(const struct sb_child_plan *p, int *step);
 
 /* main's steps that depend on the run, after sb_child_confine(): stdio,
  * rlimits, execve. */
 _Noreturn void sb_child_start(const struct sb_child_plan *p);
 
-/* In init, before READY (p->pre_chan >= 0): fork the first run's main
- * into its cgroup and wait until it is confined. Its pid, or -errno
- * with *step (a FAILED report's) set. */
-pid_t sb_prerun_fork(const struct sb_init_plan *p, int *step, int *sync);
-
-/* In init, after READY: let the pre-forked main take its START. */
-void sb_prerun_go(int sync);
+/* In init, after READY (p->pre_chan >= 0): fork the first run's main
+ * into its cgroup, to wait there for its START. Its pid, or -errno. */
+pid_t sb_prerun_fork(const struct sb_init_plan *p);
 
 /* A START off the socket: its fds (SCM_RIGHTS, in the order of enum
  * sb_start_fd) moved above stdio. 0, -ESHUTDOWN at EOF, -EPROTO, -errno. */

@@ -262,18 +262,16 @@ _Noreturn void sb_init_run(const struct sb_init_plan *p)
 	bool ran = false;
 
 	set_up(p, &st);
+	tell(p->ctl, &ready);
+	/* After READY: the executor reads it before the first run's execve
+	 * (the pre-forked main's START can be queued before READY is). */
 	if (p->pre_chan >= 0) {
-		int step, sync;
-		pid_t pid = sb_prerun_fork(p, &step, &sync);
+		pid_t pid = sb_prerun_fork(p);
 
 		if (pid < 0)
-			fail(p, step, -pid, -1);
+			fail(p, SB_STEP_FORK, -pid, -1);
 		st.main = pid;
 		ran = true;
-		tell(p->ctl, &ready);
-		sb_prerun_go(sync);
-	} else {
-		tell(p->ctl, &ready);
 	}
 	for (;;) {
 		bool running = st.main > 0 || st.main_done;

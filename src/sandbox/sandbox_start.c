@@ -58,7 +58,7 @@ int sb_start_receive(int ctl, struct sb_start *m, int fds[SB_START_FDS])
 /* argv and the exec paths out of the strings, and the rest of the run's
  * plan. */
 int sb_start_decode(const struct sb_start *m, const int fds[SB_START_FDS], char **argv,
-		  struct sb_child_plan *run)
+		    struct sb_child_plan *run)
 {
 	uint32_t want = m->argc + m->n_exec_paths, got = 0;
 	const char *s = m->strings, *end = m->strings + m->len;
