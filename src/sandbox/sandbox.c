@@ -253,6 +253,7 @@ static void make_plan(struct sandbox *sb, int ctl)
 	plan->unshare_flags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET;
 	plan->hostname = HOSTNAME;
 	plan->root = &sb->root;
+	plan->pre_chan = plan->pre_cgroup = -1;
 	c->report_fd = c->cgroup_procs_fd = -1;
 	c->stdio[0] = c->stdio[1] = c->stdio[2] = -1;
 	c->uid = sb->slot.uid;
@@ -286,18 +287,42 @@ static void oom_protect(pid_t pid)
 		close(fd);
 }
 
-static int start_init(struct sandbox *sb, char *detail, size_t dlen)
+/* The first run's main forked ahead of its START (sandbox_prerun.c):
+ * where init is born in the sandbox's cgroup and the run's main can be
+ * born in the run's (clone3), and no relay is started with main. */
+static int plan_prerun(struct sandbox *sb, char *detail, size_t dlen)
 {
 	int pair[2];
+
+	if (!sb->plan.clone3 || sb->plan.migrate || sb->relay || sb->leaf.dir_fd < 0)
+		return 0;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair))
+		return sb_fail(detail, dlen, -errno, "socketpair: %s", strerror(errno));
+	sb->pre = pair[0];
+	sb->plan.pre_chan = pair[1];
+	sb->plan.pre_cgroup = sb->leaf.dir_fd;
+	return 0;
+}
+
+static int start_init(struct sandbox *sb, char *detail, size_t dlen)
+{
+	int pair[2], err;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair))
 		return sb_fail(detail, dlen, -errno, "socketpair: %s", strerror(errno));
 	make_plan(sb, pair[1]);
+	err = plan_prerun(sb, detail, dlen);
+	if (err) {
+		close(pair[0]);
+		close(pair[1]);
+		return err;
+	}
 	sb->init = sb->plan.migrate ? sb_clone(CLONE_NEWPID)
 				    : sb_clone_into(CLONE_NEWPID, sb->cg.dir_fd);
 	if (sb->init == 0)
 		sb_init_run(&sb->plan);
 	close(pair[1]);
+	fs_close(&sb->plan.pre_chan);
 	sb->ctl = pair[0];
 	if (sb->init < 0) {
 		sb->init = 0;
@@ -327,7 +352,7 @@ int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char 
 	snprintf(sb->tenant, sizeof(sb->tenant), "%s", spec->tenant);
 	sb->exec_in_scratch = spec->allow_exec_in_scratch;
 	sb->agent = spec->agent;
-	sb->slot.lock_fd = sb->landlock_fd = sb->ctl = -1;
+	sb->slot.lock_fd = sb->landlock_fd = sb->ctl = sb->pre = -1;
 	sb_warm_init(&sb->warm);
 	sb->leaf.dir_fd = sb->leaf.procs_fd = -1;
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
@@ -477,12 +502,16 @@ const char *sandbox_id(const struct sandbox *sb)
 	return sb->id;
 }
 
-/* init, and with it the PID namespace, gone; reaped. */
+/* init, and with it the PID namespace, gone; reaped. The kill comes
+ * before the control socket's close: an init that saw the hang-up first
+ * would exit by itself, and its end would read differently from one
+ * teardown to the next. */
 static void end_init(struct sandbox *sb)
 {
-	fs_close(&sb->ctl);
 	if (sb->init > 0 && !sb->init_reaped)
 		kill(sb->init, SIGKILL);
+	fs_close(&sb->pre);
+	fs_close(&sb->ctl);
 	if (sb->cgroup_made && sb_cgroup_kill(&sb->cg, SB_KILL_WAIT_MS))
 		sg_error("sandbox %s: cgroup not empty after %d ms", sb->id, SB_KILL_WAIT_MS);
 	while (sb->init > 0 && !sb->init_reaped) {

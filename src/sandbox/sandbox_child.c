@@ -143,51 +143,66 @@ int sb_child_join_run(const struct sb_child_plan *p)
 	return 0;
 }
 
-_Noreturn void sb_child_exec(const struct sb_child_plan *p)
+int sb_child_confine(const struct sb_child_plan *p, int *step)
 {
-	int err = sb_child_join_run(p);
+	int err;
 
-	if (err)
-		fail(p, SB_STEP_CGROUP, err);
+	*step = SB_STEP_SETSID;
 	if (setsid() < 0)
-		fail(p, SB_STEP_SETSID, errno);
+		return -errno;
+	*step = SB_STEP_SIGNALS;
+	err = sb_child_reset_signals();
+	if (err)
+		return err;
+	*step = SB_STEP_IDENTITY;
+	err = sb_child_drop_identity(p->uid, p->gid);
+	if (err)
+		return err;
+	/* After the uid change, which clears the parent-death signal. The
+	 * parent is the sandbox's init; if it is gone already, so is this
+	 * PID namespace. */
+	*step = SB_STEP_PDEATHSIG;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
+		return -errno;
+	if (getppid() != 1)
+		_exit(127);
+	*step = SB_STEP_CHDIR;
+	if (chdir(p->scratch))
+		return -errno;
+	*step = SB_STEP_NO_NEW_PRIVS;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -errno;
+	*step = SB_STEP_LANDLOCK;
+	if (p->landlock_fd >= 0) {
+		err = landlock_enforce(p->landlock_fd);
+		if (err)
+			return err;
+		close(p->landlock_fd);
+	}
+	/* What is left of main's start (dup2, prlimit64 on itself, execve)
+	 * is allowed by the filter. */
+	*step = SB_STEP_SECCOMP;
+	if (p->seccomp) {
+		err = seccomp_filter_install(p->seccomp);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+_Noreturn void sb_child_start(const struct sb_child_plan *p)
+{
+	int err;
+
 	for (int i = 0; i < 3; i++)
 		if (dup2(p->stdio[i], i) != i)
 			fail(p, SB_STEP_STDIO, errno);
 	err = cloexec_above_stdio();
 	if (err)
 		fail(p, SB_STEP_CLOSE_FDS, err);
-	err = sb_child_reset_signals();
-	if (err)
-		fail(p, SB_STEP_SIGNALS, err);
-	err = sb_child_drop_identity(p->uid, p->gid);
-	if (err)
-		fail(p, SB_STEP_IDENTITY, err);
-	/* After the uid change, which clears the parent-death signal. The
-	 * parent is the sandbox's init; if it is gone already, so is this
-	 * PID namespace. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
-		fail(p, SB_STEP_PDEATHSIG, errno);
-	if (getppid() != 1)
-		_exit(127);
 	for (int i = 0; i < p->n_rlimits; i++)
 		if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim))
 			fail(p, SB_STEP_RLIMIT, errno);
-	if (chdir(p->scratch))
-		fail(p, SB_STEP_CHDIR, errno);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		fail(p, SB_STEP_NO_NEW_PRIVS, errno);
-	if (p->landlock_fd >= 0) {
-		err = landlock_enforce(p->landlock_fd);
-		if (err)
-			fail(p, SB_STEP_LANDLOCK, err);
-		close(p->landlock_fd);
-	}
-	if (p->seccomp) {
-		err = seccomp_filter_install(p->seccomp);
-		if (err)
-			fail(p, SB_STEP_SECCOMP, err);
-	}
 	err = ENOENT;
 	for (int i = 0; i < p->n_exec_paths; i++) {
 		execve(p->exec_paths[i], p->argv, p->envp);
@@ -195,4 +210,14 @@ _Noreturn void sb_child_exec(const struct sb_child_plan *p)
 			err = errno; /* e.g. EACCES: worth more than "not found" */
 	}
 	fail(p, SB_STEP_EXEC, err);
+}
+
+_Noreturn void sb_child_exec(const struct sb_child_plan *p)
+{
+	int err = sb_child_join_run(p), step = SB_STEP_CGROUP;
+
+	err = err ?: sb_child_confine(p, &step);
+	if (err)
+		fail(p, step, err);
+	sb_child_start(p);
 }

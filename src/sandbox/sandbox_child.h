@@ -15,6 +15,18 @@
  *   executor closes the control socket, or init dies: the PID namespace
  *        ends, and everything in it.
  *
+ * The first run's main is forked ahead of its START (sandbox_prerun.c),
+ * where the first run's cgroup is ready when init starts and init needs
+ * no relay: right after READY, init forks it into that cgroup; it does
+ * every step that does not depend on the run (setsid, signals, identity,
+ * chdir, no_new_privs, Landlock, seccomp), holds nothing but its own end
+ * of a run channel from the executor, and waits there for the START
+ * (argv, rlimits; stdio, report pipe), on whose report pipe a failed
+ * step is reported as main's would be. init reaps it as the run's main.
+ * The executor's close of the channel without a START ends it; so does
+ * init's end. Later runs (a verifier's tests) start from init's START as
+ * above: no such process waits beside a running one.
+ *
  * Only async-signal-safe calls (the executor may be multithreaded, and
  * the processes are made by raw clone()): no malloc, no stdio. A failure
  * of init's setup is a FAILED report on the control socket, a failure of
@@ -110,6 +122,8 @@ struct sb_init_plan {
 	const char *hostname;
 	const struct sb_root_plan *root;
 	uint64_t proc_read; /* Landlock read rights on the sandbox's /proc paths */
+	int pre_chan;       /* the first run's channel (SOCK_SEQPACKET); -1: no pre-fork */
+	int pre_cgroup;     /* the first run's cgroup (a directory fd, for clone3) */
 	struct sb_child_plan child;
 };
 
@@ -147,6 +161,31 @@ _Noreturn void sb_init_run(const struct sb_init_plan *p);
 
 /* main: from init's clone to the tenant's execve. */
 _Noreturn void sb_child_exec(const struct sb_child_plan *p);
+
+/* main's steps that depend on the sandbox only: setsid, signals, identity,
+ * parent-death signal, chdir, no_new_privs, Landlock, seccomp. 0, or
+ * -errno with *step the one that failed. */
+int sb_child_confine(const struct sb_child_plan *p, int *step);
+
+/* main's steps that depend on the run, after sb_child_confine(): stdio,
+ * rlimits, execve. */
+_Noreturn void sb_child_start(const struct sb_child_plan *p);
+
+/* In init, after READY (p->pre_chan >= 0): fork the first run's main
+ * into its cgroup, to wait there for its START. Its pid, or -errno. */
+pid_t sb_prerun_fork(const struct sb_init_plan *p);
+
+/* A START off the socket: its fds (SCM_RIGHTS, in the order of enum
+ * sb_start_fd) moved above stdio. 0, -ESHUTDOWN at EOF, -EPROTO, -errno. */
+int sb_start_receive(int sock, struct sb_start *m, int fds[SB_START_FDS]);
+
+/* argv and the exec paths out of a START's strings, and the rest of the
+ * run's plan into *run. 0 or -EPROTO. */
+int sb_start_decode(const struct sb_start *m, const int fds[SB_START_FDS], char **argv,
+		    struct sb_child_plan *run);
+
+/* A run that cannot start says why on its report pipe, as main would. */
+void sb_start_refuse(int report_fd, int step, int err);
 
 /* Close every fd but those in keep[] (negative entries ignored; at most
  * SB_KEEP_MAX). Shared by init and the relay. */

@@ -229,8 +229,11 @@ static int send_start(struct run *r)
 		return sb_run_fail(r, -ENOMEM, "out of memory");
 	err = encode(r, m);
 	if (!err) {
-		err = sb_send_fds(sb->ctl, m, offsetof(struct sb_start, strings) + m->len, fds,
-				  SB_START_FDS);
+		/* The first run's to its main, forked ahead (sandbox_prerun.c);
+		 * the others' to init. */
+		err = sb_send_fds(sb->pre >= 0 ? sb->pre : sb->ctl, m,
+				  offsetof(struct sb_start, strings) + m->len, fds, SB_START_FDS);
+		fs_close(&sb->pre);
 		if (err) {
 			err = sb_run_fail(r, err, "sandbox %s: cannot start the run: %s", sb->id,
 					  strerror(-err));

@@ -2,10 +2,12 @@
  * src/sandbox/sandbox_child.h). It does what needs root before any tenant
  * code exists, says READY, and then serves runs: for each START it starts
  * the relay and main inside the run's cgroup, reaps, and says DONE with
- * main's wait status. It never runs tenant code; it keeps only the
- * capabilities a run's start needs (its processes' uid change, the relay's
- * way back to the host's network, the next run's fresh IPC namespace),
- * and its exit takes everything left in the namespace with it.
+ * main's wait status (the first run's main it forks right after READY, to
+ * wait for its START: sandbox_prerun.c). It never runs tenant code; it
+ * keeps only the capabilities a run's start needs (its processes' uid
+ * change, the relay's way back to the host's network, the next run's
+ * fresh IPC namespace), and its exit takes everything left in the
+ * namespace with it.
  * Async-signal-safe calls only. */
 #include <errno.h>
 #include <fcntl.h>
@@ -120,6 +122,8 @@ static void set_up(const struct sb_init_plan *p, struct init_state *st)
 	keep[n++] = p->ctl;
 	keep[n++] = p->child.landlock_fd;
 	keep[n++] = st->host_netns;
+	keep[n++] = p->pre_chan;
+	keep[n++] = p->pre_cgroup;
 	for (int i = 0; i < st->n_listeners; i++)
 		keep[n++] = st->listeners[i];
 	/* Nothing of the executor's stays open in init: not its stdio, not
@@ -153,98 +157,6 @@ static void set_up(const struct sb_init_plan *p, struct init_state *st)
 		fail(p, SB_STEP_CAPABILITIES, err, -1);
 }
 
-/* The run's fds, kept above stdio: main's dup2() onto 0, 1 and 2 must not
- * clobber one of them. */
-static int receive(int ctl, struct sb_start *m, int fds[SB_START_FDS])
-{
-	char cbuf[CMSG_SPACE(sizeof(int) * SB_START_FDS)];
-	struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = cbuf,
-			     .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c;
-	ssize_t got;
-	int n = 0;
-
-	for (int i = 0; i < SB_START_FDS; i++)
-		fds[i] = -1;
-	do
-		got = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
-	while (got < 0 && errno == EINTR);
-	if (got <= 0)
-		return got == 0 ? -ESHUTDOWN : -errno;
-	c = CMSG_FIRSTHDR(&mh);
-	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-		n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		memcpy(fds, CMSG_DATA(c),
-		       sizeof(int) * (size_t)(n < SB_START_FDS ? n : SB_START_FDS));
-	}
-	for (int i = 0; i < SB_START_FDS; i++) {
-		if (fds[i] >= 0 && fds[i] <= 2) {
-			int up = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
-
-			close(fds[i]);
-			fds[i] = up;
-		}
-	}
-	if (n != SB_START_FDS || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-	    (size_t)got < offsetof(struct sb_start, strings) || m->magic != SB_START_MAGIC ||
-	    (size_t)got != offsetof(struct sb_start, strings) + m->len)
-		return -EPROTO;
-	for (int i = 0; i < SB_START_FDS; i++)
-		if (fds[i] < 0)
-			return -EBADF;
-	return 0;
-}
-
-/* argv and the exec paths out of the strings, and the rest of the run's
- * plan. */
-static int decode(const struct sb_start *m, const int fds[SB_START_FDS], char **argv,
-		  struct sb_child_plan *run)
-{
-	uint32_t want = m->argc + m->n_exec_paths, got = 0;
-	const char *s = m->strings, *end = m->strings + m->len;
-
-	if (!m->argc || m->argc > SB_START_ARGS || m->n_exec_paths < 1 ||
-	    m->n_exec_paths > ARRAY_LEN(run->exec_paths) || m->n_rlimits < 0 ||
-	    m->n_rlimits > SB_MAX_RLIMITS || m->len > SB_START_STRINGS)
-		return -EPROTO;
-	while (s < end && got < want) {
-		const char *nul = memchr(s, '\0', (size_t)(end - s));
-
-		if (!nul)
-			return -EPROTO;
-		if (got < m->argc)
-			argv[got] = (char *)s;
-		else
-			run->exec_paths[got - m->argc] = s;
-		got++;
-		s = nul + 1;
-	}
-	if (got != want)
-		return -EPROTO;
-	argv[m->argc] = NULL;
-	run->argv = argv;
-	run->n_exec_paths = (int)m->n_exec_paths;
-	run->n_rlimits = m->n_rlimits;
-	memcpy(run->rlimits, m->rlimits, sizeof(run->rlimits));
-	for (int i = 0; i < 3; i++)
-		run->stdio[i] = fds[SB_FD_STDIN + i];
-	run->report_fd = fds[SB_FD_REPORT];
-	return 0;
-}
-
-/* A run that cannot start says why on its report pipe, as main would. */
-static void refuse(int report_fd, int step, int err)
-{
-	struct sb_child_report r = { .type = SB_REPORT_FAILED, .step = step, .err = err };
-
-	if (report_fd >= 0 && write(report_fd, &r, sizeof(r)) < 0) {
-		/* the executor gave up on the run */
-	}
-}
-
 static pid_t start_in(const struct sb_init_plan *p, struct sb_child_plan *run, int cgroup_fd)
 {
 	if (p->clone3)
@@ -262,11 +174,11 @@ static void start_run(struct init_state *st)
 	struct sb_child_plan run = p->child;
 	int fds[SB_START_FDS], life[2] = { -1, -1 }, err;
 
-	err = receive(p->ctl, &msg, fds);
+	err = sb_start_receive(p->ctl, &msg, fds);
 	if (err == -ESHUTDOWN)
 		_exit(0); /* the executor closed the socket: the sandbox is done */
 	if (!err)
-		err = decode(&msg, fds, argv, &run);
+		err = sb_start_decode(&msg, fds, argv, &run);
 	if (!err && run.net && pipe2(life, O_CLOEXEC))
 		err = -errno;
 	if (!err && run.net) {
@@ -292,8 +204,9 @@ static void start_run(struct init_state *st)
 	if (err) {
 		st->main = 0;
 		st->main_done = true; /* DONE, main_ran 0 */
-		refuse(fds[SB_FD_REPORT],
-		       err == -EPROTO || err == -EBADF ? SB_STEP_START : SB_STEP_FORK, -err);
+		sb_start_refuse(fds[SB_FD_REPORT],
+				err == -EPROTO || err == -EBADF ? SB_STEP_START : SB_STEP_FORK,
+				-err);
 	}
 	for (int i = 0; i < SB_START_FDS; i++)
 		if (fds[i] >= 0)
@@ -351,6 +264,16 @@ _Noreturn void sb_init_run(const struct sb_init_plan *p)
 
 	set_up(p, &st);
 	tell(p->ctl, &ready);
+	/* After READY: the executor reads it before the first run's execve
+	 * (the pre-forked main's START can be queued before READY is). */
+	if (p->pre_chan >= 0) {
+		pid_t pid = sb_prerun_fork(p);
+
+		if (pid < 0)
+			fail(p, SB_STEP_FORK, -pid, -1);
+		st.main = pid;
+		ran = true;
+	}
 	for (;;) {
 		bool running = st.main > 0 || st.main_done;
 		/* A START is read only between runs (the executor sends one

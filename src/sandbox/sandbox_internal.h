@@ -47,6 +47,7 @@ struct sandbox {
 	char *envp[4];
 	struct sb_init_plan plan;
 	int ctl; /* our end of init's control socket */
+	int pre; /* the first run's channel to its pre-forked main; -1: none, or used */
 	pid_t init;
 	bool init_reaped;
 	bool ready;  /* init said READY */

@@ -176,18 +176,17 @@ def record_of(a, sandbox):
     return next(x for x in sgjournal.read(a.env["SANDGUARD_STATE_DIR"]) if x["sandbox"] == sandbox)
 
 
-# A finished run's init: it exits when the executor closes its control
-# socket, unless the teardown's SIGKILL that follows gets there first.
-INIT_ENDED = "(?:exit 0|signal 9 SIGKILL)"
+# A finished run's init: the teardown's SIGKILL ends it, sent before the
+# executor closes its control socket (end_init()), so that init never sees
+# the hang-up first and exits by itself.
+INIT_ENDED = "signal 9 SIGKILL"
 
 
 def init_exit(a, sandbox, status):
     """The exit of the sandbox's init (its pid from the journal record),
-    marked as sandguard's: optional, as a kill can outrun it. Init ends by
-    `status` or by its own exit 0: the executor closes init's control
-    socket just before it sends the SIGKILL (end_init()), and an init that
-    sees the hang-up first exits (sb_init_run())."""
-    return ("?", r"  %s  exit            pid %-7d sandguard \(sandbox init\)  (%s|exit 0)"
+    marked as sandguard's: optional, as a kill can outrun it (the teardown
+    follows the result). Init ends by `status` only."""
+    return ("?", r"  %s  exit            pid %-7d sandguard \(sandbox init\)  %s"
             % (T, record_of(a, sandbox)["init_pid"], status))
 
 

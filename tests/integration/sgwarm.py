@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from sgexecutor import PYTHON, SRC, batch, exec_cli
+from sgexecutor import BIN, PYTHON, SRC, batch, exec_cli
 
 DEMO = os.path.join(SRC, "scripts", "demo", "programs")
 WARM_BOUND_S = 60  # how long a case waits for the pool to hand out a warm sandbox
@@ -65,11 +65,20 @@ def until_warm(env, tenant, program, args=(), items=4):
 
 
 def parent_pids(env, tenant):
-    """The host pids of the tenant's warm parents (each alone in run-1)."""
+    """The host pids of the tenant's warm parents (each alone in run-1).
+    Not a prepared sandbox's first-run process, waiting in run-1 for its
+    run (src/sandbox/sandbox_prerun.c): it has not exec'd, its image is
+    still sandguard's."""
     pids = []
     for procs in glob.glob(os.path.join(env.cgroot, tenant, "*", "run-1", "cgroup.procs")):
         with open(procs) as f:
-            pids += [int(x) for x in f.read().split()]
+            for pid in [int(x) for x in f.read().split()]:
+                try:
+                    waiting = os.path.samefile("/proc/%d/exe" % pid, BIN)
+                except OSError:
+                    waiting = False
+                if not waiting:
+                    pids.append(pid)
     return pids
 
 
