@@ -39,6 +39,7 @@ if sys.path and sys.path[0] == "":
 VERIFY = sys.argv[1:] == ["--verify"]
 
 import _signal  # noqa: E402 (a cold interpreter's already)
+import atexit  # noqa: E402 (finish()'s: imported here once, not by the import system in each child)
 import builtins  # noqa: E402
 import ctypes  # noqa: E402
 import gc  # noqa: E402
@@ -251,8 +252,6 @@ def finish(status):
     threading = sys.modules.get("threading")
     if threading is not None:
         threading._shutdown()
-    import atexit
-
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
