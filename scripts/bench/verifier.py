@@ -171,12 +171,12 @@ RUNNERS = ("plain", "sandguard", "warm")
 
 def cpu_text(parts):
     """"52.1 ms: sandboxes 40.2 (parents 12.0), executor 3.5, ..." """
-    inner = {"sandboxes": "parents"}
     text = []
     for k in ("sandboxes", "executor", "clients", "plain", "agent"):
         if k in parts:
-            text.append("%s %.1f" % (k, parts[k]) +
-                        (" (%s %.1f)" % (inner[k], parts[inner[k]]) if inner.get(k) in parts else ""))
+            within = " (parents %.1f)" % parts["parents"] if k == "sandboxes" and \
+                "parents" in parts else ""
+            text.append("%s %.1f%s" % (k, parts[k], within))
     return "%.1f ms: %s" % (parts["total"], ", ".join(text))
 
 
