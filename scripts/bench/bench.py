@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import cpumeter
 import hooks
 import interp
 import killlat
@@ -24,7 +25,7 @@ import ringpipe
 import syscost
 import verifier
 import warm
-from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine, process_cpu_ms
+from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine
 
 QUICK = {
     "launch_rounds": 10, "breakdown_runs": 3,
@@ -153,10 +154,11 @@ def main():
             log("scenario 5: verifier, %d programs x %d tests, %d invocations at a time, "
                 "through a running executor" % (cfg["programs"], verifier.N_TESTS, nproc))
             executor = warm.Daemon(env, ["executor"], "executor listening on")
+            meter = cpumeter.Meter(env.cgroot, env.cgroot + "-plain", executor.proc.pid, agent.pid)
             try:
-                doc["rows"] += verifier.measure(env, cfg["programs"], cfg["chunks"], nproc,
-                                                lambda: process_cpu_ms(executor.proc.pid))
+                doc["rows"] += verifier.measure(env, cfg["programs"], cfg["chunks"], nproc, meter)
             finally:
+                meter.close()
                 executor.stop()
         if "2" in only or "3" in only:
             log("scenarios 2+3: hook overhead, %d on/off cycles" % cfg["hook_cycles"])

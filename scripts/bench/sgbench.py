@@ -43,15 +43,6 @@ def children_cpu_ms():
     return (r.ru_utime + r.ru_stime) * 1000.0
 
 
-def process_cpu_ms(pid):
-    """User + system CPU of a running process and of its waited-for
-    children so far, in ms (a long-lived executor: its sandboxes' inits are
-    its children, reaped when torn down)."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) * 1000.0 / os.sysconf("SC_CLK_TCK")
-
-
 class Env:
     """The bench's private world: a temp dir (policies, programs, scratch,
     state), an event file on tmpfs, and the env vars that point every

@@ -24,7 +24,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from sgbench import PY, children_cpu_ms, log, summary
+from sgbench import PY, log, summary
 
 TENANT = "verify"
 TENANT_WARM = "verify-warm"  # the same policy with "warm": {"interpreter": "python3", "verify": true}
@@ -155,9 +155,10 @@ def run_sandguard(env, dirs, parallel, paths, tenant=TENANT):
             sum(h for _, _, _, h in results))
 
 
-def run_plain(dirs, parallel):
+def run_plain(dirs, parallel, meter):
     p = subprocess.run(["xargs", "-P%d" % parallel, "-n1", "/bin/sh", RUNONE, str(TIMEOUT_MS / 1000.0)],
-                       input="\n".join(dirs) + "\n", capture_output=True, text=True)
+                       input="\n".join(dirs) + "\n", capture_output=True, text=True,
+                       preexec_fn=meter.join_plain)
     rewards = {}
     for line in p.stdout.splitlines():
         d, r = line.rsplit(" ", 1)
@@ -168,9 +169,20 @@ def run_plain(dirs, parallel):
 RUNNERS = ("plain", "sandguard", "warm")
 
 
-def measure(env, n_programs, chunks, parallel, server_cpu_ms=None):
-    """server_cpu_ms: the CPU ms so far of a long-lived executor the runs go
-    to (its work is not a child of ours), added to sandguard's CPU."""
+def cpu_text(parts):
+    """"52.1 ms: sandboxes 40.2 (parents 12.0), executor 3.5, ..." """
+    text = []
+    for k in ("sandboxes", "executor", "clients", "plain", "agent"):
+        if k in parts:
+            within = " (parents %.1f)" % parts["parents"] if k == "sandboxes" and \
+                "parents" in parts else ""
+            text.append("%s %.1f%s" % (k, parts[k], within))
+    return "%.1f ms: %s" % (parts["total"], ", ".join(text))
+
+
+def measure(env, n_programs, chunks, parallel, meter):
+    """meter: a cpumeter.Meter, which books each runner's CPU (all of it:
+    docs/performance.md, section 5)."""
     programs = generate(os.path.join(env.programs, "verify"), n_programs)
     dirs = [d for d, _ in programs]
     expected = dict(programs)
@@ -178,29 +190,28 @@ def measure(env, n_programs, chunks, parallel, server_cpu_ms=None):
     parts = [dirs[i:i + size] for i in range(0, len(dirs), size)]
     rates = {k: [] for k in RUNNERS}
     wall = {k: 0.0 for k in RUNNERS}
-    cpu = {k: 0.0 for k in RUNNERS}
     rewards = {k: {} for k in RUNNERS}
     unenforced = {k: 0 for k in RUNNERS}
     hung = {k: 0 for k in RUNNERS}
     paths = {"sandguard": {}, "warm": {}}
+    tenants = {"plain": None, "sandguard": TENANT, "warm": TENANT_WARM}
     for i, part in enumerate(parts):
         # Each runner first, second and last in turn, and each order also
         # reversed: no runner always follows the same one.
         order = RUNNERS[i % 3:] + RUNNERS[:i % 3]
         order = order[::-1] if (i // 3) % 2 else order
         for who in order:
-            extra = server_cpu_ms if who != "plain" and server_cpu_ms else (lambda: 0.0)
-            c0 = children_cpu_ms() + extra()
             t0 = time.monotonic()
             if who == "plain":
-                got = run_plain(part, parallel)
+                got = meter.window(who, None, lambda: run_plain(part, parallel, meter))
             else:
-                got, missed, stuck = run_sandguard(env, part, parallel, paths[who],
-                                                   TENANT_WARM if who == "warm" else TENANT)
+                got, missed, stuck = meter.window(
+                    who, tenants[who],
+                    lambda: run_sandguard(env, part, parallel, paths[who], tenants[who]),
+                    parents=who == "warm")
                 unenforced[who] += missed
                 hung[who] += stuck
             dt = time.monotonic() - t0
-            cpu[who] += children_cpu_ms() + extra() - c0
             rewards[who].update(got)
             wall[who] += dt
             rates[who].append(len(part) * N_TESTS / dt)
@@ -216,7 +227,7 @@ def measure(env, n_programs, chunks, parallel, server_cpu_ms=None):
         differ = sorted(os.path.basename(d) for d in dirs
                         if rewards[who].get(d) != rewards["plain"].get(d))
         n_pass = sum(1 for d in dirs if rewards[who].get(d) == 1)
-        per_test = {k: cpu[k] / (len(dirs) * N_TESTS) for k in (who, "plain")}
+        per_test = {k: meter.per_test(k, len(dirs) * N_TESTS) for k in (who, "plain")}
         detail = {
             "programs": len(dirs), "tests_per_program": N_TESTS, "parallel_invocations": parallel,
             "chunks": len(parts), "timeout_ms": TIMEOUT_MS, "tenant": TENANT_WARM if who == "warm" else TENANT,
@@ -241,11 +252,12 @@ def measure(env, n_programs, chunks, parallel, server_cpu_ms=None):
             "baseline_name": "xargs -P%d + timeout, unsandboxed" % parallel,
             "ratio": s["median"] / b["median"], "target": ">= %.1fx" % target,
             "lower_is_better": False,
-            "notes": "verdicts %s (%d/%d programs pass); CPU per test %.1f ms (baseline %.1f ms); "
+            "notes": "verdicts %s (%d/%d programs pass); CPU per test %s (baseline %s); "
                      "%d sandboxes not taken by the agent; %d invocations hung (killed after %d s); "
                      "paths %s" %
                      ("identical" if not differ else "DIFFER on %d" % len(differ), n_pass,
-                      len(dirs), per_test[who], per_test["plain"], unenforced[who], hung[who],
+                      len(dirs), cpu_text(per_test[who]), cpu_text(per_test["plain"]),
+                      unenforced[who], hung[who],
                       INVOCATION_LIMIT_S, paths[who]),
             "detail": detail})
     return out
