@@ -269,24 +269,6 @@ static void make_plan(struct sandbox *sb, int ctl)
 	c->envp = sb->envp;
 }
 
-/* Out of the OOM killer's reach: it would pick init only if nothing else
- * were left, and its death would be a platform error, not the tenant's.
- * Written from here: init, in the sandbox's cgroup from birth, opens
- * nothing (the agent would judge it as the tenant's). */
-static void oom_protect(pid_t pid)
-{
-	char path[64];
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)pid);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd >= 0 && write(fd, "-1000", 5) != 5)
-		sg_debug("cannot protect the init of a sandbox from the OOM killer: %s",
-			 strerror(errno));
-	if (fd >= 0)
-		close(fd);
-}
-
 /* The first run's main forked ahead of its START (sandbox_prerun.c):
  * where init is born in the sandbox's cgroup and the run's main can be
  * born in the run's (clone3), and no relay is started with main. */
@@ -328,7 +310,6 @@ static int start_init(struct sandbox *sb, char *detail, size_t dlen)
 		sb->init = 0;
 		return sb_fail(detail, dlen, -errno, "clone: %s", strerror(errno));
 	}
-	oom_protect(sb->init);
 	/* The join files, and the ruleset, are init's business now. */
 	sb_cgroup_close_join_fds(&sb->cg);
 	fs_close(&sb->landlock_fd);

@@ -711,6 +711,58 @@ def t_io_limits(env):
     return None
 
 
+def cap_sys_resource():
+    """Whether this process may lower OOM scores (CAP_SYS_RESOURCE, bit 24)."""
+    with open("/proc/self/status") as f:
+        eff = [line.split()[1] for line in f if line.startswith("CapEff:")][0]
+    return bool(int(eff, 16) & (1 << 24))
+
+
+def t_oom_score(env):
+    """Tenant code keeps the OOM score of whoever started the sandbox: no
+    process of the sandbox may hand it a score the OOM killer skips (-1000
+    is inherited by every fork, and would leave a memory hog unkillable by
+    its own cgroup's OOM killer and by the node's). The helper starts at
+    250 (raising needs no privilege), so inheritance is visible. Decisive
+    where the executor holds CAP_SYS_RESOURCE (production nodes, the VMs):
+    without it a write of a lower score fails anyway."""
+    policy = env.policy("sbtest")
+    cmd = [HELPER, "--policy", policy, "--", "/bin/sh", "-c", "cat >/dev/null; exec sleep 3"]
+    env_vars = dict(os.environ, SANDGUARD_UID_BASE=str(UID_BASE))
+
+    def score_250():
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("250")
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env_vars, preexec_fn=score_250)
+    seen = {}
+    end = time.monotonic() + 10
+    while not seen and time.monotonic() < end and p.poll() is None:
+        for pid in [s.split("(")[0] for s in slot_processes()]:
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if not f.read().startswith(b"sleep"):
+                        continue
+                with open("/proc/%s/status" % pid) as f:
+                    ppid = [line.split()[1] for line in f if line.startswith("PPid:")][0]
+                for who, q in (("main", pid), ("init", ppid)):
+                    with open("/proc/%s/oom_score_adj" % q) as f:
+                        seen[who] = int(f.read())
+            except (OSError, IndexError):
+                seen = {}
+        time.sleep(0.05)
+    out, err = p.communicate(timeout=60)
+    if not seen:
+        return "never saw the sandbox's main (helper rc %s: %s)" % (p.returncode, err.decode()[-200:])
+    if seen != {"main": 250, "init": 250}:
+        return "OOM scores %s, want 250 (the helper's) for both" % seen
+    print("# OOM scores inherited unchanged: %s (%s)" % (
+        seen, "decisive: CAP_SYS_RESOURCE held" if cap_sys_resource()
+        else "not decisive here: no CAP_SYS_RESOURCE, so a lower score could not be set anyway"), flush=True)
+    why = expect(json.loads(out), "sbtest", end="exited", exit_code=0)
+    return why
+
+
 def t_require_agent(env):
     d = run(env.policy("sbagent", require_agent=True), ["/usr/bin/true"])
     if d["rc"] != -107 or "agent" not in d["detail"]:
@@ -745,6 +797,7 @@ def main():
         case("sandbox-stdout-100MB-oversize-bounded-rss", t_stdout_flood, env)
         case("sandbox-stderr-1GiB-capped-bounded-rss", t_stderr_flood, env)
         case("sandbox-memory-hog-oom", t_memory_hog, env)
+        case("sandbox-oom-score-inherited-unchanged", t_oom_score, env)
         case("sandbox-fork-bomb-bounded", t_fork_bomb, env)
         case("sandbox-cpu-quota", t_cpu_quota, env)
         case("sandbox-env-has-no-secrets", t_env, env)
