@@ -96,7 +96,7 @@ struct sandbox_result {
 	uint32_t uid;        /* the slot uid it ran as; 0 before a slot was taken */
 	pid_t init_pid;      /* the host pid of its init (events name it); 0 before */
 	bool agent_enforced; /* the agent acknowledged the registration */
-	/* What it got of the CPU (src/sandbox/sandbox_cpu.h), from the moment
+	/* What it got of the CPU (src/lib/cgroup_cpu.h), from the moment
 	 * the run's cgroup was made to the end of the run. */
 	uint64_t cpu_ms;
 	uint64_t cpu_wait_ms;      /* not counting cpu_throttled_ms */

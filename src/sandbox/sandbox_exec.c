@@ -25,7 +25,7 @@
 #include "lib/clock.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
-#include "sandbox_cpu.h"
+#include "lib/cgroup_cpu.h"
 #include "sandbox_internal.h"
 #include "sandbox_io.h"
 #include "sandbox_run.h"
@@ -229,7 +229,7 @@ static int send_start(struct run *r)
 		return sb_run_fail(r, -ENOMEM, "out of memory");
 	err = encode(r, m);
 	if (!err) {
-		/* The first run's to its main, forked ahead (sandbox_prerun.c);
+		/* The first run's to its main, forked ahead (sandbox_start.c);
 		 * the others' to init. */
 		err = sb_send_fds(sb->pre >= 0 ? sb->pre : sb->ctl, m,
 				  offsetof(struct sb_start, strings) + m->len, fds, SB_START_FDS);
@@ -417,7 +417,7 @@ static int late(struct run *r)
 static int start_and_watch(struct run *r, struct sb_pump *pump)
 {
 	struct sandbox *sb = r->sb;
-	struct sb_cpu_stats cpu;
+	struct cgroup_cpu_stats cpu;
 	uint64_t start = clock_ms(CLOCK_MONOTONIC), throttled = sb_cgroup_cpu_throttled_us(&sb->cg);
 	int ret;
 
@@ -448,7 +448,7 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 				   strerror(-ret));
 	r->res->wall_ms = pump->end_ms - start;
 	/* Before the kill: schedstat needs the tasks alive. */
-	sb_cpu_read(sb->leaf.path, &cpu);
+	cgroup_cpu_read(sb->leaf.path, &cpu);
 	r->res->cpu_known = cpu.usage_known;
 	r->res->cpu_ms = cpu.usage_us / 1000;
 	/* The sandbox's own quota holding it back is not the node's

@@ -143,6 +143,12 @@ def unstarved(go, tries=3):
     return res
 
 
+def shared_pair(warm):
+    """Whether two calls in a row, past the first, ran in one sandbox: the
+    later one in the warm interpreter the earlier one left."""
+    return any(sandbox_of(a) == sandbox_of(b) for a, b in zip(warm[1:], warm[2:]))
+
+
 SAME_AS_COLD = [(DEMO, "good.py"), (DEMO, "nan.py"), (DEMO, "hang.py"), (DEMO, "env_probe.py"),
                 (DEMO, "read_outside.py"), (None, "rw_good.py"), (None, "rw_wrong_length.py"),
                 (None, "rw_abort.py"), (None, "rw_trailing_garbage.py")]
@@ -158,8 +164,16 @@ def t_same_scores_as_cold(env, ex):
         if not cold:
             problems.append("%s: no cold result" % program)
             continue
-        warm = [unstarved(lambda: call(env, "wi-func", program, directory=directory)[1])
-                for _ in range(3)]
+        # Calls until a later one ran in the interpreter an earlier one
+        # left (two in a row in one sandbox, past the first): under load
+        # a call can come while its interpreter is still being reset, and
+        # the pool starts it another (docs/sandbox.md), which says nothing
+        # of the results.
+        warm = []
+        while len(warm) < 6 and not shared_pair(warm):
+            warm.append(unstarved(lambda: call(env, "wi-func", program, directory=directory)[1]))
+            if not warm[-1]:
+                break
         if any(not w for w in warm):
             problems.append("%s: a warm call gave no result" % program)
             continue
@@ -170,8 +184,10 @@ def t_same_scores_as_cold(env, ex):
                     program, {k: w.get(k) for k in diff}, w.get("detail"),
                     {k: cold.get(k) for k in diff}))
                 break
-        if sandbox_of(warm[1]) != sandbox_of(warm[2]):
-            problems.append("%s: its later calls did not share a warm interpreter" % program)
+        if not shared_pair(warm):
+            problems.append("%s: none of its %d later calls ran in the interpreter the call "
+                            "before left: %s" % (program, len(warm) - 1,
+                                                 [sandbox_of(w) for w in warm]))
     return "; ".join(problems) or None
 
 

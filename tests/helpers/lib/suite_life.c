@@ -134,11 +134,14 @@ void test_reload(void)
 		  "allowed %s, denied %s", describe(st), describe(st2));
 	at_sandbox_free(&sb);
 
-	/* A valid change applies: the allowlist now names port_tcp4 only. */
+	/* A valid change applies: the allowlist now names port_tcp4 only. The
+	 * file action stays deny, as in the suite's policy: with kill the
+	 * agent's kill races the refused open's EACCES in LSM mode (the VM
+	 * on a loaded host saw the kill win). */
 	snprintf(
 		policy, sizeof(policy),
 		"{\"tenant\": \"acme\", \"egress\": {\"allow\": [{\"cidr\": \"127.0.0.1\", \"port\": %d}]},\n"
-		" \"files\": {\"scratch_root\": \"%s\"}, \"actions\": {\"egress\": \"deny\"}}\n",
+		" \"files\": {\"scratch_root\": \"%s\"}, \"actions\": {\"egress\": \"deny\", \"file\": \"deny\"}}\n",
 		port_tcp4, env.scratch_root);
 	before = reloads_logged(", 0 rejected)");
 	replace_policy("acme", policy);

@@ -1,4 +1,4 @@
-/* What a sandbox got of the CPU, and how long it waited for it: the
+/* What a cgroup (a sandbox's run) got of the CPU, and how long it waited for it: the
  * executor's evidence that a missed deadline was the node's overload,
  * not the tenant's code (exec_classify()).
  *
@@ -17,12 +17,12 @@
  *              exceed the wall time: the wait is clamped at 0, which errs
  *              only where the sandbox had used up its own quota, i.e. got
  *              its share in those periods. */
-#ifndef SG_SANDBOX_CPU_H
-#define SG_SANDBOX_CPU_H
+#ifndef SG_CGROUP_CPU_H
+#define SG_CGROUP_CPU_H
 #include <stdbool.h>
 #include <stdint.h>
 
-struct sb_cpu_stats {
+struct cgroup_cpu_stats {
 	uint64_t usage_us;
 	uint64_t wait_us;
 	bool usage_known, wait_known;
@@ -31,6 +31,6 @@ struct sb_cpu_stats {
 
 /* Read both for the cgroup2 directory `dir` (a run's cgroup), before it
  * is emptied (schedstat needs live tasks). */
-void sb_cpu_read(const char *dir, struct sb_cpu_stats *st);
+void cgroup_cpu_read(const char *dir, struct cgroup_cpu_stats *st);
 
 #endif

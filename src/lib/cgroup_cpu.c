@@ -1,11 +1,11 @@
-/* CPU time and CPU wait of a sandbox (see src/sandbox/sandbox_cpu.h). */
+/* CPU time and CPU wait of a cgroup (see src/lib/cgroup_cpu.h). */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <string.h>
 #include "lib/fs_util.h"
-#include "sandbox_cpu.h"
+#include "cgroup_cpu.h"
 
 /* "some avg10=.. avg60=.. avg300=.. total=N" of cpu.pressure, in us. */
 static bool psi_some(const char *dir, uint64_t *total)
@@ -58,7 +58,7 @@ static bool live_run_delay(const char *dir, uint64_t *us)
 	return any;
 }
 
-void sb_cpu_read(const char *dir, struct sb_cpu_stats *st)
+void cgroup_cpu_read(const char *dir, struct cgroup_cpu_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	if (!dir || !dir[0])
