@@ -130,6 +130,9 @@ struct exec_sandboxes {
 	/* Its last run is booked: tear it down, now or later. */
 	void (*retire)(void *self, struct sandbox *sb);
 	void *self;
+	/* A sandbox that serves one run is stopped (sandbox_stop()) as soon
+	 * as the run is over, before it is booked: struct exec_later. */
+	bool stop_after_run;
 };
 
 /* Sandboxes prepared on the spot and destroyed by exec_later_finish(),

@@ -115,6 +115,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		int rule, rc;
 
 		rc = exec_box_run(ctx, &box, &spec, &r);
+		exec_box_over(ctx, &box); /* every attempt a fresh sandbox */
 		enum sg_cause cause = judge(rc, &r, &spec, batch->n_items, &scores, &rule, &invalid,
 					    detail, sizeof(detail));
 		if (cause == SG_CAUSE_OK)

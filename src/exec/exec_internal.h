@@ -33,6 +33,11 @@ struct exec_box {
 int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct sandbox_spec *spec,
 		 struct sandbox_result *r);
 
+/* box's sandbox will run nothing more (batch mode: a fresh one per
+ * attempt), its run not booked yet: one prepared on the spot is stopped
+ * now (sandbox_stop()), so that its teardown overlaps the booking. */
+void exec_box_over(const struct exec_ctx *ctx, struct exec_box *box);
+
 /* Done with box's sandbox (its runs are booked): retired. */
 void exec_box_done(const struct exec_ctx *ctx, struct exec_box *box);
 

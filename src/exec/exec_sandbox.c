@@ -30,6 +30,16 @@ void exec_box_done(const struct exec_ctx *ctx, struct exec_box *box)
 	box->sb = NULL;
 }
 
+void exec_box_over(const struct exec_ctx *ctx, struct exec_box *box)
+{
+	/* Prepared on the spot (no source, or struct exec_later): its init's
+	 * death overlaps the booking's fdatasync instead of following the
+	 * result. A pool's sandboxes are torn down off the caller's path
+	 * already. */
+	if (box->sb && (!ctx->sandboxes || ctx->sandboxes->stop_after_run))
+		sandbox_stop(box->sb);
+}
+
 int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct sandbox_spec *spec,
 		 struct sandbox_result *r)
 {
@@ -107,7 +117,9 @@ void exec_later_init(struct exec_later *l)
 {
 	memset(l, 0, sizeof(*l));
 	pthread_mutex_init(&l->lock, NULL);
-	l->src = (struct exec_sandboxes){ .take = later_take, .retire = later_retire, .self = l };
+	l->src = (struct exec_sandboxes){
+		.take = later_take, .retire = later_retire, .self = l, .stop_after_run = true
+	};
 }
 
 void exec_later_finish(struct exec_later *l)

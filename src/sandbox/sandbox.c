@@ -501,6 +501,13 @@ static void end_init(struct sandbox *sb)
 	}
 }
 
+void sandbox_stop(struct sandbox *sb)
+{
+	/* Not reaped yet, so the pid is still init's. */
+	if (sb && sb->init > 0 && !sb->init_reaped)
+		kill(sb->init, SIGKILL);
+}
+
 void sandbox_destroy(struct sandbox *sb)
 {
 	int cg_err = 0;

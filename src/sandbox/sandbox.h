@@ -182,6 +182,12 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec,
  * scratch is not as made. */
 int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen);
 
+/* It will run nothing more: SIGKILL to its init now, without waiting (the
+ * PID namespace, and everything in it, dies with init). The kernel tears
+ * the namespaces down while the caller books the run; sandbox_destroy()
+ * then reaps init and removes the rest as before. */
+void sandbox_stop(struct sandbox *sb);
+
 /* Tear it down: everything in it killed, the agent told, cgroups removed,
  * scratch unmounted, slot released, its record deleted; then freed. A
  * cgroup that cannot be emptied keeps its slot locked for this process's

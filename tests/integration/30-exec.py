@@ -84,6 +84,35 @@ def t_good(env):
         return "wrong identity in %s" % res
 
 
+def t_stopped_before_booking(env):
+    """A cold sandbox serves one run: its init (and with it the PID
+    namespace) is sent SIGKILL as soon as the run is over, before the
+    outcome's journal append, so that the namespaces' teardown overlaps
+    the booking's fdatasync instead of following the result. Host side:
+    the executor's own syscalls, in order (strace -f)."""
+    trace = os.path.join(env.dir, "stop.strace")
+    args = ["--tenant", "rw-skip", "--policy-dir", env.policies, "--batch", "-", "--", PYTHON,
+            os.path.join(env.progs, "rw_good.py")]
+    p = subprocess.run(["strace", "-f", "-yy", "-e", "trace=clone3,kill,flock,write", "-o", trace,
+                        BIN, "exec"] + args, input=json.dumps(batch("stop-1")).encode(),
+                       capture_output=True, env=env.env(SANDGUARD_WARM="0"), timeout=120)
+    res = json.loads(p.stdout) if p.stdout.strip() else None
+    why = expect(env, "rw-skip", p.returncode, res, "ok", 0)
+    if why:
+        return why
+    with open(trace) as f:
+        lines = [ln.split(None, 1) for ln in f if ln.strip()]
+    me = lines[0][0]
+    init = next((ln[1].rsplit("= ", 1)[1].split()[0] for ln in lines
+                 if ln[0] == me and ln[1].startswith("clone3(") and "CLONE_NEWPID" in ln[1]), None)
+    order = [i for i, ln in enumerate(lines) if ln[0] == me and (
+        ln[1].startswith("kill(%s, SIGKILL)" % init) or
+        (ln[1].startswith("flock(") and "journal/.lock" in ln[1]) or ln[1].startswith("write(1"))]
+    seen = [lines[i][1].split("(")[0] + ("(journal)" if "journal" in lines[i][1] else "") for i in order]
+    if not init or not seen or not seen[0].startswith("kill"):
+        return "init %s: want its kill before the journal's lock and the result, got %s" % (init, seen)
+
+
 def bad_output_case(program, detail=None, detail_has=None):
     def t(env):
         rc, res, err, _ = run_batch(env, "rw-skip", program, batch("bad"))
@@ -540,6 +569,7 @@ def t_own_quota_not_starvation(env):
 
 CASES = [
     ("exec-good-ok", t_good),
+    ("exec-cold-init-stopped-before-booking", t_stopped_before_booking),
     ("exec-nan-bad-output", bad_output_case("rw_nan.py", detail="score at index 0 is NaN, not a finite number")),
     ("exec-wrong-length-bad-output", bad_output_case("rw_wrong_length.py", detail="expected 3 scores, got 1")),
     ("exec-trailing-garbage-bad-output", bad_output_case(
