@@ -483,14 +483,20 @@ const char *sandbox_id(const struct sandbox *sb)
 	return sb->id;
 }
 
+void sandbox_stop(struct sandbox *sb)
+{
+	/* Not reaped yet, so the pid is still init's. */
+	if (sb && sb->init > 0 && !sb->init_reaped)
+		kill(sb->init, SIGKILL);
+}
+
 /* init, and with it the PID namespace, gone; reaped. The kill comes
  * before the control socket's close: an init that saw the hang-up first
  * would exit by itself, and its end would read differently from one
  * teardown to the next. */
 static void end_init(struct sandbox *sb)
 {
-	if (sb->init > 0 && !sb->init_reaped)
-		kill(sb->init, SIGKILL);
+	sandbox_stop(sb);
 	fs_close(&sb->pre);
 	fs_close(&sb->ctl);
 	if (sb->cgroup_made && sb_cgroup_kill(&sb->cg, SB_KILL_WAIT_MS))
@@ -499,13 +505,6 @@ static void end_init(struct sandbox *sb)
 		if (waitpid(sb->init, NULL, 0) == sb->init || errno != EINTR)
 			sb->init_reaped = true;
 	}
-}
-
-void sandbox_stop(struct sandbox *sb)
-{
-	/* Not reaped yet, so the pid is still init's. */
-	if (sb && sb->init > 0 && !sb->init_reaped)
-		kill(sb->init, SIGKILL);
 }
 
 void sandbox_destroy(struct sandbox *sb)
