@@ -12,12 +12,13 @@ BUILD_PKGS=(make gcc clang llvm bpftool pkg-config libbpf-dev libelf-dev
 # the HTTP server's languages (tests/integration/64-serve-languages.py):
 # g++ (cpp), openjdk-17-jdk-headless (java), golang-go (go), rustc (rust),
 # nodejs (below; bash and python3 are there already). Those three add
-# about 250 MB to download and a minute to a fresh install.
+# about 250 MB to download and a minute to a fresh install. strace: the
+# executor's order of steps and its races (30-exec, 33-warm-prerun).
 TEST_PKGS=(python3 python3-yaml python3-numpy busybox-static qemu-system-x86 cpio
            prometheus iproute2 curl libclang-rt-14-dev g++
-           openjdk-17-jdk-headless golang-go rustc)
+           openjdk-17-jdk-headless golang-go rustc strace)
 # Benchmarks only (make bench).
-BENCH_PKGS=(bubblewrap strace linux-perf)
+BENCH_PKGS=(bubblewrap linux-perf)
 
 want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
 # The manifests' schema check uses npm packages (tests/stages/deploy.sh),

@@ -434,7 +434,11 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	if (ret)
 		return ret;
 	start = clock_ms(CLOCK_MONOTONIC);
-	pump->end_fd = sb->warm.sock >= 0 ? sb->warm.sock : sb->ctl;
+	/* Main can end before its execve is seen here (a program that fails at
+	 * once, a slow executor): its DONE, read above, then never comes again
+	 * on the socket, and the pump must not wait for it until the deadline
+	 * (which would book a platform delay as the tenant's timeout). */
+	pump->end_fd = r->done_read ? -1 : sb->warm.sock >= 0 ? sb->warm.sock : sb->ctl;
 	pump->in = (struct sb_feed){ .fd = r->in[1],
 				     .data = r->spec->stdin_data,
 				     .len = r->spec->stdin_len };

@@ -145,6 +145,11 @@ int sb_pump_run(struct sb_pump *p)
 {
 	if (p->in.len == 0)
 		fs_close(&p->in.fd);
+	if (p->end_fd < 0) {
+		p->end_ms = clock_ms(CLOCK_MONOTONIC);
+		fs_close(&p->in.fd); /* nobody left to read it */
+		return SB_PUMP_EXITED;
+	}
 	for (;;) {
 		uint64_t now = clock_ms(CLOCK_MONOTONIC);
 		int ret;

@@ -32,7 +32,7 @@ enum sb_pump_end {
 };
 
 struct sb_pump {
-	int end_fd; /* readable, or hung up, once the main process ended; not owned */
+	int end_fd; /* readable, or hung up, once the main process ended; -1: it has; not owned */
 	struct sb_feed in;
 	struct sb_capture out, err;
 	uint64_t deadline_ms; /* on clock_ms(CLOCK_MONOTONIC) */

@@ -12,6 +12,7 @@ PASS/FAIL/SKIP line per case."""
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -216,11 +217,41 @@ def t_torn_down_without_run(env, ex):
     return "; ".join(bad) or None
 
 
+def t_over_before_seen(env, ex):
+    """A run that is over before its executor has seen it start (its
+    init's READY, the run's exec and its DONE all queued together, as on a
+    loaded node) is answered at once, as what it was: a cold run of a
+    program that prints its scores and exits without reading the batch,
+    with the executor's every poll delayed by 300 ms (strace), is ok with
+    its scores, far inside its deadline, not the tenant's timeout."""
+    if not shutil.which("strace"):
+        return "strace is missing (scripts/install-deps.sh installs it)"
+    run_env = env.env(SANDGUARD_WARM="0")
+    if "ASAN_OPTIONS" in run_env:
+        run_env["ASAN_OPTIONS"] += ":detect_leaks=0"  # LeakSanitizer stops under ptrace
+    t0 = time.monotonic()
+    p = subprocess.run(["strace", "-o", "/dev/null", "-e", "trace=poll", "-e",
+                        "inject=poll:delay_enter=300ms", BIN, "exec", "--tenant", TENANT,
+                        "--policy-dir", env.policies, "--batch", "-", "--", PYTHON,
+                        os.path.join(env.progs, "rw_scores_at_once.py")],
+                       input=json.dumps(batch("wp-over")).encode(), capture_output=True,
+                       env=run_env, timeout=120)
+    took = time.monotonic() - t0
+    res = json.loads(p.stdout) if p.stdout.strip() else None
+    if p.returncode != 0 or not res or res["cause"] != "ok" or res["scores"] != [0.5, 0.25, 0.125] \
+            or res["path"] != "cold":
+        return "exit %d after %.1f s: %s %s" % (p.returncode, took, p.stdout[-400:], p.stderr[-300:])
+    if took > 30:
+        return "answered after %.1f s (deadline 60 s)" % took
+    return None
+
+
 CASES = [
     ("prerun-waits-confined-holding-its-channel-only", t_waits_confined),
     ("prerun-run-is-the-waiting-process-and-gets-its-run-exactly", t_run_is_the_waiting_process),
     ("prerun-verifier-test-has-no-sibling", t_verifier_no_sibling),
     ("prerun-torn-down-without-run-leaves-no-process", t_torn_down_without_run),
+    ("prerun-run-over-before-its-start-is-seen-is-answered-at-once", t_over_before_seen),
 ]
 
 
