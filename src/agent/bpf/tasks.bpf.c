@@ -85,50 +85,51 @@ int BPF_PROG(sg_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-static __always_inline void fill_exec(struct sg_event *e, struct linux_binprm *bprm, bool with_args)
+/* `p` and `bprm` are BTF pointers (tp_btf arguments, 5.5+): their fields
+ * are plain loads. Only the two copies (the name, the argv bytes) are
+ * helper calls. */
+static __always_inline void fill_exec(struct sg_event *e, const struct task_struct *p,
+				      const struct linux_binprm *bprm)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	unsigned long start, end, len;
+	struct mm_struct *mm = p->mm;
+	unsigned long start = mm->arg_start, end = mm->arg_end, len;
 
-	bpf_probe_read_kernel_str(e->exec.filename, sizeof(e->exec.filename),
-				  BPF_CORE_READ(bprm, filename));
-	e->exec.args_len = 0;
-	e->exec.args[0] = 0;
-	if (!with_args)
-		return;
-	start = BPF_CORE_READ(task, mm, arg_start);
-	end = BPF_CORE_READ(task, mm, arg_end);
+	bpf_probe_read_kernel_str(e->exec.filename, sizeof(e->exec.filename), bprm->filename);
 	len = end > start ? end - start : 0;
 	/* args_len is the whole argv's length: more than SG_ARGS_LEN says
 	 * the copy was truncated. */
 	e->exec.args_len = len;
 	if (len > SG_ARGS_LEN)
 		len = SG_ARGS_LEN;
-	if (len == 0 || len > SG_ARGS_LEN || bpf_probe_read_user(e->exec.args, len, (void *)start))
+	if (len == 0 || len > SG_ARGS_LEN ||
+	    bpf_probe_read_user(e->exec.args, len, (void *)start)) {
 		e->exec.args_len = 0;
+		e->exec.args[0] = 0;
+	}
 }
 
 /* Runs when the new image is in place but before it returns to user
- * space: a SIGKILL sent here means no instruction of it ever runs. */
+ * space: a SIGKILL sent here means no instruction of it ever runs. `p` is
+ * the current task. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sg_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
+	struct sg_sandbox_state *st;
 	struct sg_policy_k *pol;
+	struct sg_config *cfg = NULL;
 	struct sg_sandbox *sb;
-	struct sg_config *cfg;
 	struct sg_event *e;
 	__u32 type = SG_EV_EXEC, action = SG_ACTION_ALLOWED;
 	__u64 cgid;
 
-	sb = sg_current_sandbox(&cgid);
-	if (!sb)
+	sb = sg_current_sandbox_cfg(&cgid, &cfg);
+	if (!sb || !cfg)
 		return 0;
-	cfg = sg_cfg();
-	pol = sg_policy(sb->tenant);
+	st = state_of(cgid);
 	/* In LSM mode bprm_check_security already refused what is not
 	 * allowed; here the check is the fallback's. */
-	if (cfg && cfg->exec_mode == SG_MODE_FALLBACK &&
-	    !sg_exec_allowed(sb, pol, BPF_CORE_READ(bprm, file))) {
+	pol = cfg->exec_mode == SG_MODE_FALLBACK ? sg_policy(sb->tenant) : NULL;
+	if (cfg->exec_mode == SG_MODE_FALLBACK && !sg_exec_allowed(sb, pol, bprm->file)) {
 		__u8 act = sg_action(pol, SG_RULE_EXEC);
 
 		if (act == SG_POLICY_LOG) {
@@ -140,14 +141,14 @@ int BPF_PROG(sg_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 			action = SG_ACTION_KILLED;
 			sg_violation(cgid, SG_RULE_EXEC, act == SG_POLICY_KILL);
 		}
-	} else if (sg_tripped(cgid)) {
+	} else if (st && st->tripped) {
 		return 0;
 	}
-	e = sg_event_reserve(cgid, sb, type, action, SG_RULE_EXEC);
+	e = sg_event_reserve_st(st, cgid, sb, type, action, SG_RULE_EXEC);
 	if (!e)
 		return 0;
-	sg_event_task(e);
-	fill_exec(e, bprm, true);
+	sg_event_task_btf(e, p);
+	fill_exec(e, p, bprm);
 	e->exec.mode = type == SG_EV_EXEC_DENIED ? SG_MODE_FALLBACK : SG_MODE_NONE;
 	sg_event_submit(e);
 	return 0;
@@ -171,15 +172,15 @@ int BPF_PROG(sg_exit, struct task_struct *p)
 		sg_add(&st->tasks, -1);
 	/* The OOM killer marks its victim's thread group (signal->oom_mm,
 	 * set once, kept until the group is gone). */
-	oom = BPF_CORE_READ(p, signal, oom_mm) != NULL;
+	oom = p->signal->oom_mm != NULL;
 	/* One event per process (its leader), none from a sandbox being
 	 * emptied after a kill: a dying fork bomb would flood the buffer. */
 	if (p->pid != p->tgid || (st && st->tripped && !oom))
 		return 0;
-	e = sg_event_reserve(cgid, sb, SG_EV_EXIT, SG_ACTION_ALLOWED, 0);
+	e = sg_event_reserve_st(st, cgid, sb, SG_EV_EXIT, SG_ACTION_ALLOWED, 0);
 	if (!e)
 		return 0;
-	sg_event_task(e);
+	sg_event_task_btf(e, p);
 	code = p->exit_code;
 	e->exit.signal = code & 0x7f;
 	e->exit.core = (code & 0x80) ? 1 : 0;
