@@ -61,8 +61,13 @@ def main():
     ap.add_argument("builds", nargs="+")
     a = ap.parse_args()
     builds = [os.path.abspath(b) for b in a.builds]
-    tools = {"hookloop": os.path.join(builds[0], "bench", "hookloop"),
-             "progstats": os.path.join(builds[0], "bench", "progstats")}
+    # The loop and the reader from the first build that has them (run.sh
+    # builds them; a baseline copy need not).
+    bench = next((os.path.join(b, "bench") for b in builds
+                  if os.path.exists(os.path.join(b, "bench", "progstats"))), None)
+    if not bench:
+        sys.exit("progcost: no BUILD/bench/progstats: run scripts/bench/run.sh once")
+    tools = {"hookloop": os.path.join(bench, "hookloop"), "progstats": os.path.join(bench, "progstats")}
     port = hooks.free_port()
     loops = [("forkexec", a.forkexec, hooks.EXEC_PATH)] + ([("open", a.open, hooks.OPEN_PATH)] if a.open else [])
     with open(KNOB) as f:

@@ -108,6 +108,59 @@ static __always_inline void fill_exec(struct sg_event *e, const struct task_stru
 	}
 }
 
+/* The last executable each CPU found allowed in fallback mode, by
+ * identity: a reward loop runs the same binary again and again, and a hit
+ * costs no policy and no sg_exec_files lookup. Used only in the epoch it
+ * was found in (include/abi/maps.h, struct sg_verdict_key: the agent bumps
+ * sg_config.verdict_epoch after every policy swap or removal, and the
+ * epoch is read before the policy), for the same tenant slot. Per CPU, so
+ * no other CPU's write can tear an entry; a program does not run nested
+ * on its own CPU. Denials are never remembered. Not pinned: a new
+ * generation starts empty. */
+struct exec_seen {
+	__u32 valid;
+	__u32 epoch;
+	__u32 tenant;
+	__u32 dev;
+	__u64 ino;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct exec_seen);
+} sg_exec_seen SEC(".maps");
+
+/* Whether the fallback allows the exec of `file`: the per-CPU last
+ * allowed identity first, then the policy's allowlist (sg_exec_allowed),
+ * remembered when allowed. *pol is looked up only on a miss (NULL on a
+ * hit: only a refusal needs it). */
+static __always_inline bool exec_allowed_cached(const struct sg_sandbox *sb, __u32 epoch,
+						const struct file *file, struct sg_policy_k **pol)
+{
+	struct inode *inode = file ? file->f_inode : NULL;
+	__u32 zero = 0, dev = inode ? inode->i_sb->s_dev : 0;
+	__u64 ino = inode ? inode->i_ino : 0;
+	struct exec_seen *seen = bpf_map_lookup_elem(&sg_exec_seen, &zero);
+
+	*pol = NULL;
+	if (seen && seen->valid && seen->epoch == epoch && seen->tenant == sb->tenant &&
+	    seen->dev == dev && seen->ino == ino)
+		return true;
+	*pol = sg_policy(sb->tenant);
+	if (!sg_exec_allowed(sb, *pol, file))
+		return false;
+	if (seen && inode) {
+		seen->valid = 1;
+		seen->epoch = epoch;
+		seen->tenant = sb->tenant;
+		seen->dev = dev;
+		seen->ino = ino;
+	}
+	return true;
+}
+
 /* Runs when the new image is in place but before it returns to user
  * space: a SIGKILL sent here means no instruction of it ever runs. `p` is
  * the current task. */
@@ -115,21 +168,23 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sg_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	struct sg_sandbox_state *st;
-	struct sg_policy_k *pol;
+	struct sg_policy_k *pol = NULL;
 	struct sg_config *cfg = NULL;
 	struct sg_sandbox *sb;
 	struct sg_event *e;
-	__u32 type = SG_EV_EXEC, action = SG_ACTION_ALLOWED;
+	__u32 type = SG_EV_EXEC, action = SG_ACTION_ALLOWED, epoch;
 	__u64 cgid;
 
 	sb = sg_current_sandbox_cfg(&cgid, &cfg);
 	if (!sb || !cfg)
 		return 0;
+	/* Before the policy: see sg_exec_seen. */
+	epoch = sg_read_once(cfg->verdict_epoch);
 	st = state_of(cgid);
 	/* In LSM mode bprm_check_security already refused what is not
 	 * allowed; here the check is the fallback's. */
-	pol = cfg->exec_mode == SG_MODE_FALLBACK ? sg_policy(sb->tenant) : NULL;
-	if (cfg->exec_mode == SG_MODE_FALLBACK && !sg_exec_allowed(sb, pol, bprm->file)) {
+	if (cfg->exec_mode == SG_MODE_FALLBACK &&
+	    !exec_allowed_cached(sb, epoch, bprm->file, &pol)) {
 		__u8 act = sg_action(pol, SG_RULE_EXEC);
 
 		if (act == SG_POLICY_LOG) {
