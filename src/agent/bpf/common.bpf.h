@@ -261,10 +261,10 @@ static __always_inline void sg_count_drop(void)
  * filled in by sg_event_task() (tracing and LSM programs) or
  * sg_event_current() (cgroup sock_addr programs, which have fewer
  * helpers); cgroup_skb programs run in no task's context. */
-static __always_inline struct sg_event *sg_event_reserve(__u64 cgid, const struct sg_sandbox *sb,
-							 __u32 type, __u32 action, __u32 rule)
+static __always_inline struct sg_event *sg_event_reserve_st(struct sg_sandbox_state *st, __u64 cgid,
+							    const struct sg_sandbox *sb, __u32 type,
+							    __u32 action, __u32 rule)
 {
-	struct sg_sandbox_state *st = bpf_map_lookup_elem(&sg_state, &cgid);
 	struct sg_event *e;
 
 	/* The one event of the sandbox's kill-class trip always goes out;
@@ -294,6 +294,15 @@ static __always_inline struct sg_event *sg_event_reserve(__u64 cgid, const struc
 	return e;
 }
 
+/* The same, looking up the sandbox's state; a program that already has it
+ * (tasks.bpf.c) passes it to sg_event_reserve_st() instead. */
+static __always_inline struct sg_event *sg_event_reserve(__u64 cgid, const struct sg_sandbox *sb,
+							 __u32 type, __u32 action, __u32 rule)
+{
+	return sg_event_reserve_st(bpf_map_lookup_elem(&sg_state, &cgid), cgid, sb, type, action,
+				   rule);
+}
+
 /* Submitting an event, and when the agent hears of it. An event the
  * policy acts on (denied, killed) wakes the agent at once: a kill must
  * not wait. Allowed and logged events (execs, exits, logged opens) are
@@ -321,6 +330,18 @@ static __always_inline void sg_event_task(struct sg_event *e)
 
 	e->pid = bpf_get_current_pid_tgid() >> 32;
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->flags = 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+/* The same for a tracing program that has the current task as a BTF
+ * pointer (a tp_btf argument): its parent by plain loads instead of
+ * bpf_get_current_task() and two helper reads. */
+static __always_inline void sg_event_task_btf(struct sg_event *e, const struct task_struct *task)
+{
+	e->pid = task->tgid;
+	e->ppid = task->real_parent->tgid;
 	e->uid = (__u32)bpf_get_current_uid_gid();
 	e->flags = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
@@ -362,18 +383,21 @@ static __always_inline bool sg_tripped(__u64 cgid)
 	return st && st->tripped;
 }
 
-/* Whether the file being executed is one the tenant may run, by identity. */
+/* Whether the file being executed is one the tenant may run, by identity.
+ * `file` is a BTF pointer (bprm->file of a tp_btf or LSM argument, 5.5+),
+ * so its inode's device and number are plain loads, not helper calls. */
 static __always_inline bool sg_exec_allowed(const struct sg_sandbox *sb,
-					    const struct sg_policy_k *pol, struct file *file)
+					    const struct sg_policy_k *pol, const struct file *file)
 {
 	struct sg_exec_key key = {};
-	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	struct inode *inode;
 
-	if (!pol)
+	if (!pol || !file)
 		return false;
+	inode = file->f_inode;
 	key.tenant = SG_SET_KEY(sb->tenant, pol->set_gen);
-	key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
-	key.ino = BPF_CORE_READ(inode, i_ino);
+	key.dev = inode->i_sb->s_dev;
+	key.ino = inode->i_ino;
 	return bpf_map_lookup_elem(&sg_exec_files, &key) != NULL;
 }
 

@@ -321,7 +321,7 @@ int BPF_PROG(sg_bprm_check, struct linux_binprm *bprm, int ret)
 	if (!sb)
 		return 0;
 	pol = sg_policy(sb->tenant);
-	if (sg_exec_allowed(sb, pol, BPF_CORE_READ(bprm, file)))
+	if (sg_exec_allowed(sb, pol, bprm->file))
 		return 0;
 	action = sg_action(pol, SG_RULE_EXEC);
 	sg_violation(cgid, SG_RULE_EXEC, action == SG_POLICY_KILL);

@@ -298,7 +298,7 @@ void test_bind_mounts(void)
 void test_exec(void)
 {
 	struct at_sandbox sb;
-	char marker[PATH_MAX], filename[PATH_MAX + 16];
+	char marker[PATH_MAX], filename[PATH_MAX + 16], who[96];
 	int st;
 
 	at_sandbox_new(&env, "acme", &sb);
@@ -310,6 +310,14 @@ void test_exec(void)
 	at_result(at_event_seen(&env, 3000, sb.name, "\"type\":\"exec\"", filename, "\"touch\"",
 				NULL),
 		  "exec: evented with filename and argv", "no exec event with %s", filename);
+	/* Who: the exec and exit programs read the task's fields by plain
+	 * loads from their BTF arguments (the parent is this process). */
+	snprintf(who, sizeof(who), "\"ppid\":%d,\"uid\":0,\"comm\":\"busybox\"", (int)getpid());
+	at_result(at_event_seen(&env, 3000, sb.name, "\"type\":\"exec\"", who, NULL) &&
+			  at_event_seen(&env, 3000, sb.name, "\"type\":\"exit\"", who,
+					"\"exit_code\":0,\"signal\":0", NULL),
+		  "exec: the exec and exit events say who (parent, uid, comm) and how it ended",
+		  "no exec and exit events with %s", who);
 	at_sandbox_free(&sb);
 
 	at_sandbox_new(&env, "acme", &sb);
