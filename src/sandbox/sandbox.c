@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 #include "control/agent_client.h"
 #include "control/enroll.h"
+#include "lib/array_len.h"
 #include "lib/clock.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
@@ -388,14 +390,17 @@ int sb_await_done(struct sandbox *sb, int wait_ms, struct sb_child_report *done)
 
 void sb_on_ready(struct sandbox *sb)
 {
-	char(*rel)[PATH_MAX] = calloc(SB_SCRATCH_KEEP, PATH_MAX);
-	size_t n;
+	/* Counted first, then only that many: a zeroed array for every
+	 * possible entry is 32 pages, each a page fault (tens of
+	 * microseconds here) between READY and the run's execve. */
+	size_t n = sb_root_in_scratch(&sb->root, NULL, 0);
+	char(*rel)[PATH_MAX] = NULL;
 
 	sb->ready = true;
-	if (!rel)
+	if (n > SB_SCRATCH_KEEP || (n && !(rel = malloc(n * sizeof(*rel)))))
 		return;
-	n = sb_root_in_scratch(&sb->root, rel, SB_SCRATCH_KEEP);
-	sb->marked = n <= SB_SCRATCH_KEEP && !sb_scratch_mark_kept(sb->scratch, rel, n, &sb->marks);
+	sb_root_in_scratch(&sb->root, rel, n);
+	sb->marked = !sb_scratch_mark_kept(sb->scratch, rel, n, &sb->marks);
 	free(rel);
 }
 
@@ -429,26 +434,46 @@ int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t 
 		       "sandbox %s: its init ended before it was set up", sb->id);
 }
 
-/* What only the executor reads (admission, retries, health) cleared: a
- * request that tightens its own wait or retries (the HTTP /run_code does,
- * from its client's budget) still fits a sandbox made for its policy. */
-static void sandbox_part(const struct sg_policy *p, struct sg_policy *out)
-{
-	memcpy(out, p, sizeof(*out));
-	out->limits.on_excess = 0;
-	out->limits.queue_timeout_ms = 0;
-	out->failure = 0;
-	out->max_retries = 0;
-	memset(&out->health, 0, sizeof(out->health));
-}
+/* What only the executor reads (admission, retries, health): a request
+ * that tightens its own wait or retries (the HTTP /run_code does, from its
+ * client's budget) still fits a sandbox made for its policy. */
+#define SKIP(f)                                                                   \
+	{                                                                         \
+		offsetof(struct sg_policy, f), sizeof(((struct sg_policy *)0)->f) \
+	}
+static const struct skip {
+	size_t off, len;
+} executor_part[] = { SKIP(limits.on_excess), SKIP(limits.queue_timeout_ms), SKIP(failure),
+		      SKIP(max_retries), SKIP(health) };
+#undef SKIP
+_Static_assert(offsetof(struct sg_policy, limits.on_excess) <
+			       offsetof(struct sg_policy, limits.queue_timeout_ms) &&
+		       offsetof(struct sg_policy, limits.queue_timeout_ms) <
+			       offsetof(struct sg_policy, failure) &&
+		       offsetof(struct sg_policy, failure) <
+			       offsetof(struct sg_policy, max_retries) &&
+		       offsetof(struct sg_policy, max_retries) < offsetof(struct sg_policy, health),
+	       "executor_part[] is in the order of the fields");
 
+/* The policies byte for byte (padding included, as a copy with those
+ * fields cleared would compare) around the executor's part. In place:
+ * two 35 KiB copies on the stack were ~17 fresh pages, each a page
+ * fault of tens of microseconds, on every run's path. */
 bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b)
 {
-	struct sg_policy pa, pb;
+	const char *pa = (const char *)a, *pb = (const char *)b;
+	size_t at = 0;
 
-	sandbox_part(a, &pa);
-	sandbox_part(b, &pb);
-	return !memcmp(&pa, &pb, sizeof(pa));
+	for (size_t i = 0; i <= ARRAY_LEN(executor_part); i++) {
+		size_t next = i < ARRAY_LEN(executor_part) ? executor_part[i].off : sizeof(*a);
+
+		if (next > at && memcmp(pa + at, pb + at, next - at))
+			return false;
+		if (i < ARRAY_LEN(executor_part) &&
+		    executor_part[i].off + executor_part[i].len > at)
+			at = executor_part[i].off + executor_part[i].len;
+	}
+	return true;
 }
 
 bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec)

@@ -24,15 +24,18 @@ static const char *const devices[] = { "/dev/null", "/dev/zero", "/dev/urandom",
 
 /* ---- planning (parent) ------------------------------------------------ */
 
+/* Strings on the heap, each as long as it is: arrays of PATH_MAX each
+ * would put every entry on a page of its own, and a page fault costs tens
+ * of microseconds on a cold launch's path. */
 struct links {
-	char (*path)[PATH_MAX];
-	char (*target)[PATH_MAX];
+	char **path;
+	char **target;
 	size_t n, cap;
 };
 
 /* The canonical paths to bind, and what resolving them met. */
 struct resolved {
-	char (*canon)[PATH_MAX];
+	char **canon;
 	size_t n;
 	struct links links;
 };
@@ -171,8 +174,13 @@ static int remember_link(struct links *l, const char *path, const char *target)
 		l->target = t;
 		l->cap = cap;
 	}
-	snprintf(l->path[l->n], PATH_MAX, "%s", path);
-	snprintf(l->target[l->n], PATH_MAX, "%s", target);
+	l->path[l->n] = strdup(path);
+	l->target[l->n] = strdup(target);
+	if (!l->path[l->n] || !l->target[l->n]) {
+		free(l->path[l->n]);
+		free(l->target[l->n]);
+		return -ENOMEM;
+	}
 	l->n++;
 	return 0;
 }
@@ -238,8 +246,9 @@ static int resolve(const char *path, char *canon, struct links *links)
 	return 0;
 }
 
-static int by_length(const void *a, const void *b)
+static int by_length(const void *pa, const void *pb)
 {
+	const char *a = *(char *const *)pa, *b = *(char *const *)pb;
 	size_t la = strlen(a), lb = strlen(b);
 
 	return la < lb ? -1 : la > lb ? 1 : strcmp(a, b);
@@ -249,12 +258,16 @@ static int by_length(const void *a, const void *b)
  * directory comes before anything below it. */
 static int resolve_all(const struct sg_policy *p, struct resolved *r, char *detail, size_t dlen)
 {
-	r->canon = calloc((size_t)p->n_read_only + 1, PATH_MAX);
+	char canon[PATH_MAX];
+
+	r->canon = calloc((size_t)p->n_read_only + 1, sizeof(*r->canon));
 	if (!r->canon)
 		return -ENOMEM;
 	for (int i = 0; i < p->n_read_only; i++) {
-		int err = resolve(p->read_only[i], r->canon[r->n], &r->links);
+		int err = resolve(p->read_only[i], canon, &r->links);
 
+		if (!err && !(r->canon[r->n] = strdup(canon)))
+			err = -ENOMEM;
 		if (err == -ENOENT || err == -ENOTDIR) {
 			sg_debug("sandbox root: %s does not exist here; not in the sandbox",
 				 p->read_only[i]);
@@ -267,7 +280,7 @@ static int resolve_all(const struct sg_policy *p, struct resolved *r, char *deta
 		}
 		r->n++;
 	}
-	qsort(r->canon, r->n, PATH_MAX, by_length);
+	qsort(r->canon, r->n, sizeof(*r->canon), by_length);
 	return 0;
 }
 
@@ -376,6 +389,12 @@ static int plan_links(struct sb_root_plan *rp, const struct resolved *r, const s
 
 static void resolved_free(struct resolved *r)
 {
+	for (size_t i = 0; i < r->n; i++)
+		free(r->canon[i]);
+	for (size_t i = 0; i < r->links.n; i++) {
+		free(r->links.path[i]);
+		free(r->links.target[i]);
+	}
 	free(r->canon);
 	free(r->links.path);
 	free(r->links.target);

@@ -70,7 +70,8 @@ void sb_root_plan_free(struct sb_root_plan *rp);
  * files and links the plan puts below /tmp or /dev/shm (mount points of
  * policy paths there, or of the scratch itself when it lies there), as
  * paths relative to the scratch (".tmp/...", ".shm/..."). Fills at most
- * `max`; returns how many there are. */
+ * `max` (rel may be NULL when max is 0: a count); returns how many there
+ * are. */
 size_t sb_root_in_scratch(const struct sb_root_plan *rp, char (*rel)[PATH_MAX], size_t max);
 
 /* The string at an arena offset. */

@@ -98,6 +98,7 @@ struct sb_warm {
 struct sandbox;
 struct sandbox_spec;
 
+/* A fresh sandbox's: w is zeroed memory (struct sandbox is calloc'ed). */
 void sb_warm_init(struct sb_warm *w);
 
 /* Whether spec's run goes to a warm interpreter in sb: the policy asks for

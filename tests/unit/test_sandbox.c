@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "policy/policy.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/sandbox_landlock.h"
 #include "sandbox/sandbox_root.h"
 #include "sandbox/sandbox_scratch.h"
@@ -628,10 +629,43 @@ static void test_landlock_reads_kept_unless_agent_prevents(void **state)
 	assert_int_equal(read_outside_under(&lsm, t->scratch, t->outside), 0);
 }
 
+/* The policies a sandbox fits: equal but for what only the executor
+ * reads (admission, retries, health), compared in place around those
+ * fields; any other byte, first or last, makes them differ. */
+static void test_policy_same(void **state)
+{
+	static struct sg_policy a, b;
+
+	(void)state;
+	policy_defaults(&a);
+	b = a;
+	assert_true(sandbox_policy_same(&a, &b));
+	b.limits.on_excess = a.limits.on_excess == SG_EXCESS_WAIT ? SG_EXCESS_REFUSE
+								  : SG_EXCESS_WAIT;
+	b.limits.queue_timeout_ms = a.limits.queue_timeout_ms + 7;
+	b.failure = a.failure + 1;
+	b.max_retries = a.max_retries + 3;
+	b.health.window = a.health.window + 1;
+	b.health.dead_epsilon = a.health.dead_epsilon + 0.5;
+	assert_true(sandbox_policy_same(&a, &b));
+	b.limits.output_bytes = a.limits.output_bytes + 1; /* between two skipped fields */
+	assert_false(sandbox_policy_same(&a, &b));
+	b.limits.output_bytes = a.limits.output_bytes;
+	b.tenant[0] ^= 1;
+	assert_false(sandbox_policy_same(&a, &b));
+	b.tenant[0] = a.tenant[0];
+	b.source[sizeof(b.source) - 1] ^= 1;
+	assert_false(sandbox_policy_same(&a, &b));
+	b.source[sizeof(b.source) - 1] = a.source[sizeof(a.source) - 1];
+	b.warm.interpreter = a.warm.interpreter + 1; /* right after the skipped health */
+	assert_false(sandbox_policy_same(&a, &b));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_seccomp_filter),
+		cmocka_unit_test(test_policy_same),
 		cmocka_unit_test(test_seccomp_self_only),
 		cmocka_unit_test(test_seccomp_sockets),
 		cmocka_unit_test(test_scratch_path_valid),
