@@ -4,6 +4,7 @@
  * orphans) and the retirer (tears down). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -15,6 +16,7 @@
 #include "warm_agent.h"
 #include "warm_pool.h"
 #include "warm_quiet.h"
+#include "warm_stack.h"
 
 #define WINDOW_MS     10000 /* demand: the peak of this window and the last */
 #define TICK_MS       500
@@ -184,6 +186,25 @@ static void lend(struct warm_pool *p, struct sandbox *sb, struct kind *k, struct
 	(void)now;
 }
 
+/* sandbox_prepare() for a taker, on its thread (init is a fork of it, and
+ * its parent-death signal comes with that thread's end, so not on a
+ * thread of its own), with the stack, which an executor's client thread
+ * keeps out of forks, copyable for that fork (src/warm/warm_stack.h). */
+static int prepare_here(const struct sandbox_spec *spec, struct sandbox **sb, char *detail,
+			size_t len)
+{
+	int err = warm_stack_forkable(true);
+
+	if (err) {
+		snprintf(detail, len, "cannot prepare a sandbox on this thread: %s",
+			 strerror(-err));
+		return err;
+	}
+	err = sandbox_prepare(spec, sb, detail, len);
+	warm_stack_forkable(false);
+	return err;
+}
+
 static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb, char *detail,
 		size_t len)
 {
@@ -214,8 +235,8 @@ static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb
 	sandbox_destroy(now);
 	if (*sb)
 		return 0;
-	/* None ready: prepared here, for this taker. */
-	err = sandbox_prepare(spec, sb, detail, len);
+	/* None ready: prepared now, for this taker. */
+	err = prepare_here(spec, sb, detail, len);
 	pthread_mutex_lock(&p->lock);
 	if (k && err)
 		k->in_use--;
