@@ -186,25 +186,6 @@ static void lend(struct warm_pool *p, struct sandbox *sb, struct kind *k, struct
 	(void)now;
 }
 
-/* sandbox_prepare() for a taker, on its thread (init is a fork of it, and
- * its parent-death signal comes with that thread's end, so not on a
- * thread of its own), with the stack, which an executor's client thread
- * keeps out of forks, copyable for that fork (src/warm/warm_stack.h). */
-static int prepare_here(const struct sandbox_spec *spec, struct sandbox **sb, char *detail,
-			size_t len)
-{
-	int err = warm_stack_forkable(true);
-
-	if (err) {
-		snprintf(detail, len, "cannot prepare a sandbox on this thread: %s",
-			 strerror(-err));
-		return err;
-	}
-	err = sandbox_prepare(spec, sb, detail, len);
-	warm_stack_forkable(false);
-	return err;
-}
-
 static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb, char *detail,
 		size_t len)
 {
@@ -235,8 +216,16 @@ static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb
 	sandbox_destroy(now);
 	if (*sb)
 		return 0;
-	/* None ready: prepared now, for this taker. */
-	err = prepare_here(spec, sb, detail, len);
+	/* None ready: prepared now, for this taker, on its thread (init is a
+	 * fork of it, and init's parent-death signal comes with that thread's
+	 * end), with the stack copyable for that fork (warm_stack.h). */
+	err = warm_stack_forkable(true);
+	if (err)
+		snprintf(detail, len, "cannot prepare a sandbox on this thread: %s",
+			 strerror(-err));
+	else
+		err = sandbox_prepare(spec, sb, detail, len);
+	warm_stack_forkable(false);
 	pthread_mutex_lock(&p->lock);
 	if (k && err)
 		k->in_use--;
