@@ -248,7 +248,11 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 	struct exec_batch batch = { 0 };
 	struct verify_cases tests = { 0 };
 	struct sg_policy_error perr;
-	struct sg_policy *policy = NULL;
+	/* On the stack, not the heap: an executor's client thread keeps its
+	 * stack out of the pool's forks (src/warm/warm_stack.h), and each
+	 * heap page written after such a fork is a copy-on-write fault on the
+	 * caller's path (the policy is 35 KB: 9 pages). */
+	struct sg_policy policy_buf, *policy = &policy_buf;
 	struct exec_ctx ctx = { .path = io->path,
 				.reap_elsewhere = io->reap_elsewhere,
 				.caller_fd = io->caller_fd };
@@ -279,11 +283,8 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 	ctx.run_id = o.run_id;
 	ctx.argv = o.argv;
 	ctx.agent = io->agent ? io->agent : agent_connect(NULL);
-	policy = malloc(sizeof(*policy));
-	if (!policy) {
-		code = exec_exit_code(SG_CAUSE_PLATFORM_ERROR);
-	} else if (policy_for_tenant(o.policy_dir ? o.policy_dir : policy_dir_default(), o.tenant,
-				     policy, &perr)) {
+	if (policy_for_tenant(o.policy_dir ? o.policy_dir : policy_dir_default(), o.tenant, policy,
+			      &perr)) {
 		code = policy_failure(io, &ctx, o.batch_path ? batch.batch_id : o.batch_id,
 				      !o.batch_path, &perr);
 	} else if (o.timeout_ms > policy->limits.timeout_ms) {
@@ -298,7 +299,6 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 	}
 	if (ctx.agent != io->agent)
 		agent_close(ctx.agent);
-	free(policy);
 	exec_batch_free(&batch);
 	verify_cases_free(&tests);
 	free(text);

@@ -4,6 +4,7 @@
  * orphans) and the retirer (tears down). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -15,6 +16,7 @@
 #include "warm_agent.h"
 #include "warm_pool.h"
 #include "warm_quiet.h"
+#include "warm_stack.h"
 
 #define WINDOW_MS     10000 /* demand: the peak of this window and the last */
 #define TICK_MS       500
@@ -214,8 +216,16 @@ static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb
 	sandbox_destroy(now);
 	if (*sb)
 		return 0;
-	/* None ready: prepared here, for this taker. */
-	err = sandbox_prepare(spec, sb, detail, len);
+	/* None ready: prepared now, for this taker, on its thread (init is a
+	 * fork of it, and init's parent-death signal comes with that thread's
+	 * end), with the stack copyable for that fork (warm_stack.h). */
+	err = warm_stack_forkable(true);
+	if (err)
+		snprintf(detail, len, "cannot prepare a sandbox on this thread: %s",
+			 strerror(-err));
+	else
+		err = sandbox_prepare(spec, sb, detail, len);
+	warm_stack_forkable(false);
 	pthread_mutex_lock(&p->lock);
 	if (k && err)
 		k->in_use--;

@@ -4,7 +4,8 @@
  * Sandboxes are kept per kind: (tenant, policy, exec in scratch). take()
  * hands out a prepared one (its init already waiting in its namespaces
  * with the root built, the cgroups limited, the agent's enrollment done),
- * or prepares one on the caller's thread when none is ready. A sandbox is
+ * or prepares one on the caller's thread when none is ready (with its
+ * stack copyable by that fork, src/warm/warm_stack.h). A sandbox is
  * handed out once: retire() queues it for teardown, off the caller's path,
  * on the pool's own thread; it never comes back.
  *

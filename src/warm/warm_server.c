@@ -22,8 +22,12 @@
 #include "warm_pool.h"
 #include "warm_proto.h"
 #include "warm_server.h"
+#include "warm_stack.h"
 
 #define MAX_CLIENTS 4096
+/* Threads that finished a client wait for the next one, up to this many
+ * (see take_client()). */
+#define KEEP_IDLE 8
 /* `sandguard exec` sends its request as soon as it connects and reads its
  * answer as it comes: a client silent for this long (each wait for its
  * request's bytes) or not reading (each wait to send it its answer) is
@@ -44,8 +48,14 @@ struct warm_server {
 	size_t env_len;
 	pthread_t acceptor;
 	pthread_mutex_t lock;
-	pthread_cond_t idle;
-	unsigned active, max_active;
+	pthread_cond_t idle;  /* active or threads reached 0 */
+	pthread_cond_t work;  /* a client queued for a waiting thread, or stopping */
+	struct client *queue; /* taken, for the waiting threads, first come first */
+	unsigned active;      /* clients taken and not yet answered */
+	unsigned threads;     /* client threads alive */
+	unsigned waiting;     /* of them, waiting for a client and not promised one */
+	unsigned max_active;
+	bool stopping;
 };
 
 /* One client's request, as received. */
@@ -56,6 +66,7 @@ struct client {
 	struct warm_request h;
 	char *strings;
 	char **argv;
+	struct client *next; /* in the server's queue */
 };
 
 static int by_string(const void *a, const void *b)
@@ -174,8 +185,10 @@ static void answer(struct client *c, int code, const char *out, size_t out_len, 
 		sg_debug("executor: a client went away before its answer");
 }
 
-/* The command, in the client's directory, its output captured. */
-static void run_command(struct client *c)
+/* The command, in the client's directory, its output captured. fs_err:
+ * why this thread could not have a working directory of its own (0: it
+ * has). */
+static void run_command(struct client *c, int fs_err)
 {
 	struct warm_io io = { .in_fd = c->in,
 			      .path = "warm",
@@ -187,12 +200,13 @@ static void run_command(struct client *c)
 	size_t out_len = 0, err_len = 0;
 	int code;
 
-	/* This thread's own working directory: the client's. */
-	if (unshare(CLONE_FS) || fchdir(c->cwd)) {
+	/* This thread's own working directory (client_thread()): the
+	 * client's. */
+	if (fs_err || fchdir(c->cwd)) {
 		char why[128];
 
 		snprintf(why, sizeof(why), "cannot enter the client's directory: %s\n",
-			 strerror(errno));
+			 strerror(fs_err ? fs_err : errno));
 		answer(c, WARM_NOT_SERVED, "", 0, why, strlen(why));
 		return;
 	}
@@ -228,9 +242,9 @@ static int bound_waits(int fd)
 	return 0;
 }
 
-static void *serve_client(void *arg)
+/* One client, from its request to its answer; then it is forgotten. */
+static void serve_client(struct client *c, int fs_err)
 {
-	struct client *c = arg;
 	struct warm_server *s = c->s;
 	char why[160] = "";
 	int err = bound_waits(c->fd);
@@ -244,7 +258,7 @@ static void *serve_client(void *arg)
 	else if (err)
 		sg_debug("executor: a bad request: %s", strerror(-err));
 	else
-		run_command(c);
+		run_command(c, fs_err);
 	/* Answered (or given up on): the pool's own work may go on. */
 	warm_pool_answered(s->pool);
 	fs_close(&c->fd);
@@ -253,10 +267,58 @@ static void *serve_client(void *arg)
 	free(c->strings);
 	free(c->argv);
 	free(c);
-	pthread_mutex_lock(&s->lock);
-	if (--s->active == 0)
+}
+
+/* A client thread: serves the client it was made for, then waits for the
+ * next one take_client() queues, while no more than KEEP_IDLE wait.
+ *
+ * Why threads stay: a page fault costs 20-60 us on the VMs this runs on,
+ * and a new thread faults its stack and malloc arena in again (glibc gives
+ * an ended thread's stack back with MADV_DONTNEED; the policy alone is 35
+ * KB, copied on the stack), and sets up its tcache. Its stack is kept out
+ * of the pool's forks for the same reason (src/warm/warm_stack.h).
+ *
+ * What a client leaves in the thread: its working directory (the next
+ * fchdir()s to its own) and nothing else: the log stream, the caller
+ * watched by the admission lines and the pool's quiet count are reset at
+ * each answer, and everything a run opens is closed by it
+ * (tests/integration/36-warm-threads.py serves clients one after another
+ * in the same thread). */
+static void *client_thread(void *arg)
+{
+	struct client *c = arg;
+	struct warm_server *s = c->s;
+	/* Its own working directory, from the first client on. */
+	int fs_err = unshare(CLONE_FS) ? errno : 0;
+
+	warm_stack_keep_out();
+
+	for (;;) {
+		serve_client(c, fs_err);
+		pthread_mutex_lock(&s->lock);
+		if (--s->active == 0)
+			pthread_cond_broadcast(&s->idle);
+		if (s->stopping || s->waiting >= KEEP_IDLE)
+			break;
+		s->waiting++;
+		while (!s->queue && !s->stopping)
+			pthread_cond_wait(&s->work, &s->lock);
+		if (!s->queue) /* stopping, and not promised a client */
+			break;
+		c = s->queue;
+		s->queue = c->next;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (--s->threads == 0)
 		pthread_cond_broadcast(&s->idle);
 	pthread_mutex_unlock(&s->lock);
+	/* A stack glibc would hand to a thread that forks: never given back
+	 * (the process's exit ends this thread). */
+	if (warm_stack_release()) {
+		sg_warn("executor: a client thread's stack stays out of forks: the thread stays");
+		for (;;)
+			pause();
+	}
 	return NULL;
 }
 
@@ -269,38 +331,53 @@ static bool peer_is_root(int fd)
 	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && cred.uid == 0;
 }
 
+/* To a thread that waits for a client, or a new one. */
 static void take_client(struct warm_server *s, int fd)
 {
-	struct client *c;
+	struct client *c = calloc(1, sizeof(*c));
 	pthread_attr_t attr;
 	pthread_t t;
-	bool room;
+	int err = -ENOMEM;
 
-	pthread_mutex_lock(&s->lock);
-	room = s->active < s->max_active;
-	if (room)
-		s->active++;
-	pthread_mutex_unlock(&s->lock);
-	c = room ? calloc(1, sizeof(*c)) : NULL;
-	if (c) {
+	if (c)
 		*c = (struct client){ .s = s, .fd = fd, .cwd = -1, .in = -1 };
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		if (!pthread_create(&t, &attr, serve_client, c)) {
-			pthread_attr_destroy(&attr);
+	pthread_mutex_lock(&s->lock);
+	if (c && s->active < s->max_active) {
+		s->active++;
+		if (s->waiting) {
+			struct client **end = &s->queue;
+
+			/* Promised: this one leaves the waiting count now, so
+			 * the next client finds it taken. */
+			s->waiting--;
+			while (*end) /* no longer than KEEP_IDLE */
+				end = &(*end)->next;
+			*end = c;
+			pthread_cond_signal(&s->work);
+			pthread_mutex_unlock(&s->lock);
 			return;
 		}
-		pthread_attr_destroy(&attr);
-		free(c);
+		s->threads++;
+		err = 0;
 	}
+	pthread_mutex_unlock(&s->lock);
+	if (!err) {
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		err = -pthread_create(&t, &attr, client_thread, c);
+		pthread_attr_destroy(&attr);
+		if (!err)
+			return;
+		pthread_mutex_lock(&s->lock);
+		s->threads--;
+		if (--s->active == 0)
+			pthread_cond_broadcast(&s->idle);
+		pthread_mutex_unlock(&s->lock);
+	}
+	free(c);
 	/* No room: the client runs cold (it sent nothing that ran). */
 	answer(&(struct client){ .fd = fd }, WARM_NOT_SERVED, "", 0, "the executor is full\n", 21);
 	close(fd);
-	if (room) {
-		pthread_mutex_lock(&s->lock);
-		s->active--;
-		pthread_mutex_unlock(&s->lock);
-	}
 }
 
 static void *acceptor(void *arg)
@@ -385,6 +462,7 @@ int warm_server_start(const struct warm_server_opts *o, struct warm_server **out
 	s->max_active = o->max_clients ? o->max_clients : MAX_CLIENTS;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->idle, NULL);
+	pthread_cond_init(&s->work, NULL);
 	while (environ && environ[n_env])
 		n_env++;
 	s->env = env_text(environ, n_env, &s->env_len);
@@ -400,6 +478,7 @@ int warm_server_start(const struct warm_server_opts *o, struct warm_server **out
 		fs_close(&s->listen_fd);
 		fs_close(&s->stop_pipe[0]);
 		fs_close(&s->stop_pipe[1]);
+		pthread_cond_destroy(&s->work);
 		free(s->env);
 		free(s);
 		return err;
@@ -426,11 +505,17 @@ void warm_server_stop(struct warm_server *s)
 	pthread_mutex_lock(&s->lock);
 	while (s->active)
 		pthread_cond_wait(&s->idle, &s->lock);
+	/* Every client answered, none queued: the waiting threads end. */
+	s->stopping = true;
+	pthread_cond_broadcast(&s->work);
+	while (s->threads)
+		pthread_cond_wait(&s->idle, &s->lock);
 	pthread_mutex_unlock(&s->lock);
 	fs_close(&s->stop_pipe[0]);
 	fs_close(&s->stop_pipe[1]);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->idle);
+	pthread_cond_destroy(&s->work);
 	free(s->env);
 	free(s);
 }
