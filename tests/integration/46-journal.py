@@ -120,19 +120,19 @@ def concurrent_300(a, state, progs):
 
 def kill_during_batches(a, state, progs):
     """Batches run while the agent is killed with SIGKILL (twice) and
-    restarted; none is lost or counted twice."""
+    restarted; none is lost or counted twice. New batches keep coming
+    until both kills are done, so that each kill finds batches running
+    however fast they are on this node."""
     b = Batches(a, progs["good"], "kill")
-    stop = threading.Event()
     kills = []
 
     def killer():
         for _ in range(2):
             time.sleep(1.5)
-            if stop.is_set():
-                return
+            running = sum(p.poll() is None for p in b.procs)
             a.proc.send_signal(signal.SIGKILL)
             a.proc.wait()
-            kills.append(time.time())
+            kills.append(running)
             time.sleep(0.5)
             a.start()
 
@@ -140,16 +140,21 @@ def kill_during_batches(a, state, progs):
         b.start(t, 20)
     k = threading.Thread(target=killer)
     k.start()
+    waves = 0
+    while k.is_alive() and waves < 240:  # at most a minute of waves
+        b.start(TENANTS[2 + waves % 2], 2)
+        waves += 1
+        time.sleep(0.25)
     for t in TENANTS[2:]:
-        b.start(t, 20)
+        b.start(t, 10)
     results = b.wait()
-    stop.set()
     k.join()
     causes = {}
     for r, _ in results:
         causes[r["cause"] if r else "no result"] = causes.get(r["cause"] if r else "no result", 0) + 1
     print("kill -9 of the agent x%d during %d batches: causes %s" % (len(kills), len(results), causes))
-    check(len(kills) == 2, "the agent was killed twice while batches ran", str(kills))
+    check(len(kills) == 2 and all(kills), "the agent was killed twice while batches ran",
+          "batches running at each kill: %s" % kills)
     check(causes == {"ok": len(results)}, "batches around agent kills are all ok", str(causes))
     a.stop()
     if not a.start():
