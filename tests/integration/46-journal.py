@@ -31,6 +31,13 @@ GOOD = """import json, sys
 b = json.load(sys.stdin)
 print(json.dumps([0.25 * (i % 4) for i in range(len(b["items"]))]))
 """
+# GOOD, half a second long: batches that are still running when the agent
+# is killed, however fast a launch is.
+SLOW = """import json, sys, time
+b = json.load(sys.stdin)
+time.sleep(0.5)
+print(json.dumps([0.25 * (i % 4) for i in range(len(b["items"]))]))
+"""
 # Waits (without a deadline of its own) until the test creates a flag file.
 WAIT_FOR_FLAG = """import json, os, sys, time
 b = json.load(sys.stdin)
@@ -123,7 +130,8 @@ def kill_during_batches(a, state, progs):
     restarted; none is lost or counted twice. New batches keep coming
     until both kills are done, so that each kill finds batches running
     however fast they are on this node."""
-    b = Batches(a, progs["good"], "kill")
+    IN_FLIGHT = 8
+    b = Batches(a, progs["slow"], "kill")
     kills = []
 
     def killer():
@@ -140,11 +148,13 @@ def kill_during_batches(a, state, progs):
         b.start(t, 20)
     k = threading.Thread(target=killer)
     k.start()
-    waves = 0
-    while k.is_alive() and waves < 240:  # at most a minute of waves
-        b.start(TENANTS[2 + waves % 2], 2)
-        waves += 1
-        time.sleep(0.25)
+    # At least IN_FLIGHT batches stay running until both kills are done (a
+    # batch takes about half a second; at most 400 in all).
+    while k.is_alive() and len(b.procs) < 400:
+        short = IN_FLIGHT - sum(p.poll() is None for p in b.procs)
+        if short > 0:
+            b.start(TENANTS[2 + len(b.procs) % 2], short)
+        time.sleep(0.02)
     for t in TENANTS[2:]:
         b.start(t, 10)
     results = b.wait()
@@ -236,7 +246,8 @@ def main():
     a.env["SANDGUARD_UID_BASE"] = str(uid_base(64000))
     state = a.env["SANDGUARD_STATE_DIR"]
     try:
-        progs = {"good": a.program("good.py", GOOD), "wait": a.program("wait.py", WAIT_FOR_FLAG)}
+        progs = {"good": a.program("good.py", GOOD), "slow": a.program("slow.py", SLOW),
+                 "wait": a.program("wait.py", WAIT_FOR_FLAG)}
         if not a.start():
             check(False, "agent starts", open(os.path.join(a.dir, "agent.log")).read()[-500:])
             return
