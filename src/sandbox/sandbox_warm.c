@@ -30,7 +30,7 @@ extern const char sb_warm_bootstrap_start[];
 
 void sb_warm_init(struct sb_warm *w)
 {
-	/* Zeroed already (sb_warm_init()'s contract): clearing its three
+	/* w is zeroed memory already (sandbox_warm.h): clearing its three
 	 * paths again would fault in three pages for nothing. */
 	w->sock = -1;
 	w->home.dir_fd = w->home.procs_fd = -1;

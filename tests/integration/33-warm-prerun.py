@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import uid_base  # noqa: E402
-from sgexecutor import BIN, PYTHON, batch, exec_cli, run_suite  # noqa: E402
+from sgexecutor import BIN, PYTHON, batch, exec_cli, procs, run_suite, waiting  # noqa: E402
 
 UID_BASE = uid_base(66000)  # 32-warm uses 63000, 34-warm-interpreter 63500
 TENANT = "wp-pool"
@@ -35,26 +35,6 @@ def wait_for(pred, seconds=10):
             return got
         time.sleep(0.05)
     return pred()
-
-
-def procs(path):
-    try:
-        with open(os.path.join(path, "cgroup.procs")) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def waiting(env, tenant=TENANT):
-    """sandbox id -> (init's pid, the pids in its first run's cgroup), for
-    every prepared sandbox of the tenant that has not run yet."""
-    root = os.path.join(env.cgroot, tenant)
-    out = {}
-    for sb in os.listdir(root) if os.path.isdir(root) else []:
-        run1 = os.path.join(root, sb, "run-1")
-        if os.path.isdir(run1):
-            out[sb] = (procs(os.path.join(root, sb)), procs(run1))
-    return out
 
 
 def status(pid):
@@ -81,9 +61,9 @@ def pool_ready(env):
     process waiting and the pool is still for a moment (its keeper done)."""
     prime(env)
     def settled():
-        a = waiting(env)
+        a = waiting(env, TENANT)
         time.sleep(0.3)
-        b = waiting(env)
+        b = waiting(env, TENANT)
         return b if a == b and any(len(w[1]) == 1 for w in b.values()) else None
     return wait_for(settled, 20) or {}
 

@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import uid_base  # noqa: E402
-from sgexecutor import PYTHON, batch, exec_cli, run_suite  # noqa: E402
+from sgexecutor import PYTHON, batch, exec_cli, run_suite, waiting  # noqa: E402
 
 UID_BASE = uid_base(66500)  # 33-warm-prerun uses 66000
 TENANT = "wt-pool"
@@ -105,23 +105,12 @@ def maps_ranges(pid):
 
 
 def waiting_inits(env, tenant=TENANT, seconds=20):
-    """The host pids of the inits (alone in their sandbox's cgroup) of the
-    tenant's sandboxes whose first run's process still waits (one process
-    in run-1), once that set is the same 0.3 s apart."""
-    root = os.path.join(env.cgroot, tenant)
-
+    """The inits of the tenant's sandboxes whose first run's process still
+    waits (one process in run-1: sgexecutor.waiting()), once that set is
+    the same 0.3 s apart."""
     def now():
-        out = set()
-        for sb in os.listdir(root) if os.path.isdir(root) else []:
-            try:
-                with open(os.path.join(root, sb, "run-1", "cgroup.procs")) as f:
-                    if len(f.read().split()) != 1:
-                        continue
-                with open(os.path.join(root, sb, "cgroup.procs")) as f:
-                    out.update(int(x) for x in f.read().split())
-            except OSError:
-                pass
-        return out
+        return sorted(pid for init, run in waiting(env, tenant).values() if len(run) == 1
+                      for pid in init)
 
     deadline = time.monotonic() + seconds
     last = now()
@@ -129,9 +118,9 @@ def waiting_inits(env, tenant=TENANT, seconds=20):
         time.sleep(0.3)
         cur = now()
         if cur == last and cur:
-            return sorted(cur)
+            return cur
         last = cur
-    return sorted(last)
+    return last
 
 
 def t_stack_out_of_forks(env, ex):

@@ -105,6 +105,28 @@ class Executor:
             return f.read()[-1500:]
 
 
+def procs(path):
+    """The pids in the cgroup at path; none once it is gone."""
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def waiting(env, tenant):
+    """sandbox id -> (init's pid, the pids in its first run's cgroup), for
+    every prepared sandbox of the tenant that has not run yet (33-warm-prerun,
+    36-warm-threads)."""
+    root = os.path.join(env.cgroot, tenant)
+    out = {}
+    for sb in os.listdir(root) if os.path.isdir(root) else []:
+        run1 = os.path.join(root, sb, "run-1")
+        if os.path.isdir(run1):
+            out[sb] = (procs(os.path.join(root, sb)), procs(run1))
+    return out
+
+
 def batch(batch_id, n=3):
     return {"batch_id": batch_id,
             "items": [{"prompt": "p%d" % i, "completion": "c" * (i + 1)} for i in range(n)]}
