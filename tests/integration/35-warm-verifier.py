@@ -89,6 +89,12 @@ def unstarved(go, tries=3):
     return got
 
 
+def starved(test_verdict):
+    """Whether a test's (status, detail) is the platform error for the
+    node's overload."""
+    return test_verdict[0] == "error" and "starved of CPU" in (test_verdict[1] or "")
+
+
 def t_verdicts_as_cold(env, ex):
     """Each mode as a request of its own (the result's stderr is its
     test's), cold and warm; then all modes in one request."""
@@ -112,7 +118,11 @@ def t_verdicts_as_cold(env, ex):
     tests = [(m + "\n", "ok\n") for m in MODES]
     _, cold, _ = unstarved(lambda: verify(env, COLD, "wv_modes.py", tests, "c-all"))
     _, warm, _ = unstarved(lambda: verify(env, WARM, "wv_modes.py", tests, "w-all"))
-    if verdict(cold)[5] != verdict(warm)[5] or set(ways(warm)) != {"warm"}:
+    # A test starved of CPU on either side is the node's overload, not a
+    # verdict: it matches anything (unstarved() retries whole requests only).
+    differ = [(c, w) for c, w in zip(verdict(cold)[5], verdict(warm)[5])
+              if c != w and not starved(c) and not starved(w)]
+    if len(cold["tests"]) != len(warm["tests"]) or differ or set(ways(warm)) != {"warm"}:
         return "all modes in one request: cold %s, warm %s (%s)" % (verdict(cold)[5],
                                                                      verdict(warm)[5], ways(warm))
     passed = [m for m, t in zip(MODES, warm["tests"]) if t["status"] == "pass"]
