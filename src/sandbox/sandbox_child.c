@@ -192,6 +192,7 @@ int sb_child_confine(const struct sb_child_plan *p, int *step)
 
 _Noreturn void sb_child_start(const struct sb_child_plan *p)
 {
+	const struct sb_child_report started = { .type = SB_REPORT_EXEC };
 	int err;
 
 	for (int i = 0; i < 3; i++)
@@ -203,6 +204,12 @@ _Noreturn void sb_child_start(const struct sb_child_plan *p)
 	for (int i = 0; i < p->n_rlimits; i++)
 		if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim))
 			fail(p, SB_STEP_RLIMIT, errno);
+	/* Positive word that the tenant's code is next: a main killed from
+	 * outside while it waited or set up (a node-wide OOM kill, a stray
+	 * kill) also closes the pipe, and must not be booked to the tenant. */
+	if (write(p->report_fd, &started, sizeof(started)) < 0) {
+		/* the executor gave up on the run: the execve goes on regardless */
+	}
 	err = ENOENT;
 	for (int i = 0; i < p->n_exec_paths; i++) {
 		execve(p->exec_paths[i], p->argv, p->envp);

@@ -71,10 +71,13 @@ enum sb_report_type {
 	SB_REPORT_FAILED = 1, /* a setup step failed: step, err, op */
 	SB_REPORT_READY,      /* init: set up, waiting for a START */
 	SB_REPORT_DONE,       /* init: the run's main ended: main_ran, wait_status */
+	SB_REPORT_EXEC,       /* main: its execve is next (the run's report pipe) */
 };
 
-/* One message on init's control socket, or on a run's report pipe (only
- * FAILED there: its EOF at main's execve means the tenant runs). */
+/* One message on init's control socket, or on a run's report pipe: there
+ * EXEC, main's word just before its execve, then the pipe's EOF at the
+ * execve means the tenant runs; or FAILED. An EOF without EXEC means main
+ * ended before the tenant's code could run: not the tenant's doing. */
 struct sb_child_report {
 	int type;
 	int step; /* enum sb_child_step */

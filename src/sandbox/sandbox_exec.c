@@ -335,15 +335,52 @@ static int init_says(struct run *r)
 			   "sandbox %s: its init ended before the run started", sb->id);
 }
 
-/* Wait for main's execve: EOF on the report pipe means it happened, a
- * report means a setup step failed (a platform error). */
-static int wait_for_exec(struct run *r, uint64_t deadline)
+/* What main said on the report pipe, read once every writer is gone:
+ * EXEC then EOF, it exec'd; FAILED, a setup step failed (a platform
+ * error); EOF alone, it ended before its execve. */
+static int read_start_reports(struct run *r)
 {
 	struct sb_child_report rep;
+	bool exec_next = false;
 	ssize_t n;
 
 	for (;;) {
-		struct pollfd pfd[2] = { { .fd = r->report[0], .events = POLLIN },
+		n = read(r->report[0], &rep, sizeof(rep));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof(rep) || rep.type != SB_REPORT_EXEC)
+			break;
+		exec_next = true;
+	}
+	if (n == 0 && !r->sb->ready)
+		return sb_run_fail(r, -EPROTO,
+				   "sandbox %s: the run started before its init was ready",
+				   r->sb->id);
+	if (n == 0 && exec_next)
+		return 0;
+	r->sb->broken = true;
+	/* Killed from outside before any of the tenant's code ran: a
+	 * node-wide OOM kill, a stray signal, init's end. */
+	if (n == 0)
+		return sb_run_fail(r, -ECHILD,
+				   "sandbox %s: the run's process ended before it started the "
+				   "tenant's code (killed from outside the sandbox)",
+				   r->sb->id);
+	if (n != (ssize_t)sizeof(rep) || rep.type != SB_REPORT_FAILED)
+		return sb_run_fail(r, -EIO, "sandbox %s: short report from the run", r->sb->id);
+	return sb_run_fail(r, -rep.err, "sandbox setup failed while %s (%s): %s",
+			   sb_child_step_name(rep.step),
+			   rep.step == SB_STEP_EXEC ? r->spec->argv[0] : r->sb->id,
+			   strerror(rep.err));
+}
+
+/* Wait for main's execve: the report pipe's hang-up (main's last copy
+ * closed at its execve or its end) says how it went. Only the hang-up
+ * is polled: main's EXEC just before its execve wakes nobody. */
+static int wait_for_exec(struct run *r, uint64_t deadline)
+{
+	for (;;) {
+		struct pollfd pfd[2] = { { .fd = r->report[0], .events = 0 },
 					 { .fd = r->sb->warm.sock >= 0 ? r->sb->warm.sock
 								       : r->sb->ctl,
 					   .events = POLLIN } };
@@ -366,24 +403,9 @@ static int wait_for_exec(struct run *r, uint64_t deadline)
 				return err;
 			continue;
 		}
-		n = read(r->report[0], &rep, sizeof(rep));
-		if (n < 0 && errno == EINTR)
-			continue;
-		break;
+		if (pfd[0].revents)
+			return read_start_reports(r);
 	}
-	if (n == 0 && r->sb->ready)
-		return 0;
-	if (n == 0)
-		return sb_run_fail(r, -EPROTO,
-				   "sandbox %s: the run started before its init was ready",
-				   r->sb->id);
-	r->sb->broken = true;
-	if (n != (ssize_t)sizeof(rep))
-		return sb_run_fail(r, -EIO, "sandbox %s: short report from the run", r->sb->id);
-	return sb_run_fail(r, -rep.err, "sandbox setup failed while %s (%s): %s",
-			   sb_child_step_name(rep.step),
-			   rep.step == SB_STEP_EXEC ? r->spec->argv[0] : r->sb->id,
-			   strerror(rep.err));
 }
 
 /* Main ended, or is being killed: init's DONE, waiting at most wait_ms.

@@ -70,6 +70,7 @@ PROT_RW, MAP_PRIVATE_ANON_FIXED = 0x3, 0x02 | 0x20 | 0x10  # mmap(2)
 RANGE_SHARED = 1 << 63  # SB_WARM_RANGE_SHARED: a writable shared mapping
 REPORT = struct.Struct("=6i")  # struct sb_child_report
 REPORT_FAILED = 1
+REPORT_EXEC = 4  # SB_REPORT_EXEC
 # enum sb_child_step
 STEP_CGROUP, STEP_STDIO, STEP_CLOSE_FDS, STEP_CHDIR, STEP_LANDLOCK, STEP_SECCOMP = 1, 4, 5, 10, 12, 13
 STEP_FORK = 18
@@ -354,7 +355,13 @@ def child(fds, failed, scratch, argv):
             sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
             sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace",
                                                closefd=False, buffering=1)
-        os.close(report)  # EOF: the tenant's code runs from here on
+        # EXEC, then EOF: the tenant's code runs from here on. (An EOF
+        # alone: this child ended before, not by the tenant's doing.)
+        try:
+            os.write(report, REPORT.pack(REPORT_EXEC, 0, 0, 0, 0, 0))
+        except OSError:
+            pass  # the executor gave up on the call: it runs regardless
+        os.close(report)
     except OSError as e:
         os.write(report, REPORT.pack(REPORT_FAILED, step, e.errno or 5, -1, 0, 0))
         os._exit(127)

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import uid_base  # noqa: E402
-from sgexecutor import BIN, PYTHON, batch, exec_cli, procs, run_suite, waiting  # noqa: E402
+from sgexecutor import BIN, PYTHON, batch, exec_cli, procs, queued, run_suite, waiting  # noqa: E402
 
 UID_BASE = uid_base(66000)  # 32-warm uses 63000, 34-warm-interpreter 63500
 TENANT = "wp-pool"
@@ -226,12 +226,59 @@ def t_over_before_seen(env, ex):
     return None
 
 
+def t_killed_before_its_start(env, ex):
+    """A run's process killed from outside after its START was sent and
+    before it read it (a node-wide OOM kill, a stray kill) never ran any
+    of the tenant's code: the attempt is a platform error, booked as one,
+    never the tenant's crash (the run's report pipe closes the same way
+    at an execve and at such an end: only main's word before its execve
+    tells them apart)."""
+    if not shutil.which("ss"):
+        return "ss is missing (iproute2: scripts/install-deps.sh installs it)"
+    pids = [w[1][0] for w in pool_ready(env).values() if len(w[1]) == 1]
+    if not pids:
+        return "no prepared sandbox has a process waiting: the test proves nothing"
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)  # whichever is taken holds its START unread
+    client = subprocess.Popen([BIN, "exec", "--tenant", TENANT, "--policy-dir", env.policies,
+                               "--batch", "-", "--", PYTHON, os.path.join(env.progs, "rw_good.py")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=env.env())
+    try:
+        client.stdin.write(json.dumps(batch("wp-killed")).encode())
+        client.stdin.close()
+        client.stdin = None
+        victim = wait_for(lambda: next((p for p in pids if queued(p) > 0), None), 30)
+        if victim:
+            os.kill(victim, signal.SIGKILL)
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        out, err = client.communicate(timeout=120)
+    if not victim:
+        return "no START reached a waiting process: the test proves nothing (%s)" % out[-300:]
+    res = json.loads(out) if out.strip() else None
+    if not res or res.get("path") != "warm" or res["sandboxes"][0]["cause"] != "platform_error":
+        return "want a warm first attempt booked platform_error, got exit %d %s %s" % (
+            client.returncode, out[-500:], err[-300:])
+    booked = [o.get("cause") for o in env.outcomes() if o.get("batch_id") == "wp-killed"]
+    if not booked or booked[0] != "platform_error" or "tenant_crash" in booked:
+        return "bookings %s, want platform_error first and no tenant_crash" % booked
+    if res["cause"] == "platform_error" and "before it started the tenant's code" not in res["detail"]:
+        return "the detail does not say why: %s" % res["detail"]
+    return None
+
+
 CASES = [
     ("prerun-waits-confined-holding-its-channel-only", t_waits_confined),
     ("prerun-run-is-the-waiting-process-and-gets-its-run-exactly", t_run_is_the_waiting_process),
     ("prerun-verifier-test-has-no-sibling", t_verifier_no_sibling),
     ("prerun-torn-down-without-run-leaves-no-process", t_torn_down_without_run),
     ("prerun-run-over-before-its-start-is-seen-is-answered-at-once", t_over_before_seen),
+    ("prerun-killed-before-reading-its-start-is-a-platform-error", t_killed_before_its_start),
 ]
 
 

@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import uid_base  # noqa: E402
+from sgtest import uid_base, unstarved  # noqa: E402
 from sgexecutor import PYTHON, batch, exec_cli, run_suite  # noqa: E402
 import sgagent  # noqa: E402
 import sgexecutor  # noqa: E402
@@ -132,17 +132,6 @@ def t_no_ipc_objects(env, ex):
     return None
 
 
-def unstarved(go, tries=3):
-    """go()'s result, again while it is a platform error for the node's
-    overload ("starved of CPU": the run did not get its CPU share, so it
-    says nothing of the tenant's code; docs/oncall.md)."""
-    for _ in range(tries):
-        res = go()
-        if not res or "starved of CPU" not in (res.get("detail") or ""):
-            return res
-    return res
-
-
 def shared_pair(warm):
     """Whether two calls in a row, past the first, ran in one sandbox: the
     later one in the warm interpreter the earlier one left."""
@@ -249,6 +238,67 @@ def t_waiting_child_killed_is_platform_error(env, ex):
     if booked != ["platform_error", "ok"]:
         return "bookings %s, want platform_error then ok" % booked
     return None
+
+
+def t_waiting_child_killed_holding_its_call(env, ex):
+    # The child is killed after the call was handed to it and before it
+    # read it: none of the call's code ran, so the call is a platform_error
+    # (the call's report pipe closes as it would when the script starts;
+    # only the child's word before the script tells them apart), retried.
+    warm_policy(env, "wi-wkill2", failure={"mode": "retry", "max_retries": 1})
+    first = until_warm(env, "wi-wkill2", "wi_global.py")
+    if not first:
+        return "no two calls shared a warm interpreter within %d s" % WARM_BOUND_S
+    # The same child twice, half a second apart: the one waiting, not the
+    # last call's on its way out.
+    waiting, again = None, waiting_child(env, "wi-wkill2", sandbox_of(first))
+    while again and again != waiting:
+        waiting = again
+        time.sleep(0.5)
+        again = waiting_child(env, "wi-wkill2", sandbox_of(first))
+    if not waiting or again != waiting:
+        return "no child waits for the next call: %s %s" % (waiting, again)
+    handed = False
+    os.kill(waiting[0], signal.SIGSTOP)  # it holds the call unread
+    client = subprocess.Popen([sgexecutor.BIN, "exec", "--tenant", "wi-wkill2", "--policy-dir",
+                               env.policies, "--batch", "-", "--", PYTHON,
+                               os.path.join(env.progs, "wi_global.py")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=env.env())
+    try:
+        client.stdin.write(json.dumps(batch("b-wkill2", 4)).encode())
+        client.stdin.close()
+        client.stdin = None
+        handed = wait_for_handed(waiting[3])
+        try:
+            os.kill(waiting[0], signal.SIGKILL)
+        except ProcessLookupError:
+            handed = False
+    finally:
+        out, err = client.communicate(timeout=120)
+    if not handed:
+        return "the call never reached the waiting child: the test proves nothing (%s)" % out[-300:]
+    res = json.loads(out) if out.strip() else None
+    if not res or res["attempts"] != 2 or res["sandboxes"][0]["cause"] != "platform_error" \
+            or res["sandboxes"][0]["sandbox"] != sandbox_of(first):
+        return "want attempt 1 platform_error in the warm sandbox and a retry, got exit %d %s %s" % (
+            client.returncode, out[-500:], err[-300:])
+    booked = [o.get("cause") for o in env.outcomes() if o.get("batch_id") == "b-wkill2"]
+    if booked != ["platform_error", "ok"]:
+        return "bookings %s, want platform_error then ok" % booked
+    return None
+
+
+def wait_for_handed(parent, seconds=30):
+    """Whether the warm parent handed a call on: it waits for the call's
+    child then (wait4), and for the executor's next message otherwise."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with open("/proc/%d/wchan" % parent) as f:
+            if f.read() == "do_wait":
+                return True
+        time.sleep(0.02)
+    return False
 
 
 def t_broken_preload_runs_cold(env, ex):
@@ -493,6 +543,8 @@ CASES = [
     ("warm-same-results-as-cold", t_same_scores_as_cold),
     ("warm-prefork-child-in-the-calls-cgroup", t_prefork_child_in_the_calls_cgroup),
     ("warm-waiting-child-killed-is-platform-error", t_waiting_child_killed_is_platform_error),
+    ("warm-waiting-child-killed-holding-its-call-is-platform-error",
+     t_waiting_child_killed_holding_its_call),
     ("warm-broken-preload-runs-cold", t_broken_preload_runs_cold),
     ("warm-parent-killed-is-platform-error-retried", t_parent_killed_is_platform_error),
     ("warm-recycled-after-max-calls", t_recycled_after_max_calls),

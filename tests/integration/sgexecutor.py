@@ -127,6 +127,13 @@ def waiting(env, tenant):
     return out
 
 
+def queued(pid):
+    """Bytes waiting unread in the receive queues of pid's unix sockets
+    (`ss -x`: Recv-Q), e.g. a message sent to a stopped process."""
+    out = subprocess.run(["ss", "-xpn"], capture_output=True, text=True).stdout
+    return sum(int(line.split()[2]) for line in out.splitlines()[1:] if "pid=%d," % pid in line)
+
+
 def batch(batch_id, n=3):
     return {"batch_id": batch_id,
             "items": [{"prompt": "p%d" % i, "completion": "c" * (i + 1)} for i in range(n)]}
