@@ -96,8 +96,9 @@ static int unflatten(size_t got, const int *fds, int nfds)
 
 	want += r->landlock + 2 * r->pre;
 	if (got < sizeof(*r) || r->magic != FORKER_MAGIC || got - sizeof(*r) != r->tail_len ||
-	    r->n_ops > r->tail_len / sizeof(struct sb_root_op) || r->arena_len > r->tail_len - ops ||
-	    r->n_rlimits < 0 || r->n_rlimits > SB_MAX_RLIMITS || r->n_insns > SB_SECCOMP_MAX_INSNS)
+	    r->n_ops > r->tail_len / sizeof(struct sb_root_op) ||
+	    r->arena_len > r->tail_len - ops || r->n_rlimits < 0 || r->n_rlimits > SB_MAX_RLIMITS ||
+	    r->n_insns > SB_SECCOMP_MAX_INSNS)
 		return -EPROTO;
 	memset(&plan, 0, sizeof(plan));
 	memset(&cg, 0, sizeof(cg));
@@ -201,8 +202,9 @@ static _Noreturn void forker_run(int sock, pid_t parent)
 					memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int),
 					       sizeof(int));
 			}
-		rep.err = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? EPROTO
-								     : -unflatten((size_t)n, fds, nfds);
+		rep.err = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+				  ? EPROTO
+				  : -unflatten((size_t)n, fds, nfds);
 		if (!rep.err && setpriority(PRIO_PROCESS, 0, in.req.nice)) {
 			/* the normal priority, then: init sets it anyway */
 		}
@@ -266,20 +268,9 @@ void sb_forker_stop(void)
 			;
 }
 
-pid_t sb_forker_pid(void)
-{
-	pid_t pid;
-
-	pthread_mutex_lock(&fk.lock);
-	pid = fk.sock >= 0 ? fk.pid : 0;
-	pthread_mutex_unlock(&fk.lock);
-	return pid;
-}
-
 /* The request for plan p, its fds in fds[] (*nfds); NULL when it does
  * not fit. */
-static struct forker_req *flatten(const struct sb_init_plan *p, int cgroup_fd, int *fds,
-				  int *nfds)
+static struct forker_req *flatten(const struct sb_init_plan *p, int cgroup_fd, int *fds, int *nfds)
 {
 	const struct sb_child_plan *c = &p->child;
 	const char *strs[2 + FORKER_ENV] = { p->hostname, c->scratch };

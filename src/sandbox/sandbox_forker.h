@@ -48,7 +48,4 @@ void sb_forker_stop(void);
  * caller clones init itself). Thread-safe. */
 bool sb_forker_clone_init(const struct sb_init_plan *p, int cgroup_fd, pid_t *pid);
 
-/* The forker's pid; 0 when none runs. */
-pid_t sb_forker_pid(void);
-
 #endif
