@@ -347,8 +347,10 @@ static int ask(const struct forker_req *r, const int *fds, int nfds, struct fork
 	do
 		n = sendmsg(fk.sock, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
+	/* Not sent (a datagram goes whole or not at all): the caller may
+	 * clone init itself. */
 	if (n < 0)
-		return errno == EMSGSIZE || errno == ENOBUFS ? -EMSGSIZE : -errno;
+		return errno == EMSGSIZE || errno == ENOBUFS ? -EMSGSIZE : -ESHUTDOWN;
 	do
 		n = recv(fk.sock, rep, sizeof(*rep), 0);
 	while (n < 0 && errno == EINTR);
@@ -376,10 +378,7 @@ bool sb_forker_clone_init(const struct sb_init_plan *p, int cgroup_fd, pid_t *pi
 	}
 	err = ask(r, fds, nfds, &rep);
 	if (err && err != -EMSGSIZE) {
-		/* Gone, or out of step: no more asking. Whether it cloned
-		 * this init is not known: the prepare fails (an init that
-		 * was made ends on its control socket's close, in a cgroup
-		 * the caller removes). */
+		/* Gone, or out of step: no more asking. */
 		sg_warn("init forker: %s: sandboxes' inits are cloned by the executor from now on",
 			strerror(-err));
 		close(fk.sock);
@@ -387,8 +386,12 @@ bool sb_forker_clone_init(const struct sb_init_plan *p, int cgroup_fd, pid_t *pi
 	}
 	pthread_mutex_unlock(&fk.lock);
 	free(r);
-	if (err == -EMSGSIZE)
+	if (err == -EMSGSIZE || err == -ESHUTDOWN)
 		return false; /* not sent: the caller clones */
+	/* Sent, no answer: whether the forker cloned this init is not
+	 * known, so no second one on the same control socket; the prepare
+	 * fails (an init that was made ends on that socket's close, in a
+	 * cgroup the caller removes). */
 	if (err) {
 		*pid = -1;
 		errno = -err;

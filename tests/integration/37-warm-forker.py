@@ -5,7 +5,8 @@ every prepared sandbox's init, so no init is a fork of the executor (none
 maps the stack of any of the executor's threads, where the pool's keeper
 used to fork it), each init is still the executor's child, and a `kill -9`
 of the executor leaves neither the forker nor any init running, and the
-next start reclaims their sandboxes. Prints one PASS/FAIL/SKIP line per
+next start reclaims their sandboxes; a killed forker leaves the executor
+cloning its inits itself. Prints one PASS/FAIL/SKIP line per
 case."""
 import os
 import signal
@@ -173,10 +174,31 @@ def t_clean_shutdown_ends_forker(env, ex):
     return "; ".join(bad) or None
 
 
+def t_forker_killed_falls_back(env, ex):
+    """The forker killed: the executor's next sandboxes are cloned by the
+    executor itself, and runs still go warm."""
+    fk = forkers(ex.proc.pid)
+    if not fk:
+        return "no forker: the test proves nothing"
+    os.kill(fk[0], signal.SIGKILL)
+    bad = []
+    for _ in range(3):
+        why = run(env)
+        if why:
+            bad.append(why)
+    ps = waiting_inits(env)
+    if not ps or any((stat(p) or ("", "", 0))[2] != ex.proc.pid for p in ps):
+        bad.append("prepared inits after the forker's death: %s" % ps)
+    ex.stop()
+    ex.start()
+    return "; ".join(bad) or None
+
+
 CASES = [
     ("forker-inits-not-forks-of-the-executor", t_inits_not_forks_of_the_executor),
     ("forker-killed-executor-leaves-nothing", t_killed_executor_leaves_nothing),
     ("forker-clean-shutdown", t_clean_shutdown_ends_forker),
+    ("forker-killed-executor-falls-back", t_forker_killed_falls_back),
 ]
 
 
