@@ -6,7 +6,7 @@ maps the stack of any of the executor's threads, where the pool's keeper
 used to fork it), each init is still the executor's child, and a `kill -9`
 of the executor leaves neither the forker nor any init running, and the
 next start reclaims their sandboxes; a killed forker leaves the executor
-cloning its inits itself. Prints one PASS/FAIL/SKIP line per
+cloning its inits itself; and `sandguard serve` has one too. Prints one PASS/FAIL/SKIP line per
 case."""
 import os
 import signal
@@ -194,11 +194,70 @@ def t_forker_killed_falls_back(env, ex):
     return "; ".join(bad) or None
 
 
+def t_serve_forker(env, ex):
+    """`sandguard serve` too: its inits are its children, cloned by its
+    forker (none maps its threads' stacks), and a `kill -9` of serve
+    leaves neither the forker nor any init running."""
+    import sgserve
+    senv = sgserve.Env()
+    srv = None
+    bad = []
+    try:
+        senv.policy("acme")
+        srv = sgserve.Server(senv)
+        prog = os.path.join(senv.progs, "rw_good.py")
+        for i in range(3):
+            st, _, res = srv.post("/v1/score", {"tenant": "acme", "command": [PYTHON, prog],
+                                                "batch": batch("wf-serve-%d" % i, 2)})
+            if st != 200 or res.get("cause") != "ok":
+                return "/v1/score: HTTP %d %s" % (st, res)
+        pid = srv.proc.pid
+        fk = forkers(pid)
+        deadline = time.monotonic() + 20
+        inits = []
+        while time.monotonic() < deadline and not inits:
+            time.sleep(0.3)
+            inits = [c for c in children(pid) if c not in fk and (stat(c) or ("",))[0] != "sg-forker"]
+        if len(fk) != 1 or not inits:
+            return "serve's forker %s, inits %s (want one forker and some inits)" % (fk, inits)
+        stacks = thread_stacks(pid)
+        for p in inits:
+            try:
+                with open("/proc/%d/maps" % p) as f:
+                    mine = {tuple(int(x, 16) for x in line.split()[0].split("-")) for line in f}
+            except OSError:
+                continue
+            if mine & stacks:
+                bad.append("init %d maps serve's thread stacks" % p)
+        sdir = os.path.join(senv.scratch, "acme")
+        left = set(os.listdir(sdir)) if os.path.isdir(sdir) else set()
+        srv.proc.kill()
+        srv.proc.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(alive(p) for p in fk + inits):
+            time.sleep(0.1)
+        bad += ["%d still runs after kill -9 of serve" % p for p in fk + inits if alive(p)]
+        # The next serve's pool reclaims what the killed one left.
+        srv.stop()
+        srv = sgserve.Server(senv)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and left & set(os.listdir(sdir)):
+            time.sleep(0.3)
+        if left & set(os.listdir(sdir)):
+            bad.append("scratch left after the next start: %s" % sorted(left & set(os.listdir(sdir))))
+    finally:
+        if srv:
+            srv.stop()
+        senv.cleanup()
+    return "; ".join(bad) or None
+
+
 CASES = [
     ("forker-inits-not-forks-of-the-executor", t_inits_not_forks_of_the_executor),
     ("forker-killed-executor-leaves-nothing", t_killed_executor_leaves_nothing),
     ("forker-clean-shutdown", t_clean_shutdown_ends_forker),
     ("forker-killed-executor-falls-back", t_forker_killed_falls_back),
+    ("forker-serve", t_serve_forker),
 ]
 
 
