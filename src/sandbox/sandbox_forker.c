@@ -303,8 +303,10 @@ static struct forker_req *flatten(const struct sb_init_plan *p, int cgroup_fd, i
 		r->n_insns = c->seccomp->prog.len;
 		memcpy(r->insns, c->seccomp->prog.filter, r->n_insns * sizeof(r->insns[0]));
 	}
-	memcpy(r->tail, p->root->ops, ops);
-	memcpy((char *)r->tail + ops, p->root->arena, p->root->len);
+	if (ops)
+		memcpy(r->tail, p->root->ops, ops);
+	if (p->root->len)
+		memcpy((char *)r->tail + ops, p->root->arena, p->root->len);
 	off = ops + p->root->len;
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		size_t l = strlen(strs[i]) + 1;
