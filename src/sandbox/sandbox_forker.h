@@ -1,12 +1,13 @@
-/* The init forker: a small process, forked by the executor at its start
- * (before its threads, pools and heap exist), that clones each prepared
- * sandbox's init on request.
+/* The init forker: a small process, forked by the executor (and by
+ * `sandguard serve`; "the executor" below) at its start, before its
+ * threads, pools and heap exist, that clones each prepared sandbox's init
+ * on request.
  *
  * Why: an init cloned by the executor itself is a fork of the whole
  * multi-threaded executor. Each such fork write-protects every private
  * page of the executor, and init keeps them mapped, so each page a caller's
  * run then writes is a copy-on-write fault (20-70 us each on the VMs we
- * measure on; about 20 a warm run on the caller's path, about 100 for the
+ * measure on; about 26 a warm run on the caller's path, about 165 for the
  * pool's keeper a refill). A fork of the forker touches nothing of the
  * executor's.
  *
