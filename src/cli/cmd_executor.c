@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "exec/exec.h"
 #include "lib/log.h"
+#include "sandbox/sandbox_forker.h"
 #include "warm/warm_agent.h"
 #include "warm/warm_pool.h"
 #include "warm/warm_server.h"
@@ -119,6 +120,12 @@ int cmd_executor(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* The inits' forker, from this thread (it lives as long as the
+	 * executor: the inits' parent-death signal follows it) and before
+	 * any other thread or pool exists: a small process to fork
+	 * (src/sandbox/sandbox_forker.h). Without it, the pool clones them. */
+	if (sb_forker_start(detail, sizeof(detail)))
+		sg_warn("executor: %s: the pool clones the inits itself", detail);
 	warm_agent_init(&agent);
 	/* What a killed executor left, before anything new. */
 	reaped = exec_reap_orphans(warm_agent_get(&agent));
@@ -138,6 +145,7 @@ int cmd_executor(int argc, char **argv)
 		sg_error("executor: %s", detail);
 		warm_pool_stop(pool);
 		warm_agent_close(&agent);
+		sb_forker_stop();
 		return SG_EXIT_PLATFORM;
 	}
 	printf("executor listening on %s\n", warm_server_path(server));
@@ -155,6 +163,7 @@ int cmd_executor(int argc, char **argv)
 	warm_pool_stats(pool, &st);
 	warm_pool_stop(pool);
 	warm_agent_close(&agent);
+	sb_forker_stop();
 	sg_info("executor: stopped; %llu runs had a prepared sandbox, %llu one made for them; "
 		"%llu ran cold because their warm interpreter could not start",
 		(unsigned long long)st.taken_ready, (unsigned long long)st.taken_fresh,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "commands.h"
 #include "lib/log.h"
+#include "sandbox/sandbox_forker.h"
 #include "serve/serve.h"
 #include "serve/serve_hostns.h"
 
@@ -236,9 +237,16 @@ int cmd_serve(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN); /* a client that hung up is an error return, not a death */
 
+	/* The inits' forker, as the executor's (src/sandbox/sandbox_forker.h):
+	 * from this thread, in the namespaces just entered, before serve's
+	 * threads and pool. */
+	if (sb_forker_start(err, sizeof(err)))
+		sg_warn("serve: %s: the pool clones the inits itself", err);
 	ret = serve_start(&cfg, &s);
-	if (ret)
+	if (ret) {
+		sb_forker_stop();
 		return ret == -EINVAL ? SG_EXIT_USAGE : SG_EXIT_PLATFORM;
+	}
 	/* The address as given, the port as bound (port 0 picks one). */
 	printf("listening on http://%.*s:%u (policies %s, languages %s, %s%s)\n",
 	       (int)(strrchr(cfg.listen, ':') - cfg.listen), cfg.listen, serve_port(s),
@@ -253,5 +261,6 @@ int cmd_serve(int argc, char **argv)
 		;
 	sg_info("serve: %s: draining", strsignal(sig));
 	serve_stop(s);
+	sb_forker_stop();
 	return SG_EXIT_OK;
 }

@@ -31,6 +31,7 @@
 #include "lib/clock.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
+#include "sandbox_forker.h"
 #include "sandbox_internal.h"
 #include "sandbox_landlock.h"
 
@@ -301,10 +302,13 @@ static int start_init(struct sandbox *sb, char *detail, size_t dlen)
 		close(pair[1]);
 		return err;
 	}
-	sb->init = sb->plan.migrate ? sb_clone(CLONE_NEWPID)
-				    : sb_clone_into(CLONE_NEWPID, sb->cg.dir_fd);
-	if (sb->init == 0)
-		sb_init_run(&sb->plan);
+	/* Cloned by the init forker where it runs (sandbox_forker.h). */
+	if (!sb_forker_clone_init(&sb->plan, sb->cg.dir_fd, &sb->init)) {
+		sb->init = sb->plan.migrate ? sb_clone(CLONE_NEWPID)
+					    : sb_clone_into(CLONE_NEWPID, sb->cg.dir_fd);
+		if (sb->init == 0)
+			sb_init_run(&sb->plan);
+	}
 	close(pair[1]);
 	fs_close(&sb->plan.pre_chan);
 	sb->ctl = pair[0];

@@ -2,9 +2,10 @@
 """The executor's client threads (src/warm/warm_server.c), as root with a
 `sandguard executor`: a thread that answered a client stays and serves the
 next one, which gets its own working directory; the part of its stack a
-run uses is left out of forks (MADV_DONTFORK: the pool's keeper forks the
-executor for every sandbox's init, and each page a run then writes would
-cost a copy-on-write fault), so no sandbox's init has a copy of it; and a
+run uses is left out of forks (MADV_DONTFORK: an init the executor clones
+itself, a relay's or with no init forker (37-warm-forker), is a fork of
+it, and each page a run then writes would cost a copy-on-write fault), so
+no sandbox's init has a copy of it; and a
 run that finds no sandbox ready still gets one prepared for it (on a
 thread whose stack a fork copies). Prints one PASS/FAIL/SKIP line per
 case."""
