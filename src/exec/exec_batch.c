@@ -105,6 +105,10 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	spec.stdin_len = batch->json_len;
 	exec_owed_init(&owed, ctx, "batch", batch->batch_id, true);
 	spec.record = &owed;
+	/* Each attempt takes a fresh sandbox and retires it after its run:
+	 * one prepared on the spot is never reset (a pool's are left as they
+	 * were: the pool may recycle them). */
+	spec.one_run = !ctx->sandboxes || ctx->sandboxes->stop_after_run;
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct exec_box box = { 0 };
 		struct sandbox_result r;

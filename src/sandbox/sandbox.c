@@ -392,15 +392,21 @@ int sb_await_done(struct sandbox *sb, int wait_ms, struct sb_child_report *done)
 	}
 }
 
-void sb_on_ready(struct sandbox *sb)
+void sb_on_ready(struct sandbox *sb, bool note_scratch)
 {
+	char(*rel)[PATH_MAX] = NULL;
+	size_t n;
+
+	sb->ready = true;
+	/* Not noted (a sandbox's only run: spec->one_run), sb->marked stays
+	 * false and sandbox_reset() refuses it: the ~10 page faults of the
+	 * noting, after init's clone, are spared on the way to the execve. */
+	if (!note_scratch)
+		return;
 	/* Counted first, then only that many: a zeroed array for every
 	 * possible entry is 32 pages, each a page fault (tens of
 	 * microseconds here) between READY and the run's execve. */
-	size_t n = sb_root_in_scratch(&sb->root, NULL, 0);
-	char(*rel)[PATH_MAX] = NULL;
-
-	sb->ready = true;
+	n = sb_root_in_scratch(&sb->root, NULL, 0);
 	if (n > SB_SCRATCH_KEEP || (n && !(rel = malloc(n * sizeof(*rel)))))
 		return;
 	sb_root_in_scratch(&sb->root, rel, n);
@@ -417,7 +423,7 @@ int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t 
 		return 0;
 	got = sb_read_init(sb, &msg, timeout_ms);
 	if (got == 1 && msg.type == SB_REPORT_READY) {
-		sb_on_ready(sb);
+		sb_on_ready(sb, true);
 		return 0;
 	}
 	sb->broken = true;

@@ -50,7 +50,12 @@ struct sandbox_spec {
 	size_t n_fetch;
 	bool allow_exec_in_scratch; /* compiled languages only */
 	bool cold;                  /* never a warm interpreter, whatever the policy */
-	struct agent_conn *agent;   /* NULL: no agent, own layers only */
+	/* The sandbox's only run: it is never reset after it (a batch's
+	 * attempts each take a fresh one, and a cold one is stopped), so what
+	 * its root build made in the scratch is not noted at READY, on the
+	 * way to the run's execve; sandbox_reset() then refuses it. */
+	bool one_run;
+	struct agent_conn *agent; /* NULL: no agent, own layers only */
 	/* The caller's run record, kept across a batch's attempts and
 	 * rewritten at this run's start (src/sandbox/sandbox_record.h); NULL:
 	 * the run holds its own, owing its outcome as the final, in

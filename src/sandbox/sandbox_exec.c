@@ -308,7 +308,7 @@ static int init_says(struct run *r)
 	got = sb_read_init(sb, &msg, 0);
 
 	if (got == 1 && msg.type == SB_REPORT_READY) {
-		sb_on_ready(sb);
+		sb_on_ready(sb, !r->spec->one_run);
 		return 0;
 	}
 	if (got == 1 && msg.type == SB_REPORT_DONE) {

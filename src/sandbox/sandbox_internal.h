@@ -73,8 +73,8 @@ int sb_read_init(struct sandbox *sb, struct sb_child_report *msg, int timeout_ms
 int sb_await_done(struct sandbox *sb, int wait_ms, struct sb_child_report *done);
 
 /* init said READY: note what its root build made in the scratch (what a
- * reset keeps). */
-void sb_on_ready(struct sandbox *sb);
+ * reset keeps), unless !note_scratch (a sandbox that is never reset). */
+void sb_on_ready(struct sandbox *sb, bool note_scratch);
 
 /* The agent's enrollment of the sandbox (its counters start at zero);
  * the agent is told when `notify` (once is enough). */

@@ -88,8 +88,10 @@ def t_stopped_before_booking(env):
     """A cold sandbox serves one run: its init (and with it the PID
     namespace) is sent SIGKILL as soon as the run is over, before the
     outcome's journal append, so that the namespaces' teardown overlaps
-    the booking's fdatasync instead of following the result. Host side:
-    the executor's own syscalls, in order (strace -f)."""
+    the booking's fdatasync instead of following the result. Nor is it
+    ever reset, so at its READY the executor does not note (fstatat)
+    what the root build made in its scratch: that is for a reset.
+    Host side: the executor's own syscalls, in order (strace -f)."""
     trace = os.path.join(env.dir, "stop.strace")
     args = ["--tenant", "rw-skip", "--policy-dir", env.policies, "--batch", "-", "--", PYTHON,
             os.path.join(env.progs, "rw_good.py")]
@@ -98,7 +100,7 @@ def t_stopped_before_booking(env):
         # LeakSanitizer cannot run under ptrace (it stops with a fatal
         # error): the sanitizer stage's leak checks run everywhere else.
         run_env["ASAN_OPTIONS"] += ":detect_leaks=0"
-    p = subprocess.run(["strace", "-f", "-yy", "-e", "trace=clone3,kill,flock,write", "-o", trace,
+    p = subprocess.run(["strace", "-f", "-yy", "-e", "trace=clone3,kill,flock,write,newfstatat", "-o", trace,
                         BIN, "exec"] + args, input=json.dumps(batch("stop-1")).encode(),
                        capture_output=True, env=run_env, timeout=120)
     res = json.loads(p.stdout) if p.stdout.strip() else None
@@ -116,6 +118,12 @@ def t_stopped_before_booking(env):
     seen = [lines[i][1].split("(")[0] + ("(journal)" if "journal" in lines[i][1] else "") for i in order]
     if not init or not seen or not seen[0].startswith("kill"):
         return "init %s: want its kill before the journal's lock and the result, got %s" % (init, seen)
+    start = next(i for i, ln in enumerate(lines) if ln[0] == me and ln[1].startswith("clone3(")
+                 and "CLONE_NEWPID" in ln[1])
+    noted = [ln[1][:160] for ln in lines[start:] if ln[0] == me and ln[1].startswith("newfstatat(")
+             and "/scratch/rw-skip/" in ln[1].split(",")[0] and '""' not in ln[1]]
+    if noted:
+        return "a one-run sandbox's scratch entries were noted after init started: %s" % noted
 
 
 def bad_output_case(program, detail=None, detail_has=None):

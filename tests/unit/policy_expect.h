@@ -4,21 +4,22 @@
 #define SG_TEST_POLICY_EXPECT_H
 
 /* Parses `text` as `name` and asserts the exact error; also that the
- * output policy was not touched (nothing is half-applied). */
+ * output policy holds none (nothing is half-applied): policy_parse()
+ * parses straight into it and clears it on an error, whatever it held. */
 static void expect_error(const char *name, const char *text, int line, int col, const char *msg)
 {
-	struct sg_policy p, before;
+	static const struct sg_policy none;
+	struct sg_policy p;
 	struct sg_policy_error err;
 	int r;
 
 	memset(&p, 0x5a, sizeof(p));
-	memcpy(&before, &p, sizeof(p));
 	r = policy_parse(text, strlen(text), name, &p, &err);
 	if (r != -EINVAL || err.line != line || err.col != col || strcmp(err.msg, msg) ||
 	    strcmp(err.file, name))
 		fail_msg("document %s:\n%s\nwant: -EINVAL %s:%d:%d: %s\ngot:  %d %s:%d:%d: %s",
 			 name, text, name, line, col, msg, r, err.file, err.line, err.col, err.msg);
-	assert_memory_equal(&p, &before, sizeof(p));
+	assert_memory_equal(&p, &none, sizeof(p));
 }
 
 static void expect_ok(const char *name, const char *text, struct sg_policy *p)

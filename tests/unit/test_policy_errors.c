@@ -1,6 +1,6 @@
 /* Policy validation errors: every kind of rejection, each with its exact
- * file:line:col and message, and that a rejected document leaves the output
- * untouched. Columns are counted by hand in each document (1-based, in
+ * file:line:col and message, and that a rejected document leaves no policy
+ * in the output (all zero). Columns are counted by hand in each document (1-based, in
  * characters). */
 #include <errno.h>
 #include <fcntl.h>
