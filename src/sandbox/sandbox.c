@@ -272,7 +272,7 @@ static void make_plan(struct sandbox *sb, int ctl)
 	c->envp = sb->envp;
 }
 
-/* The first run's main forked ahead of its START (sandbox_start.c):
+/* The first run's main forked ahead of its START (sandbox_child.c):
  * where init is born in the sandbox's cgroup and the run's main can be
  * born in the run's (clone3), and no relay is started with main. */
 static int plan_prerun(struct sandbox *sb, char *detail, size_t dlen)

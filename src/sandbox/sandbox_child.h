@@ -15,7 +15,7 @@
  *   executor closes the control socket, or init dies: the PID namespace
  *        ends, and everything in it.
  *
- * The first run's main is forked ahead of its START (sandbox_start.c),
+ * The first run's main is forked ahead of its START (sandbox_child.c),
  * where the first run's cgroup is ready when init starts and init needs
  * no relay: right after READY, init forks it into that cgroup; it does
  * every step that does not depend on the run (setsid, signals, identity,

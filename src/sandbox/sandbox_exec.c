@@ -236,7 +236,7 @@ static int send_start(struct run *r)
 		return sb_run_fail(r, -ENOMEM, "out of memory");
 	err = encode(r, m);
 	if (!err) {
-		/* The first run's to its main, forked ahead (sandbox_start.c);
+		/* The first run's to its main, forked ahead (sandbox_child.c);
 		 * the others' to init. */
 		err = sb_send_fds(sb->pre >= 0 ? sb->pre : sb->ctl, m,
 				  offsetof(struct sb_start, strings) + m->len, fds, SB_START_FDS);

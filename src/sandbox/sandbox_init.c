@@ -3,7 +3,7 @@
  * code exists, says READY, and then serves runs: for each START it starts
  * the relay and main inside the run's cgroup, reaps, and says DONE with
  * main's wait status (the first run's main it forks right after READY, to
- * wait for its START: sandbox_start.c). It never runs tenant code; it
+ * wait for its START: sandbox_child.c). It never runs tenant code; it
  * keeps only the capabilities a run's start needs (its processes' uid
  * change, the relay's way back to the host's network, the next run's
  * fresh IPC namespace), and its exit takes everything left in the

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The first run's main process, forked by the sandbox's init ahead of the
-run (src/sandbox/sandbox_start.c), as root with a `sandguard executor`:
+run (src/sandbox/sandbox_child.c), as root with a `sandguard executor`:
 while a prepared sandbox waits in the pool, its run's process already
 exists in the run's cgroup, confined (the slot's uid, no capabilities,
 no_new_privs, the seccomp filter) and holding nothing but its channel; it

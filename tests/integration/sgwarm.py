@@ -67,7 +67,7 @@ def until_warm(env, tenant, program, args=(), items=4):
 def parent_pids(env, tenant):
     """The host pids of the tenant's warm parents (each alone in run-1).
     Not a prepared sandbox's first-run process, waiting in run-1 for its
-    run (src/sandbox/sandbox_start.c): it has not exec'd, its image is
+    run (src/sandbox/sandbox_child.c): it has not exec'd, its image is
     still sandguard's."""
     pids = []
     for procs in glob.glob(os.path.join(env.cgroot, tenant, "*", "run-1", "cgroup.procs")):
