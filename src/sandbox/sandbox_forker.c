@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "lib/log.h"
+#include "lib/priority.h"
 #include "sandbox_forker.h"
 
 #define FORKER_MAGIC   0x53474b31u
@@ -167,6 +168,8 @@ static pid_t clone_init(int cgroup_fd)
 
 static _Noreturn void forker_run(int sock, pid_t parent)
 {
+	bool may_renice = sg_can_raise_priority();
+
 	/* Dies with the executor: its parent-death signal, and the
 	 * socket's hang-up (read below). */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) || getppid() != parent)
@@ -205,7 +208,10 @@ static _Noreturn void forker_run(int sock, pid_t parent)
 		rep.err = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 				  ? EPROTO
 				  : -unflatten((size_t)n, fds, nfds);
-		if (!rep.err && setpriority(PRIO_PROCESS, 0, in.req.nice)) {
+		/* The asking thread's priority for the clone, where it can be
+		 * raised again (init returns to nice 0 before its run); never
+		 * lowered otherwise: the next init would inherit it for good. */
+		if (!rep.err && may_renice && setpriority(PRIO_PROCESS, 0, in.req.nice)) {
 			/* the normal priority, then: init sets it anyway */
 		}
 		if (!rep.err) {

@@ -13,6 +13,7 @@
 #include "exec/node_cpu.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/priority.h"
 #include "warm_agent.h"
 #include "warm_pool.h"
 #include "warm_quiet.h"
@@ -420,8 +421,12 @@ static void *keeper(void *arg)
 	struct warm_pool *p = arg;
 	bool waited = false;
 
-	/* Preparing is the pool's own work: below the sandboxes that run. */
-	if (setpriority(PRIO_PROCESS, (id_t)gettid(), WARM_POOL_NICE))
+	/* Preparing is the pool's own work: below the sandboxes that run;
+	 * but only where its inits can return to the runs' priority (an init
+	 * it clones inherits its thread's). */
+	if (!sg_can_raise_priority())
+		sg_debug("warm pool: no CAP_SYS_NICE: the keeper prepares at the runs' priority");
+	else if (setpriority(PRIO_PROCESS, (id_t)gettid(), WARM_POOL_NICE))
 		sg_debug("warm pool: cannot lower the keeper's priority: %s", strerror(errno));
 	pthread_mutex_lock(&p->lock);
 	while (!p->stopping) {

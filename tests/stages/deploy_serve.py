@@ -287,7 +287,7 @@ def drain(agent, srv, token):
                "exit 0" % places)
     else:
         report("FAIL", "live-serve-drain", "readyz %s, running %s, queued %s, exit %s" % (
-            ready, [out.get("run%d" % i, (0,))[0] for i in range(places)], out.get("queued"), rc))
+            ready, [out.get("run%d" % i, (0,))[0] for i in range(places)], out.get("queued"), rc) + " first: %s" % (out.get("run0"),))
 
 
 if __name__ == "__main__":
