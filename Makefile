@@ -97,6 +97,7 @@ HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/%,$(HELPER_SRCS))
 test_base64_LINK        := lib
 test_fs_util_LINK       := lib
 test_event_json_LINK    := telemetry lib
+test_event_json_decode_LINK := telemetry lib
 test_event_log_LINK     := telemetry lib
 test_health_LINK        := telemetry policy lib
 test_ledger_LINK        := telemetry policy lib
