@@ -121,6 +121,7 @@ test_exec_verify_LINK   := exec sandbox control telemetry policy lib
 test_exec_admission_LINK := exec sandbox control telemetry policy lib
 test_exec_owed_LINK := exec sandbox control telemetry policy lib
 test_sandbox_LINK       := sandbox control telemetry policy lib
+test_sandbox_seccomp_LINK := sandbox control telemetry policy lib
 test_serve_gate_LINK    := serve warm exec sandbox control telemetry policy lib
 test_serve_routes_LINK  := serve warm exec sandbox control telemetry policy lib
 test_serve_runcode_LINK := serve warm exec sandbox control telemetry policy lib
