@@ -108,6 +108,7 @@ test_metrics_http_LINK  := telemetry lib
 test_match_LINK         := policy lib
 test_policy_LINK        := policy lib
 test_policy_errors_LINK := policy lib
+test_policy_bounds_LINK := policy lib
 test_policy_locate_LINK := policy lib
 test_scores_LINK        := exec lib
 test_lcb_LINK           := exec lib
