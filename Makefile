@@ -118,6 +118,7 @@ test_warm_proto_LINK    := warm lib
 test_warm_quiet_LINK    := warm lib
 test_exec_input_LINK    := exec lib
 test_exec_batch_LINK    := exec sandbox control telemetry policy lib
+test_exec_result_LINK   := exec sandbox control telemetry policy lib
 test_exec_verify_LINK   := exec sandbox control telemetry policy lib
 test_exec_admission_LINK := exec sandbox control telemetry policy lib
 test_exec_owed_LINK := exec sandbox control telemetry policy lib
