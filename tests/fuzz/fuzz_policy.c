@@ -1,5 +1,6 @@
-/* libFuzzer target for the policy parser (src/policy/policy_parse.c, with
- * src/policy/policy.c, src/lib/json_locate.c and src/policy/match.c). Policies are written
+/* libFuzzer target for the policy parser (src/policy/policy_parse.c and
+ * its tables in src/policy/policy_schema.c, with src/policy/policy.c,
+ * src/lib/json_locate.c and src/policy/match.c). Policies are written
  * by people and read by the agent on every node, so every byte string must
  * either become a policy that keeps every promise in docs/policy.md or be
  * refused with a clean, one-line, positioned error.
@@ -30,6 +31,7 @@
  * Build and run (scripts/fuzz.sh does the same, bounded):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE \
  *     -Iinclude -Isrc tests/fuzz/fuzz_policy.c src/policy/policy.c src/policy/policy_parse.c \
+ *     src/policy/policy_schema.c \
  *     src/lib/json_locate.c src/policy/match.c src/policy/default_policy.S -ljansson -lm \
  *     -o build-fuzz/fuzz_policy
  *   build-fuzz/fuzz_policy -max_total_time=60 tests/fuzz/corpus/policy

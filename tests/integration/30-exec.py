@@ -4,71 +4,26 @@ tests/programs/rw_*.py in real sandboxes. Each case asserts the exact cause
 (and detail where it matters), the exit code, and that the tenant's scratch
 is empty afterwards. State and run directories and the cgroup root are
 temporary (sgexecutor.Env: the SANDGUARD_* overrides); so are the policies
-(small limits). Prints one PASS/FAIL/SKIP line per case."""
+(small limits). Prints one PASS/FAIL/SKIP line per case.
+
+A killed executor and an overloaded node are 31-exec-overload.py; the
+harness they share is sgexec.py."""
 import fcntl
 import json
 import os
 import random
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import exit_code, report, sandbox_cgroups, slot_processes, uid_base  # noqa: E402
-import sgexecutor  # noqa: E402
-from sgexecutor import BIN, PYTHON, Env, batch  # noqa: E402
+from sgtest import uid_base  # noqa: E402
+import sgexec  # noqa: E402
 
-UID_BASE = uid_base(62000)           # our own slot uid range (20-sandbox uses 61000)
-SLOTS = 256
-TIMEOUT_MS = 2000
-SLACK_MS = 1000             # the issue's bound: deadline + 1 s
-SEED = int(os.environ.get("SANDGUARD_TEST_SEED", "20250101"))
-
-
-def exec_cli(env, args, stdin=None, extra_env=None):
-    """Run `sandguard exec ARGS`; returns (rc, result or None, stderr, elapsed_ms)."""
-    t0 = time.monotonic()
-    rc, result, err = sgexecutor.exec_cli(env, args, stdin, extra_env)
-    return rc, result, err, (time.monotonic() - t0) * 1000
-
-
-def run_batch(env, tenant, program, b, args=(), extra_env=None, prog_args=()):
-    return exec_cli(env, ["--tenant", tenant, "--policy-dir", env.policies, "--batch", "-"] + list(args)
-                    + ["--", PYTHON, os.path.join(env.progs, program)] + list(prog_args),
-                    stdin=json.dumps(b).encode(), extra_env=extra_env)
-
-
-def slot_uid_procs(env):
-    """Live processes of this run: a slot uid, running one of our programs."""
-    return slot_processes(UID_BASE, SLOTS, env.dir)
-
-
-def scratch_left(env, tenant):
-    d = os.path.join(env.scratch, tenant)
-    return os.listdir(d) if os.path.isdir(d) else []
-
-
-def expect(env, tenant, rc, res, want_cause, want_rc, detail=None, detail_has=None):
-    """None when the result is what we want, else why not."""
-    if res is None:
-        return "no JSON result (exit %d)" % rc
-    for key in ("tenant", "batch_id", "status", "cause", "rule", "scores", "detail", "attempts", "wall_ms"):
-        if key not in res:
-            return "result has no %r: %s" % (key, res)
-    if res["cause"] != want_cause:
-        return "cause %s (%s), want %s" % (res["cause"], res["detail"], want_cause)
-    if rc != want_rc:
-        return "exit %d, want %d" % (rc, want_rc)
-    if res["status"] != ("ok" if want_cause == "ok" else "failed"):
-        return "status %s" % res["status"]
-    if detail is not None and res["detail"] != detail:
-        return "detail %r, want %r" % (res["detail"], detail)
-    if detail_has is not None and detail_has not in (res["detail"] or ""):
-        return "detail %r lacks %r" % (res["detail"], detail_has)
-    left = scratch_left(env, tenant)
-    if left:
-        return "scratch left behind: %s" % left
-    return None
+# our own slot uid range (20-sandbox uses 61000, 31-exec-overload 68300)
+sgexec.UID_BASE = UID_BASE = uid_base(62000)
+from sgexecutor import BIN, PYTHON, batch  # noqa: E402
+from sgexec import (SEED, SLACK_MS, SLOTS, TIMEOUT_MS, exec_cli, expect, run_batch,  # noqa: E402
+                    scratch_left, slot_uid_procs)
 
 
 # ---- cases -------------------------------------------------------------
@@ -436,150 +391,6 @@ def t_usage(env):
         return "malformed stdin batch: exit %d, %r" % (rc, err)
 
 
-def cgroup_dirs(env, tenant, sandbox):
-    """The sandbox's cgroup directories that exist (v2 and the v1 mirrors)."""
-    return [d for d in sandbox_cgroups(env.cgroot, tenant)
-            if os.path.basename(d) == sandbox]
-
-
-def t_killed_executor_reaped(env):
-    """kill -9 of `sandguard exec` mid-run (issue 12 item 5): the sandbox's
-    processes die with it (its init's parent-death signal empties the PID
-    namespace), and the next executor start reclaims the cgroups (v2 and
-    v1), the scratch and the record, and books the attempt once, final,
-    platform_error "executor died"."""
-    b = batch("killed-executor")
-    p = subprocess.Popen([BIN, "exec", "--tenant", "rw-long", "--policy-dir", env.policies, "--batch", "-",
-                          "--", PYTHON, os.path.join(env.progs, "rw_daemon_hang.py")],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         env=env.env())
-    p.stdin.write(json.dumps(b).encode())
-    p.stdin.close()
-    sandbox = None
-    for _ in range(1000):
-        ready = [d for d in scratch_left(env, "rw-long")
-                 if os.path.exists(os.path.join(env.scratch, "rw-long", d, "ready"))]
-        if ready:
-            sandbox = ready[0]
-            break
-        time.sleep(0.01)
-    if not sandbox:
-        p.kill()
-        out = p.stdout.read().decode()
-        p.wait()
-        return "the batch never started: %s" % out[-300:]
-    running = len(slot_uid_procs(env))
-    p.kill()
-    p.wait()
-    # The processes go at once; the rest waits for the next executor.
-    deadline = time.monotonic() + 5
-    while slot_uid_procs(env) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    bad = []
-    if running < 2:
-        bad.append("only %d sandbox processes were running" % running)
-    if slot_uid_procs(env):
-        bad.append("processes outlived the killed executor: %s" % slot_uid_procs(env))
-    if not cgroup_dirs(env, "rw-long", sandbox) or not os.path.isdir(os.path.join(env.scratch, "rw-long", sandbox)):
-        bad.append("nothing was left to reclaim: the test proves nothing")
-    records = os.path.join(env.run, "inflight", sandbox + ".json")
-    if not os.path.exists(records):
-        bad.append("no in-flight record for the killed sandbox")
-    rc, res, err, _ = run_batch(env, "rw-skip", "rw_good.py", batch("after-the-kill"))
-    if res is None or res["cause"] != "ok":
-        bad.append("the next batch: exit %d %s" % (rc, res))
-    left = cgroup_dirs(env, "rw-long", sandbox)
-    if left:
-        bad.append("cgroups left: %s" % left)
-    if os.path.exists(os.path.join(env.scratch, "rw-long", sandbox)):
-        bad.append("scratch left")
-    if os.path.exists(records):
-        bad.append("record left")
-    booked = [o for o in env.outcomes() if o.get("batch_id") == "killed-executor"]
-    if len(booked) != 1 or booked[0]["cause"] != "platform_error" or not booked[0].get("final") \
-            or "executor died" not in json.dumps(booked[0]) or booked[0].get("sandbox") != sandbox:
-        bad.append("booked %s, want one final platform_error 'executor died' for %s" % (booked, sandbox))
-    # A third start finds nothing more to book.
-    run_batch(env, "rw-skip", "rw_good.py", batch("after-the-kill-2"))
-    if len([o for o in env.outcomes() if o.get("batch_id") == "killed-executor"]) != 1:
-        bad.append("booked again by a later executor")
-    return "; ".join(bad) or None
-
-
-def overload(env, tenant, n, extra_env):
-    """n correct CPU-bound batches at once: (tenant_* results, counts)."""
-    procs = []
-    for i in range(n):
-        bid = "%s-%d" % (tenant, i)
-        procs.append((bid, subprocess.Popen(
-            [BIN, "exec", "--tenant", tenant, "--policy-dir", env.policies, "--batch", "-", "--",
-             PYTHON, os.path.join(env.progs, "rw_cpu.py"), "300"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env.env(**extra_env))))
-        procs[-1][1].stdin.write(json.dumps(batch(bid, n=2)).encode())
-        procs[-1][1].stdin.close()
-    counts, tenant_faults = {}, []
-    for bid, p in procs:
-        out = p.stdout.read().decode()
-        p.wait()
-        res = json.loads(out) if out.strip() else {"cause": "no result (exit %d)" % p.returncode, "detail": ""}
-        detail = res.get("detail") or ""
-        kind = res["cause"]
-        if kind == "platform_error":
-            kind = ("platform_error (refused: node CPUs committed)" if "node CPUs committed" in detail
-                    else "platform_error (starved of CPU)" if "starved of CPU" in detail
-                    else "platform_error (other)")
-        elif kind == "ok" and res.get("scores") != [0.5, 0.5]:
-            kind = "ok with wrong scores"
-        counts[kind] = counts.get(kind, 0) + 1
-        if res["cause"].startswith("tenant_"):
-            tenant_faults.append("%s: %s %s" % (bid, res["cause"], detail[:160]))
-    print("# %s, %d batches: %s" % (tenant, n, ", ".join("%s %d" % kv for kv in sorted(counts.items()))),
-          flush=True)
-    return tenant_faults, counts
-
-
-def t_overload_admission(env):
-    """128 correct CPU-bound programs on this node (issue 12 item 9): the
-    node's CPU commitments queue them; none is booked tenant_timeout. Each
-    runs, waits its turn, or is refused as platform_error."""
-    faults, counts = overload(env, "rw-cpu", 128, {})
-    if faults:
-        return "booked to the tenant: %s" % "; ".join(faults[:5])
-    if not counts.get("ok"):
-        return "none ran: %s" % counts
-    return "some outcomes are neither ok nor a platform refusal: %s" % counts \
-        if set(counts) - {"ok", "platform_error (refused: node CPUs committed)", "platform_error (starved of CPU)"} \
-        else None
-
-
-def t_overload_starved(env):
-    """Admission off ($SANDGUARD_NODE_CPUS=64 on this 2-core node): 32
-    CPU-bound programs at once starve each other past their deadline. A
-    run that got less than half its CPU share while waiting for a CPU is
-    platform_error "starved of CPU" (retried), never tenant_timeout."""
-    faults, counts = overload(env, "rw-starve", 32, {"SANDGUARD_NODE_CPUS": "64"})
-    if faults:
-        return "booked to the tenant: %s" % "; ".join(faults[:5])
-    if not counts.get("platform_error (starved of CPU)"):
-        return "SKIP nothing was starved on this run (%s): the node was not loaded enough to show it" % counts
-    return None
-
-
-def t_own_quota_not_starvation(env):
-    """A 0.02-core share: the interpreter's start is held back by the
-    sandbox's own CPU limit (PSI counts that as waiting), then it sleeps
-    past its deadline. That is the tenant's timeout, not the node's
-    starvation: the wait excludes the throttled time, which the detail
-    names. Host side: cpu.stat of a quota'd cgroup shows the hold."""
-    rc, res, err, _ = run_batch(env, "rw-quota", "rw_close_stdout_sleep.py", batch("quota"))
-    print("# own CPU limit: %s" % (res or {}).get("detail"), flush=True)
-    why = expect(env, "rw-quota", rc, res, "tenant_timeout", 1)
-    if why:
-        return why
-    if "its own CPU limit held it" not in res["detail"]:
-        return "the detail does not name the CPU limit's hold: %s" % res["detail"]
-
-
 CASES = [
     ("exec-good-ok", t_good),
     ("exec-cold-init-stopped-before-booking", t_stopped_before_booking),
@@ -604,51 +415,8 @@ CASES = [
     ("exec-policy-unreadable-platform", t_policy_unreadable),
     ("exec-verifier-mode", t_verifier),
     ("exec-usage-errors", t_usage),
-    ("exec-killed-executor-orphans-reaped-booked-once", t_killed_executor_reaped),
-    ("exec-overload-128-cpu-bound-never-tenant-timeout", t_overload_admission),
-    ("exec-overload-starved-is-platform-error", t_overload_starved),
-    ("exec-own-cpu-limit-is-not-starvation", t_own_quota_not_starvation),
 ]
 
 
-def main():
-    if os.geteuid() != 0:
-        for name, _ in CASES:
-            report("SKIP", name, "needs root")
-        return 0
-    if not os.access(BIN, os.X_OK):
-        for name, _ in CASES:
-            report("FAIL", name, "no binary at %s" % BIN)
-        return 1
-    env = Env(UID_BASE, prefix="sgexec-", timeout_ms=TIMEOUT_MS)
-    try:
-        env.policy("rw-skip")
-        env.policy("rw-flaky", failure="retry", retries=2, timeout_ms=1000)
-        env.policy("rw-pause", failure="pause")
-        env.policy("rw-cap", concurrency=1, on_excess="refuse")
-        env.policy("rw-agent", require_agent=True)
-        env.policy("rw-verify", failure="retry", retries=2)
-        env.policy("rw-long", timeout_ms=60000)
-        env.policy("rw-cpu", failure="retry", retries=1, concurrency=128, timeout_ms=5000, cpu=1.0,
-                   queue_timeout_ms=20000)
-        env.policy("rw-starve", failure="retry", retries=1, concurrency=64, timeout_ms=2000, cpu=1.0)
-        env.policy("rw-quota", failure="retry", retries=1, timeout_ms=8000, cpu=0.02)
-        only = sys.argv[1:]
-        for name, fn in CASES:
-            if only and name not in only:
-                continue
-            try:
-                why = fn(env)
-            except Exception as e:  # a crash in a case is that case's failure
-                why = "%s: %s" % (type(e).__name__, e)
-            if why and why.startswith("SKIP "):
-                report("SKIP", name, why[5:])
-            else:
-                report("FAIL" if why else "PASS", name, why or "")
-    finally:
-        env.cleanup()
-    return exit_code()
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(sgexec.main(CASES))

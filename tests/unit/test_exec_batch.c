@@ -1,7 +1,8 @@
-/* Batch-mode logic over a scripted fake sandbox: the cause of every
- * sandbox ending, retry / skip / pause, platform errors, admission
- * (paused, disabled, agent, concurrency), booking (the outcome log holds
- * every attempt and exactly one final per batch) and the result object. */
+/* Batch-mode logic over a scripted fake sandbox (exec_batch_fixture.h):
+ * the cause of every sandbox ending, retry / skip / pause, platform
+ * errors, admission (paused, disabled, agent, concurrency) and booking
+ * (the outcome log holds every attempt and exactly one final per batch).
+ * The result object is in test_exec_result.c. */
 #include <errno.h>
 #include <jansson.h>
 #include <setjmp.h>
@@ -17,122 +18,7 @@
 #include "journal_lines.h"
 #include "exec/tenant_state.h"
 #include "tmp_dir.h"
-
-/* ---- the fake sandbox: a script of results, one per call ------------- */
-
-struct step {
-	int rc; /* < 0: platform error */
-	enum sandbox_end end;
-	int code; /* exit code or signal */
-	int rule;
-	const char *out;
-	const char *err;
-	const char *detail;
-};
-
-static struct step script[8];
-static int n_script, calls;
-static char last_stdin[4096];
-static uint64_t last_timeout;
-
-static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
-{
-	const struct step *s;
-
-	assert_true(calls < n_script);
-	s = &script[calls++];
-	snprintf(last_stdin, sizeof(last_stdin), "%.*s", (int)spec->stdin_len,
-		 (const char *)spec->stdin_data);
-	last_timeout = spec->timeout_ms;
-	snprintf(r->sandbox_id, sizeof(r->sandbox_id), "fake-%d", calls);
-	r->cgroup_id = 1000 + calls;
-	r->uid = 60000 + (uint32_t)calls;
-	r->init_pid = 7000 + calls;
-	r->wall_ms = 7;
-	if (s->detail)
-		snprintf(r->detail, sizeof(r->detail), "%s", s->detail);
-	if (s->rc < 0)
-		return s->rc;
-	r->end = s->end;
-	r->exit_code = s->end == SB_EXITED ? s->code : 0;
-	r->signal = s->end == SB_SIGNALED ? s->code : 0;
-	r->rule = s->rule;
-	r->out = strdup(s->out ? s->out : "");
-	r->out_len = strlen(r->out);
-	r->err = strdup(s->err ? s->err : "");
-	r->err_len = strlen(r->err);
-	return 0;
-}
-
-static void play(int n, ...)
-{
-	va_list ap;
-
-	va_start(ap, n);
-	for (int i = 0; i < n; i++)
-		script[i] = va_arg(ap, struct step);
-	va_end(ap);
-	n_script = n;
-	calls = 0;
-}
-
-#define OK_OUT(o)      ((struct step){ .end = SB_EXITED, .out = (o) })
-#define EXIT(c)        ((struct step){ .end = SB_EXITED, .code = (c) })
-#define ENDED(e)       ((struct step){ .end = (e), .rule = -1 })
-#define PLATFORM(e, d) ((struct step){ .rc = (e), .detail = (d) })
-
-/* ---- fixtures --------------------------------------------------------- */
-
-static char tmp[64];
-static struct sg_policy policy;
-static struct exec_ctx ctx;
-static char *const argv_[] = { "/usr/bin/python3", "reward.py", NULL };
-static const char batch_json[] =
-	"{\"batch_id\": \"b1\", \"items\": [{\"prompt\": \"p\", \"completion\": \"a\"},"
-	" {\"prompt\": \"p\", \"completion\": \"b\"}]}";
-static struct exec_batch batch;
-
-static int setup(void **state)
-{
-	char err[256];
-
-	tmp_dir_executor(tmp, sizeof(tmp), "exec");
-	policy_defaults(&policy);
-	snprintf(policy.tenant, sizeof(policy.tenant), "acme");
-	policy.limits.timeout_ms = 2000;
-	ctx = (struct exec_ctx){ .policy = &policy,
-				 .tenant = "acme",
-				 .run_id = "run-1",
-				 .argv = argv_,
-				 .run = fake_run };
-	assert_int_equal(exec_batch_parse(batch_json, strlen(batch_json), "batch", &batch, err,
-					  sizeof(err)),
-			 0);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	exec_batch_free(&batch);
-	tmp_dir_remove(tmp);
-	return 0;
-}
-
-/* The journal's records, parsed: an array of objects. */
-static json_t *outcomes(void)
-{
-	return journal_lines();
-}
-
-static const char *str(json_t *o, const char *k)
-{
-	return json_string_value(json_object_get(o, k));
-}
-
-static json_int_t num(json_t *o, const char *k)
-{
-	return json_integer_value(json_object_get(o, k));
-}
+#include "exec_batch_fixture.h"
 
 /* Every line is for batch_id; attempts run 1..n in order; only the last is
  * final; the causes are `causes` (comma-separated). */
@@ -155,11 +41,6 @@ static void expect_booked(const char *batch_id, const char *causes)
 	assert_int_equal(finals, 1);
 	assert_true(json_is_true(json_object_get(json_array_get(all, n - 1), "final")));
 	json_decref(all);
-}
-
-static void truncate_log(void)
-{
-	journal_clear();
 }
 
 /* ---- the cause of every sandbox ending -------------------------------- */
@@ -470,140 +351,6 @@ static void test_timeout_never_above_policy(void **state)
 	ctx.timeout_ms = 0;
 }
 
-/* ---- the result object ---------------------------------------------------- */
-
-static void test_result_json(void **state)
-{
-	struct exec_result res;
-	json_t *j;
-
-	play(1,
-	     ((struct step){
-		     .end = SB_EXITED, .out = "[0.5, 0.25]", .err = "warn: \xff\xfe bad utf-8" }));
-	exec_batch(&ctx, &batch, &res);
-	j = exec_result_json("acme", &res);
-	assert_string_equal(str(j, "tenant"), "acme");
-	assert_string_equal(str(j, "batch_id"), "b1");
-	assert_string_equal(str(j, "status"), "ok");
-	assert_string_equal(str(j, "cause"), "ok");
-	assert_true(json_is_null(json_object_get(j, "rule")));
-	assert_true(json_is_null(json_object_get(j, "detail")));
-	assert_int_equal(json_array_size(json_object_get(j, "scores")), 2);
-	assert_true(json_real_value(json_array_get(json_object_get(j, "scores"), 1)) == 0.25);
-	assert_int_equal(num(j, "attempts"), 1);
-	assert_non_null(json_object_get(j, "wall_ms"));
-	assert_string_equal(str(j, "stderr"), "warn: \xef\xbf\xbd\xef\xbf\xbd bad utf-8");
-	assert_null(json_object_get(j, "tests"));
-	json_decref(j);
-	exec_result_free(&res);
-
-	play(1, ((struct step){ .end = SB_FORK_LIMIT }));
-	policy.failure = SG_FAILURE_SKIP;
-	exec_batch(&ctx, &batch, &res);
-	j = exec_result_json("acme", &res);
-	assert_string_equal(str(j, "status"), "failed");
-	assert_string_equal(str(j, "cause"), "tenant_policy_violation");
-	assert_string_equal(str(j, "rule"), "fork");
-	assert_true(json_is_null(json_object_get(j, "scores")));
-	assert_null(json_object_get(j, "stats"));
-	json_decref(j);
-	exec_result_free(&res);
-	policy.failure = SG_FAILURE_RETRY;
-}
-
-/* Identity and the why: the result names the run and each attempt's
- * sandbox; each record says why its cause, why it was retried or final,
- * the slot uid, the limits and the policy file it ran under. */
-static void test_ids_and_reasons(void **state)
-{
-	struct exec_result res;
-	json_t *j, *all, *sb;
-
-	truncate_log();
-	policy.failure = SG_FAILURE_RETRY;
-	policy.max_retries = 2;
-	snprintf(policy.source, sizeof(policy.source), "/etc/sandguard/policies/acme.json");
-	play(3, ENDED(SB_TIMEOUT), EXIT(1), OK_OUT("[1, 1]"));
-	exec_batch(&ctx, &batch, &res);
-	j = exec_result_json("acme", &res);
-	assert_string_equal(str(j, "run_id"), "run-1");
-	sb = json_object_get(j, "sandboxes");
-	assert_int_equal(json_array_size(sb), 3);
-	for (size_t i = 0; i < 3; i++) {
-		char want[16];
-		snprintf(want, sizeof(want), "fake-%zu", i + 1);
-		assert_string_equal(str(json_array_get(sb, i), "sandbox"), want);
-		assert_int_equal(num(json_array_get(sb, i), "attempt"), (json_int_t)i + 1);
-	}
-	assert_string_equal(str(json_array_get(sb, 0), "cause"), "tenant_timeout");
-	assert_string_equal(str(json_array_get(sb, 2), "cause"), "ok");
-	json_decref(j);
-
-	all = outcomes();
-	assert_int_equal(json_array_size(all), 3);
-	assert_string_equal(str(json_array_get(all, 0), "reason"),
-			    "the program was still running when its deadline of 2000 ms "
-			    "(limits.timeout_ms) passed, so the executor killed the sandbox");
-	assert_string_equal(
-		str(json_array_get(all, 0), "decision"),
-		"retried: tenant_timeout is retried under failure mode retry (attempt 1 of 3)");
-	assert_string_equal(
-		str(json_array_get(all, 1), "reason"),
-		"the program exited with code 1 by itself: no deadline, memory limit or "
-		"agent kill ended it");
-	assert_true(json_is_null(json_object_get(json_array_get(all, 2), "decision")));
-	for (size_t i = 0; i < 3; i++) {
-		json_t *rec = json_array_get(all, i);
-		assert_int_equal(num(rec, "uid"), 60001 + (json_int_t)i);
-		assert_int_equal(num(rec, "init_pid"), 7001 + (json_int_t)i);
-		assert_int_equal(num(json_object_get(rec, "limits"), "timeout_ms"), 2000);
-		assert_int_equal(num(json_object_get(rec, "limits"), "max_tasks"),
-				 policy.limits.max_tasks);
-		assert_string_equal(str(rec, "policy"), "/etc/sandguard/policies/acme.json");
-		assert_string_equal(str(rec, "run_id"), "run-1");
-	}
-	json_decref(all);
-	exec_result_free(&res);
-
-	/* A violation is final at once; the budget, once spent, says so. */
-	truncate_log();
-	play(1, ((struct step){ .end = SB_KILLED_BY_AGENT, .rule = SG_RULE_EGRESS }));
-	exec_batch(&ctx, &batch, &res);
-	exec_result_free(&res);
-	play(3, EXIT(2), EXIT(2), EXIT(2));
-	exec_batch(&ctx, &batch, &res);
-	exec_result_free(&res);
-	all = outcomes();
-	assert_string_equal(str(json_array_get(all, 0), "decision"),
-			    "final: a policy violation is never retried");
-	assert_string_equal(
-		str(json_array_get(all, 3), "decision"),
-		"final: the attempt budget is spent (3 attempts: 1 + failure.max_retries)");
-	json_decref(all);
-	policy.source[0] = '\0';
-}
-
-static void test_stderr_excerpt(void **state)
-{
-	static char big[3 * EXEC_STDERR_EXCERPT];
-	struct exec_result res;
-	const char *s;
-	json_t *j;
-
-	memset(big, 'e', sizeof(big) - 1);
-	big[0] = 'H';
-	big[sizeof(big) - 2] = 'T';
-	play(1, ((struct step){ .end = SB_EXITED, .out = "[1,2]", .err = big }));
-	exec_batch(&ctx, &batch, &res);
-	j = exec_result_json("acme", &res);
-	s = str(j, "stderr");
-	assert_true(strlen(s) < EXEC_STDERR_EXCERPT + 64);
-	assert_true(s[0] == 'H' && s[strlen(s) - 1] == 'T');
-	assert_non_null(strstr(s, "\n...[8191 bytes omitted]...\n"));
-	json_decref(j);
-	exec_result_free(&res);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -618,9 +365,6 @@ int main(void)
 		cmocka_unit_test(test_disabled_and_agent),
 		cmocka_unit_test(test_concurrency),
 		cmocka_unit_test(test_timeout_never_above_policy),
-		cmocka_unit_test(test_result_json),
-		cmocka_unit_test(test_stderr_excerpt),
-		cmocka_unit_test(test_ids_and_reasons),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
