@@ -1,8 +1,8 @@
 /* The sandbox's main process from init's clone to the tenant's execve,
  * and a run's START on the sandbox's side (see src/sandbox/sandbox_child.h).
- * Only async-signal-safe calls: raw
- * syscalls for the identity change (the glibc wrappers would try to
- * broadcast to threads the child no longer has), no malloc, no stdio. */
+ * Only async-signal-safe calls: raw syscalls for the identity change (the
+ * glibc wrappers would try to broadcast to threads the child no longer
+ * has), no malloc, no stdio. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>

@@ -15,11 +15,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import sandbox_cgroups, uid_base  # noqa: E402
-from sgexecutor import BIN, PYTHON, batch, exec_cli, run_suite  # noqa: E402
+from sgexecutor import BIN, PYTHON, batch, exec_cli, run_suite, wait_for  # noqa: E402
 
 UID_BASE = uid_base(63000)  # 20-sandbox uses 61000, 30-exec 62000
 
@@ -51,15 +50,6 @@ def comparable(res):
     for t in r.get("tests") or []:
         t.pop("wall_ms", None)
     return r
-
-
-def wait_for(pred, seconds=10):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 # ---- cases -------------------------------------------------------------

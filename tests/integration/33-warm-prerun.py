@@ -20,21 +20,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import uid_base  # noqa: E402
-from sgexecutor import BIN, PYTHON, batch, exec_cli, procs, queued, run_suite, waiting  # noqa: E402
+from sgexecutor import (BIN, PYTHON, batch, exec_cli, procs, queued, run_suite,  # noqa: E402
+                        wait_for, waiting)
 
 UID_BASE = uid_base(66000)  # 32-warm uses 63000, 34-warm-interpreter 63500
 TENANT = "wp-pool"
 ARGS = ["a b", "", "\u00fc\nx", "-x", "--", "$HOME", "'q'"]
-
-
-def wait_for(pred, seconds=10):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.05)
-    return pred()
 
 
 def status(pid):

@@ -258,7 +258,7 @@ def t_waiting_child_killed_holding_its_call(env, ex):
         again = waiting_child(env, "wi-wkill2", sandbox_of(first))
     if not waiting or again != waiting:
         return "no child waits for the next call: %s %s" % (waiting, again)
-    handed = False
+    was_handed = False
     os.kill(waiting[0], signal.SIGSTOP)  # it holds the call unread
     client = subprocess.Popen([sgexecutor.BIN, "exec", "--tenant", "wi-wkill2", "--policy-dir",
                                env.policies, "--batch", "-", "--", PYTHON,
@@ -269,14 +269,14 @@ def t_waiting_child_killed_holding_its_call(env, ex):
         client.stdin.write(json.dumps(batch("b-wkill2", 4)).encode())
         client.stdin.close()
         client.stdin = None
-        handed = wait_for_handed(waiting[3])
+        was_handed = sgexecutor.wait_for(lambda: handed(waiting[3]), 30)
         try:
             os.kill(waiting[0], signal.SIGKILL)
         except ProcessLookupError:
-            handed = False
+            was_handed = False
     finally:
         out, err = client.communicate(timeout=120)
-    if not handed:
+    if not was_handed:
         return "the call never reached the waiting child: the test proves nothing (%s)" % out[-300:]
     res = json.loads(out) if out.strip() else None
     if not res or res["attempts"] != 2 or res["sandboxes"][0]["cause"] != "platform_error" \
@@ -289,16 +289,11 @@ def t_waiting_child_killed_holding_its_call(env, ex):
     return None
 
 
-def wait_for_handed(parent, seconds=30):
+def handed(parent):
     """Whether the warm parent handed a call on: it waits for the call's
     child then (wait4), and for the executor's next message otherwise."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with open("/proc/%d/wchan" % parent) as f:
-            if f.read() == "do_wait":
-                return True
-        time.sleep(0.02)
-    return False
+    with open("/proc/%d/wchan" % parent) as f:
+        return f.read() == "do_wait"
 
 
 def t_broken_preload_runs_cold(env, ex):

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report, test_tree  # noqa: E402
@@ -125,6 +126,18 @@ def waiting(env, tenant):
         if os.path.isdir(run1):
             out[sb] = (procs(os.path.join(root, sb)), procs(run1))
     return out
+
+
+def wait_for(pred, seconds=10):
+    """pred()'s first true value within `seconds` (polled every 50 ms), or
+    its last false one."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.05)
+    return pred()
 
 
 def queued(pid):
