@@ -479,19 +479,21 @@ int sb_cgroup_destroy(struct sb_cgroup *cg)
 	err = sb_cgroup_kill(cg, 2000);
 	if (err)
 		sg_error("cannot empty sandbox cgroup %s: %s", cg->v2, strerror(-err));
+	/* The paths stay as they were: a second call finds them gone
+	 * (ENOENT is done), and clearing them would write a page per path
+	 * (PATH_MAX each), each a copy-on-write fault while a cold launch's
+	 * init still shares them. */
 	for (int c = 0; c < SB_CTRL__COUNT; c++) {
 		if (!cg->v1[c][0])
 			continue;
 		e = remove_or_kill(cg->v1[c]);
 		if (!err)
 			err = e;
-		cg->v1[c][0] = '\0';
 	}
 	if (cg->v2[0]) {
 		e = remove_dir(cg->v2);
 		if (!err)
 			err = e;
-		cg->v2[0] = '\0';
 	}
 	return err;
 }
