@@ -17,6 +17,12 @@ int fs_mkdir_p(const char *dir, mode_t mode)
 
 	if (!n || n >= sizeof(path))
 		return -ENAMETOOLONG;
+	/* Most calls find the whole path there already: one mkdir, not one
+	 * per component (a cold launch makes half a dozen of these calls). */
+	if (!mkdir(dir, mode) || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
 	memcpy(path, dir, n + 1);
 	for (char *p = path + 1;; p++) {
 		if (*p != '/' && *p != '\0')

@@ -272,6 +272,58 @@ def t_io_limits(env):
     return None
 
 
+def t_v1_stray(env):
+    """A task root moved into one of a sandbox's v1 leaves alone (not in its
+    v2 cgroup) is killed at teardown and the leaf removed: the teardown
+    trusts the v2 cgroup's emptiness for the sandbox's own processes and
+    lets the v1 leaves' rmdir (EBUSY) find anything else."""
+    if not V1:
+        return "SKIP no controller is on cgroup v1 here (pure v2 node)"
+    # pids, memory or cpu on a hybrid node (blkio only with IO limits).
+    ctrl = next((c for c in ("pids", "memory", "cpu") if c in V1), None)
+    if not ctrl:
+        return "SKIP none of pids, memory, cpu is on cgroup v1 here"
+    pol = env.policy("sbtest")
+    result = {}
+    t = in_thread(result, "d", pol, "sb_sleeper.py", ["2"], timeout_ms=20000)
+    leaf_glob = os.path.join(V1[ctrl], os.path.basename(CG_ROOT), "sbtest", "*", "cgroup.procs")
+    stray = subprocess.Popen(["sleep", "120"])
+    moved = None
+    try:
+        for _ in range(500):
+            for procs in glob.glob(leaf_glob):
+                try:
+                    with open(procs, "w") as f:
+                        f.write(str(stray.pid))
+                    moved = os.path.dirname(procs)
+                except OSError:
+                    continue
+                break
+            if moved or not t.is_alive():
+                break
+            time.sleep(0.01)
+        t.join()
+        try:
+            code = stray.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+            stray.wait()
+    if not moved:
+        return "never saw the sandbox's %s v1 leaf while it ran" % ctrl
+    why = expect(finished(result["d"]), "sbtest", end="exited", exit_code=0)
+    if why:
+        return why
+    if code != -9:
+        return "the stray in %s lives on after the teardown (wait: %r)" % (moved, code)
+    if os.path.exists(moved):
+        return "the v1 leaf %s was not removed" % moved
+    print("# a stray moved into the %s v1 leaf alone: killed, leaf removed" % ctrl, flush=True)
+    return None
+
+
 def cap_sys_resource():
     """Whether this process may lower OOM scores (CAP_SYS_RESOURCE, bit 24)."""
     with open("/proc/self/status") as f:
@@ -351,6 +403,7 @@ CASES = [
     ("sandbox-rlimit-fallback-without-controllers", t_rlimit_fallback),
     ("sandbox-io-limits-applied", t_io_limits),
     ("sandbox-require-agent-without-agent", t_require_agent),
+    ("sandbox-v1-stray-killed-at-teardown", t_v1_stray),
 ]
 
 

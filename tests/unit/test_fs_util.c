@@ -1,4 +1,4 @@
-/* fs_read_keyed(): the value of one key of a flat-keyed file (cpu.stat,
+/* fs_mkdir_p(), and fs_read_keyed(): the value of one key of a flat-keyed file (cpu.stat,
  * memory.events), matched whole, from any line including a last one without
  * a newline; a missing key is 0 and a file that cannot be read is -errno. */
 #include <errno.h>
@@ -144,6 +144,25 @@ static void test_unreadable(void **state)
 	assert_int_equal(v, 4242);
 }
 
+/* fs_mkdir_p(): every missing component made with the mode, an existing
+ * path taken as it is, a component that is a file refused. */
+static void test_mkdir_p(void **state)
+{
+	char deep[128], under_file[160];
+	struct stat st;
+
+	snprintf(deep, sizeof(deep), "%s/a/b/c", dir);
+	assert_int_equal(fs_mkdir_p(deep, 0700), 0);
+	assert_int_equal(stat(deep, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(fs_mkdir_p(deep, 0700), 0); /* there already */
+	put("a/file", "x");
+	snprintf(under_file, sizeof(under_file), "%s/a/file/d/e", dir);
+	assert_int_equal(fs_mkdir_p(under_file, 0700), -ENOTDIR);
+	assert_int_equal(fs_mkdir_p("", 0700), -ENAMETOOLONG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -153,6 +172,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_prefix_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_lines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unreadable, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
