@@ -6,7 +6,8 @@ sandbox. Each case asserts what the issue requires of it: the verdicts,
 exit codes and stderr are the cold runner's (tests/programs/wv_modes.py),
 the program sees what `python3 main.py` sees (wv_probe.py: __name__,
 sys.argv, stdin, the recursion limit and depth, sys.modules), nothing of a
-test reaches the next (wv_state.py: a file, a daemon, a global), a
+test reaches the next (wv_state.py: a file, a daemon, a global, the
+directories' times), a
 program that makes an IPC object runs cold, a parent killed mid-test is a
 platform_error that is retried and never a verdict, and a tenant without
 the opt-in stays cold. Which way a test ran is the result's
@@ -145,10 +146,11 @@ def t_interpreter_as_cold(env, ex):
 
 def t_nothing_crosses_tests(env, ex):
     """One sandbox (concurrency 1): test 1 leaves a file here and in /tmp,
-    a daemon, a changed global, environment and recursion limit; tests 2
-    and 3, children of the same parent, see none of them."""
+    a daemon, a changed global, environment and recursion limit, and the
+    times of its directories; tests 2 and 3, children of the same parent,
+    see none of them."""
     warm_policy(env, "wv-state", concurrency=1)
-    tests = [("leave\n", "clean | file tmp global limit env daemon\n"), ("look\n", "clean\n"),
+    tests = [("leave\n", "clean | file tmp global limit env daemon times\n"), ("look\n", "clean\n"),
              ("look\n", "clean\n")]
     rc, res, err = unstarved(lambda: verify(env, "wv-state", "wv_state.py", tests, "state",
                                             timeout_ms=3000))
