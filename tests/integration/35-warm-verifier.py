@@ -185,6 +185,29 @@ def t_ipc_object_runs_cold(env, ex):
     return None
 
 
+def t_sigsys_sends_the_tenant_cold(env, ex):
+    """A test that kills itself with SIGSYS reads like one killed for what
+    only a warm child may not do: that run is booked platform_error and
+    run again cold. The tenant's next request through the same executor
+    runs its tests cold from the start: a SIGSYS cannot make every request
+    cost two runs and a platform_error per test."""
+    warm_policy(env, "wv-sigsys", concurrency=1)
+    got = []
+    for k in range(2):
+        rc, res, err = verify(env, "wv-sigsys", "wv_sigsys.py", [("\n", "never\n")],
+                              "sigsys-%d" % k, through_executor=True)
+        if not res:
+            return "request %d: rc %d %s" % (k, rc, err[-300:])
+        got.append([(s["attempt"], s["cause"]) for s in res["sandboxes"]])
+    if got[0] != [(1, "platform_error"), (2, "tenant_crash")]:
+        return "first request: want the warm run platform_error, then cold: %s" % got[0]
+    if got[1] != [(1, "tenant_crash")]:
+        return "the second request ran warm again: %s" % got[1]
+    if "SIGSYS" not in (res.get("warm_fallback") or ""):
+        return "the second request does not say why it ran cold: %r" % res.get("warm_fallback")
+    return None
+
+
 def t_parent_killed_is_platform_error(env, ex):
     warm_policy(env, "wv-kill", failure="retry", retries=1, concurrency=1)
     out = {}
@@ -259,6 +282,7 @@ CASES = [("verdicts_as_cold", t_verdicts_as_cold),
          ("interpreter_as_cold", t_interpreter_as_cold),
          ("nothing_crosses_tests", t_nothing_crosses_tests),
          ("ipc_object_runs_cold", t_ipc_object_runs_cold),
+         ("sigsys_sends_the_tenant_cold", t_sigsys_sends_the_tenant_cold),
          ("parent_killed_is_platform_error", t_parent_killed_is_platform_error),
          ("without_opt_in_stays_cold", t_without_opt_in_stays_cold),
          ("through_executor", t_through_executor)]
