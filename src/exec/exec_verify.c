@@ -98,15 +98,20 @@ static void note_run(struct verify_job *job, size_t i, uint32_t attempt, enum sg
 }
 
 /* A warm test that ended as only a warm child can (above): the request's
- * tests run cold from now on. */
-static bool cold_would_differ(struct verify_job *job, int rc, const struct sandbox_result *r,
-			      char *detail, size_t len)
+ * tests run cold from now on, and the tenant's for a while. A test can
+ * also kill itself with SIGSYS, which reads the same: without the while,
+ * every request could make its tests cost two runs and a platform_error
+ * each (red-team finding F1). */
+static bool cold_would_differ(struct verify_job *job, const struct exec_box *box, int rc,
+			      const struct sandbox_result *r, char *detail, size_t len)
 {
 	if (rc || !r->warm || r->end != SB_SIGNALED || r->signal != SIGSYS)
 		return false;
 	pthread_mutex_lock(&job->lock);
 	job->cold = true;
 	pthread_mutex_unlock(&job->lock);
+	if (box->sb)
+		sandbox_warm_refuse(box->sb, "a test was killed by SIGSYS in it");
 	snprintf(detail, len,
 		 "killed by SIGSYS in a warm interpreter (an IPC object, or a syscall the "
 		 "sandbox refuses): run again cold");
@@ -148,7 +153,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		spec.cold = job_cold(job); /* a warm box does not fit it: replaced */
 		rc = exec_box_run(ctx, box, &spec, &r);
 		cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
-		if (cold_would_differ(job, rc, &r, detail, sizeof(detail))) {
+		if (cold_would_differ(job, box, rc, &r, detail, sizeof(detail))) {
 			cause = SG_CAUSE_PLATFORM_ERROR;
 			budget++; /* the cold run is the test's own */
 		}

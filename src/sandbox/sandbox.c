@@ -508,6 +508,12 @@ bool sandbox_warm_refused(const struct sandbox *sb)
 	return sb->warm.refused;
 }
 
+void sandbox_warm_refuse(const struct sandbox *sb, const char *why)
+{
+	if (sb->warm.script[0])
+		sb_warm_refuse(sb, why);
+}
+
 void sandbox_may_keep(struct sandbox *sb)
 {
 	sb->warm.keep = true;

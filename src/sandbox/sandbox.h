@@ -154,6 +154,12 @@ bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec)
  * cold, in another sandbox. */
 bool sandbox_warm_refused(const struct sandbox *sb);
 
+/* A run in sb's warm interpreter ended as only a warm run can, or as
+ * the run itself chose to look (a SIGSYS): sb's tenant's calls of that
+ * script (for verifier tests: all of them) run cold for a while, the
+ * same as after its interpreter failed (sandbox_warm.h). */
+void sandbox_warm_refuse(const struct sandbox *sb, const char *why);
+
 /* Whether sb's warm interpreter is past its policy's max_age_s: a pool
  * retires such a sandbox while it waits for a call, not only at the reset
  * after one. */

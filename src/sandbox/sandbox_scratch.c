@@ -389,6 +389,8 @@ int sb_scratch_mark(const char *path, uid_t uid, gid_t gid, struct sb_scratch_ma
 	m->shm = shm.st_ino;
 	m->uid = uid;
 	m->gid = gid;
+	m->times[0] = root.st_atim;
+	m->times[1] = root.st_mtim;
 	m->n_kept = 0;
 	return 0;
 }
@@ -505,7 +507,10 @@ int sb_scratch_mark_kept(const char *path, char (*rel)[PATH_MAX], size_t n,
 	return err;
 }
 
-/* Owner, mode and no extended attribute (ACLs included): as made. */
+/* Owner, mode, no extended attribute (ACLs included) and the times: as
+ * made. The times too, because a run may set them (utimensat needs no
+ * Landlock right) and the next run would read 2 x 64 bits per directory
+ * from it. */
 static int restore(int fd, const struct sb_scratch_marks *m)
 {
 	char names[4096];
@@ -516,7 +521,7 @@ static int restore(int fd, const struct sb_scratch_marks *m)
 			return -errno;
 	if (len < 0 && errno != ENOTSUP)
 		return -errno;
-	if (fchown(fd, m->uid, m->gid) || fchmod(fd, 0700))
+	if (fchown(fd, m->uid, m->gid) || fchmod(fd, 0700) || futimens(fd, m->times))
 		return -errno;
 	return 0;
 }

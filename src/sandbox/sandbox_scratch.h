@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include "sandbox.h"
 
 /* The sandbox's /tmp and /dev/shm: directories of the scratch tmpfs, so
@@ -51,6 +52,7 @@ struct sb_scratch_marks {
 	ino_t root, tmp, shm;
 	uid_t uid;
 	gid_t gid;
+	struct timespec times[2]; /* the root's atime and mtime when made */
 	struct sb_scratch_kept kept[SB_SCRATCH_KEEP];
 	size_t n_kept;
 };

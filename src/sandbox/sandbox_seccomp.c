@@ -82,6 +82,14 @@ static const int denied[] = {
 	__NR_iopl,
 	__NR_ioperm,
 #endif
+	/* A watch on a file that sandboxes share read-only (/usr, the
+	 * programs) reports every other sandbox's opens and reads of it, with
+	 * names and timing: a channel across tenants. No reward needs one. */
+	__NR_inotify_init1,
+	__NR_fanotify_init,
+#ifdef __NR_inotify_init
+	__NR_inotify_init,
+#endif
 };
 
 /* clone() flags that would create a namespace (CLONE_NEWTIME is only

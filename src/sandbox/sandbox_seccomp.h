@@ -3,7 +3,9 @@
  * own error, never as a crash the platform has to explain:
  *   io_uring_*, ptrace, bpf, perf_event_open, the mount API, unshare,
  *   setns, the key syscalls, kexec_*, process_vm_readv/writev,
- *   open_by_handle_at, userfaultfd, module loading, swap, reboot, ...;
+ *   open_by_handle_at, userfaultfd, module loading, swap, reboot,
+ *   inotify_init*, fanotify_init (a watch on a file sandboxes share
+ *   read-only would see other tenants' opens), ...;
  *   clone() with any namespace flag, and clone() of a process (not a
  *   thread) sharing the fd table (CLONE_FILES without CLONE_THREAD): EPERM;
  *   clone3() (ENOSYS, whose flags hide behind a pointer: libc falls back

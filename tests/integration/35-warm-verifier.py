@@ -6,7 +6,8 @@ sandbox. Each case asserts what the issue requires of it: the verdicts,
 exit codes and stderr are the cold runner's (tests/programs/wv_modes.py),
 the program sees what `python3 main.py` sees (wv_probe.py: __name__,
 sys.argv, stdin, the recursion limit and depth, sys.modules), nothing of a
-test reaches the next (wv_state.py: a file, a daemon, a global), a
+test reaches the next (wv_state.py: a file, a daemon, a global, the
+directories' times), a
 program that makes an IPC object runs cold, a parent killed mid-test is a
 platform_error that is retried and never a verdict, and a tenant without
 the opt-in stays cold. Which way a test ran is the result's
@@ -145,10 +146,11 @@ def t_interpreter_as_cold(env, ex):
 
 def t_nothing_crosses_tests(env, ex):
     """One sandbox (concurrency 1): test 1 leaves a file here and in /tmp,
-    a daemon, a changed global, environment and recursion limit; tests 2
-    and 3, children of the same parent, see none of them."""
+    a daemon, a changed global, environment and recursion limit, and the
+    times of its directories; tests 2 and 3, children of the same parent,
+    see none of them."""
     warm_policy(env, "wv-state", concurrency=1)
-    tests = [("leave\n", "clean | file tmp global limit env daemon\n"), ("look\n", "clean\n"),
+    tests = [("leave\n", "clean | file tmp global limit env daemon times\n"), ("look\n", "clean\n"),
              ("look\n", "clean\n")]
     rc, res, err = unstarved(lambda: verify(env, "wv-state", "wv_state.py", tests, "state",
                                             timeout_ms=3000))
@@ -180,6 +182,29 @@ def t_ipc_object_runs_cold(env, ex):
               and o.get("cause") == "platform_error"]
     if len(booked) != 1 or "SIGSYS" not in (booked[0].get("detail") or ""):
         return "the warm run's booking: %s" % booked
+    return None
+
+
+def t_sigsys_sends_the_tenant_cold(env, ex):
+    """A test that kills itself with SIGSYS reads like one killed for what
+    only a warm child may not do: that run is booked platform_error and
+    run again cold. The tenant's next request through the same executor
+    runs its tests cold from the start: a SIGSYS cannot make every request
+    cost two runs and a platform_error per test."""
+    warm_policy(env, "wv-sigsys", concurrency=1)
+    got = []
+    for k in range(2):
+        rc, res, err = verify(env, "wv-sigsys", "wv_sigsys.py", [("\n", "never\n")],
+                              "sigsys-%d" % k, through_executor=True)
+        if not res:
+            return "request %d: rc %d %s" % (k, rc, err[-300:])
+        got.append([(s["attempt"], s["cause"]) for s in res["sandboxes"]])
+    if got[0] != [(1, "platform_error"), (2, "tenant_crash")]:
+        return "first request: want the warm run platform_error, then cold: %s" % got[0]
+    if got[1] != [(1, "tenant_crash")]:
+        return "the second request ran warm again: %s" % got[1]
+    if "SIGSYS" not in (res.get("warm_fallback") or ""):
+        return "the second request does not say why it ran cold: %r" % res.get("warm_fallback")
     return None
 
 
@@ -257,6 +282,7 @@ CASES = [("verdicts_as_cold", t_verdicts_as_cold),
          ("interpreter_as_cold", t_interpreter_as_cold),
          ("nothing_crosses_tests", t_nothing_crosses_tests),
          ("ipc_object_runs_cold", t_ipc_object_runs_cold),
+         ("sigsys_sends_the_tenant_cold", t_sigsys_sends_the_tenant_cold),
          ("parent_killed_is_platform_error", t_parent_killed_is_platform_error),
          ("without_opt_in_stays_cold", t_without_opt_in_stays_cold),
          ("through_executor", t_through_executor)]

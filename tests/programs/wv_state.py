@@ -1,7 +1,8 @@
 # Warm verifier tests: nothing of one test reaches the next. Input "leave":
 # leave a file in the working directory and in /tmp, a daemon that keeps
 # touching /tmp/heartbeat, a changed module global, environment and
-# recursion limit, then look again (the control: each is seen where it
+# recursion limit, the times of the working directory, /tmp and /dev/shm
+# (a channel of 2 x 64 bits each), then look again (the control: each is seen where it
 # was left). Every test prints what it sees of an earlier one first
 # ("clean": nothing).
 import builtins
@@ -9,6 +10,9 @@ import json
 import os
 import sys
 import time
+
+MARK = 1234567890  # the times a test leaves on its directories
+SHARED_DIRS = (".", "/tmp", "/dev/shm")
 
 
 def look():
@@ -31,6 +35,8 @@ def look():
     time.sleep(0.3)  # a daemon left running touches its file again meanwhile
     if os.path.exists("/tmp/heartbeat"):
         seen.append("daemon")
+    if any(int(t) == MARK for d in SHARED_DIRS for t in (os.stat(d).st_atime, os.stat(d).st_mtime)):
+        seen.append("times")
     return " ".join(seen) or "clean"
 
 
@@ -41,6 +47,8 @@ def leave():
     builtins.left_by_test = sys.left_by_test = json.left_by_test = 1
     os.environ["LEFT_BY_TEST"] = "1"
     sys.setrecursionlimit(5000)
+    for d in SHARED_DIRS:
+        os.utime(d, (MARK, MARK))
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
