@@ -375,21 +375,14 @@ bool sb_forker_clone_init(const struct sb_init_plan *p, int cgroup_fd, pid_t *pi
 	 * clone3, every init does: the caller's own clone. */
 	if (p->migrate || !p->clone3 || p->child.net || cgroup_fd < 0 || p->ctl < 0)
 		return false;
-	/* No forker (a cold `sandguard exec`): not even the request, a
-	 * zeroed ~40 KiB and its page faults on the way to the clone. */
+	/* The forker is looked for before the request is built: with none
+	 * (a cold `sandguard exec`), not even the zeroed request and its page
+	 * faults on the way to the clone. The lock is held for the round
+	 * trip anyway, so building under it serializes nothing more. */
 	pthread_mutex_lock(&fk.lock);
-	if (fk.sock < 0) {
+	r = fk.sock < 0 ? NULL : flatten(p, cgroup_fd, fds, &nfds);
+	if (!r) {
 		pthread_mutex_unlock(&fk.lock);
-		return false;
-	}
-	pthread_mutex_unlock(&fk.lock);
-	r = flatten(p, cgroup_fd, fds, &nfds);
-	if (!r)
-		return false;
-	pthread_mutex_lock(&fk.lock);
-	if (fk.sock < 0) {
-		pthread_mutex_unlock(&fk.lock);
-		free(r);
 		return false;
 	}
 	err = ask(r, fds, nfds, &rep);
