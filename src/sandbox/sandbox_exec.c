@@ -299,11 +299,8 @@ static int init_says(struct run *r)
 
 	if (sb->warm.sock >= 0) {
 		warm_done(r, 0);
-		if (r->done_read)
-			return 0;
-		return sb_run_fail(r, -ECHILD,
-				   "sandbox %s: its warm interpreter ended before the call started",
-				   sb->id);
+		r->ctl_gone = !r->done_read;
+		return 0;
 	}
 	got = sb_read_init(sb, &msg, 0);
 
@@ -319,6 +316,13 @@ static int init_says(struct run *r)
 	if (got == 0)
 		return 0;
 	sb->broken = true;
+	/* Gone without a word: whoever killed init (the agent at main's
+	 * execve, a limit) killed main too, and main's report pipe says
+	 * whether that was before or after the tenant's code started. */
+	if (got < 0) {
+		r->ctl_gone = true;
+		return 0;
+	}
 	if (got == 1 && msg.type == SB_REPORT_FAILED && !sb->ready) {
 		err = -msg.err;
 		snprintf(detail, sizeof(detail), "sandbox setup failed while %s (%s): %s",
@@ -331,8 +335,8 @@ static int init_says(struct run *r)
 				 strerror(msg.err));
 		return sb_run_fail(r, err, "%s", detail);
 	}
-	return sb_run_fail(r, got < 0 ? got : -EPROTO,
-			   "sandbox %s: its init ended before the run started", sb->id);
+	return sb_run_fail(r, -EPROTO, "sandbox %s: init sent message %d before the run started",
+			   sb->id, msg.type);
 }
 
 /* What main said on the report pipe, read once every writer is gone:
@@ -386,7 +390,8 @@ static int wait_for_exec(struct run *r, uint64_t deadline)
 					   .events = POLLIN } };
 		uint64_t now = clock_ms(CLOCK_MONOTONIC);
 		uint64_t left = now < deadline ? deadline - now : 0;
-		int ready = poll(pfd, r->done_read ? 1 : 2, left > INT_MAX ? INT_MAX : (int)left),
+		int ready = poll(pfd, r->done_read || r->ctl_gone ? 1 : 2,
+				 left > INT_MAX ? INT_MAX : (int)left),
 		    err;
 
 		if (ready < 0 && errno == EINTR)
@@ -397,7 +402,7 @@ static int wait_for_exec(struct run *r, uint64_t deadline)
 					   r->sb->id);
 		/* init's messages first: its READY is queued before main
 		 * can exist, let alone exec. */
-		if (!r->done_read && pfd[1].revents) {
+		if (!r->done_read && !r->ctl_gone && pfd[1].revents) {
 			err = init_says(r);
 			if (err)
 				return err;
@@ -466,8 +471,11 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	/* Main can end before its execve is seen here (a program that fails at
 	 * once, a slow executor): its DONE, read above, then never comes again
 	 * on the socket, and the pump must not wait for it until the deadline
-	 * (which would book a platform delay as the tenant's timeout). */
-	pump->end_fd = r->done_read ? -1 : sb->warm.sock >= 0 ? sb->warm.sock : sb->ctl;
+	 * (which would book a platform delay as the tenant's timeout). Nor
+	 * when init, or the warm interpreter, is already gone. */
+	pump->end_fd = r->done_read || r->ctl_gone ? -1
+		       : sb->warm.sock >= 0        ? sb->warm.sock
+						   : sb->ctl;
 	pump->in = (struct sb_feed){ .fd = r->in[1],
 				     .data = r->spec->stdin_data,
 				     .len = r->spec->stdin_len };

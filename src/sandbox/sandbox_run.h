@@ -18,6 +18,9 @@ struct run {
 	int in[2], out[2], err[2], report[2];
 	struct sb_child_report done; /* init's DONE */
 	bool done_read;
+	/* init (or the warm interpreter) hung up before main's execve was
+	 * seen: the report pipe alone says whether the tenant's code ran. */
+	bool ctl_gone;
 };
 
 /* res->detail set; returns err. */

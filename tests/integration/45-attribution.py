@@ -7,12 +7,13 @@ failure (verifier mode) is its verdict, never the tenant's fault; the counts
 survive an agent restart; a telemetry outage never fails a batch."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgagent import Agent, check, finish, skip  # noqa: E402
+from sgagent import PY, SANDGUARD, Agent, check, finish, skip  # noqa: E402
 import sgjournal  # noqa: E402
 
 EGRESS = """import json, socket, sys
@@ -151,9 +152,44 @@ def main():
         rep = sgjournal.exactly_once(state, t)
         check(not rep["problems"], "journal and ledger agree: " + sgjournal.summary(rep),
               "; ".join(rep["problems"]))
+        exec_kill_seen_late(a, progs)
         host_root(a, progs)
     finally:
         a.cleanup()
+
+
+def exec_kill_seen_late(a, progs):
+    """An agent kill at main's execve takes init with it. An executor that
+    sees init's end and main's exec at once (a loaded node: every poll of
+    the executor delayed 300 ms by strace) must still book what happened,
+    the tenant's exec violation: main's report pipe says the tenant's code
+    ran. Only an end without main's EXEC marker is the platform's."""
+    if not shutil.which("strace"):
+        skip("exec-kill-seen-late", "strace is missing (scripts/install-deps.sh installs it)")
+        return
+    a.write_policy("charlie", {"exec": {"allow": ["/usr/bin/perl"]}})
+    env = dict(a.env)
+    if "ASAN_OPTIONS" in env:
+        env["ASAN_OPTIONS"] += ":detect_leaks=0"  # LeakSanitizer stops under ptrace
+    batch = os.path.join(a.dir, "batch-charlie.json")
+    with open(batch, "w") as f:
+        json.dump({"batch_id": "late", "items": [{"prompt": "p", "completion": "c"}]}, f)
+    got = []
+    for _ in range(3):
+        p = subprocess.run(["strace", "-o", "/dev/null", "-e", "trace=poll", "-e",
+                            "inject=poll:delay_enter=300ms", SANDGUARD, "exec", "--tenant",
+                            "charlie", "--policy-dir", a.policy_dir, "--batch", batch, "--",
+                            PY, progs["good"]],
+                           env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           timeout=120)
+        try:
+            r = json.loads(p.stdout)
+            got.append((r["cause"], r["rule"], r["detail"]))
+        except ValueError:
+            got.append(("no result", p.returncode, p.stderr[-300:]))
+    check(all(g[:2] == ("tenant_policy_violation", "exec") for g in got),
+          "exec-kill-seen-late: an agent kill at main's execve, seen with init's end, is the "
+          "tenant's exec violation", repr(got))
 
 
 def host_root(a, progs):
