@@ -339,7 +339,7 @@ int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char 
 	snprintf(sb->tenant, sizeof(sb->tenant), "%s", spec->tenant);
 	sb->exec_in_scratch = spec->allow_exec_in_scratch;
 	sb->agent = spec->agent;
-	sb->slot.lock_fd = sb->landlock_fd = sb->ctl = sb->pre = -1;
+	sb->slot.lock_fd = sb->landlock_fd = sb->ctl = sb->pre = sb->scratch_fd = -1;
 	sb_warm_init(&sb->warm);
 	sb->leaf.dir_fd = sb->leaf.procs_fd = -1;
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
@@ -582,10 +582,28 @@ void sandbox_destroy(struct sandbox *sb)
 			sb_scratch_remove(sb->policy.scratch_root, sb->tenant, sb->id);
 		sb_slot_release(&sb->slot);
 	}
+	fs_close(&sb->scratch_fd);
 	sb_record_release(&sb->record);
 	fs_close(&sb->landlock_fd);
 	sb_root_plan_free(&sb->root);
 	free(sb);
+}
+
+void sb_scratch_detach(struct sandbox *sb)
+{
+	int fd;
+
+	if (!sb->scratch_made || sb->scratch_fd >= 0)
+		return;
+	fd = open(sb->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return; /* removed at the teardown, as any other */
+	if (sb_scratch_remove(sb->policy.scratch_root, sb->tenant, sb->id)) {
+		close(fd); /* the teardown tries again */
+		return;
+	}
+	sb->scratch_fd = fd;
+	sb->scratch_made = false;
 }
 
 int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)

@@ -467,6 +467,11 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 		return late(r);
 	if (ret)
 		return ret;
+	/* Its only run (a cold sandbox): the host's scratch mount goes while
+	 * the tenant's code runs. A warm interpreter's calls use the host's
+	 * path. */
+	if (r->spec->one_run && sb->warm.sock < 0)
+		sb_scratch_detach(sb);
 	start = clock_ms(CLOCK_MONOTONIC);
 	/* Main can end before its execve is seen here (a program that fails at
 	 * once, a slow executor): its DONE, read above, then never comes again

@@ -1,10 +1,12 @@
 /* What ended a run, and what it left: the verdict (the run's own evidence,
  * then the agent's word) and the outputs (see src/sandbox/sandbox.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include "control/agent_client.h"
 #include "lib/log.h"
 #include "sandbox_internal.h"
@@ -96,6 +98,8 @@ int sb_run_take_outputs(struct run *r, struct sb_pump *pump)
 {
 	const struct sandbox_spec *s = r->spec;
 	struct sandbox_result *res = r->res;
+	int dirfd, err = 0;
+	size_t i;
 
 	res->out = pump->out.data ? pump->out.data : strdup("");
 	res->out_len = pump->out.len;
@@ -112,11 +116,15 @@ int sb_run_take_outputs(struct run *r, struct sb_pump *pump)
 	if (!res->fetched)
 		return sb_run_fail(r, -ENOMEM, "out of memory");
 	res->n_fetched = s->n_fetch;
-	for (size_t i = 0; i < s->n_fetch; i++)
-		if (sb_scratch_fetch(r->sb->scratch, s->fetch[i], r->sb->slot.uid,
-				     s->policy->limits.output_bytes, &res->fetched[i]))
-			return sb_run_fail(r, -ENOMEM, "out of memory fetching %s", s->fetch[i]);
-	return 0;
+	dirfd = r->sb->scratch_fd >= 0
+			? r->sb->scratch_fd
+			: open(r->sb->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	for (i = 0; i < s->n_fetch && !err; i++)
+		err = sb_scratch_fetch_at(dirfd, s->fetch[i], r->sb->slot.uid,
+					  s->policy->limits.output_bytes, &res->fetched[i]);
+	if (dirfd >= 0 && dirfd != r->sb->scratch_fd)
+		close(dirfd);
+	return err ? sb_run_fail(r, -ENOMEM, "out of memory fetching %s", s->fetch[i - 1]) : 0;
 }
 
 void sb_run_free_outputs(struct sandbox_result *res)

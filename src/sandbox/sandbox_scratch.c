@@ -300,21 +300,28 @@ static int open_beneath(int dirfd, const char *rel)
 int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner, size_t cap,
 		     struct sandbox_fetched *out)
 {
+	int dirfd = open(scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+	    err = sb_scratch_fetch_at(dirfd, rel, owner, cap, out);
+
+	if (dirfd >= 0)
+		close(dirfd);
+	return err;
+}
+
+int sb_scratch_fetch_at(int scratch_fd, const char *rel, uid_t owner, size_t cap,
+			struct sandbox_fetched *out)
+{
 	struct stat st;
-	int dirfd, fd;
+	int fd;
 	size_t len = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->path = strdup(rel ? rel : "");
 	if (!out->path)
 		return -ENOMEM;
-	if (!sb_scratch_path_valid(rel))
+	if (scratch_fd < 0 || !sb_scratch_path_valid(rel))
 		return 0;
-	dirfd = open(scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dirfd < 0)
-		return 0;
-	fd = open_beneath(dirfd, rel);
-	close(dirfd);
+	fd = open_beneath(scratch_fd, rel);
 	if (fd < 0)
 		return 0;
 	/* Only the tenant's own regular file: not a FIFO that would block,

@@ -86,6 +86,9 @@ int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files
  * out->data NULL and returns 0; -ENOMEM is the only error. */
 int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner, size_t cap,
 		     struct sandbox_fetched *out);
+/* The same, from an open directory of the scratch (-1: nothing fetched). */
+int sb_scratch_fetch_at(int scratch_fd, const char *rel, uid_t owner, size_t cap,
+			struct sandbox_fetched *out);
 
 /* Unmount the scratch tmpfs on <root>/<tenant>/<id> (everything in it goes
  * with it) and remove the mount point. 0 when it is gone. */

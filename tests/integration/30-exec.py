@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import uid_base  # noqa: E402
@@ -79,6 +80,54 @@ def t_stopped_before_booking(env):
              and "/scratch/rw-skip/" in ln[1].split(",")[0] and '""' not in ln[1]]
     if noted:
         return "a one-run sandbox's scratch entries were noted after init started: %s" % noted
+
+
+def host_scratch_mounts(env, tenant):
+    """Mount points under the tenant's scratch directory, in the host's
+    mount table."""
+    under = os.path.join(env.scratch, tenant) + "/"
+    with open("/proc/self/mountinfo") as f:
+        return [ln.split()[4] for ln in f if ln.split()[4].startswith(under)]
+
+
+def t_cold_scratch_detached(env):
+    """A cold sandbox's only run: the host's mount of its scratch goes when
+    the tenant's code starts, not after the result (its lazy unmount waits
+    for an RCU grace period and its mount point's removal for the disk,
+    which a caller waiting for the exit would pay). While the program runs,
+    the host has neither the mount nor its directory; the program still
+    writes and reads its scratch after that, and its result is ok."""
+    go = os.path.join(env.progs, "go-detached")
+    p = subprocess.Popen([BIN, "exec", "--tenant", "rw-skip", "--policy-dir", env.policies, "--batch", "-",
+                          "--", PYTHON, os.path.join(env.progs, "rw_scratch_after_go.py"), go],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env.env(SANDGUARD_WARM="0"))
+    p.stdin.write(json.dumps(batch("detached")).encode())
+    p.stdin.close()
+    p.stdin = None
+    gone, held, deadline = False, None, time.monotonic() + 30
+    try:
+        # Until the program runs (its deadline is 2 s) with no scratch on
+        # the host's side.
+        while time.monotonic() < deadline and p.poll() is None and not gone:
+            running = slot_uid_procs(env)
+            mounts, dirs = host_scratch_mounts(env, "rw-skip"), scratch_left(env, "rw-skip")
+            gone = bool(running) and not mounts and not dirs
+            held = (mounts, dirs) if running and not gone else held
+            time.sleep(0.02)
+    finally:
+        open(go, "w").close()
+        out, err = p.communicate(timeout=120)
+        os.unlink(go)
+    if not gone:
+        return "while the program ran, the host still had its scratch (mounts %s, directories %s); " \
+            "exit %d %s" % (held and held[0], held and held[1], p.returncode, out.decode()[-200:])
+    res = json.loads(out) if out.strip() else None
+    why = expect(env, "rw-skip", p.returncode, res, "ok", 0)
+    if why:
+        return why
+    if res["scores"] != [1.0] * 3:
+        return "the program could not write and read its scratch after the host's unmount: %s" % res
 
 
 def bad_output_case(program, detail=None, detail_has=None):
@@ -394,6 +443,7 @@ def t_usage(env):
 CASES = [
     ("exec-good-ok", t_good),
     ("exec-cold-init-stopped-before-booking", t_stopped_before_booking),
+    ("exec-cold-scratch-detached-during-run", t_cold_scratch_detached),
     ("exec-nan-bad-output", bad_output_case("rw_nan.py", detail="score at index 0 is NaN, not a finite number")),
     ("exec-wrong-length-bad-output", bad_output_case("rw_wrong_length.py", detail="expected 3 scores, got 1")),
     ("exec-trailing-garbage-bad-output", bad_output_case(
