@@ -84,6 +84,19 @@ int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule)
 	return *rule >= 0;
 }
 
+int sg_pinned_quiet(uint64_t cgroup_id)
+{
+	struct sg_sandbox_state st;
+	int fd = sg_pinned_map("sg_state"), quiet;
+
+	if (fd < 0)
+		return fd;
+	quiet = bpf_map_lookup_elem(fd, &cgroup_id, &st) == 0 && !st.violations && !st.tripped &&
+		sg_state_first_rule(&st) < 0;
+	close(fd);
+	return quiet;
+}
+
 int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule)
 {
 	struct sg_sandbox_state st;

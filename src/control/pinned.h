@@ -31,6 +31,15 @@ int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule);
  * kill (with no agent, nobody does), 0 when none did, -errno. */
 int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule);
 
+/* Whether the kernel's record of a sandbox (sg_state) holds no violation
+ * of any rule: 1 when it has an entry, with none; 0 when it has a
+ * violation, or no entry (not enrolled, or already released); -errno when
+ * the pins cannot be read. Every program that judges a sandbox's task
+ * books the violation there first (sg_violation() in common.bpf.h), in
+ * the task's own system call, and every agent kill follows one: a
+ * sandbox with none has nothing for the agent to kill it for. */
+int sg_pinned_quiet(uint64_t cgroup_id);
+
 struct sg_sandbox_ids;
 
 /* Who a sandbox runs for, as its executor enrolled it (sg_sandbox_ids):

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "control/agent_client.h"
+#include "control/pinned.h"
 #include "lib/log.h"
 #include "sandbox_internal.h"
 #include "sandbox_io.h"
@@ -54,7 +55,11 @@ int sb_run_decide(struct run *r, int pump_end)
 	} else {
 		res->end = WIFSIGNALED(status) ? SB_SIGNALED : SB_EXITED;
 	}
-	if (sb->agent) {
+	/* The agent's word only where the kernel saw a violation: its round
+	 * trip (and a busy agent's delay, up to AGENT_VERDICT_MS) is not on
+	 * the path of a run that broke no rule. The run's tasks are gone, and
+	 * each booked its violations before its system call returned. */
+	if (sb->agent && sg_pinned_quiet(sb->cg.id) != 1) {
 		verdict = agent_kill_verdict(sb->agent, sb->cg.id, &rule, AGENT_VERDICT_MS);
 		if (verdict == 1) {
 			res->end = SB_KILLED_BY_AGENT;

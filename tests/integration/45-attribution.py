@@ -8,6 +8,7 @@ survive an agent restart; a telemetry outage never fails a batch."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -153,6 +154,7 @@ def main():
         check(not rep["problems"], "journal and ledger agree: " + sgjournal.summary(rep),
               "; ".join(rep["problems"]))
         exec_kill_seen_late(a, progs)
+        clean_run_needs_no_agent_word(a)
         host_root(a, progs)
     finally:
         a.cleanup()
@@ -190,6 +192,50 @@ def exec_kill_seen_late(a, progs):
     check(all(g[:2] == ("tenant_policy_violation", "exec") for g in got),
           "exec-kill-seen-late: an agent kill at main's execve, seen with init's end, is the "
           "tenant's exec violation", repr(got))
+
+
+WAIT_GO = """import json, os, sys, time
+b = json.load(sys.stdin)
+deadline = time.monotonic() + 30
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.02)
+print(json.dumps([0.5] * len(b["items"])))
+"""
+
+
+def clean_run_needs_no_agent_word(a):
+    """A run that broke no rule is judged without the agent's verdict: the
+    kernel's record of the sandbox (sg_state) has no violation, and every
+    agent kill follows one. So a busy or stopped agent does not hold up its
+    result: with the agent stopped (SIGSTOP) once the program runs, the
+    batch is ok, and the executor never waited for a verdict (it warns
+    "no verdict from the agent" when it does, after 200 ms)."""
+    prog = a.program("wait_go.py", WAIT_GO)
+    go = os.path.join(a.programs, "go-quiet")
+    batch = os.path.join(a.dir, "batch-quiet.json")
+    with open(batch, "w") as f:
+        json.dump({"batch_id": "quiet", "items": [{"prompt": "p", "completion": "c"}]}, f)
+    p = subprocess.Popen([SANDGUARD, "exec", "--tenant", "alpha", "--policy-dir", a.policy_dir, "--batch",
+                          batch, "--", PY, prog, go], env=a.env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and p.poll() is None and not any(
+            "wait_go.py" in json.dumps(e) for e in a.events_matching(type="exec", tenant="alpha")):
+        time.sleep(0.02)
+    a.proc.send_signal(signal.SIGSTOP)
+    try:
+        open(go, "w").close()
+        out, err = p.communicate(timeout=60)
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+        os.unlink(go)
+    try:
+        r = json.loads(out)
+    except ValueError:
+        r = None
+    check(r is not None and r["cause"] == "ok" and "no verdict from the agent" not in err,
+          "clean-run-needs-no-agent-word: a run without a violation is judged without asking the "
+          "(stopped) agent", "%s; stderr: %s" % (r and (r["cause"], r["detail"]), err[-300:]))
 
 
 def host_root(a, progs):
