@@ -322,8 +322,26 @@ static int start_init(struct sandbox *sb, char *detail, size_t dlen)
 	return 0;
 }
 
-int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char *detail,
-		    size_t dlen)
+/* The slot's NSS check (a cold process's first lookup loads the NSS
+ * modules: ~2 ms) runs while init sets up, which needs no identity; the
+ * first run's main waits for its word, and no START goes before it. */
+static int clear_slot(struct sandbox *sb, char *detail, size_t dlen)
+{
+	static const uint32_t cleared = SB_SLOT_CLEARED_MAGIC;
+	int err = sb_slot_check(&sb->slot, detail, dlen);
+
+	if (err || sb->pre < 0)
+		return err;
+	if (send(sb->pre, &cleared, sizeof(cleared), MSG_NOSIGNAL) != (ssize_t)sizeof(cleared))
+		return sb_fail(detail, dlen, -errno, "sandbox %s: cannot clear its slot: %s",
+			       sb->id, strerror(errno));
+	return 0;
+}
+
+/* One sandbox. A slot that names an account (-EUSERS) is handed back in
+ * *refused, still locked, for the next attempt to pass over. */
+static int prepare_once(const struct sandbox_spec *spec, struct sandbox **out, int *refused,
+			char *detail, size_t dlen)
 {
 	struct sandbox *sb;
 	int err;
@@ -349,13 +367,35 @@ int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char 
 	err = err ?: make_cgroup(sb, detail, dlen);
 	err = err ?: make_layers(sb, detail, dlen);
 	err = err ?: start_init(sb, detail, dlen);
+	err = err ?: clear_slot(sb, detail, dlen);
 	if (err) {
 		sg_debug("sandbox_prepare: %s", detail);
+		if (err == -EUSERS) {
+			*refused = sb->slot.lock_fd;
+			sb->slot.lock_fd = -1;
+		}
 		sandbox_destroy(sb);
 		return err;
 	}
 	*out = sb;
 	return 0;
+}
+
+/* A few slots that name accounts are passed over (each costs a sandbox
+ * made and torn down); a range full of them is a misconfiguration. */
+#define SB_ACCOUNT_SLOTS 8
+
+int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char *detail,
+		    size_t dlen)
+{
+	int refused[SB_ACCOUNT_SLOTS], n = 0, err;
+
+	do
+		err = prepare_once(spec, out, &refused[n], detail, dlen);
+	while (err == -EUSERS && ++n < SB_ACCOUNT_SLOTS);
+	for (int i = 0; i < n; i++)
+		close(refused[i]);
+	return err;
 }
 
 int sb_read_init(struct sandbox *sb, struct sb_child_report *msg, int timeout_ms)

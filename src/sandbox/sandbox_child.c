@@ -350,6 +350,22 @@ void sb_start_refuse(int report_fd, int step, int err)
  *  - only the first run has one: a verifier's next test starts from
  *    init's START, so no process waits beside a running test. */
 
+/* The executor clears the slot (sb_slot_check()) while init sets up, so
+ * the first main waits for its word before it takes the slot's identity:
+ * no process runs as a uid that may be someone's account. Without it
+ * (the channel's end: the slot was refused, the sandbox torn down), it
+ * never does. */
+static bool slot_cleared(int chan)
+{
+	uint32_t word = 0;
+	ssize_t n;
+
+	do
+		n = recv(chan, &word, sizeof(word), 0);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof(word) && word == SB_SLOT_CLEARED_MAGIC;
+}
+
 /* The child: confined, then the run. A failed step of its confinement is
  * reported on the run's report pipe, once a START brings one, as main's
  * would be. */
@@ -362,6 +378,8 @@ static _Noreturn void prerun(const struct sb_init_plan *p)
 	int keep[] = { p->pre_chan, run.landlock_fd }, fds[SB_START_FDS], step, err, failed;
 
 	sb_close_all_but(keep, 2);
+	if (!slot_cleared(p->pre_chan))
+		_exit(0);
 	failed = sb_child_confine(&run, &step);
 	err = sb_start_receive(p->pre_chan, &msg, fds);
 	if (err == -ESHUTDOWN)

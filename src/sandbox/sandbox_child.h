@@ -130,6 +130,11 @@ struct sb_init_plan {
 	struct sb_child_plan child;
 };
 
+/* The executor's word on the first run's channel, before its START: the
+ * slot's uid and gid name no account (sb_slot_check()). The pre-forked
+ * main takes that identity only after it. */
+#define SB_SLOT_CLEARED_MAGIC 0x53475243u
+
 /* A run, from the executor to init. The run's fds travel with it
  * (SCM_RIGHTS), in the order of enum sb_start_fd. */
 #define SB_START_MAGIC   0x53475231u

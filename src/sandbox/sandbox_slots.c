@@ -57,15 +57,22 @@ static int try_lock(uid_t uid, int *fd_out)
 
 /* Whether the uid names a user or the gid (= uid) a group. The _r
  * variants: sandboxes may start from several threads at once. */
-static bool account_exists(uid_t uid)
+int sb_slot_check(const struct sb_slot *slot, char *detail, size_t dlen)
 {
 	struct passwd pw, *user = NULL;
 	struct group gr, *group = NULL;
 	char buf[16384];
 
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &user) == 0 && user)
-		return true;
-	return getgrgid_r((gid_t)uid, &gr, buf, sizeof(buf), &group) == 0 && group;
+	if ((getpwuid_r(slot->uid, &pw, buf, sizeof(buf), &user) == 0 && user) ||
+	    (getgrgid_r(slot->gid, &gr, buf, sizeof(buf), &group) == 0 && group)) {
+		sg_warn("sandbox slot uid/gid %u belongs to an existing user or group; skipping it",
+			(unsigned)slot->uid);
+		snprintf(detail, dlen,
+			 "sandbox slot uid/gid %u belongs to an existing user or group",
+			 (unsigned)slot->uid);
+		return -EUSERS;
+	}
+	return 0;
 }
 
 int sb_slot_acquire(struct sb_slot *slot, char *detail, size_t dlen)
@@ -99,14 +106,6 @@ int sb_slot_acquire(struct sb_slot *slot, char *detail, size_t dlen)
 			snprintf(detail, dlen, "cannot lock slot %u in %s: %s", (unsigned)uid,
 				 SB_SLOT_DIR, strerror(-err));
 			return err;
-		}
-		if (account_exists(uid)) {
-			/* Someone's real account or group: running tenant
-			 * code as it would hand the tenant its files. */
-			sg_warn("sandbox slot uid/gid %u belongs to an existing user or group; skipping it",
-				(unsigned)uid);
-			close(fd);
-			continue;
 		}
 		slot->lock_fd = fd;
 		slot->uid = uid;

@@ -6,7 +6,8 @@
  *
  * The uids are SANDGUARD_UID_BASE (default 60000) .. base + SB_SLOTS - 1,
  * with gid = uid (60000 is also isolate's default). Pick a range no account
- * lives in: a uid that names an existing user or group is skipped anyway. */
+ * lives in: a uid that names an existing user or group is skipped anyway
+ * (sb_slot_check()). */
 #ifndef SG_SANDBOX_SLOTS_H
 #define SG_SANDBOX_SLOTS_H
 #include <stddef.h>
@@ -28,6 +29,13 @@ int sb_uid_base(uid_t *base);
 /* Take a free slot. Returns 0, -EBUSY when every slot is taken, or -errno,
  * with `detail` filled in on error. */
 int sb_slot_acquire(struct sb_slot *slot, char *detail, size_t dlen);
+
+/* 0 when no account (NSS: user or group) has the slot's uid or gid, else
+ * -EUSERS with `detail` filled in: running tenant code as it would hand
+ * the tenant that account's files. No process may take the slot's
+ * identity before this clears it (sandbox.c: the check overlaps init's
+ * set-up, which does not need it, and the first main waits for it). */
+int sb_slot_check(const struct sb_slot *slot, char *detail, size_t dlen);
 void sb_slot_release(struct sb_slot *slot);
 
 #endif

@@ -341,6 +341,66 @@ def t_tenant_cli(env):
             return "tenant list: %r" % p.stdout
 
 
+ACCOUNT_UID = 65534  # nobody, and gid nogroup: on every Debian
+
+
+def t_slot_of_an_account_skipped(env):
+    """A slot whose uid names an account is skipped, though the executor
+    looks the uid up (NSS) only after the sandbox's init is cloned, so that
+    the lookup overlaps init's set-up: the first run's main, forked ahead,
+    waits for the executor's word before it takes the slot's identity. A
+    range whose last slot is nobody's uid, every other slot but the first
+    held by the test: the run gets the first, and no process of the
+    executor's ever takes nobody's uid (strace -f: no setresuid to it, with
+    the lookup slowed down), in three runs (the range is walked from a
+    random slot, so at least one meets nobody's first)."""
+    import pwd
+    try:
+        pwd.getpwuid(ACCOUNT_UID)
+    except KeyError:
+        return "no account with uid %d on this machine" % ACCOUNT_UID
+    base = ACCOUNT_UID - SLOTS + 1
+    held = []
+    try:
+        os.makedirs("/run/sandguard/slots", mode=0o700, exist_ok=True)
+        for uid in range(base + 1, ACCOUNT_UID):
+            fd = os.open("/run/sandguard/slots/%d.lock" % uid, os.O_RDWR | os.O_CREAT, 0o600)
+            held.append(fd)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        run_env = env.env(SANDGUARD_WARM="0", SANDGUARD_UID_BASE=str(base))
+        if "ASAN_OPTIONS" in run_env:
+            run_env["ASAN_OPTIONS"] += ":detect_leaks=0"  # LeakSanitizer stops under ptrace
+        warned = 0
+        for i in range(3):
+            trace = os.path.join(env.dir, "slots-%d.strace" % i)
+            # Each connect waits 300 ms (the NSS modules' lookups connect
+            # to their services): init is set up and its main forked
+            # long before the check ends, as on a node with a slow NSS.
+            p = subprocess.run(["strace", "-f", "-e", "trace=setresuid,setuid,connect", "-e",
+                                "inject=connect:delay_enter=300ms", "-o", trace, BIN, "exec",
+                                "--tenant", "rw-skip", "--policy-dir", env.policies, "--batch", "-", "--",
+                                PYTHON, os.path.join(env.progs, "rw_uid.py")],
+                               input=json.dumps(batch("slots-%d" % i)).encode(), capture_output=True,
+                               env=run_env, timeout=120)
+            res = json.loads(p.stdout) if p.stdout.strip() else None
+            why = expect(env, "rw-skip", p.returncode, res, "ok", 0)
+            if why:
+                return why
+            if res["scores"] != [float(base)] * 3:
+                return "run %d ran as uid %s, want the free slot %d" % (i, res["scores"], base)
+            with open(trace) as f:
+                took = [ln.strip() for ln in f if "setresuid(%d" % ACCOUNT_UID in ln
+                        or "setuid(%d" % ACCOUNT_UID in ln]
+            if took:
+                return "a process took uid %d, an account's: %s" % (ACCOUNT_UID, took[:3])
+            warned += "belongs to an existing user or group" in p.stderr.decode()
+        if not warned:
+            return "no run met the account's slot (three random starts): the test proves nothing"
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
 def t_concurrency_refused(env):
     d = os.path.join(env.run, "tenants", "rw-cap")
     os.makedirs(d, exist_ok=True)
@@ -460,6 +520,7 @@ CASES = [
     ("exec-flaky-retry-booked-once", t_flaky_retry),
     ("exec-pause-refuse-resume", t_pause_resume),
     ("exec-tenant-cli", t_tenant_cli),
+    ("exec-slot-of-an-account-skipped", t_slot_of_an_account_skipped),
     ("exec-concurrency-refused-platform", t_concurrency_refused),
     ("exec-require-agent-refused", t_require_agent),
     ("exec-policy-unreadable-platform", t_policy_unreadable),
