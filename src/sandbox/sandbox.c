@@ -638,12 +638,11 @@ void sb_scratch_detach(struct sandbox *sb)
 	fd = open(sb->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return; /* removed at the teardown, as any other */
-	if (sb_scratch_remove(sb->policy.scratch_root, sb->tenant, sb->id)) {
-		close(fd); /* the teardown tries again */
-		return;
-	}
+	/* Mounted or not, the fd is the scratch's root: the fetch goes through
+	 * it. Where the removal failed, the teardown tries again. */
 	sb->scratch_fd = fd;
-	sb->scratch_made = false;
+	if (!sb_scratch_remove(sb->policy.scratch_root, sb->tenant, sb->id))
+		sb->scratch_made = false;
 }
 
 int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)

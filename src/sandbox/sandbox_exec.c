@@ -363,6 +363,14 @@ static int read_start_reports(struct run *r)
 	if (n == 0 && exec_next)
 		return 0;
 	r->sb->broken = true;
+	/* In a warm call, what writes EXEC (or FAILED) is Python code in the
+	 * interpreter the tenant's preloads ran in, and can rebind: a call
+	 * that ends without EXEC may be the tenant's failure dressed as the
+	 * platform's. Its retries, and its next calls for a while, run cold,
+	 * where EXEC comes from sandguard's own C (24-warm-attacks
+	 * `warm-preload-cannot-withhold-exec`). */
+	if (r->sb->warm.sock >= 0)
+		sb_warm_refuse(r->sb, "its warm call ended before the tenant's code started");
 	/* Killed from outside before any of the tenant's code ran: a
 	 * node-wide OOM kill, a stray signal, init's end. */
 	if (n == 0)

@@ -9,12 +9,14 @@
 #include <unistd.h>
 #include "control/agent_client.h"
 #include "control/pinned.h"
+#include "lib/cgroup.h"
 #include "lib/log.h"
 #include "sandbox_internal.h"
 #include "sandbox_io.h"
 #include "sandbox_run.h"
 
 #define AGENT_VERDICT_MS 200 /* bounds the round trip, and a kill notice in flight */
+#define LEAF_SETTLE_MS   100 /* a killed run's tasks leaving its cgroup */
 
 static uint64_t since(uint64_t now, uint64_t base)
 {
@@ -31,7 +33,7 @@ int sb_run_decide(struct run *r, int pump_end)
 {
 	struct sandbox *sb = r->sb;
 	struct sandbox_result *res = r->res;
-	bool reported = r->done_read && r->done.main_ran;
+	bool reported = r->done_read && r->done.main_ran, settled;
 	/* No report from init: it was killed, and main with it. */
 	int status = reported ? r->done.wait_status : SIGKILL, rule = -1, verdict;
 
@@ -55,12 +57,18 @@ int sb_run_decide(struct run *r, int pump_end)
 	} else {
 		res->end = WIFSIGNALED(status) ? SB_SIGNALED : SB_EXITED;
 	}
-	/* The agent's word only where the kernel saw a violation: its round
+	/* The run's cgroup empty first (bounded): a task killed inside a
+	 * system call books its violation when the call ends, and neither the
+	 * kernel's record nor the agent's verdict may be read before it. Then
+	 * the agent's word only where the kernel saw a violation: its round
 	 * trip (and a busy agent's delay, up to AGENT_VERDICT_MS) is not on
-	 * the path of a run that broke no rule. The run's tasks are gone, and
-	 * each booked its violations before its system call returned. */
-	if (sb->agent && sg_pinned_quiet(sb->cg.id) != 1) {
-		verdict = agent_kill_verdict(sb->agent, sb->cg.id, &rule, AGENT_VERDICT_MS);
+	 * the path of a run that broke no rule. */
+	if (sb->agent) {
+		settled = sb->leaf.path[0] && cgroup_kill(sb->leaf.path, LEAF_SETTLE_MS) == 0;
+		verdict =
+			settled && sg_pinned_quiet(sb->cg.id) == 1
+				? 0
+				: agent_kill_verdict(sb->agent, sb->cg.id, &rule, AGENT_VERDICT_MS);
 		if (verdict == 1) {
 			res->end = SB_KILLED_BY_AGENT;
 			res->rule = rule;

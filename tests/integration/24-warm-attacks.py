@@ -434,6 +434,27 @@ def t_preload_cannot_dodge_blame(env, ex):
     return None
 
 
+def t_preload_cannot_withhold_exec(env, ex):
+    """Preloaded code rebinds the bootstrap's child(), which writes the
+    EXEC marker, so that a call that is going to fail ends before it: an
+    end without EXEC reads as a call that never started the tenant's
+    code, a platform_error, retried. The retries must not land in another
+    such interpreter for ever: the warm interpreter is refused for the
+    tenant's script, the retry runs cold, and the batch's final outcome is
+    the tenant's crash."""
+    sgwarm.warm_policy(env, "wa-withhold", preload=("wa_withhold_preload",),
+                       failure={"mode": "skip", "max_retries": 2})
+    if not sgwarm.until_warm(env, "wa-withhold", "wa_fails.py", args=("ok",)):
+        return "no two calls shared a warm interpreter within %d s" % sgwarm.WARM_BOUND_S
+    rc, res, err = sgwarm.call(env, "wa-withhold", "wa_fails.py", args=("fail",), batch_id="b-withhold")
+    booked = [(o.get("cause"), o.get("final"), o.get("path")) for o in env.outcomes()
+              if o.get("batch_id") == "b-withhold"]
+    if not res or res.get("cause") != "tenant_crash":
+        return "a failing call under that preload ended %s, booked %s (cause, final, path): never " \
+               "the tenant's" % (res and res.get("cause"), booked)
+    return None
+
+
 RACE_CALLS = 40  # each a fresh parent (a lost race fails the call, and its parent)
 
 
@@ -468,6 +489,7 @@ CASES = [
     ("warm-interpreter-is-the-commands", t_interpreter_is_the_commands),
     ("warm-call-dir-swap-chowns-nothing-of-the-host", t_call_dir_swap),
     ("warm-preload-cannot-dodge-blame", t_preload_cannot_dodge_blame),
+    ("warm-preload-cannot-withhold-exec", t_preload_cannot_withhold_exec),
     ("warm-malformed-requests-do-not-crash-the-executor", t_malformed_requests),
     ("warm-silent-client-does-not-hold-the-executor", t_silent_client_does_not_hold_the_executor),
 ]
