@@ -212,6 +212,11 @@ static json_t *do_unregister(void *ctx, json_t *req)
 
 	if (json_unpack(req, "{s:I}", "cgroup_id", &cgid))
 		return control_error("unregister: expected cgroup_id");
+	/* Pending events first, so that each of the sandbox's events is told
+	 * with its tenant, batch and run: the last ones (its tasks' exits)
+	 * are still in the ring when a run that broke no rule is over, since
+	 * its executor does not ask for a verdict (which consumes them). */
+	ring_buffer__consume(a->rb);
 	registry_remove(&a->reg, (uint64_t)cgid);
 	return json_pack("{s:b}", "ok", 1);
 }

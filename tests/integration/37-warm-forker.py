@@ -50,8 +50,15 @@ def children(pid):
     return out
 
 
-def forkers(pid):
-    return [c for c in children(pid) if (stat(c) or ("",))[0] == "sg-forker"]
+def forkers(pid, wait_s=5):
+    """The executor's forker: forked before its "ready" line, it names
+    itself just after the fork, which a loaded node may not have run yet."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = [c for c in children(pid) if (stat(c) or ("",))[0] == "sg-forker"]
+        if found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
 
 
 def thread_stacks(pid):

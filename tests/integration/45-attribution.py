@@ -155,6 +155,7 @@ def main():
               "; ".join(rep["problems"]))
         exec_kill_seen_late(a, progs)
         clean_run_needs_no_agent_word(a)
+        clean_run_events_attributed(a, progs)
         late_violation_is_the_runs(a)
         host_root(a, progs)
     finally:
@@ -237,6 +238,33 @@ def clean_run_needs_no_agent_word(a):
     check(r is not None and r["cause"] == "ok" and "no verdict from the agent" not in err,
           "clean-run-needs-no-agent-word: a run without a violation is judged without asking the "
           "(stopped) agent", "%s; stderr: %s" % (r and (r["cause"], r["detail"]), err[-300:]))
+
+
+def clean_run_events_attributed(a, progs):
+    """Without a verdict to ask for, nothing made the agent read a clean
+    run's last events (its tasks' exits) before the executor unregistered
+    the sandbox, and they went out without their sandbox and batch (4 runs
+    in 10; 55-explain's timelines lost their exit lines). The agent reads
+    the pending events before it drops a sandbox: each run's python exit
+    is evented with its sandbox and batch, in ten runs."""
+    missing = []
+    for i in range(10):
+        r, raw = a.exec_batch("alpha", progs["good"])
+        if r is None or r["cause"] != "ok":
+            missing.append((i, "result", r and r["cause"]))
+            continue
+        sb, bid = r["sandboxes"][-1]["sandbox"], a.last_batch_id
+        deadline = time.monotonic() + 5
+        while True:
+            pids = {e["pid"] for e in a.events_matching(type="exec", sandbox=sb)}
+            exits = [e for e in a.events_matching(type="exit") if e.get("pid") in pids]
+            if (pids and exits) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if not pids or not exits or any(e.get("sandbox") != sb or e.get("batch_id") != bid for e in exits):
+            missing.append((i, sorted(pids), [(e.get("sandbox"), e.get("batch_id")) for e in exits]))
+    check(not missing, "clean-run-events-attributed: a clean run's exit events carry its sandbox and batch",
+          "runs without them: %s" % missing)
 
 
 # A child outlives main: it waits for main's exit, then opens a path whose
