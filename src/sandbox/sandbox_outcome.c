@@ -62,11 +62,15 @@ int sb_run_decide(struct run *r, int pump_end)
 	 * kernel's record nor the agent's verdict may be read before it. Then
 	 * the agent's word only where the kernel saw a violation: its round
 	 * trip (and a busy agent's delay, up to AGENT_VERDICT_MS) is not on
-	 * the path of a run that broke no rule. */
+	 * the path of a run that broke no rule. Not in a warm interpreter's
+	 * sandbox: it is kept for other batches' calls, and the verdict is
+	 * what makes the agent read this call's last events before the next
+	 * call's ids replace its own (the agent tells each event with the ids
+	 * in force when it reads it). */
 	if (sb->agent) {
 		settled = sb->leaf.path[0] && cgroup_kill(sb->leaf.path, LEAF_SETTLE_MS) == 0;
 		verdict =
-			settled && sg_pinned_quiet(sb->cg.id) == 1
+			settled && sb->warm.sock < 0 && sg_pinned_quiet(sb->cg.id) == 1
 				? 0
 				: agent_kill_verdict(sb->agent, sb->cg.id, &rule, AGENT_VERDICT_MS);
 		if (verdict == 1) {
