@@ -137,8 +137,8 @@ int sb_run_take_outputs(struct run *r, struct sb_pump *pump)
 			? r->sb->scratch_fd
 			: open(r->sb->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	for (i = 0; i < s->n_fetch && !err; i++)
-		err = sb_scratch_fetch_at(dirfd, s->fetch[i], r->sb->slot.uid,
-					  s->policy->limits.output_bytes, &res->fetched[i]);
+		err = sb_scratch_fetch(dirfd, s->fetch[i], r->sb->slot.uid,
+				       s->policy->limits.output_bytes, &res->fetched[i]);
 	if (dirfd >= 0 && dirfd != r->sb->scratch_fd)
 		close(dirfd);
 	return err ? sb_run_fail(r, -ENOMEM, "out of memory fetching %s", s->fetch[i - 1]) : 0;

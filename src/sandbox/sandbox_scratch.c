@@ -297,19 +297,8 @@ static int open_beneath(int dirfd, const char *rel)
 	return fd;
 }
 
-int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner, size_t cap,
+int sb_scratch_fetch(int scratch_fd, const char *rel, uid_t owner, size_t cap,
 		     struct sandbox_fetched *out)
-{
-	int dirfd = open(scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
-	    err = sb_scratch_fetch_at(dirfd, rel, owner, cap, out);
-
-	if (dirfd >= 0)
-		close(dirfd);
-	return err;
-}
-
-int sb_scratch_fetch_at(int scratch_fd, const char *rel, uid_t owner, size_t cap,
-			struct sandbox_fetched *out)
 {
 	struct stat st;
 	int fd;

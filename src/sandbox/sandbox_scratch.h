@@ -81,14 +81,12 @@ int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *d
 int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files, size_t n,
 			   uid_t uid, gid_t gid, char *detail, size_t dlen);
 
-/* Read back <scratch>/<rel>: only a regular file owned by `owner`, reached
+/* Read back <rel> under the scratch's root directory, open as scratch_fd
+ * (-1: nothing is fetched): only a regular file owned by `owner`, reached
  * without symlinks, at most `cap` bytes. A missing or refused file leaves
  * out->data NULL and returns 0; -ENOMEM is the only error. */
-int sb_scratch_fetch(const char *scratch, const char *rel, uid_t owner, size_t cap,
+int sb_scratch_fetch(int scratch_fd, const char *rel, uid_t owner, size_t cap,
 		     struct sandbox_fetched *out);
-/* The same, from an open directory of the scratch (-1: nothing fetched). */
-int sb_scratch_fetch_at(int scratch_fd, const char *rel, uid_t owner, size_t cap,
-			struct sandbox_fetched *out);
 
 /* Unmount the scratch tmpfs on <root>/<tenant>/<id> (everything in it goes
  * with it) and remove the mount point. 0 when it is gone. */

@@ -129,6 +129,7 @@ static void test_fetch(void **state)
 	struct tree *t = *state;
 	struct sandbox_fetched f;
 	char path[256];
+	int dirfd;
 
 	snprintf(path, sizeof(path), "%s/out.txt", t->scratch);
 	write_text(path, "0123456789");
@@ -138,14 +139,16 @@ static void test_fetch(void **state)
 	assert_int_equal(symlink(t->root, path), 0);
 	snprintf(path, sizeof(path), "%s/fifo", t->scratch);
 	assert_int_equal(mkfifo(path, 0600), 0);
+	dirfd = open(t->scratch, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dirfd >= 0);
 
-	assert_int_equal(sb_scratch_fetch(t->scratch, "out.txt", getuid(), 100, &f), 0);
+	assert_int_equal(sb_scratch_fetch(dirfd, "out.txt", getuid(), 100, &f), 0);
 	assert_string_equal(f.data, "0123456789");
 	assert_false(f.truncated);
 	free(f.path);
 	free(f.data);
 
-	assert_int_equal(sb_scratch_fetch(t->scratch, "out.txt", getuid(), 4, &f), 0);
+	assert_int_equal(sb_scratch_fetch(dirfd, "out.txt", getuid(), 4, &f), 0);
 	assert_int_equal(f.len, 4);
 	assert_string_equal(f.data, "0123");
 	assert_true(f.truncated);
@@ -157,15 +160,16 @@ static void test_fetch(void **state)
 	static const char *const refused[] = { "link", "dirlink/outside.txt", "fifo",
 					       "../../outside.txt", "missing" };
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-		assert_int_equal(sb_scratch_fetch(t->scratch, refused[i], getuid(), 100, &f), 0);
+		assert_int_equal(sb_scratch_fetch(dirfd, refused[i], getuid(), 100, &f), 0);
 		if (f.data)
 			fail_msg("fetched '%s'", refused[i]);
 		assert_string_equal(f.path, refused[i]);
 		free(f.path);
 	}
-	assert_int_equal(sb_scratch_fetch(t->scratch, "out.txt", getuid() + 1, 100, &f), 0);
+	assert_int_equal(sb_scratch_fetch(dirfd, "out.txt", getuid() + 1, 100, &f), 0);
 	assert_null(f.data);
 	free(f.path);
+	close(dirfd);
 }
 
 /* As root: the scratch is a tmpfs of its own, with its /tmp and /dev/shm
