@@ -97,7 +97,8 @@ int sg_pinned_quiet(uint64_t cgroup_id)
 	return quiet;
 }
 
-int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule)
+/* A rule read off a sandbox's sg_state by `decode`: 1 when it names one. */
+static int state_rule(uint64_t cgroup_id, int *rule, int (*decode)(const struct sg_sandbox_state *))
 {
 	struct sg_sandbox_state st;
 	int fd = sg_pinned_map("sg_state");
@@ -106,9 +107,19 @@ int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule)
 	if (fd < 0)
 		return fd;
 	if (bpf_map_lookup_elem(fd, &cgroup_id, &st) == 0)
-		*rule = sg_state_kill_rule(&st);
+		*rule = decode(&st);
 	close(fd);
 	return *rule >= 0;
+}
+
+int sg_pinned_first_rule(uint64_t cgroup_id, int *rule)
+{
+	return state_rule(cgroup_id, rule, sg_state_first_rule);
+}
+
+int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule)
+{
+	return state_rule(cgroup_id, rule, sg_state_kill_rule);
 }
 
 int sg_pinned_sandbox_ids(uint64_t cgroup_id, struct sg_sandbox_ids *ids)

@@ -31,6 +31,11 @@ int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule);
  * kill (with no agent, nobody does), 0 when none did, -errno. */
 int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule);
 
+/* The kernel's record of a sandbox (sg_state): 1 with *rule (enum sg_rule)
+ * of its first violation of any class, 0 when it has none (or no entry),
+ * -errno when the pins cannot be read. */
+int sg_pinned_first_rule(uint64_t cgroup_id, int *rule);
+
 /* Whether the kernel's record of a sandbox (sg_state) holds no violation
  * of any rule: 1 when it has an entry, with none; 0 when it has a
  * violation, or no entry (not enrolled, or already released); -errno when

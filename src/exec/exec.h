@@ -12,9 +12,13 @@
  *   sandbox_run() < 0                platform_error (never the tenant's)
  *   SB_TIMEOUT                       tenant_timeout
  *   SB_OUTPUT_OVERSIZE               tenant_bad_output "oversized: ..."
- *   SB_OOM                           tenant_oom
+ *   SB_OOM                           tenant_oom (its own limit reached; an OOM
+ *                                    kill without that, the node's, is a
+ *                                    sandbox_run() platform_error)
  *   SB_KILLED_BY_AGENT               tenant_policy_violation + the agent's rule
  *   SB_FORK_LIMIT                    tenant_policy_violation, rule fork
+ *   SB_POLICY_REFUSED                tenant_policy_violation, rule exec (the
+ *                                    run's own command refused)
  *   SB_SIGNALED                      tenant_crash "killed by signal SIGABRT (6)"
  *   SB_EXITED, code != 0             tenant_crash "exited with code 3"
  *   SB_EXITED, code 0                batch: the schema gate (ok or

@@ -179,6 +179,12 @@ enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct
 		snprintf(detail, detail_len, "fork limit reached (max_tasks %u, max_forks %u)",
 			 lim->max_tasks, lim->max_forks);
 		return SG_CAUSE_TENANT_POLICY_VIOLATION;
+	case SB_POLICY_REFUSED:
+		*rule = r->rule >= 0 && r->rule < SG_RULE__COUNT ? r->rule : SG_RULE_EXEC;
+		snprintf(detail, detail_len, "the %s rule refused the run's command (%s)",
+			 rule_name(*rule) ?: "unknown",
+			 spec->argv && spec->argv[0] ? spec->argv[0] : "?");
+		return SG_CAUSE_TENANT_POLICY_VIOLATION;
 	case SB_KILLED_BY_AGENT:
 		if (r->rule >= 0 && r->rule < SG_RULE__COUNT) {
 			*rule = r->rule;

@@ -108,6 +108,12 @@ static void run_reason(const struct exec_booking *b, const struct sg_limits *lim
 			 "is kill): a policy violation is the code's own doing, never retried",
 			 rule, rule);
 		return;
+	case SB_POLICY_REFUSED:
+		snprintf(buf, len,
+			 "the policy's %s rule refused the run's own command (no exec.allow glob "
+			 "matches it): a policy violation, never retried",
+			 rule);
+		return;
 	}
 	snprintf(buf, len, "the sandbox ended in a way the executor does not know");
 }

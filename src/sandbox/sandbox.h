@@ -72,6 +72,9 @@ enum sandbox_end {
 	SB_KILLED_BY_AGENT, /* the agent killed the sandbox for `rule` */
 	SB_FORK_LIMIT,      /* the pids limit was hit (own layer) */
 	SB_OUTPUT_OVERSIZE, /* stdout exceeded limits.output_bytes */
+	SB_POLICY_REFUSED,  /* the policy's `rule` (exec) refused the run's own
+			     * command: its execve failed with EACCES (LSM mode),
+			     * or it was killed at it (fallback mode) */
 };
 
 struct sandbox_fetched {
@@ -85,7 +88,8 @@ struct sandbox_result {
 	enum sandbox_end end;
 	int exit_code;
 	int signal;
-	int rule;  /* enum sg_rule for SB_KILLED_BY_AGENT / SB_FORK_LIMIT / SB_OOM, else -1 */
+	int rule;  /* enum sg_rule for SB_KILLED_BY_AGENT / SB_FORK_LIMIT / SB_OOM /
+		   * SB_POLICY_REFUSED, else -1 */
 	char *out; /* stdout, at most output_bytes (malloc'd, NUL-terminated) */
 	size_t out_len;
 	bool out_truncated;

@@ -33,6 +33,9 @@ static const char *const v1_name[SB_CTRL__COUNT] = {
 };
 
 #define CPU_PERIOD_US 100000
+/* A memory cgroup charges in batches of up to 64 pages: its usage can stop
+ * short of its limit by that much when a charge fails. */
+#define CHARGE_SLACK (64 * 4096)
 
 /* A counter of a flat-keyed cgroup file such as memory.events; 0 when the
  * file or the key is missing (a kernel without that counter). */
@@ -378,6 +381,63 @@ uint64_t sb_cgroup_oom_kills(const struct sb_cgroup *cg)
 		return read_keyed(cg->v1[SB_CTRL_MEMORY], "memory.oom_control", "oom_kill");
 	default:
 		return 0;
+	}
+}
+
+/* A cgroup v1 file that holds one counter, such as memory.failcnt; 0 when
+ * it is missing or unreadable. */
+static uint64_t read_counter(const char *dir, const char *file)
+{
+	char path[PATH_MAX], buf[32];
+	ssize_t n;
+	int fd;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return strtoull(buf, NULL, 10);
+}
+
+uint64_t sb_cgroup_mem_limit_mark(const struct sb_cgroup *cg)
+{
+	switch (cg->where[SB_CTRL_MEMORY]) {
+	case SB_WHERE_V2:
+		return read_keyed(cg->v2, "memory.events", "oom");
+	case SB_WHERE_V1: /* the high-water marks start again from the usage */
+		write_file(cg->v1[SB_CTRL_MEMORY], "memory.max_usage_in_bytes", "0");
+		write_file(cg->v1[SB_CTRL_MEMORY], "memory.memsw.max_usage_in_bytes", "0");
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+bool sb_cgroup_mem_limit_reached(const struct sb_cgroup *cg, uint64_t oom_base)
+{
+	const char *mem = cg->v1[SB_CTRL_MEMORY];
+	uint64_t limit, peak, peak_sw;
+
+	switch (cg->where[SB_CTRL_MEMORY]) {
+	case SB_WHERE_V2: /* the limit reached and an allocation about to fail */
+		return read_keyed(cg->v2, "memory.events", "oom") > oom_base;
+	case SB_WHERE_V1:
+		/* v1 keeps no such event (and its failcnt stays 0 on recent
+		 * kernels): the usage's high-water mark at the limit, or
+		 * memory + swap's at its own (the same value, charged first
+		 * where swap is accounted), within one charge batch. */
+		limit = read_counter(mem, "memory.limit_in_bytes");
+		peak = read_counter(mem, "memory.max_usage_in_bytes");
+		peak_sw = read_counter(mem, "memory.memsw.max_usage_in_bytes");
+		return limit && (peak >= limit - CHARGE_SLACK || peak_sw >= limit - CHARGE_SLACK);
+	default:
+		return true; /* no memory controller: nothing to tell them apart */
 	}
 }
 

@@ -124,8 +124,19 @@ int sb_cgroup_kill(struct sb_cgroup *cg, int timeout_ms);
  * above it (max_tasks + max(8, max_tasks / 4)). */
 int sb_cgroup_pids_backstop(struct sb_cgroup *cg, const struct sg_limits *lim);
 
-/* The memory controller's OOM kill count; 0 when unknown. */
+/* The memory controller's OOM kill count, by any OOM killer (the
+ * sandbox's own limit, an ancestor's, the node's); 0 when unknown. */
 uint64_t sb_cgroup_oom_kills(const struct sb_cgroup *cg);
+
+/* Whether the sandbox reached its own memory limit (v2: its memory.events
+ * oom count past `oom_base`, the count before the run; v1: its usage's
+ * high-water mark at the limit). An OOM kill without it was another
+ * cgroup's limit or the node's, never this sandbox's contract. */
+bool sb_cgroup_mem_limit_reached(const struct sb_cgroup *cg, uint64_t oom_base);
+
+/* Before a reused sandbox's next run: the v2 oom count to pass to
+ * sb_cgroup_mem_limit_reached(); v1's high-water marks start again. */
+uint64_t sb_cgroup_mem_limit_mark(const struct sb_cgroup *cg);
 
 /* How often a fork was refused at pids.max; 0 when unknown. */
 uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include "control/agent_client.h"
 #include "control/enroll.h"
+#include "control/pinned.h"
 #include "lib/clock.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
@@ -339,6 +340,29 @@ static int init_says(struct run *r)
 			   sb->id, msg.type);
 }
 
+/* Main's execve failed with EACCES or EPERM: was it the tenant's exec
+ * rule? In BPF LSM mode bprm_check_security refuses a command that no
+ * exec.allow glob matches, and books the violation in the sandbox's
+ * sg_state within that execve, before main can write FAILED. The state is
+ * written afresh for every run (enrolled at the sandbox's start and at
+ * each reset), and nothing of the tenant's ran before this execve, so an
+ * exec violation there is this one: the tenant's command against its own
+ * policy, booked as fallback mode books the same command (killed at its
+ * exec), never as the platform's setup failure (retried, never blamed). */
+static bool exec_refused_by_policy(struct run *r, const struct sb_child_report *rep)
+{
+	int rule = -1;
+
+	if (!r->tenant_command || !r->sb->enrolled || rep->step != SB_STEP_EXEC ||
+	    (rep->err != EACCES && rep->err != EPERM))
+		return false;
+	if (sg_pinned_first_rule(r->sb->cg.id, &rule) != 1 || rule != SG_RULE_EXEC)
+		return false;
+	r->exec_refused = true;
+	r->sb->broken = true;
+	return true;
+}
+
 /* What main said on the report pipe, read once every writer is gone:
  * EXEC then EOF, it exec'd; FAILED, a setup step failed (a platform
  * error); EOF alone, it ended before its execve. */
@@ -361,6 +385,9 @@ static int read_start_reports(struct run *r)
 				   "sandbox %s: the run started before its init was ready",
 				   r->sb->id);
 	if (n == 0 && exec_next)
+		return 0;
+	if (n == (ssize_t)sizeof(rep) && rep.type == SB_REPORT_FAILED &&
+	    exec_refused_by_policy(r, &rep))
 		return 0;
 	r->sb->broken = true;
 	/* In a warm call, what writes EXEC (or FAILED) is Python code in the
@@ -538,7 +565,7 @@ static int files_in(struct run *r)
 int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct sandbox_result *res)
 {
 	struct sb_pump pump = { .end_fd = -1, .in.fd = -1, .out.fd = -1, .err.fd = -1 };
-	struct run r = { .sb = sb, .spec = spec, .res = res };
+	struct run r = { .sb = sb, .spec = spec, .res = res, .tenant_command = true };
 	struct sb_sigpipe_guard guard;
 	int ret;
 

@@ -59,8 +59,8 @@ struct sandbox {
 	 * reads it before another run (see start_and_watch()). */
 	bool done_owed;
 	unsigned runs;
-	uint64_t oom_base, pids_base; /* the counters before the current run */
-	struct sb_warm warm;          /* its warm interpreter, if one runs in it */
+	uint64_t oom_base, limit_base, pids_base; /* the counters before the current run */
+	struct sb_warm warm;                      /* its warm interpreter, if one runs in it */
 };
 
 /* Read one message from init's control socket, waiting at most

@@ -23,12 +23,26 @@ static uint64_t since(uint64_t now, uint64_t base)
 	return now > base ? now - base : 0;
 }
 
+/* Fallback mode cannot refuse an exec that already happened: a `deny` of
+ * the exec rule kills the task at its exec instead (tasks.bpf.c, as a
+ * `kill` does when no agent is there to empty the sandbox). So a main
+ * that died of a SIGKILL nothing of ours explains (no deadline, no limit,
+ * no agent kill), in a run whose first violation the kernel recorded was
+ * an exec, was refused its command: the tenant's, as in LSM mode, where
+ * the same execve fails with EACCES (read_start_reports()). */
+static bool refused_at_exec(const struct sandbox *sb, const struct sandbox_result *res)
+{
+	int rule = -1;
+
+	return res->end == SB_SIGNALED && res->signal == SIGKILL && sb->enrolled &&
+	       sg_pinned_first_rule(sb->cg.id, &rule) == 1 && rule == SG_RULE_EXEC;
+}
+
 /* What ended the run. Our own kills (deadline, stdout) are certain, and
  * so is a run that ended past its deadline; else main's fate, explained
  * by the OOM and pids counters when it failed; and the agent's word on top
  * of everything, since its kill is what a SIGKILL or a timeout may really
- * have been. Returns 0, or -ECHILD when nothing explains an init that died
- * without a word (a platform error). */
+ * have been. Returns 0, or a platform error (sandbox_run.h). */
 int sb_run_decide(struct run *r, int pump_end)
 {
 	struct sandbox *sb = r->sb;
@@ -49,6 +63,17 @@ int sb_run_decide(struct run *r, int pump_end)
 	} else if (WIFEXITED(status) && res->exit_code == 0) {
 		res->end = SB_EXITED;
 	} else if (since(sb_cgroup_oom_kills(&sb->cg), sb->oom_base) > 0) {
+		/* The sandbox's own limit, or the node's memory (an ancestor's
+		 * limit, the global OOM killer, which picks the biggest task:
+		 * often a reward program well within its limit). Only the
+		 * first is the tenant's; the second is the node's overload. */
+		if (!sb_cgroup_mem_limit_reached(&sb->cg, sb->limit_base))
+			return sb_run_fail(
+				r, -ENOMEM,
+				"sandbox %s: the kernel's OOM killer killed in it, though it never "
+				"reached its own memory limit (%llu MB): the node, or a cgroup above "
+				"the sandbox, ran out of memory",
+				sb->id, (unsigned long long)sb->policy.limits.memory_mb);
 		res->end = SB_OOM;
 		res->rule = SG_RULE_MEMORY;
 	} else if (since(sb_cgroup_pids_max_hits(&sb->cg), sb->pids_base) > 0) {
@@ -82,6 +107,12 @@ int sb_run_decide(struct run *r, int pump_end)
 		if (verdict < 0)
 			sg_debug("sandbox %s: no kill verdict from the agent: %s", sb->id,
 				 strerror(-verdict));
+	}
+	if (r->exec_refused || (reported && refused_at_exec(sb, res))) {
+		res->end = SB_POLICY_REFUSED;
+		res->rule = SG_RULE_EXEC;
+		sb->broken = true;
+		return 0;
 	}
 	/* The call's parent is the platform's: its death is never scored,
 	 * but for the OOM killer's. Only the parent and the call use the

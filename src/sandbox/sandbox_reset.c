@@ -73,6 +73,7 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 	if (err)
 		return not_reused(sb, err, detail, dlen, NULL);
 	sb->oom_base = sb_cgroup_oom_kills(&sb->cg);
+	sb->limit_base = sb_cgroup_mem_limit_mark(&sb->cg);
 	sb->pids_base = sb_cgroup_pids_max_hits(&sb->cg);
 	sb->used = false;
 	return 0;

@@ -21,14 +21,21 @@ struct run {
 	/* init (or the warm interpreter) hung up before main's execve was
 	 * seen: the report pipe alone says whether the tenant's code ran. */
 	bool ctl_gone;
+	/* Main's own execve was refused by the tenant's exec rule (LSM mode):
+	 * the run goes on to its end, and is the tenant's (sb_run_decide()). */
+	bool exec_refused;
+	/* A run of the tenant's command (sandbox_exec()), not a warm
+	 * interpreter's start, whose refusal is the start's failure. */
+	bool tenant_command;
 };
 
 /* res->detail set; returns err. */
 int sb_run_fail(struct run *r, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* What ended the run (res->end, exit code, signal, rule). Returns 0, or
- * -ECHILD when nothing explains an init (or warm interpreter) that died
- * without a word: a platform error. pump_end: enum sb_pump_end. */
+/* What ended the run (res->end, exit code, signal, rule). Returns 0, or a
+ * platform error: -ECHILD when nothing explains an init (or warm
+ * interpreter) that died without a word, -ENOMEM when an OOM killer not
+ * of the sandbox's own limit killed in it. pump_end: enum sb_pump_end. */
 int sb_run_decide(struct run *r, int pump_end);
 
 /* stdout, stderr and the fetched files into the result; 0 or -ENOMEM. */

@@ -42,6 +42,8 @@ static const char *end_name(enum sandbox_end e)
 		return "fork_limit";
 	case SB_OUTPUT_OVERSIZE:
 		return "output_oversize";
+	case SB_POLICY_REFUSED:
+		return "policy_refused";
 	}
 	return "none";
 }

@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import sandbox_cgroups, uid_base  # noqa: E402
+from sgtest import cgroup_v1_mounts, sandbox_cgroups, uid_base  # noqa: E402
 import sgexec  # noqa: E402
 
 # our own slot uid range, 256 uids (30-exec uses 62000, 21-sandbox-isolation 67300)
@@ -167,11 +167,79 @@ def t_own_quota_not_starvation(env):
         return "the detail does not name the CPU limit's hold: %s" % res["detail"]
 
 
+def tenant_memory_dir(env, tenant):
+    """The tenant's cgroup in the memory hierarchy and its limit file: the
+    v1 mirror on hybrid nodes, the v2 tree otherwise."""
+    v1 = cgroup_v1_mounts().get("memory")
+    if v1:
+        return os.path.join(v1, os.path.basename(env.cgroot), tenant), "memory.limit_in_bytes", "-1"
+    return os.path.join(env.cgroot, tenant), "memory.max", "max"
+
+
+def t_node_oom_is_platform(env):
+    """The kernel's OOM killer acting for memory the sandbox did not run
+    out of (the node's, or a cgroup above the sandbox's) is the node's
+    overload, not the tenant's OOM: a platform_error, retried, naming it.
+    The test stands in for the node with a 48 MB limit on the tenant's
+    cgroup, under the sandbox's own 128 MB: the hog is killed at ~48 MB.
+    The sandbox's own OOM (its limit reached) stays tenant_oom
+    (30-exec exec-memory-hog-oom). Host side: the tenant's cgroup reached its
+    limit."""
+    env.policy("rw-nodemem", failure="retry", retries=1)
+    go = os.path.join(env.progs, "go-nodemem")  # in the sandbox's root
+    batch_file = os.path.join(env.dir, "batch-nodemem.json")
+    with open(batch_file, "w") as f:
+        json.dump(batch("nodemem"), f)
+    p = subprocess.Popen([BIN, "exec", "--tenant", "rw-nodemem", "--policy-dir", env.policies,
+                          "--batch", batch_file, "--", PYTHON,
+                          os.path.join(env.progs, "rw_wait_hog.py"), go],
+                         env=env.env(SANDGUARD_WARM="0"), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tdir, limit, unlimited = tenant_memory_dir(env, "rw-nodemem")
+    deadline = time.monotonic() + 30
+    while not sandbox_cgroups(env.cgroot, "rw-nodemem") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        with open(os.path.join(tdir, limit), "w") as f:
+            f.write(str(48 << 20))
+    except OSError as e:
+        p.kill()
+        p.wait()
+        return "cannot limit the tenant's cgroup %s: %s" % (tdir, e)
+    try:
+        open(go, "w").close()
+        out, err = p.communicate(timeout=120)
+        try:
+            res = json.loads(out)
+        except ValueError:
+            return "no JSON result (exit %d): %s" % (p.returncode, err.decode()[-300:])
+        # Where the limit was reached: v1 counts it on the cgroup whose
+        # charge failed, v2 as that cgroup's (hierarchical) oom event.
+        v1 = limit.startswith("memory.limit")
+        with open(os.path.join(tdir, "memory.failcnt" if v1 else "memory.events")) as f:
+            text = f.read()
+        hits = int(text) if v1 else int(text.split("\noom ")[1].split()[0])
+    finally:
+        with open(os.path.join(tdir, limit), "w") as f:
+            f.write(unlimited)
+        os.unlink(go)
+    print("# node OOM: %s" % res.get("detail"), flush=True)
+    why = expect(env, "rw-nodemem", p.returncode, res, "platform_error", 2,
+                 detail_has="never reached its own memory limit (128 MB)")
+    if why:
+        return why
+    if res["attempts"] != 2:
+        return "a platform error is retried: %d attempts, want 2" % res["attempts"]
+    if not hits:
+        return "the tenant's cgroup never reached its limit: %s" % text.strip()
+
+
 CASES = [
     ("exec-killed-executor-orphans-reaped-booked-once", t_killed_executor_reaped),
     ("exec-overload-128-cpu-bound-never-tenant-timeout", t_overload_admission),
     ("exec-overload-starved-is-platform-error", t_overload_starved),
     ("exec-own-cpu-limit-is-not-starvation", t_own_quota_not_starvation),
+    ("exec-node-oom-is-platform-error", t_node_oom_is_platform),
 ]
 
 

@@ -154,6 +154,7 @@ def main():
         check(not rep["problems"], "journal and ledger agree: " + sgjournal.summary(rep),
               "; ".join(rep["problems"]))
         exec_kill_seen_late(a, progs)
+        exec_deny_of_a_child_keeps_the_run(a)
         clean_run_needs_no_agent_word(a)
         clean_run_events_attributed(a, progs)
         late_violation_is_the_runs(a)
@@ -194,6 +195,39 @@ def exec_kill_seen_late(a, progs):
     check(all(g[:2] == ("tenant_policy_violation", "exec") for g in got),
           "exec-kill-seen-late: an agent kill at main's execve, seen with init's end, is the "
           "tenant's exec violation", repr(got))
+
+
+CHILD_EXEC = """import json, subprocess, sys
+b = json.load(sys.stdin)
+try:
+    rc = subprocess.run(["/usr/bin/true"]).returncode
+except OSError as e:  # LSM mode: the execve fails
+    rc = e.errno
+print(json.dumps([0.5] * len(b["items"])), file=sys.stdout)
+print("child:", rc, file=sys.stderr)
+"""
+
+
+def exec_deny_of_a_child_keeps_the_run(a):
+    """`deny` refuses one exec and keeps the sandbox running (docs/policy.md):
+    a child's refused exec (fallback mode: the child killed at it; LSM: its
+    execve fails) leaves the run to its main, which goes on and is ok. Only
+    the run's own command refused is a policy violation
+    (tests/programs/benign/run.sh checks that one in both modes): a
+    SIGKILL of a child must not be read as main's refusal."""
+    a.write_policy("echo", {"actions": {"exec": "deny"}})
+    prog = a.program("child_exec.py", CHILD_EXEC)
+    r, raw = a.exec_batch("echo", prog)
+    deadline = time.monotonic() + 5
+    denied = []
+    while not denied and time.monotonic() < deadline:
+        denied = a.events_matching(type="exec_denied", tenant="echo")
+        time.sleep(0.05)
+    check(r is not None and r["cause"] == "ok" and set(r["scores"]) == {0.5} and
+          any("/usr/bin/true" in json.dumps(e) for e in denied),
+          "exec-deny-of-a-child: a child's exec refused (deny) leaves the run ok, and is evented",
+          "%s; exec_denied events %s; stderr %s" % (
+              r and (r["cause"], r["scores"], r["detail"]), denied[:1], raw.stderr[-200:]))
 
 
 WAIT_GO = """import json, os, sys, time

@@ -83,6 +83,10 @@ static void test_classify(void **state)
 				    .detail = "open /etc/shadow" },
 		     SG_CAUSE_TENANT_POLICY_VIOLATION, SG_RULE_FILE,
 		     "killed by the agent: file rule: open /etc/shadow");
+	/* The run's own command refused by the exec rule (no argv here). */
+	expect_cause((struct step){ .end = SB_POLICY_REFUSED, .rule = SG_RULE_EXEC },
+		     SG_CAUSE_TENANT_POLICY_VIOLATION, SG_RULE_EXEC,
+		     "the exec rule refused the run's command (?)");
 	/* An agent kill is a violation even when the agent did not say which rule. */
 	expect_cause((struct step){ .end = SB_KILLED_BY_AGENT, .rule = -1 },
 		     SG_CAUSE_TENANT_POLICY_VIOLATION, -1,

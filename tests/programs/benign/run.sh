@@ -4,6 +4,12 @@
 # policy and each tier example, with or without an agent. Each must be
 # booked ok, and with an agent it must raise no denial or kill event: a
 # wrong verdict on good code is a wrong reward.
+# Last, the other side of the same judgement: a program that runs out of
+# its own memory limit is tenant_oom (the limit's count is v2's oom event,
+# v1's high-water mark: both kinds of node run this); and, with an agent,
+# a command the tenant's exec rule refuses (deny, then kill) is the
+# tenant's exec violation, booked once and never retried, in LSM mode (the
+# execve fails) as in fallback mode (killed at it); never a platform error.
 #
 # One command, on a node or in a VM guest (POSIX sh, busybox is enough):
 #   run.sh [--sandguard BIN] [--python PY] [--src DIR] [--agent MODE]
@@ -84,6 +90,21 @@ for t in $tiers; do
         "$f" > "$dir/policies/benign-$t.json"
 done
 
+# The tenants refused-deny and refused-kill: the default policy with an
+# exec allowlist that does not name $py, the exec rule's action deny or kill.
+for action in deny kill; do
+    sed -e "s|\"tenant\": \"default\"|\"tenant\": \"refused-$action\"|" \
+        -e "s|/var/lib/sandguard/scratch|$dir/scratch|" \
+        -e "s|\"/usr/bin/python3\*\", \"/usr/local/bin/python3\*\"|\"/nonexistent/sandguard-none\"|" \
+        -e "s|\"exec\": \"kill\"|\"exec\": \"$action\"|" \
+        "$src/policies/default.json" > "$dir/policies/refused-$action.json"
+done
+sed -e "s|\"tenant\": \"default\"|\"tenant\": \"own-oom\"|" \
+    -e "s|/var/lib/sandguard/scratch|$dir/scratch|" \
+    -e "s|\"memory_mb\": *[0-9]*|\"memory_mb\": 48|" \
+    -e "s|\"max_retries\": *[0-9]*|\"max_retries\": 0|" \
+    "$src/policies/default.json" > "$dir/policies/own-oom.json"
+
 if [ "$agent" != none ]; then
     "$sg" agent --mode "$agent" --policy-dir "$dir/policies" --events "$dir/events.jsonl" \
         --state-dir "$dir/state" --ready-file "$dir/ready" > "$dir/agent.log" 2>&1 &
@@ -132,4 +153,35 @@ for t in $tiers; do
         pass "$case"
     done
 done
+# refused ACTION: a run of $py for the tenant refused-ACTION (below).
+refused() {
+    t=refused-$1
+    case="the exec rule ($1) refusing the run's own command is the tenant's (agent $agent)"
+    out=$("$sg" exec --tenant "$t" --policy-dir "$dir/policies" --batch "$dir/batch.json" \
+        -- "$py" -c 'print(1)' 2>"$dir/stderr")
+    if printf '%s' "$out" | grep -q '"cause": *"tenant_policy_violation"' &&
+        printf '%s' "$out" | grep -q '"rule": *"exec"' &&
+        printf '%s' "$out" | grep -q '"attempts": *1[,}]'; then
+        pass "$case"
+    else
+        fail "$case" "$(printf '%s' "$out" | cut -c1-600) $(tail -n 2 "$dir/stderr" | tr '\n' ' ')"
+    fi
+}
+# The tenant own-oom: the default policy with a 48 MB memory limit, no retry.
+case="a program past its own memory limit is tenant_oom (agent $agent)"
+out=$("$sg" exec --tenant own-oom --policy-dir "$dir/policies" --batch "$dir/batch.json" \
+    -- "$py" -c 'h = [bytearray(8 << 20) for _ in range(64)]' 2>"$dir/stderr")
+if printf '%s' "$out" | grep -q '"cause": *"tenant_oom"'; then
+    pass "$case"
+elif grep -q MemoryError "$dir/stderr" || printf '%s' "$out" | grep -q 'MemoryError'; then
+    # No memory cgroup for the sandbox (a minimal VM guest): the limit is
+    # RLIMIT_AS, and the allocation fails instead of an OOM kill.
+    skip "$case" "the sandbox's memory is limited by RLIMIT_AS here (no memory cgroup): nothing OOM-kills"
+else
+    fail "$case" "$(printf '%s' "$out" | cut -c1-600) $(tail -n 2 "$dir/stderr" | tr '\n' ' ')"
+fi
+if [ "$agent" != none ]; then
+    refused deny
+    refused kill
+fi
 exit $failed
