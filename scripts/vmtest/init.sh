@@ -44,6 +44,12 @@ try_mount sysfs /sys
 try_mount securityfs /sys/kernel/security
 try_mount bpf /sys/fs/bpf
 try_mount cgroup2 /sys/fs/cgroup
+# As systemd does on a node: the root offers its controllers to its
+# children, so that sandboxes get their limits from cgroups (not rlimits).
+for c in cpu memory pids io; do
+    grep -qw "$c" /sys/fs/cgroup/cgroup.controllers 2>/dev/null &&
+        echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control
+done
 # libbpf reads tracepoint ids from tracefs.
 try_mount tracefs /sys/kernel/tracing
 try_mount debugfs /sys/kernel/debug

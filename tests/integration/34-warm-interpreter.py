@@ -431,15 +431,21 @@ def t_reload_replaces_parent(env, ex):
     return None
 
 
-def t_agent_attributes_each_call(env, ex):
-    """With an agent enforcing: a connect the policy denies, in two warm
-    calls of one parent, is refused and evented once per call with that
-    call's batch_id and run_id (the parent and the children are the
-    sandbox's; the ids are enrolled per call)."""
+CLEAN_CALL = """import json, sys
+print(json.dumps([1] * len(json.load(sys.stdin)["items"])))
+"""
+
+
+def agent_calls(env, name, prog_text, pick, what):
+    """With an agent enforcing, two warm calls of one parent: each call's
+    events that `pick` selects must carry that call's batch_id and run_id
+    (the parent and the children are the sandbox's; the ids are enrolled
+    per call, and the agent tells an event by the ids in force when it
+    reads it)."""
     a = sgagent.Agent({"wi-agent": {"warm": {"interpreter": "python3", "preload": ["json"]},
-                                    "actions": {"egress": "deny"}}}, name="wiagent")
+                                    "actions": {"egress": "deny"}}}, name=name)
     a.env["SANDGUARD_UID_BASE"] = str(UID_BASE + 128)
-    prog = a.program("wi_egress.py", open(os.path.join(env.progs, "wi_egress.py")).read())
+    prog = a.program(name + ".py", prog_text)
     executor = None
     try:
         if not a.start():
@@ -454,7 +460,7 @@ def t_agent_attributes_each_call(env, ex):
             run = "wi-run-%d" % time.monotonic_ns()
             res, raw = a.exec_batch("wi-agent", prog, extra=("--run-id", run))
             if not res or res.get("path") != "warm" or res.get("scores") != [1, 1, 1]:
-                return "a call was not refused its connect warm: %s %s" % (res, raw.stderr[-200:])
+                return "a call did not score [1, 1, 1] warm: %s %s" % (res, raw.stderr[-200:])
             sandbox = sandbox_of(res)
             if sandbox == last:
                 calls.append((a.last_batch_id, run, sandbox))
@@ -468,18 +474,35 @@ def t_agent_attributes_each_call(env, ex):
             until = time.monotonic() + 10  # the agent writes its lines each turn of its loop
             while time.monotonic() < until and not seen:
                 seen = [e for e in a.events_matching(sandbox=sandbox, batch_id=batch_id, run_id=run)
-                        if e.get("action") == "denied"]
+                        if pick(e)]
                 time.sleep(0.2)
             if not seen:
-                return "no denied event with batch %s, run %s; the sandbox's: %s" % (
-                    batch_id, run, [(e.get("type"), e.get("batch_id"), e.get("action"))
-                                    for e in a.events_matching(sandbox=sandbox)][-6:])
+                return "no %s event with batch %s, run %s; the sandbox's: %s" % (
+                    what, batch_id, run, [(e.get("type"), e.get("batch_id"), e.get("action"))
+                                          for e in a.events_matching(sandbox=sandbox)][-6:])
         return None
     finally:
         if executor:
             executor.send_signal(signal.SIGTERM)
             executor.wait(60)
         a.cleanup()
+
+
+def t_agent_attributes_each_call(env, ex):
+    """A connect the policy denies, in each of two warm calls, is refused
+    and evented with that call's ids."""
+    return agent_calls(env, "wiagent", open(os.path.join(env.progs, "wi_egress.py")).read(),
+                       lambda e: e.get("action") == "denied", "denied")
+
+
+def t_agent_attributes_clean_calls(env, ex):
+    """Two clean warm calls (no violation, so no kill verdict is needed to
+    judge them): each call's exit is evented with its own ids. The executor
+    still asks the agent for its verdict after a warm call, which makes the
+    agent read the call's last events before the next call's ids replace
+    its own; a cold run's sandbox is unregistered instead, which does the
+    same."""
+    return agent_calls(env, "wiclean", CLEAN_CALL, lambda e: e.get("type") == "exit", "exit")
 
 
 class ServeEnv:
@@ -547,6 +570,7 @@ CASES = [
     ("warm-reload-replaces-the-parent", t_reload_replaces_parent),
     ("warm-v1-score", t_v1_score_warm),
     ("warm-agent-attributes-each-call", t_agent_attributes_each_call),
+    ("warm-agent-attributes-clean-calls", t_agent_attributes_clean_calls),
     ("warm-nothing-left-at-stop", t_nothing_left_at_stop),
 ]
 
