@@ -10,7 +10,7 @@ import time
 
 SRC = os.environ.get("SANDGUARD_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
-from sgtest import cgroup2_mount, check, exit_code, skip  # noqa: E402
+from sgtest import cgroup2_mount, check, ensure_bpffs, exit_code, skip  # noqa: E402
 
 SWEEP = os.path.join(SRC, "tests", "lib", "sweep_stale.py")
 
@@ -22,8 +22,9 @@ def dead_pid():
 
 
 def main():
-    if not os.path.isdir("/sys/fs/bpf") or not os.access("/sys/fs/bpf", os.W_OK):
-        skip("sweep", "no writable bpffs at /sys/fs/bpf")
+    why = ensure_bpffs()
+    if why:
+        skip("sweep", why)
         return
     cg2 = cgroup2_mount()
     gone = dead_pid()

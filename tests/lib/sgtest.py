@@ -8,6 +8,7 @@ Suites put this directory on sys.path:
 import json
 import os
 import socket
+import subprocess
 import time
 
 failures = 0
@@ -95,6 +96,19 @@ def cgroup2_mount():
         if fs[0] == "cgroup2":
             return point
     raise RuntimeError("no cgroup2 mount in /proc/self/mountinfo")
+
+
+def ensure_bpffs(point="/sys/fs/bpf"):
+    """Mount bpffs at `point` where nothing is mounted there yet, as the
+    agent does at its start (a freshly booted node without systemd has only
+    sysfs's empty directory, where no pin root can be made). Returns None,
+    or why it cannot be had."""
+    if any(p == point and fs[0] == "bpf" for p, fs in _mounts()):
+        return None
+    r = subprocess.run(["mount", "-t", "bpf", "-o", "mode=0700", "bpf", point],
+                       capture_output=True, text=True)
+    return None if r.returncode == 0 else "no bpffs at %s and mounting one failed: %s" % (
+        point, r.stderr.strip())
 
 
 def cgroup_v1_mounts():
