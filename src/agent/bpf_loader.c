@@ -129,12 +129,14 @@ static int pin_on_demand(struct bpf_program *prog, const char *dir)
 	return err;
 }
 
-/* Attach one program (cgroup programs to the sandguard root) and pin its
- * link. */
+/* Attach one program (cgroup programs, lsm_cgroup ones included, to the
+ * sandguard root) and pin its link. */
 static int attach_prog(struct sg_bpf *b, struct bpf_program *prog, int cgroup_fd, const char *dir)
 {
 	enum bpf_prog_type type = bpf_program__type(prog);
-	bool to_cgroup = type == BPF_PROG_TYPE_CGROUP_SOCK_ADDR || type == BPF_PROG_TYPE_CGROUP_SKB;
+	bool to_cgroup = type == BPF_PROG_TYPE_CGROUP_SOCK_ADDR ||
+			 type == BPF_PROG_TYPE_CGROUP_SKB ||
+			 bpf_program__expected_attach_type(prog) == BPF_LSM_CGROUP;
 	struct bpf_link *link;
 	int err;
 
@@ -262,10 +264,13 @@ static int open_objects(struct sg_bpf *b, const struct sg_features *f, const str
 	/* tasks: all or nothing; without tp_btf forks and execs are not tracked. */
 	set_autoload_all(b->tasks->obj, f->f[SG_FEAT_TP_BTF].ok);
 
-	/* files: the LSM programs or the tracepoint fallback. */
+	/* files: the LSM programs (on the sandguard root where the kernel
+	 * has lsm_cgroup, else on the hooks) or the tracepoint fallback. */
 	set_autoload_all(b->files->obj, false);
 	if (m->files == SG_MODE_LSM) {
-		bpf_program__set_autoload(b->files->progs.sg_file_open, true);
+		bpf_program__set_autoload(m->lsm_cgroup ? b->files->progs.sg_cg_file_open
+							: b->files->progs.sg_file_open,
+					  true);
 	} else if (m->files == SG_MODE_FALLBACK) {
 		/* Attached on demand (src/control/ondemand.h). One set of the
 		 * two (src/agent/bpf/files.bpf.c): the file read by plain
@@ -286,7 +291,9 @@ static int open_objects(struct sg_bpf *b, const struct sg_features *f, const str
 						  true);
 	}
 	if (m->execs == SG_MODE_LSM)
-		bpf_program__set_autoload(b->files->progs.sg_bprm_check, true);
+		bpf_program__set_autoload(m->lsm_cgroup ? b->files->progs.sg_cg_bprm_check
+							: b->files->progs.sg_bprm_check,
+					  true);
 	return 0;
 }
 
@@ -345,9 +352,10 @@ static int attach_objects(struct sg_bpf *b, const char *cgroup_root, const char 
 	}
 	bpf_object__for_each_program(p, b->egress->obj) if (!err)
 		err = attach_prog(b, p, cg_fd, dir);
-	close(cg_fd);
 	bpf_object__for_each_program(p, b->tasks->obj) if (!err) err = attach_prog(b, p, -1, dir);
-	bpf_object__for_each_program(p, b->files->obj) if (!err) err = attach_prog(b, p, -1, dir);
+	bpf_object__for_each_program(p, b->files->obj) if (!err)
+		err = attach_prog(b, p, cg_fd, dir);
+	close(cg_fd);
 	return err;
 }
 

@@ -39,6 +39,7 @@ static const char *const names[SG_FEAT__COUNT] = {
 	[SG_FEAT_LSM_UNIX] = "bpf_lsm_unix",
 	[SG_FEAT_CGROUP_FREEZE] = "cgroup_freeze",
 	[SG_FEAT_RDONLY_CAST] = "rdonly_cast",
+	[SG_FEAT_LSM_CGROUP] = "bpf_lsm_cgroup",
 };
 
 /* What a feature needs, named when the kernel refuses it. */
@@ -53,6 +54,7 @@ static const char *const needs[SG_FEAT__COUNT] = {
 	[SG_FEAT_TRACING_ANCESTOR] = "a kernel newer than 5.10",
 	[SG_FEAT_LSM_UNIX] = "BPF LSM",
 	[SG_FEAT_RDONLY_CAST] = "the bpf_rdonly_cast kfunc, Linux 6.2+",
+	[SG_FEAT_LSM_CGROUP] = "BPF_LSM_CGROUP, Linux 6.0+",
 };
 
 /* What each feature's absence costs, in the probe table. */
@@ -68,6 +70,8 @@ static const char *const fallbacks[SG_FEAT__COUNT] = {
 	[SG_FEAT_TRACING_ANCESTOR] = "the sandbox's cgroup read from the task",
 	[SG_FEAT_CGROUP_FREEZE] = "kill = SIGKILL over cgroup.procs until empty",
 	[SG_FEAT_RDONLY_CAST] = "fallback open programs read the file by helper calls",
+	[SG_FEAT_LSM_CGROUP] = "lsm/file_open and lsm/bprm_check_security run for every task of "
+			       "the node (a sandbox lookup each)",
 };
 
 const char *feature_name(enum sg_feature f)
@@ -317,6 +321,7 @@ const struct sg_features *probe_features(const char *cgroup_root)
 		probe_one(&f, SG_FEAT_SENDMSG_UNIX, "probe_sendmsg_unix", ATTACH_UNIX_SENDMSG,
 			  cg_fd, false);
 		probe_one(&f, SG_FEAT_SKB_EGRESS, "probe_skb_egress", -1, cg_fd, false);
+		probe_one(&f, SG_FEAT_LSM_CGROUP, "probe_lsm_cgroup", -1, cg_fd, false);
 		probe_cgroup_file(&f.f[SG_FEAT_CGROUP_KILL], probe_cg, "cgroup.kill",
 				  "no cgroup.kill (kernel < 5.14)");
 		probe_cgroup_file(&f.f[SG_FEAT_CGROUP_FREEZE], probe_cg, "cgroup.freeze",
@@ -327,10 +332,18 @@ const struct sg_features *probe_features(const char *cgroup_root)
 			SG_FEAT_CONNECT4,   SG_FEAT_CONNECT6,     SG_FEAT_SENDMSG4,
 			SG_FEAT_SENDMSG6,   SG_FEAT_CONNECT_UNIX, SG_FEAT_SENDMSG_UNIX,
 			SG_FEAT_SKB_EGRESS, SG_FEAT_CGROUP_KILL,  SG_FEAT_CGROUP_FREEZE,
+			SG_FEAT_LSM_CGROUP,
 		};
 		for (size_t i = 0; i < ARRAY_LEN(cg_features); i++)
 			snprintf(f.f[cg_features[i]].why, sizeof(f.f[0].why),
 				 "cannot create a probe cgroup under %.100s", cgroup_root);
+	}
+	/* An lsm_cgroup program is a BPF LSM program: it loads and runs
+	 * only where those do, whatever the kernel's version. */
+	if (!f.f[SG_FEAT_LSM].ok) {
+		f.f[SG_FEAT_LSM_CGROUP].ok = false;
+		snprintf(f.f[SG_FEAT_LSM_CGROUP].why, sizeof(f.f[0].why),
+			 "BPF LSM programs do not run here (see bpf_lsm)");
 	}
 	rmdir(probe_cg);
 	apply_disabled(&f);
@@ -362,8 +375,14 @@ int choose_modes(const struct sg_features *f, enum sg_mode_request req, struct s
 		m->unix_egress = SG_UNIX_LSM;
 	if (lsm && req != SG_REQ_FALLBACK) {
 		m->files = m->execs = SG_MODE_LSM;
-		snprintf(m->files_why, sizeof(m->files_why), "lsm/file_open denies with EACCES");
-		snprintf(m->execs_why, sizeof(m->execs_why), "lsm/bprm_check_security denies");
+		m->lsm_cgroup = f->f[SG_FEAT_LSM_CGROUP].ok;
+		snprintf(m->files_why, sizeof(m->files_why), "%s denies with EACCES%s",
+			 m->lsm_cgroup ? "lsm_cgroup/file_open" : "lsm/file_open",
+			 m->lsm_cgroup ? " (on the sandguard root: tasks outside it run no program)"
+				       : "");
+		snprintf(m->execs_why, sizeof(m->execs_why), "%s denies",
+			 m->lsm_cgroup ? "lsm_cgroup/bprm_check_security"
+				       : "lsm/bprm_check_security");
 		return 0;
 	}
 	m->files = fallback_files ? SG_MODE_FALLBACK : SG_MODE_NONE;

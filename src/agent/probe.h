@@ -24,6 +24,7 @@ enum sg_feature {
 	SG_FEAT_LSM_UNIX,         /* lsm/unix_*: unix egress without cgroup unix hooks */
 	SG_FEAT_CGROUP_FREEZE,    /* cgroup.freeze: the kill without cgroup.kill */
 	SG_FEAT_RDONLY_CAST,      /* 6.2: the fallback's open programs read the file by loads */
+	SG_FEAT_LSM_CGROUP,       /* 6.0: LSM mode's file and exec programs on the root cgroup */
 	SG_FEAT__COUNT
 };
 
@@ -48,6 +49,11 @@ struct sg_modes {
 	 * through bpf_rdonly_cast() (the rdonly_cast feature), else by a
 	 * helper call per field. The same judgement either way. */
 	bool file_loads;
+	/* LSM mode: file_open and bprm_check_security attached to the
+	 * sandguard root as BPF_LSM_CGROUP (the lsm_cgroup feature), so the
+	 * kernel runs them only for tasks below it; else attached to the
+	 * hooks themselves, for every task of the node. */
+	bool lsm_cgroup;
 	char files_why[300];
 	char execs_why[300];
 };

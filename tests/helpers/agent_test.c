@@ -143,6 +143,7 @@ int main(int argc, char **argv)
 		test_unix();
 		test_files();
 		test_open_programs();
+		test_lsm_scope();
 		test_reused_inode();
 		test_scratch();
 		test_bind_mounts();

@@ -297,8 +297,9 @@ static void test_on_demand(void)
 	pthread_t t;
 
 	if (lsm)
-		return at_skipped("ondemand: file programs",
-				  "LSM mode: lsm/file_open stays attached, nothing is on demand");
+		return at_skipped(
+			"ondemand: file programs",
+			"LSM mode: the file programs stay attached (on the sandguard root where the kernel has lsm_cgroup), nothing is on demand");
 	/* The agent detaches them on its tick once it has no sandbox. */
 	for (double end = now_ms() + 10000; now_ms() < end; usleep(50000))
 		if ((attached = sg_ondemand_attached()) == 0)

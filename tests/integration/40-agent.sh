@@ -16,7 +16,7 @@ fi
 [ "$expect" = fallback ] && echo "SKIP: agent: LSM-mode assertions: BPF LSM programs do not load on this kernel ($(uname -r)); they run in 'make vmtest'"
 rc=0
 "$SANDGUARD_BUILD/tests/agent_test" --sandguard "$SANDGUARD_BIN" --expect-mode "$expect" || rc=1
-SANDGUARD_DISABLE_FEATURES=atomic_fetch,tracing_ancestor_cgroup,cgroup_kill,cgroup_connect_unix,cgroup_sendmsg_unix,rdonly_cast \
+SANDGUARD_DISABLE_FEATURES=atomic_fetch,tracing_ancestor_cgroup,cgroup_kill,cgroup_connect_unix,cgroup_sendmsg_unix,rdonly_cast,bpf_lsm_cgroup \
     "$SANDGUARD_BUILD/tests/agent_test" --sandguard "$SANDGUARD_BIN" --expect-mode "$expect" \
     --prefix "5.10 fallbacks: " || rc=1
 # Enrollment by the executor, tenants, verdicts, stuck control clients.

@@ -13,7 +13,7 @@
 # Last, in whichever mode the agent runs, the benign corpus
 # (tests/programs/benign/run.sh) with $VMTEST_PYTHON: correct programs run
 # ok under the agent and raise no event (issue 13's "no false kills").
-newer='atomic_fetch,tracing_ancestor_cgroup,cgroup_kill,cgroup_connect_unix,cgroup_sendmsg_unix,rdonly_cast'
+newer='atomic_fetch,tracing_ancestor_cgroup,cgroup_kill,cgroup_connect_unix,cgroup_sendmsg_unix,rdonly_cast,bpf_lsm_cgroup'
 
 # benign MODE: the benign corpus under an agent in MODE, with the policies
 # as they ship (BENIGN_TIERS: the default policy only, to keep

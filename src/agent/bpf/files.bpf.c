@@ -7,9 +7,10 @@
  * paths, openat2 and files created after the policy loaded are therefore
  * all judged the same way.
  *
- * LSM mode: lsm/file_open refuses with EACCES (its file is a BTF pointer,
- * read by plain loads), lsm/bprm_check_security
- * refuses a disallowed exec. Fallback mode (no BPF LSM): the exit of each
+ * LSM mode: file_open refuses with EACCES (its file is a BTF pointer,
+ * read by plain loads), bprm_check_security refuses a disallowed exec;
+ * both attached to the sandguard root cgroup where the kernel can
+ * (lsm_cgroup, 6.0+), else to the hooks for every task. Fallback mode (no BPF LSM): the exit of each
  * open syscall looks the new fd up and kills the task before it returns to
  * user space; io_uring opens are not seen (docs/kernel-support.md). The
  * fallback programs are attached only while a sandbox exists
@@ -281,8 +282,8 @@ static __always_inline __u8 judge_file(__u64 cgid, const struct sg_sandbox *sb,
 	return action;
 }
 
-SEC("lsm/file_open")
-int BPF_PROG(sg_file_open, struct file *file, int ret)
+/* LSM mode's judgement of an open: 0, or the errno that refuses it. */
+static __always_inline int file_open_errno(struct file *file)
 {
 	struct sg_config *cfg = NULL;
 	struct sg_sandbox *sb;
@@ -290,8 +291,6 @@ int BPF_PROG(sg_file_open, struct file *file, int ret)
 	__u64 cgid;
 	__u8 action;
 
-	if (ret)
-		return ret;
 	sb = sg_current_sandbox_cfg(&cgid, &cfg);
 	if (!sb || !cfg)
 		return 0;
@@ -304,10 +303,10 @@ int BPF_PROG(sg_file_open, struct file *file, int ret)
 	return action && action != SG_POLICY_LOG ? -SG_EACCES : 0;
 }
 
-/* Called for each file of an exec chain (a script, then its interpreter):
- * every one of them must be allowed. */
-SEC("lsm/bprm_check_security")
-int BPF_PROG(sg_bprm_check, struct linux_binprm *bprm, int ret)
+/* LSM mode's judgement of each file of an exec chain (a script, then its
+ * interpreter): every one of them must be allowed. 0, or the errno that
+ * refuses the exec. */
+static __always_inline int bprm_errno(struct linux_binprm *bprm)
 {
 	struct sg_policy_k *pol;
 	struct sg_sandbox *sb;
@@ -315,8 +314,6 @@ int BPF_PROG(sg_bprm_check, struct linux_binprm *bprm, int ret)
 	__u64 cgid;
 	__u8 action;
 
-	if (ret)
-		return ret;
 	sb = sg_current_sandbox(&cgid);
 	if (!sb)
 		return 0;
@@ -338,6 +335,46 @@ int BPF_PROG(sg_bprm_check, struct linux_binprm *bprm, int ret)
 		sg_event_submit(e);
 	}
 	return action == SG_POLICY_LOG ? 0 : -SG_EACCES;
+}
+
+/* The two ways LSM mode attaches (src/agent/bpf_loader.c loads one):
+ * - lsm/: on the hook itself, so the kernel runs the program for every
+ *   task of the node, each paying the sandbox lookup (5.7+);
+ * - lsm_cgroup/: BPF_LSM_CGROUP on the sandguard root (6.0+), so the
+ *   kernel runs it only for tasks in a cgroup below the root: a task
+ *   outside every sandbox runs no program at all. Such a program answers
+ *   1 (allow) or 0 (refuse, with the errno it set by bpf_set_retval).
+ * Either way an earlier program's refusal stands and is not judged again. */
+static __always_inline int cgroup_answer(int err)
+{
+	if (!err)
+		return 1;
+	bpf_set_retval(err);
+	return 0;
+}
+
+SEC("lsm/file_open")
+int BPF_PROG(sg_file_open, struct file *file, int ret)
+{
+	return ret ? ret : file_open_errno(file);
+}
+
+SEC("lsm_cgroup/file_open")
+int BPF_PROG(sg_cg_file_open, struct file *file)
+{
+	return bpf_get_retval() ? 0 : cgroup_answer(file_open_errno(file));
+}
+
+SEC("lsm/bprm_check_security")
+int BPF_PROG(sg_bprm_check, struct linux_binprm *bprm, int ret)
+{
+	return ret ? ret : bprm_errno(bprm);
+}
+
+SEC("lsm_cgroup/bprm_check_security")
+int BPF_PROG(sg_cg_bprm_check, struct linux_binprm *bprm)
+{
+	return bpf_get_retval() ? 0 : cgroup_answer(bprm_errno(bprm));
 }
 
 /* Fallback: the fd an open syscall just returned, judged like file_open

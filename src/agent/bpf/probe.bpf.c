@@ -123,6 +123,14 @@ int BPF_PROG(probe_lsm_unix, struct socket *sock, struct socket *other, int ret)
 	return ret;
 }
 
+/* BPF_LSM_CGROUP (6.0+): the LSM program attached to a cgroup, run by the
+ * kernel only for tasks below it. It answers 1 (allow) or 0 (refuse). */
+SEC("lsm_cgroup/file_open")
+int BPF_PROG(probe_lsm_cgroup, struct file *file)
+{
+	return 1;
+}
+
 SEC("tracepoint/syscalls/sys_exit_openat")
 int probe_ringbuf(void *ctx)
 {

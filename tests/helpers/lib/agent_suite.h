@@ -42,6 +42,7 @@ void test_egress(void);
 void test_unix(void);
 void test_files(void);
 void test_open_programs(void);
+void test_lsm_scope(void);
 void test_reused_inode(void);
 void test_scratch(void);
 void test_bind_mounts(void);

@@ -174,6 +174,119 @@ void test_open_programs(void)
 		  loads ? "yes" : "no", bad[0] ? ": " : "", bad);
 }
 
+/* Opens of /etc/hostname, many: what a task outside every sandbox does
+ * all day. */
+static int child_open_many(void *arg)
+{
+	for (int i = 0; i < *(int *)arg; i++) {
+		int fd = open("/etc/hostname", O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0)
+			return 1;
+		close(fd);
+	}
+	return 0;
+}
+
+/* The kernel's count of a program's runs (bpf_stats must be on). */
+static bool prog_runs(int prog_fd, __u64 *runs)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(prog_fd, &info, &len))
+		return false;
+	*runs = info.run_cnt;
+	return true;
+}
+
+/* LSM mode: where the kernel has BPF_LSM_CGROUP (6.0+), file_open is
+ * judged by a program on the sandguard root, which the kernel runs only
+ * for tasks below it, so a task outside every sandbox runs no program on
+ * its opens. Asserted by the kernel's own count of the program's runs
+ * (bpf_stats): 200 opens outside the root add none, one open in a sandbox
+ * adds one. Where the kernel lacks it the program sits on the hook, and
+ * the same opens outside are each counted. */
+void test_lsm_scope(void)
+{
+	const char *name = "files: lsm_cgroup: opens outside the sandguard root run no program";
+	int cg_feature = at_agent_feature(&env, "bpf_lsm_cgroup"), n = 200, st;
+	const char *prog_name = cg_feature == 1 ? "sg_cg_file_open" : "sg_file_open";
+	int link_fd = -1, prog_fd = -1, stats_fd = -1;
+	__u64 before = 0, outside = 0, inside = 0;
+	struct bpf_link_info info;
+	__u32 len = sizeof(info);
+	char path[PATH_MAX];
+	struct at_sandbox sb;
+	uint64_t root_id = 0;
+
+	if (!lsm)
+		return at_skipped(name, "fallback mode: the file programs are syscall tracepoints, "
+					"attached only while a sandbox exists (the ondemand rows)");
+	if (cg_feature < 0)
+		return at_result(false, name, "the agent's status has no bpf_lsm_cgroup feature");
+	snprintf(path, sizeof(path), "%s/gen-%u/%s", sg_pin_root(), sg_pinned_generation(),
+		 prog_name);
+	memset(&info, 0, sizeof(info));
+	link_fd = bpf_obj_get(path);
+	if (link_fd < 0 || bpf_obj_get_info_by_fd(link_fd, &info, &len)) {
+		at_result(false, name, "no pinned link %s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (cg_feature == 1 &&
+	    (cgroup_id_of(env.cg_root, &root_id) || info.type != BPF_LINK_TYPE_CGROUP ||
+	     info.cgroup.attach_type != BPF_LSM_CGROUP || info.cgroup.cgroup_id != root_id)) {
+		at_result(false, name,
+			  "%s is not attached as BPF_LSM_CGROUP to the root %s (id %llu): link "
+			  "type %u, attach type %u, cgroup %llu",
+			  prog_name, env.cg_root, (unsigned long long)root_id, info.type,
+			  info.cgroup.attach_type, (unsigned long long)info.cgroup.cgroup_id);
+		goto out;
+	}
+	prog_fd = bpf_prog_get_fd_by_id(info.prog_id);
+	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (prog_fd < 0 || stats_fd < 0 || !prog_runs(prog_fd, &before)) {
+		at_result(false, name, "cannot count %s's runs: %s", prog_name, strerror(errno));
+		goto out;
+	}
+	st = at_run_in(env.outside_cg, child_open_many, &n, 10000);
+	if (!returned(st, 0) || !prog_runs(prog_fd, &outside)) {
+		at_result(false, name, "the opens outside: %s", describe(st));
+		goto out;
+	}
+	if (at_sandbox_new(&env, "acme", &sb)) {
+		at_result(false, name, "cannot create/register a sandbox");
+		goto out;
+	}
+	st = run_in(&sb, child_open, &(struct open_arg){ .path = ro_file, .flags = O_RDONLY });
+	at_sandbox_free(&sb);
+	if (!returned(st, 0) || !prog_runs(prog_fd, &inside)) {
+		at_result(false, name, "the allowed open in a sandbox: %s", describe(st));
+		goto out;
+	}
+	if (cg_feature == 1)
+		at_result(outside == before && inside > outside, name,
+			  "%s ran %llu times for %d opens outside the root, %llu for one open in a "
+			  "sandbox",
+			  prog_name, (unsigned long long)(outside - before), n,
+			  (unsigned long long)(inside - outside));
+	else
+		at_result(outside - before >= (__u64)n && inside > outside,
+			  "files: without lsm_cgroup, lsm/file_open runs for every task's open",
+			  "%s ran %llu times for %d opens outside the root, %llu for one open in a "
+			  "sandbox",
+			  prog_name, (unsigned long long)(outside - before), n,
+			  (unsigned long long)(inside - outside));
+out:
+	if (stats_fd >= 0)
+		close(stats_fd);
+	if (prog_fd >= 0)
+		close(prog_fd);
+	if (link_fd >= 0)
+		close(link_fd);
+}
+
 /* A remembered verdict names a file by (dev, ino, generation): a new
  * file that got an allowed file's inode number (the allowed one deleted,
  * as by a package upgrade) is judged afresh. Made here with
