@@ -353,8 +353,8 @@ static bool exec_refused_by_policy(struct run *r, const struct sb_child_report *
 {
 	int rule = -1;
 
-	if (!r->tenant_command || !r->sb->enrolled || rep->step != SB_STEP_EXEC ||
-	    (rep->err != EACCES && rep->err != EPERM))
+	if (!r->tenant_command || !r->sb->enrolled || !sb_exec_rule_refuses(r->sb) ||
+	    rep->step != SB_STEP_EXEC || (rep->err != EACCES && rep->err != EPERM))
 		return false;
 	if (sg_pinned_first_rule(r->sb->cg.id, &rule) != 1 || rule != SG_RULE_EXEC)
 		return false;

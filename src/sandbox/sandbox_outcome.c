@@ -28,14 +28,17 @@ static uint64_t since(uint64_t now, uint64_t base)
  * `kill` does when no agent is there to empty the sandbox). So a main
  * that died of a SIGKILL nothing of ours explains (no deadline, no limit,
  * no agent kill), in a run whose first violation the kernel recorded was
- * an exec, was refused its command: the tenant's, as in LSM mode, where
- * the same execve fails with EACCES (read_start_reports()). */
+ * an exec the rule refuses (deny or kill: `log` lets the exec happen and
+ * kills nothing), was refused its command, or killed itself after one of
+ * its commands was: the tenant's either way, as in LSM mode, where the
+ * same execve fails with EACCES (read_start_reports()). */
 static bool refused_at_exec(const struct sandbox *sb, const struct sandbox_result *res)
 {
 	int rule = -1;
 
 	return res->end == SB_SIGNALED && res->signal == SIGKILL && sb->enrolled &&
-	       sg_pinned_first_rule(sb->cg.id, &rule) == 1 && rule == SG_RULE_EXEC;
+	       sb_exec_rule_refuses(sb) && sg_pinned_first_rule(sb->cg.id, &rule) == 1 &&
+	       rule == SG_RULE_EXEC;
 }
 
 /* What ended the run. Our own kills (deadline, stdout) are certain, and

@@ -155,6 +155,7 @@ def main():
               "; ".join(rep["problems"]))
         exec_kill_seen_late(a, progs)
         exec_deny_of_a_child_keeps_the_run(a)
+        exec_logged_then_killed_is_a_crash(a)
         clean_run_needs_no_agent_word(a)
         clean_run_events_attributed(a, progs)
         late_violation_is_the_runs(a)
@@ -228,6 +229,30 @@ def exec_deny_of_a_child_keeps_the_run(a):
           "exec-deny-of-a-child: a child's exec refused (deny) leaves the run ok, and is evented",
           "%s; exec_denied events %s; stderr %s" % (
               r and (r["cause"], r["scores"], r["detail"]), denied[:1], raw.stderr[-200:]))
+
+
+SELF_KILL = """import os, signal, sys
+print("ran", file=sys.stderr, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def exec_logged_then_killed_is_a_crash(a):
+    """`log` lets an exec happen and only events it: a run whose command the
+    exec rule logged (no exec.allow glob matches it), and that then dies of
+    a SIGKILL of its own, crashed. The exec rule refused nothing, so the
+    kernel's record of an exec violation must not make it the rule's
+    refusal of its command (fallback mode reads a main's unexplained
+    SIGKILL after a refused exec that way)."""
+    a.write_policy("foxtrot", {"exec": {"allow": ["/usr/bin/true"]}, "actions": {"exec": "log"}})
+    prog = a.program("self_kill.py", SELF_KILL)
+    r, raw = a.exec_batch("foxtrot", prog)
+    logged = a.events_matching(type="exec", tenant="foxtrot", action="logged")
+    check(r is not None and r["cause"] == "tenant_crash" and "ran" in r.get("stderr", "") and logged,
+          "exec-logged-then-killed: a logged exec is no refusal; the run's own SIGKILL is a crash",
+          "%s; logged exec events %d; stderr %s" % (
+              r and (r["cause"], r["rule"], r["detail"], r.get("stderr")), len(logged),
+              raw.stderr[-200:]))
 
 
 WAIT_GO = """import json, os, sys, time
