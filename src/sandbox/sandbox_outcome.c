@@ -50,7 +50,7 @@ int sb_run_decide(struct run *r, int pump_end)
 {
 	struct sandbox *sb = r->sb;
 	struct sandbox_result *res = r->res;
-	bool reported = r->done_read && r->done.main_ran, settled;
+	bool reported = r->done_read && r->done.main_ran, settled, node_oom = false;
 	/* No report from init: it was killed, and main with it. */
 	int status = reported ? r->done.wait_status : SIGKILL, rule = -1, verdict;
 
@@ -69,14 +69,9 @@ int sb_run_decide(struct run *r, int pump_end)
 		/* The sandbox's own limit, or the node's memory (an ancestor's
 		 * limit, the global OOM killer, which picks the biggest task:
 		 * often a reward program well within its limit). Only the
-		 * first is the tenant's; the second is the node's overload. */
-		if (!sb_cgroup_mem_limit_reached(&sb->cg, sb->limit_base))
-			return sb_run_fail(
-				r, -ENOMEM,
-				"sandbox %s: the kernel's OOM killer killed in it, though it never "
-				"reached its own memory limit (%llu MB): the node, or a cgroup above "
-				"the sandbox, ran out of memory",
-				sb->id, (unsigned long long)sb->policy.limits.memory_mb);
+		 * first is the tenant's; the second is the node's overload,
+		 * unless the run broke a rule too (below). */
+		node_oom = !sb_cgroup_mem_limit_reached(&sb->cg, sb->limit_base);
 		res->end = SB_OOM;
 		res->rule = SG_RULE_MEMORY;
 	} else if (since(sb_cgroup_pids_max_hits(&sb->cg), sb->pids_base) > 0) {
@@ -117,6 +112,15 @@ int sb_run_decide(struct run *r, int pump_end)
 		sb->broken = true;
 		return 0;
 	}
+	/* An OOM kill the sandbox's own limit did not cause, in a run that
+	 * broke no rule the agent killed it for: the node's. */
+	if (node_oom)
+		return sb_run_fail(
+			r, -ENOMEM,
+			"sandbox %s: the kernel's OOM killer killed in it, though it never "
+			"reached its own memory limit (%llu MB): the node, or a cgroup "
+			"above the sandbox, ran out of memory",
+			sb->id, (unsigned long long)sb->policy.limits.memory_mb);
 	/* The call's parent is the platform's: its death is never scored,
 	 * but for the OOM killer's. Only the parent and the call use the
 	 * sandbox's memory during a call, so an OOM kill then is the

@@ -15,6 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import PY, SANDGUARD, Agent, check, finish, skip  # noqa: E402
+from sgtest import cgroup_v1_mounts, sandbox_cgroups  # noqa: E402
 import sgjournal  # noqa: E402
 
 EGRESS = """import json, socket, sys
@@ -156,6 +157,7 @@ def main():
         exec_kill_seen_late(a, progs)
         exec_deny_of_a_child_keeps_the_run(a)
         exec_logged_then_killed_is_a_crash(a)
+        violation_beats_node_oom(a)
         clean_run_needs_no_agent_word(a)
         clean_run_events_attributed(a, progs)
         late_violation_is_the_runs(a)
@@ -253,6 +255,73 @@ def exec_logged_then_killed_is_a_crash(a):
           "%s; logged exec events %d; stderr %s" % (
               r and (r["cause"], r["rule"], r["detail"], r.get("stderr")), len(logged),
               raw.stderr[-200:]))
+
+
+NODE_OOM_THEN_EGRESS = """import json, os, socket, sys, time
+b = json.load(sys.stdin)
+deadline = time.monotonic() + 30
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+pid = os.fork()
+if pid == 0:  # the hog: 16 MB blocks until the OOM killer takes it
+    hog = [bytearray(16 << 20) for _ in range(4096)]
+    os._exit(0)
+_, st = os.waitpid(pid, 0)
+print("hog:", st, file=sys.stderr, flush=True)
+socket.create_connection(("127.0.0.1", 9), timeout=1)
+print(json.dumps([1.0] * len(b["items"])))
+"""
+
+
+def violation_beats_node_oom(a):
+    """A run the agent killed for a rule it broke is the tenant's policy
+    violation even when the node's OOM killer also killed in it (memory
+    the sandbox did not run out of: the node's overload, a platform error
+    on its own, 31-exec-overload exec-node-oom-is-platform-error). The
+    test stands in for the node with a 48 MB limit on the tenant's cgroup
+    under the sandbox's own 256 MB: a child hogs memory and is OOM-killed,
+    then main connects where egress is refused (action kill)."""
+    tenant = "golf"
+    a.write_policy(tenant, {})
+    prog = a.program("node_oom_then_egress.py", NODE_OOM_THEN_EGRESS)
+    go = os.path.join(a.programs, "go-golf")
+    root = a.env["SANDGUARD_CGROUP_ROOT"]
+    v1 = cgroup_v1_mounts().get("memory")
+    tdir, limit, unlimited = ((os.path.join(v1, os.path.basename(root), tenant),
+                               "memory.limit_in_bytes", "-1") if v1 else
+                              (os.path.join(root, tenant), "memory.max", "max"))
+    batch = os.path.join(a.dir, "batch-golf.json")
+    with open(batch, "w") as f:
+        json.dump({"batch_id": "golf", "items": [{"prompt": "p", "completion": "c"}]}, f)
+    p = subprocess.Popen([SANDGUARD, "exec", "--tenant", tenant, "--policy-dir", a.policy_dir,
+                          "--batch", batch, "--", PY, prog, go], env=a.env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 30
+    while not sandbox_cgroups(root, tenant) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        with open(os.path.join(tdir, limit), "w") as f:
+            f.write(str(48 << 20))
+        open(go, "w").close()
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        with open(os.path.join(tdir, limit), "w") as f:
+            f.write(unlimited)
+        if os.path.exists(go):
+            os.unlink(go)
+    try:
+        r = json.loads(out)
+    except ValueError:
+        r = None
+    check(r is not None and r["cause"] == "tenant_policy_violation" and r["rule"] == "egress"
+          and "hog: 9" in r.get("stderr", ""),
+          "node-oom-and-violation: the agent's kill for a broken rule is the tenant's, though the "
+          "node's OOM killer killed in the run too",
+          "%s; stderr %s" % (r and (r["cause"], r["rule"], r["detail"], r.get("stderr")),
+                             err[-300:]))
 
 
 WAIT_GO = """import json, os, sys, time
