@@ -22,7 +22,6 @@
 #include <unistd.h>
 #include "control/agent_client.h"
 #include "control/enroll.h"
-#include "control/pinned.h"
 #include "lib/clock.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
@@ -351,12 +350,8 @@ static int init_says(struct run *r)
  * exec), never as the platform's setup failure (retried, never blamed). */
 static bool exec_refused_by_policy(struct run *r, const struct sb_child_report *rep)
 {
-	int rule = -1;
-
-	if (!r->tenant_command || !r->sb->enrolled || !sb_exec_rule_refuses(r->sb) ||
-	    rep->step != SB_STEP_EXEC || (rep->err != EACCES && rep->err != EPERM))
-		return false;
-	if (sg_pinned_first_rule(r->sb->cg.id, &rule) != 1 || rule != SG_RULE_EXEC)
+	if (!r->tenant_command || rep->step != SB_STEP_EXEC ||
+	    (rep->err != EACCES && rep->err != EPERM) || !sb_exec_refusal_recorded(r->sb))
 		return false;
 	r->exec_refused = true;
 	r->sb->broken = true;

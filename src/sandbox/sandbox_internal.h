@@ -86,13 +86,11 @@ void sb_on_ready(struct sandbox *sb, bool note_scratch);
  * files it fetches. Where that fails, the teardown removes it as usual. */
 void sb_scratch_detach(struct sandbox *sb);
 
-/* Whether the sandbox's exec rule refuses what it does not allow (deny
- * or kill), so that an exec violation in its kernel record ended an exec:
- * `log` lets the exec happen and only events it. */
-static inline bool sb_exec_rule_refuses(const struct sandbox *sb)
-{
-	return sb->policy.action[SG_RULE_EXEC] != SG_POLICY_LOG;
-}
+/* Whether the kernel's record of the sandbox (sg_state) says its exec
+ * rule refused an exec in it: its first violation an exec, under an
+ * action that refuses (deny or kill; `log` lets the exec happen and only
+ * events it). The record is written afresh for every run. */
+bool sb_exec_refusal_recorded(const struct sandbox *sb);
 
 /* The agent's enrollment of the sandbox (its counters start at zero);
  * the agent is told when `notify` (once is enough). */

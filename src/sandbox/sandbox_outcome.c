@@ -34,11 +34,15 @@ static uint64_t since(uint64_t now, uint64_t base)
  * same execve fails with EACCES (read_start_reports()). */
 static bool refused_at_exec(const struct sandbox *sb, const struct sandbox_result *res)
 {
+	return res->end == SB_SIGNALED && res->signal == SIGKILL && sb_exec_refusal_recorded(sb);
+}
+
+bool sb_exec_refusal_recorded(const struct sandbox *sb)
+{
 	int rule = -1;
 
-	return res->end == SB_SIGNALED && res->signal == SIGKILL && sb->enrolled &&
-	       sb_exec_rule_refuses(sb) && sg_pinned_first_rule(sb->cg.id, &rule) == 1 &&
-	       rule == SG_RULE_EXEC;
+	return sb->enrolled && sb->policy.action[SG_RULE_EXEC] != SG_POLICY_LOG &&
+	       sg_pinned_first_rule(sb->cg.id, &rule) == 1 && rule == SG_RULE_EXEC;
 }
 
 /* What ended the run. Our own kills (deadline, stdout) are certain, and

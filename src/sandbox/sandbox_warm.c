@@ -225,6 +225,19 @@ static int start_parent(struct sandbox *sb, const struct sandbox_spec *spec, int
 	return ret;
 }
 
+/* The tenant's exec rule refused the interpreter itself (LSM mode: its
+ * execve failed; fallback: it was killed at it): the start is no platform
+ * fault to retry warm. The tenant's calls of the script run cold for a
+ * while, where the same refusal of the same interpreter is booked as the
+ * tenant's policy violation. */
+static void refuse_if_exec_rule(struct sandbox *sb)
+{
+	if (!sb_exec_refusal_recorded(sb))
+		return;
+	sb->warm.refused = true;
+	sb_warm_refuse(sb, "the policy's exec rule refuses its interpreter");
+}
+
 int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *detail, size_t dlen)
 {
 	struct sb_warm *w = &sb->warm;
@@ -244,6 +257,7 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 	err = start_parent(sb, spec, sv[1], detail, dlen);
 	if (err) {
 		close(sv[0]);
+		refuse_if_exec_rule(sb);
 		return err;
 	}
 	w->sock = sv[0];
@@ -261,10 +275,12 @@ int sb_warm_start(struct sandbox *sb, const struct sandbox_spec *spec, char *det
 			       "sandbox %s: the warm interpreter for %s could not start: %.*s",
 			       sb->id, w->script, (int)sizeof(m.text), m.text);
 	}
-	if (got != 1 || m.type != SB_WARM_READY)
+	if (got != 1 || m.type != SB_WARM_READY) {
+		refuse_if_exec_rule(sb);
 		return sb_fail(detail, dlen, got == 0 ? -ETIMEDOUT : -EPIPE,
 			       "sandbox %s: the warm interpreter for %s %s", sb->id, w->script,
 			       got == 0 ? "was not ready within 10 s" : "ended during its start");
+	}
 	w->pid = lone_process(w->home.path);
 	w->base_rss_kb = w->pid ? rss_kb(w->pid) : 0;
 	w->started_ms = clock_ms(CLOCK_MONOTONIC);

@@ -505,6 +505,44 @@ def t_agent_attributes_clean_calls(env, ex):
     return agent_calls(env, "wiclean", CLEAN_CALL, lambda e: e.get("type") == "exit", "exit")
 
 
+def t_interpreter_refused_by_exec_rule(env, ex):
+    """A tenant whose exec rule refuses its own warm interpreter (no
+    exec.allow glob matches python3; action deny): the warm start is no
+    platform fault to retry warm, so the call runs cold, where the same
+    refusal of the run's command is the tenant's policy violation (rule
+    exec), final at once, and so is every call after it, never a
+    platform_error retried and never blamed."""
+    a = sgagent.Agent({"wi-refused": {"warm": {"interpreter": "python3", "preload": ["json"]},
+                                      "exec": {"allow": ["/usr/bin/true"]},
+                                      "actions": {"exec": "deny"},
+                                      "failure": {"mode": "retry", "max_retries": 2}}},
+                      name="wirefused")
+    a.env["SANDGUARD_UID_BASE"] = str(UID_BASE + 160)
+    prog = a.program("wi_refused.py", CLEAN_CALL)
+    executor = None
+    try:
+        if not a.start():
+            return "the agent did not start: %s" % open(os.path.join(a.dir, "agent.log")).read()[-300:]
+        executor = subprocess.Popen([sgexecutor.BIN, "executor"], env=a.env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        if b"executor listening on" not in executor.stdout.readline():
+            return "the executor did not start"
+        got = []
+        for _ in range(3):
+            res, raw = a.exec_batch("wi-refused", prog)
+            if not res:
+                return "no result: %s" % raw.stderr[-300:]
+            got.append((res["cause"], res["rule"], res["attempts"], res.get("path"), res["detail"][:200]))
+        bad = [g for g in got if g[:3] != ("tenant_policy_violation", "exec", 1)]
+        return "calls booked %s, want tenant_policy_violation/exec in one attempt each" % got \
+            if bad else None
+    finally:
+        if executor:
+            executor.send_signal(signal.SIGTERM)
+            executor.wait(60)
+        a.cleanup()
+
+
 class ServeEnv:
     """What sgserve.Server needs of the suite's tree."""
 
@@ -571,6 +609,7 @@ CASES = [
     ("warm-v1-score", t_v1_score_warm),
     ("warm-agent-attributes-each-call", t_agent_attributes_each_call),
     ("warm-agent-attributes-clean-calls", t_agent_attributes_clean_calls),
+    ("warm-interpreter-refused-by-exec-rule-is-the-tenants", t_interpreter_refused_by_exec_rule),
     ("warm-nothing-left-at-stop", t_nothing_left_at_stop),
 ]
 
