@@ -178,12 +178,17 @@ int sb_run_take_outputs(struct run *r, struct sb_pump *pump)
 	dirfd = r->sb->scratch_fd >= 0
 			? r->sb->scratch_fd
 			: open(r->sb->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dirfd < 0)
+		return sb_run_fail(r, -errno, "cannot open the scratch %s to fetch %s: %s",
+				   r->sb->scratch, s->fetch[0], strerror(errno));
 	for (i = 0; i < s->n_fetch && !err; i++)
 		err = sb_scratch_fetch(dirfd, s->fetch[i], r->sb->slot.uid,
 				       s->policy->limits.output_bytes, &res->fetched[i]);
-	if (dirfd >= 0 && dirfd != r->sb->scratch_fd)
+	if (dirfd != r->sb->scratch_fd)
 		close(dirfd);
-	return err ? sb_run_fail(r, -ENOMEM, "out of memory fetching %s", s->fetch[i - 1]) : 0;
+	return err ? sb_run_fail(r, err, "cannot fetch %s from the scratch: %s", s->fetch[i - 1],
+				 strerror(-err))
+		   : 0;
 }
 
 void sb_run_free_outputs(struct sandbox_result *res)

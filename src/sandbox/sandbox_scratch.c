@@ -297,6 +297,15 @@ static int open_beneath(int dirfd, const char *rel)
 	return fd;
 }
 
+/* An error of the executor's, not of what the tenant left: out of fds or
+ * memory, or the disk's I/O. Any other refusal (missing, a symlink, a
+ * socket, outside the scratch) is the tenant's file not being there, and
+ * the tenant cannot make one of these happen to the executor. */
+static bool platform_errno(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS || err == EIO;
+}
+
 int sb_scratch_fetch(int scratch_fd, const char *rel, uid_t owner, size_t cap,
 		     struct sandbox_fetched *out)
 {
@@ -308,11 +317,13 @@ int sb_scratch_fetch(int scratch_fd, const char *rel, uid_t owner, size_t cap,
 	out->path = strdup(rel ? rel : "");
 	if (!out->path)
 		return -ENOMEM;
-	if (scratch_fd < 0 || !sb_scratch_path_valid(rel))
+	if (scratch_fd < 0)
+		return -EBADF;
+	if (!sb_scratch_path_valid(rel))
 		return 0;
 	fd = open_beneath(scratch_fd, rel);
 	if (fd < 0)
-		return 0;
+		return platform_errno(errno) ? -errno : 0;
 	/* Only the tenant's own regular file: not a FIFO that would block,
 	 * not a hard link to a file of root's. */
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != owner) {
@@ -328,6 +339,12 @@ int sb_scratch_fetch(int scratch_fd, const char *rel, uid_t owner, size_t cap,
 		ssize_t n = read(fd, out->data + len, cap - len);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && platform_errno(errno)) {
+			int err = -errno;
+
+			close(fd);
+			return err;
+		}
 		if (n <= 0)
 			break;
 		len += (size_t)n;

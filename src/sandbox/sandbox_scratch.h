@@ -81,10 +81,13 @@ int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *d
 int sb_scratch_write_files(const char *scratch, const struct sandbox_file *files, size_t n,
 			   uid_t uid, gid_t gid, char *detail, size_t dlen);
 
-/* Read back <rel> under the scratch's root directory, open as scratch_fd
- * (-1: nothing is fetched): only a regular file owned by `owner`, reached
- * without symlinks, at most `cap` bytes. A missing or refused file leaves
- * out->data NULL and returns 0; -ENOMEM is the only error. */
+/* Read back <rel> under the scratch's root directory, open as scratch_fd:
+ * only a regular file owned by `owner`, reached without symlinks, at most
+ * `cap` bytes. A missing or refused file (the tenant's doing) leaves
+ * out->data NULL and returns 0. The executor's own failures are errors,
+ * never a missing file that would score as the tenant's: -EBADF with no
+ * scratch_fd, -ENOMEM, and -errno where the open or the read ran out of
+ * fds or memory or met an I/O error. */
 int sb_scratch_fetch(int scratch_fd, const char *rel, uid_t owner, size_t cap,
 		     struct sandbox_fetched *out);
 

@@ -169,6 +169,25 @@ static void test_fetch(void **state)
 	assert_int_equal(sb_scratch_fetch(dirfd, "out.txt", getuid() + 1, 100, &f), 0);
 	assert_null(f.data);
 	free(f.path);
+
+	/* The executor's own failures are errors (a platform error), never a
+	 * missing file that would score as the tenant's: no scratch, and no
+	 * fd left for the open. */
+	assert_int_equal(sb_scratch_fetch(-1, "out.txt", getuid(), 100, &f), -EBADF);
+	free(f.path);
+	struct rlimit was, none;
+	int lowest = dup(0);
+
+	assert_true(lowest >= 0);
+	close(lowest);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	none = (struct rlimit){ .rlim_cur = (rlim_t)lowest, .rlim_max = was.rlim_max };
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+	int got = sb_scratch_fetch(dirfd, "out.txt", getuid(), 100, &f);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(got, -EMFILE);
+	assert_null(f.data);
+	free(f.path);
 	close(dirfd);
 }
 
