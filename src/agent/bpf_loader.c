@@ -147,7 +147,16 @@ static int attach_prog(struct sg_bpf *b, struct bpf_program *prog, int cgroup_fd
 	link = to_cgroup ? bpf_program__attach_cgroup(prog, cgroup_fd) : bpf_program__attach(prog);
 	if (!link) {
 		err = -errno;
-		sg_error("cannot attach %s: %s", bpf_program__name(prog), strerror(errno));
+		/* The kernel takes lsm_cgroup programs on ten hooks at most,
+		 * shared by all the node's software: the hooks themselves
+		 * take the same judgement. */
+		sg_error(
+			"cannot attach %s: %s%s", bpf_program__name(prog), strerror(errno),
+			bpf_program__expected_attach_type(prog) == BPF_LSM_CGROUP
+				? " (to attach LSM mode's programs to their hooks instead, for every "
+				  "task of the node, start the agent with "
+				  "SANDGUARD_DISABLE_FEATURES=bpf_lsm_cgroup)"
+				: "");
 		return err;
 	}
 	err = pin_link(link, dir, bpf_program__name(prog));

@@ -305,12 +305,6 @@ const struct sg_features *probe_features(const char *cgroup_root)
 		snprintf(f.f[SG_FEAT_LSM].why, sizeof(f.f[0].why),
 			 "lsm/file_open refused to load: 'bpf' is in /sys/kernel/security/lsm but "
 			 "this kernel refuses BPF LSM programs (trampolines)");
-	/* The unix hooks are BPF LSM programs too: they run only where it does. */
-	if (!f.f[SG_FEAT_LSM].ok && f.f[SG_FEAT_LSM_UNIX].ok) {
-		f.f[SG_FEAT_LSM_UNIX].ok = false;
-		snprintf(f.f[SG_FEAT_LSM_UNIX].why, sizeof(f.f[0].why),
-			 "loads, but BPF LSM programs do not run here (see bpf_lsm)");
-	}
 	if (cg_fd >= 0) {
 		probe_one(&f, SG_FEAT_CONNECT4, "probe_connect4", -1, cg_fd, false);
 		probe_one(&f, SG_FEAT_CONNECT6, "probe_connect6", -1, cg_fd, false);
@@ -338,15 +332,21 @@ const struct sg_features *probe_features(const char *cgroup_root)
 			snprintf(f.f[cg_features[i]].why, sizeof(f.f[0].why),
 				 "cannot create a probe cgroup under %.100s", cgroup_root);
 	}
-	/* An lsm_cgroup program is a BPF LSM program: it loads and runs
-	 * only where those do, whatever the kernel's version. */
+	rmdir(probe_cg);
+	apply_disabled(&f);
+	/* After the features turned off: the unix hooks are BPF LSM programs
+	 * too, and run only where it does. */
+	if (!f.f[SG_FEAT_LSM].ok && f.f[SG_FEAT_LSM_UNIX].ok) {
+		f.f[SG_FEAT_LSM_UNIX].ok = false;
+		snprintf(f.f[SG_FEAT_LSM_UNIX].why, sizeof(f.f[0].why),
+			 "loads, but BPF LSM programs do not run here (see bpf_lsm)");
+	}
+	/* So is an lsm_cgroup program, whatever the kernel's version. */
 	if (!f.f[SG_FEAT_LSM].ok) {
 		f.f[SG_FEAT_LSM_CGROUP].ok = false;
 		snprintf(f.f[SG_FEAT_LSM_CGROUP].why, sizeof(f.f[0].why),
 			 "BPF LSM programs do not run here (see bpf_lsm)");
 	}
-	rmdir(probe_cg);
-	apply_disabled(&f);
 	return &f;
 }
 

@@ -35,7 +35,7 @@ static const char *const v1_name[SB_CTRL__COUNT] = {
 #define CPU_PERIOD_US 100000
 /* A memory cgroup charges in batches of up to 64 pages: its usage can stop
  * short of its limit by that much when a charge fails. */
-#define CHARGE_SLACK (64 * 4096)
+#define CHARGE_SLACK (64 * (uint64_t)sysconf(_SC_PAGESIZE))
 
 /* A counter of a flat-keyed cgroup file such as memory.events; 0 when the
  * file or the key is missing (a kernel without that counter). */
