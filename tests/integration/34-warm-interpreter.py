@@ -436,6 +436,19 @@ print(json.dumps([1] * len(json.load(sys.stdin)["items"])))
 """
 
 
+def agent_and_executor(a, uid_offset):
+    """Start the agent `a`, then a `sandguard executor` beside it on its own
+    slot uids: (the executor, None), or (it or None, why not)."""
+    a.env["SANDGUARD_UID_BASE"] = str(UID_BASE + uid_offset)
+    if not a.start():
+        return None, "the agent did not start: %s" % open(os.path.join(a.dir, "agent.log")).read()[-300:]
+    executor = subprocess.Popen([sgexecutor.BIN, "executor"], env=a.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    if b"executor listening on" not in executor.stdout.readline():
+        return executor, "the executor did not start"
+    return executor, None
+
+
 def agent_calls(env, name, prog_text, pick, what):
     """With an agent enforcing, two warm calls of one parent: each call's
     events that `pick` selects must carry that call's batch_id and run_id
@@ -444,16 +457,12 @@ def agent_calls(env, name, prog_text, pick, what):
     reads it)."""
     a = sgagent.Agent({"wi-agent": {"warm": {"interpreter": "python3", "preload": ["json"]},
                                     "actions": {"egress": "deny"}}}, name=name)
-    a.env["SANDGUARD_UID_BASE"] = str(UID_BASE + 128)
     prog = a.program(name + ".py", prog_text)
     executor = None
     try:
-        if not a.start():
-            return "the agent did not start: %s" % open(os.path.join(a.dir, "agent.log")).read()[-300:]
-        executor = subprocess.Popen([sgexecutor.BIN, "executor"], env=a.env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        if b"executor listening on" not in executor.stdout.readline():
-            return "the executor did not start"
+        executor, why = agent_and_executor(a, 128)
+        if why:
+            return why
         calls, last = [], None
         deadline = time.monotonic() + WARM_BOUND_S
         while time.monotonic() < deadline and len(calls) < 2:
@@ -517,16 +526,12 @@ def t_interpreter_refused_by_exec_rule(env, ex):
                                       "actions": {"exec": "deny"},
                                       "failure": {"mode": "retry", "max_retries": 2}}},
                       name="wirefused")
-    a.env["SANDGUARD_UID_BASE"] = str(UID_BASE + 160)
     prog = a.program("wi_refused.py", CLEAN_CALL)
     executor = None
     try:
-        if not a.start():
-            return "the agent did not start: %s" % open(os.path.join(a.dir, "agent.log")).read()[-300:]
-        executor = subprocess.Popen([sgexecutor.BIN, "executor"], env=a.env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        if b"executor listening on" not in executor.stdout.readline():
-            return "the executor did not start"
+        executor, why = agent_and_executor(a, 160)
+        if why:
+            return why
         got = []
         for _ in range(3):
             res, raw = a.exec_batch("wi-refused", prog)
