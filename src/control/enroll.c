@@ -19,6 +19,7 @@
 #include <bpf/bpf.h>
 #include "agent_client.h"
 #include "enroll.h"
+#include "lib/cgroup.h"
 #include "lib/host_path.h"
 #include "lib/log.h"
 #include "ondemand.h"
@@ -267,6 +268,28 @@ static int enroll(const struct pins *p, const struct sg_enroll_request *req,
 	return -EAGAIN;
 }
 
+/* The agent's cgroup programs (egress; LSM mode's file and exec ones from
+ * 6.0) sit on its cgroup root and judge only what is below it. An
+ * executor configured with another root would have its sandboxes in the
+ * maps and believe them enforced, with those programs never running for
+ * them: refused as the deployment's fault. Compared by cgroup id, which
+ * no cgroup namespace changes. Pins that say nothing of the root (no such
+ * link) are not refused for it. */
+static int same_cgroup_root(struct sg_enroll_result *res)
+{
+	uint64_t agents = 0, ours = 0;
+	char root[PATH_MAX];
+
+	if (sg_pinned_root_cgroup_id(&agents) || sandguard_root(root, sizeof(root), false) ||
+	    cgroup_id_of(root, &ours) || agents == ours)
+		return 0;
+	snprintf(res->detail, sizeof(res->detail),
+		 "the agent enforces below another cgroup root (id %llu) than this executor's "
+		 "%.120s (id %llu): fix the deployment (SANDGUARD_CGROUP_ROOT)",
+		 (unsigned long long)agents, root, (unsigned long long)ours);
+	return -EXDEV;
+}
+
 int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_result *res)
 {
 	struct pins p = PINS_NONE;
@@ -284,6 +307,11 @@ int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_resu
 		snprintf(res->detail, sizeof(res->detail),
 			 "the agent's pins under %s are unusable: %s", sg_pin_root(),
 			 err == -ENOLINK ? "no programs attached" : strerror(-err));
+		pins_close(&p);
+		return err;
+	}
+	err = same_cgroup_root(res);
+	if (err) {
 		pins_close(&p);
 		return err;
 	}

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include "abi/maps.h"
@@ -65,6 +66,31 @@ int sg_pinned_links(void)
 			n++;
 	closedir(d);
 	return n;
+}
+
+int sg_pinned_root_cgroup_id(uint64_t *id)
+{
+	struct bpf_link_info info;
+	__u32 len = sizeof(info);
+	uint32_t gen = sg_pinned_generation();
+	char path[PATH_MAX];
+	int fd, err = 0;
+
+	if (!gen)
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/gen-%u/sg_skb_egress", sg_pin_root(), gen);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -errno;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		err = -errno;
+	else if (info.type != BPF_LINK_TYPE_CGROUP)
+		err = -EINVAL;
+	else
+		*id = info.cgroup.cgroup_id;
+	close(fd);
+	return err;
 }
 
 int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule)

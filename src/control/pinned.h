@@ -20,6 +20,11 @@ uint32_t sg_pinned_generation(void);
 /* Pinned links of the active generation (readiness: > 0). */
 int sg_pinned_links(void);
 
+/* The cgroup the active generation's cgroup programs are attached to (the
+ * agent's sandguard root), from its egress catch-all's pinned link: 0 with
+ * *id, or -errno. */
+int sg_pinned_root_cgroup_id(uint64_t *id);
+
 /* Whether the agent killed a sandbox, from its pinned record (sg_killed):
  * 1 with *rule (enum sg_rule) when it did, 0 when not (a kill-class
  * violation the kernel recorded is not a kill until the agent carries it

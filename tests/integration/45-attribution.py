@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import PY, SANDGUARD, Agent, check, finish, skip  # noqa: E402
-from sgtest import cgroup_v1_mounts, sandbox_cgroups  # noqa: E402
+from sgtest import cgroup_v1_mounts, remove_cgroup_tree, sandbox_cgroups  # noqa: E402
 import sgjournal  # noqa: E402
 
 EGRESS = """import json, socket, sys
@@ -161,6 +161,7 @@ def main():
         clean_run_needs_no_agent_word(a)
         clean_run_events_attributed(a, progs)
         late_violation_is_the_runs(a)
+        other_cgroup_root(a, progs)
         host_root(a, progs)
     finally:
         a.cleanup()
@@ -449,6 +450,35 @@ def late_violation_is_the_runs(a):
     check(not wrong and caught > 0,
           "late-violation-is-the-runs: a violation by a run's last process, in the call it was killed "
           "in, is booked to that run", "booked otherwise: %s; runs that caught it: %d of 8" % (wrong, caught))
+
+
+def other_cgroup_root(a, progs):
+    """The agent's cgroup programs (egress; LSM mode's file and exec ones)
+    sit on its cgroup root: an executor configured with another root at the
+    same depth would put sandboxes nothing judges there, and believe them
+    enforced. Every batch is refused as a platform error naming it, never
+    run unjudged: the forbidden connect never leaves."""
+    root = a.env["SANDGUARD_CGROUP_ROOT"] + "-other"
+    env = dict(a.env, SANDGUARD_CGROUP_ROOT=root)
+    try:
+        p = subprocess.run([SANDGUARD, "exec", "--tenant", "alpha", "--policy-dir", a.policy_dir,
+                            "--batch", "-", "--", PY, progs["egress"]], env=env,
+                           input=json.dumps({"batch_id": "other-root",
+                                             "items": [{"prompt": "p", "completion": "c"}]}),
+                           capture_output=True, text=True, timeout=120)
+        try:
+            r = json.loads(p.stdout)
+        except ValueError:
+            r = None
+        ran = [x for x in a.events_matching(tenant="alpha") if x.get("batch_id") == "other-root"]
+        check(r is not None and r["cause"] == "platform_error" and "another cgroup root" in r["detail"]
+              and not ran,
+              "cgroup-root: an executor on another cgroup root than its agent's gets "
+              "platform_error, never an unjudged run",
+              "%s; events of the batch %s" % (r and (r["cause"], r["detail"]) or p.stderr[-300:],
+                                              ran[:2]))
+    finally:
+        remove_cgroup_tree(root)
 
 
 def host_root(a, progs):
