@@ -71,14 +71,18 @@ def parent_pids(env, tenant):
     still sandguard's."""
     pids = []
     for procs in glob.glob(os.path.join(env.cgroot, tenant, "*", "run-1", "cgroup.procs")):
-        with open(procs) as f:
-            for pid in [int(x) for x in f.read().split()]:
-                try:
-                    waiting = os.path.samefile("/proc/%d/exe" % pid, BIN)
-                except OSError:
-                    waiting = False
-                if not waiting:
-                    pids.append(pid)
+        try:
+            with open(procs) as f:
+                listed = [int(x) for x in f.read().split()]
+        except FileNotFoundError:  # torn down since the listing: it holds no one
+            continue
+        for pid in listed:
+            try:
+                waiting = os.path.samefile("/proc/%d/exe" % pid, BIN)
+            except OSError:
+                waiting = False
+            if not waiting:
+                pids.append(pid)
     return pids
 
 
