@@ -275,18 +275,17 @@ static int enroll(const struct pins *p, const struct sg_enroll_request *req,
  * them: refused as the deployment's fault. Compared by cgroup id, which
  * no cgroup namespace changes. Pins that say nothing of the root (no such
  * link) are not refused for it. */
-static int same_cgroup_root(struct sg_enroll_result *res)
+static int same_cgroup_root(const struct sg_enroll_request *req, struct sg_enroll_result *res)
 {
 	uint64_t agents = 0, ours = 0;
-	char root[PATH_MAX];
 
-	if (sg_pinned_root_cgroup_id(&agents) || sandguard_root(root, sizeof(root), false) ||
-	    cgroup_id_of(root, &ours) || agents == ours)
+	if (!req->cgroup_root || sg_pinned_root_cgroup_id(&agents) ||
+	    cgroup_id_of(req->cgroup_root, &ours) || agents == ours)
 		return 0;
 	snprintf(res->detail, sizeof(res->detail),
 		 "the agent enforces below another cgroup root (id %llu) than this executor's "
 		 "%.120s (id %llu): fix the deployment (SANDGUARD_CGROUP_ROOT)",
-		 (unsigned long long)agents, root, (unsigned long long)ours);
+		 (unsigned long long)agents, req->cgroup_root, (unsigned long long)ours);
 	return -EXDEV;
 }
 
@@ -310,7 +309,7 @@ int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_resu
 		pins_close(&p);
 		return err;
 	}
-	err = same_cgroup_root(res);
+	err = same_cgroup_root(req, res);
 	if (err) {
 		pins_close(&p);
 		return err;

@@ -20,6 +20,7 @@ struct sg_enroll_request {
 	const char *sandbox; /* its id: <cgroup root>/<tenant>/<sandbox> */
 	const char *run_id, *batch_id;
 	uint64_t cgroup_id;
+	const char *cgroup_root;        /* the root its cgroup is below (NULL: not compared) */
 	const char *scratch;            /* its scratch: a tmpfs of its own, or a directory */
 	const struct sg_policy *policy; /* the policy the executor runs it under */
 	struct agent_conn *agent;       /* NULL: no agent answered */

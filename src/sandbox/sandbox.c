@@ -137,6 +137,7 @@ int sb_enroll(struct sandbox *sb, bool notify, char *detail, size_t dlen)
 		.tenant = sb->tenant,
 		.sandbox = sb->id,
 		.cgroup_id = sb->cg.id,
+		.cgroup_root = sb->cg.root,
 		.scratch = sb->scratch,
 		.policy = &sb->policy,
 		.agent = notify ? sb->agent : NULL,

@@ -282,6 +282,7 @@ int at_sandbox_enroll(struct at_env *env, const char *tenant, struct at_sandbox 
 	req.run_id = sb->run_id;
 	req.batch_id = sb->batch_id;
 	req.cgroup_id = cgid;
+	req.cgroup_root = env->cg_root;
 	req.scratch = sb->scratch;
 	req.policy = &policy;
 	req.agent = at_enroll_notify ? agent_connect(env->sock) : NULL;
