@@ -134,9 +134,9 @@ static int pin_on_demand(struct bpf_program *prog, const char *dir)
 static int attach_prog(struct sg_bpf *b, struct bpf_program *prog, int cgroup_fd, const char *dir)
 {
 	enum bpf_prog_type type = bpf_program__type(prog);
+	bool lsm_cgroup = bpf_program__expected_attach_type(prog) == BPF_LSM_CGROUP;
 	bool to_cgroup = type == BPF_PROG_TYPE_CGROUP_SOCK_ADDR ||
-			 type == BPF_PROG_TYPE_CGROUP_SKB ||
-			 bpf_program__expected_attach_type(prog) == BPF_LSM_CGROUP;
+			 type == BPF_PROG_TYPE_CGROUP_SKB || lsm_cgroup;
 	struct bpf_link *link;
 	int err;
 
@@ -152,7 +152,7 @@ static int attach_prog(struct sg_bpf *b, struct bpf_program *prog, int cgroup_fd
 		 * take the same judgement. */
 		sg_error(
 			"cannot attach %s: %s%s", bpf_program__name(prog), strerror(errno),
-			bpf_program__expected_attach_type(prog) == BPF_LSM_CGROUP
+			lsm_cgroup
 				? " (to attach LSM mode's programs to their hooks instead, for every "
 				  "task of the node, start the agent with "
 				  "SANDGUARD_DISABLE_FEATURES=bpf_lsm_cgroup)"
