@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import cgroup_v1_mounts, sandbox_cgroups, uid_base  # noqa: E402
+from sgtest import sandbox_cgroups, tenant_memory_dir, uid_base  # noqa: E402
 import sgexec  # noqa: E402
 
 # our own slot uid range, 256 uids (30-exec uses 62000, 21-sandbox-isolation 67300)
@@ -167,15 +167,6 @@ def t_own_quota_not_starvation(env):
         return "the detail does not name the CPU limit's hold: %s" % res["detail"]
 
 
-def tenant_memory_dir(env, tenant):
-    """The tenant's cgroup in the memory hierarchy and its limit file: the
-    v1 mirror on hybrid nodes, the v2 tree otherwise."""
-    v1 = cgroup_v1_mounts().get("memory")
-    if v1:
-        return os.path.join(v1, os.path.basename(env.cgroot), tenant), "memory.limit_in_bytes", "-1"
-    return os.path.join(env.cgroot, tenant), "memory.max", "max"
-
-
 def t_node_oom_is_platform(env):
     """The kernel's OOM killer acting for memory the sandbox did not run
     out of (the node's, or a cgroup above the sandbox's) is the node's
@@ -195,7 +186,7 @@ def t_node_oom_is_platform(env):
                           os.path.join(env.progs, "rw_wait_hog.py"), go],
                          env=env.env(SANDGUARD_WARM="0"), stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    tdir, limit, unlimited = tenant_memory_dir(env, "rw-nodemem")
+    tdir, limit, unlimited = tenant_memory_dir(env.cgroot, "rw-nodemem")
     deadline = time.monotonic() + 30
     while not sandbox_cgroups(env.cgroot, "rw-nodemem") and time.monotonic() < deadline:
         time.sleep(0.02)

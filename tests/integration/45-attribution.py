@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import PY, SANDGUARD, Agent, check, finish, skip  # noqa: E402
-from sgtest import cgroup_v1_mounts, remove_cgroup_tree, sandbox_cgroups  # noqa: E402
+from sgtest import remove_cgroup_tree, sandbox_cgroups, tenant_memory_dir  # noqa: E402
 import sgjournal  # noqa: E402
 
 EGRESS = """import json, socket, sys
@@ -287,10 +287,7 @@ def violation_beats_node_oom(a):
     prog = a.program("node_oom_then_egress.py", NODE_OOM_THEN_EGRESS)
     go = os.path.join(a.programs, "go-golf")
     root = a.env["SANDGUARD_CGROUP_ROOT"]
-    v1 = cgroup_v1_mounts().get("memory")
-    tdir, limit, unlimited = ((os.path.join(v1, os.path.basename(root), tenant),
-                               "memory.limit_in_bytes", "-1") if v1 else
-                              (os.path.join(root, tenant), "memory.max", "max"))
+    tdir, limit, unlimited = tenant_memory_dir(root, tenant)
     batch = os.path.join(a.dir, "batch-golf.json")
     with open(batch, "w") as f:
         json.dump({"batch_id": "golf", "items": [{"prompt": "p", "completion": "c"}]}, f)

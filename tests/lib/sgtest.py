@@ -121,6 +121,16 @@ def cgroup_v1_mounts():
     return {c: p for c, p in found.items() if c in ("pids", "memory", "cpu", "cpuacct", "cpuset", "io", "blkio")}
 
 
+def tenant_memory_dir(cgroot, tenant):
+    """A tenant's cgroup in the memory hierarchy, its limit file and the
+    value that lifts the limit: the v1 mirror on hybrid nodes, the v2 tree
+    otherwise."""
+    v1 = cgroup_v1_mounts().get("memory")
+    if v1:
+        return os.path.join(v1, os.path.basename(cgroot), tenant), "memory.limit_in_bytes", "-1"
+    return os.path.join(cgroot, tenant), "memory.max", "max"
+
+
 def kill_and_rmdir(path, tries=100):
     """Empty one cgroup (cgroup.kill where there is one) and remove it."""
     try:
