@@ -27,6 +27,7 @@ static const double kill_latency_bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01
 static struct {
 	struct metrics_family *failures, *violations, *events, *kills, *batches, *duration;
 	struct metrics_family *active, *degenerate, *invalid, *drops, *lost, *reloads;
+	struct metrics_family *confirmations;
 	struct metrics_family *feature, *build, *kill_latency, *detector, *sandboxes_total;
 	struct metrics_family *records, *gaps, *rebuilds, *checkpoint_failures, *disk_free;
 	struct metrics_family *disk_reserve;
@@ -78,6 +79,12 @@ static void collect_tenant(const struct ledger_tenant *t, void *ctx)
 			      LEDGER_N_BOUNDS + 1, t->duration.sum_seconds);
 	metrics_counter_set(fam.degenerate, (const char *[]){ t->name }, t->degenerate);
 	metrics_counter_set(fam.invalid, (const char *[]){ t->name }, t->invalid);
+	metrics_counter_set(fam.confirmations, (const char *[]){ t->name, "timeout" },
+			    t->confirmations - t->confirmations_overturned);
+	metrics_counter_set(fam.confirmations, (const char *[]){ t->name, "overturned" },
+			    t->confirmations_overturned);
+	metrics_counter_set(fam.confirmations, (const char *[]){ t->name, "unadmitted" },
+			    t->confirmations_unadmitted);
 	(void)v;
 	(void)ctx;
 }
@@ -193,6 +200,7 @@ static int register_families(struct metrics_registry *r)
 	static const char *const l_tta[] = { "tenant", "type", "action", NULL };
 	static const char *const l_ts[] = { "tenant", "status", NULL };
 	static const char *const l_t[] = { "tenant", NULL };
+	static const char *const l_tv[] = { "tenant", "verdict", NULL };
 	static const char *const l_res[] = { "result", NULL };
 	static const char *const l_fm[] = { "feature", "mode", NULL };
 	static const char *const l_ver[] = { "version", NULL };
@@ -227,6 +235,12 @@ static int register_families(struct metrics_registry *r)
 	err |= add(r, METRICS_COUNTER, "sandguard_invalid_batches_total",
 		   "Batches whose output failed the schema gate (NaN, wrong length, ...).", l_t,
 		   NULL, 0, &fam.invalid);
+	err |= add(r, METRICS_COUNTER, "sandguard_timeout_confirmations_total",
+		   "Confirmation runs of timeouts on a node that had no room for the run's CPU "
+		   "share, per tenant, by verdict: timeout (the tenant's timeout confirmed), "
+		   "overturned (it finished: the first timeout was the node's) or unadmitted "
+		   "(none could run in time: the first timeout stands).",
+		   l_tv, NULL, 0, &fam.confirmations);
 	err |= add(r, METRICS_COUNTER, "sandguard_ringbuf_drops_total",
 		   "Events the kernel could not queue because the ring buffer was full.", NULL,
 		   NULL, 0, &fam.drops);

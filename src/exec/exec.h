@@ -67,10 +67,11 @@
  *    long-lived executor does it on its own thread instead
  *    (ctx->reap_elsewhere).
  *
- * A deadline missed by a run that was starved of CPU (it got less than
- * half of its share, min(limits.cpu, node CPUs), and waited for a CPU a
- * quarter of its time or more) is platform_error "starved ...", not
- * tenant_timeout: the node's overload is never the tenant's fault.
+ * A deadline missed is the tenant's timeout. Where evidence from outside
+ * the sandbox (the node's idle CPU) says the node had no room for the
+ * run's share, one confirmation run with guaranteed CPU decides instead
+ * (src/exec/exec_confirm.c); its verdict is final. No timeout is ever a
+ * platform error: the tenant cannot choose its own cause.
  *
  * Verifier mode and run-once run model-written code, whose failures are
  * the verdict (a reward of 0, a non-zero return code), not faults of the
@@ -160,6 +161,10 @@ struct exec_ctx {
 	/* CLOCK_MONOTONIC ms: a run whose code cannot start by then is not
 	 * started (sandbox_spec.start_by_ms), nor retried; 0 = no bound. */
 	uint64_t start_by_ms;
+	/* CLOCK_MONOTONIC ms by which a run must end to be of any use to its
+	 * caller (serve: what its client waits): a timeout's confirmation
+	 * run that cannot end by then is not started. 0 = no bound. */
+	uint64_t finish_by_ms;
 	struct agent_conn *agent;               /* NULL: no agent */
 	const struct exec_sandboxes *sandboxes; /* NULL: prepared on the spot */
 	const char *path;    /* "warm" (a long-lived executor) or "cold"; NULL: not said */
@@ -223,6 +228,7 @@ struct verify_result {
 	uint64_t wall_ms;
 	char detail[128]; /* "line 2 differs", "exited with code 1" */
 	bool warm;        /* its last run was a warm interpreter's child */
+	bool confirmed;   /* its last run was a timeout's confirmation run */
 };
 
 /* One sandbox run of a request, for the result: each attempt's sandbox
@@ -232,6 +238,7 @@ struct exec_attempt {
 	int test;                /* verifier mode: the test's index; else -1 */
 	char sandbox[SG_ID_BUF]; /* "" when setup failed before it had an id */
 	enum sg_cause cause;
+	bool confirmation; /* a timeout's confirmation run (exec_confirm.c) */
 };
 
 struct exec_attempts {
@@ -240,8 +247,8 @@ struct exec_attempts {
 };
 
 /* Append one (0, or -ENOMEM, logged: the result then lacks it). */
-int exec_attempts_add(struct exec_attempts *a, uint32_t attempt, int test, const char *sandbox,
-		      enum sg_cause cause);
+int exec_attempts_add(struct exec_attempts *a, uint32_t attempt, int test, bool confirmation,
+		      const char *sandbox, enum sg_cause cause);
 void exec_attempts_free(struct exec_attempts *a);
 /* [{"attempt": 1, "sandbox": "3f2a9c01-4242", "cause": "tenant_timeout"
  *   (, "test": 0 in verifier mode)}, ...] */
@@ -373,6 +380,7 @@ struct exec_booking {
 	bool invalid;                     /* failed the schema gate */
 	const char *detail;
 	bool retried;                    /* another attempt follows this one */
+	enum sg_confirm confirm;         /* a timeout's confirmation (exec_confirm.c) */
 	uint32_t test;                   /* verifier mode: 1 + the test's index; 0 = none */
 	const struct sandbox_spec *spec; /* what ran (its limits and policy); NULL: ctx's */
 	const char *outcome_id;          /* NULL: the run's sandbox id, or a fresh one */

@@ -9,8 +9,8 @@
 #include "lib/json_text.h"
 #include "lib/log.h"
 
-int exec_attempts_add(struct exec_attempts *a, uint32_t attempt, int test, const char *sandbox,
-		      enum sg_cause cause)
+int exec_attempts_add(struct exec_attempts *a, uint32_t attempt, int test, bool confirmation,
+		      const char *sandbox, enum sg_cause cause)
 {
 	struct exec_attempt *v = realloc(a->v, (a->n + 1) * sizeof(*v));
 
@@ -20,7 +20,9 @@ int exec_attempts_add(struct exec_attempts *a, uint32_t attempt, int test, const
 		return -ENOMEM;
 	}
 	a->v = v;
-	v[a->n] = (struct exec_attempt){ .attempt = attempt, .test = test, .cause = cause };
+	v[a->n] = (struct exec_attempt){
+		.attempt = attempt, .test = test, .cause = cause, .confirmation = confirmation
+	};
 	snprintf(v[a->n].sandbox, sizeof(v[a->n].sandbox), "%s", sandbox ? sandbox : "");
 	a->n++;
 	return 0;
@@ -46,6 +48,8 @@ json_t *exec_attempts_json(const struct exec_attempts *a)
 				  "cause", cause_name(x->cause));
 		if (o && x->test >= 0)
 			json_object_set_new(o, "test", json_integer(x->test));
+		if (o && x->confirmation)
+			json_object_set_new(o, "confirmation", json_true());
 		json_array_append_new(arr, o);
 	}
 	return arr;

@@ -83,6 +83,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	uint64_t start = clock_ms(CLOCK_MONOTONIC), timeout = exec_timeout_ms(ctx);
 	uint32_t budget = exec_attempt_budget(p);
 	struct sb_run_record owed;
+	struct node_cpu_commit line = { .fd = -1 }; /* a confirmation run's */
 	struct tenant_slot slot;
 	struct sandbox_spec spec;
 
@@ -115,7 +116,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		struct score_stats st = { 0 };
 		char detail[EXEC_DETAIL_MAX], id[SG_ID_BUF];
 		double *scores;
-		bool invalid, again;
+		bool invalid, again, due, confirm;
 		int rule, rc;
 
 		rc = exec_box_run(ctx, &box, &spec, &r);
@@ -124,12 +125,21 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 					    detail, sizeof(detail));
 		if (cause == SG_CAUSE_OK)
 			scores_stats(scores, batch->n_items, &st);
-		again = attempt < budget && exec_retryable(p->failure, cause);
+		/* A confirmation comes whatever the failure mode: a tenant that
+		 * pauses or skips at its first fault is not judged on a run the
+		 * node starved. */
+		due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
+		confirm = due && exec_confirm_admit(ctx, &spec, &line, detail, sizeof(detail));
+		again = confirm || (attempt < budget && exec_retryable(p->failure, cause));
 		struct exec_booking b = { .mode = "batch",
 					  .batch_id = batch->batch_id,
 					  .attempt = attempt,
 					  .final = !again,
 					  .retried = again,
+					  .confirm = confirm        ? SG_CONFIRM_NEXT
+						     : due          ? SG_CONFIRM_UNADMITTED
+						     : spec.confirm ? SG_CONFIRM_RUN
+								    : SG_CONFIRM_NONE,
 					  .cause = cause,
 					  .rule = rule,
 					  .wall_ms = r.wall_ms,
@@ -152,7 +162,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 			sg_debug("exec: %s/%s attempt %u: %s: %s", ctx->tenant, batch->batch_id,
 				 attempt, cause_name(cause), detail);
 
-		exec_attempts_add(&res->runs, attempt, -1, r.sandbox_id, cause);
+		exec_attempts_add(&res->runs, attempt, -1, spec.confirm, r.sandbox_id, cause);
 		snprintf(res->warm_fallback, sizeof(res->warm_fallback), "%s", r.warm_fallback);
 		/* The result keeps the last attempt's stderr. */
 		free(res->err);
@@ -164,6 +174,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		res->attempts = attempt;
 		if (again) {
 			free(scores);
+			exec_confirm_next(ctx, &spec, b.confirm == SG_CONFIRM_NEXT);
 			continue;
 		}
 		res->cause = cause;
@@ -175,6 +186,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		break;
 	}
 	exec_owed_done(&owed);
+	node_cpu_release(&line);
 	tenant_slot_release(&slot);
 	if (p->failure == SG_FAILURE_PAUSE && cause_class(res->cause) == SG_CLASS_TENANT_CODE)
 		pause_tenant(ctx, batch->batch_id, res);
@@ -197,13 +209,18 @@ static json_t *tests_json(const struct exec_result *res)
 
 	for (size_t i = 0; a && i < res->n_tests; i++) {
 		const struct verify_result *t = &res->tests[i];
-		json_array_append_new(
-			a,
-			json_pack("{s:s, s:I, s:o, s:s}", "status", verify_status_name(t->status),
-				  "wall_ms", (json_int_t)t->wall_ms, "detail",
-				  t->detail[0] ? json_string_lossy(t->detail, strlen(t->detail))
-					       : json_null(),
-				  "interpreter", t->warm ? "warm" : "cold"));
+		json_t *o = json_pack("{s:s, s:I, s:o, s:s}", "status",
+				      verify_status_name(t->status), "wall_ms",
+				      (json_int_t)t->wall_ms, "detail",
+				      t->detail[0] ? json_string_lossy(t->detail, strlen(t->detail))
+						   : json_null(),
+				      "interpreter", t->warm ? "warm" : "cold");
+
+		/* Its verdict came from a timeout's confirmation run, which
+		 * runs cold whatever the policy (exec_confirm.c). */
+		if (o && t->confirmed)
+			json_object_set_new(o, "confirmed", json_true());
+		json_array_append_new(a, o);
 	}
 	return a;
 }

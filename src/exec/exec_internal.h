@@ -74,6 +74,26 @@ void exec_owed_done(struct sb_run_record *rr);
 enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
 			    int *rule, char *detail, size_t detail_len);
 
+/* A timeout (rc, r) whose node had no room for the run's share, by
+ * evidence from outside the sandbox: its test, batch or run gets one
+ * confirmation run (spec->confirm), whose verdict is final. Never for a
+ * confirmation run itself. */
+bool exec_confirm_wanted(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec);
+/* Before a confirmation is booked as coming: its place in the node's
+ * confirmation line (node_cpu_commit_confirmation()), waiting at most
+ * the policy's queue_timeout_ms and never past the caller's finish_by.
+ * false, with `detail` saying why, when it cannot run: the timeout then
+ * stands as the tenant's (booked SG_CONFIRM_UNADMITTED and counted). The
+ * caller releases `line` after the confirmation's last attempt. */
+bool exec_confirm_admit(const struct exec_ctx *ctx, const struct sandbox_spec *spec,
+			struct node_cpu_commit *line, char *detail, size_t len);
+/* The next attempt is the confirmation run (when `start`): cold, and
+ * favoured (exec_box_run()); it stays so for any platform retry of it. */
+void exec_confirm_next(const struct exec_ctx *ctx, struct sandbox_spec *spec, bool start);
+/* That evidence in words, for the detail and the journal. */
+void exec_confirm_describe(const struct sandbox_result *r, const struct sandbox_spec *spec,
+			   char *buf, size_t len);
+
 /* "SIGABRT (6)" */
 const char *exec_signal_name(int sig, char *buf, size_t len);
 

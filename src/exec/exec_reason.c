@@ -75,16 +75,15 @@ static void run_reason(const struct exec_booking *b, const struct sg_limits *lim
 			exec_signal_name(r->signal, sig, sizeof(sig)));
 		return;
 	case SB_TIMEOUT:
-		if (b->cause == SG_CAUSE_TENANT_TIMEOUT)
-			snprintf(buf, len,
-				 "the program was still running when its deadline of %llu ms "
-				 "(limits.timeout_ms) passed, so the executor killed the sandbox",
-				 (unsigned long long)timeout_ms);
-		else
-			snprintf(buf, len,
-				 "the deadline of %llu ms passed, but the node, not the program, "
-				 "was the reason (see the detail)",
-				 (unsigned long long)timeout_ms);
+		snprintf(buf, len,
+			 "the program was still running when its deadline of %llu ms "
+			 "(limits.timeout_ms) passed, so the executor killed the sandbox",
+			 (unsigned long long)timeout_ms);
+		if (b->confirm == SG_CONFIRM_RUN)
+			detail_append(buf, len,
+				      ", in its confirmation run: a fresh sandbox with the highest "
+				      "CPU weight of its tenant's, under the CPU admission had "
+				      "committed to it, so the timeout is final");
 		return;
 	case SB_OOM:
 		snprintf(buf, len,
@@ -150,12 +149,23 @@ void exec_decision(const struct exec_booking *b, const struct sg_policy *p, char
 	buf[0] = '\0';
 	if (b->attempt == 0 || b->cause == SG_CAUSE_OK || (!batch && b->final && !b->run))
 		return;
-	if (b->retried) {
+	if (b->confirm == SG_CONFIRM_NEXT) {
+		snprintf(buf, len,
+			 "retried: the node had no room for the run's CPU share (the detail has "
+			 "the node's idle time), so the timeout is confirmed once by a run with "
+			 "guaranteed CPU, whose verdict is final");
+	} else if (b->retried) {
 		snprintf(buf, len, "retried: %s is retried %s (attempt %u of %u)",
 			 cause_name(b->cause),
 			 b->cause == SG_CAUSE_PLATFORM_ERROR ? "in every failure mode"
 							     : "under failure mode retry",
 			 b->attempt, budget);
+	} else if (b->confirm == SG_CONFIRM_RUN && b->cause == SG_CAUSE_TENANT_TIMEOUT) {
+		snprintf(buf, len, "final: a confirmation run's timeout is final");
+	} else if (b->confirm == SG_CONFIRM_UNADMITTED) {
+		snprintf(buf, len,
+			 "final: a confirmation run was due but could not run in time (the detail "
+			 "says why): the timeout stands");
 	} else if (!batch && b->cause != SG_CAUSE_PLATFORM_ERROR) {
 		snprintf(buf, len, "final: model-written code is judged on its first run");
 	} else if (batch ? exec_retryable(p->failure, b->cause)

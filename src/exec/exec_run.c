@@ -32,6 +32,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	uint32_t budget = exec_attempt_budget(base);
 	const char *id = req->request_id ? req->request_id : "";
 	struct sb_run_record owed;
+	struct node_cpu_commit line = { .fd = -1 }; /* a confirmation run's */
 	struct sg_policy *policy;
 	struct tenant_slot slot;
 	struct sandbox_spec spec;
@@ -84,13 +85,21 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		int rule, rc = exec_box_run(ctx, &box, &spec, &r);
 		enum sg_cause cause =
 			exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
+		bool due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
+		bool confirm = due && exec_confirm_admit(ctx, &spec, &line, res->detail,
+							 sizeof(res->detail));
 		/* Too late once is too late for every later attempt. */
-		bool again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget && rc != -ETIME;
+		bool again = confirm ||
+			     (cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget && rc != -ETIME);
 		struct exec_booking b = { .mode = "run",
 					  .batch_id = id,
 					  .attempt = attempt,
 					  .final = !again,
 					  .retried = again,
+					  .confirm = confirm        ? SG_CONFIRM_NEXT
+						     : due          ? SG_CONFIRM_UNADMITTED
+						     : spec.confirm ? SG_CONFIRM_RUN
+								    : SG_CONFIRM_NONE,
 					  .cause = cause,
 					  .rule = rule,
 					  .wall_ms = r.wall_ms,
@@ -109,10 +118,11 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 			rc = -EIO;
 		}
 		res->attempts = attempt;
-		exec_attempts_add(&res->runs, attempt, -1, r.sandbox_id, cause);
+		exec_attempts_add(&res->runs, attempt, -1, spec.confirm, r.sandbox_id, cause);
 		if (again) {
 			sandbox_result_free(&r);
 			exec_box_done(ctx, &box);
+			exec_confirm_next(ctx, &spec, b.confirm == SG_CONFIRM_NEXT);
 			continue;
 		}
 		res->cause = cause;
@@ -132,6 +142,7 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		break;
 	}
 	exec_owed_done(&owed);
+	node_cpu_release(&line);
 	free(policy);
 	tenant_slot_release(&slot);
 	return 0;

@@ -56,6 +56,10 @@ int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct 
 	}
 	if (ctx->run)
 		return ctx->run(spec, r);
+	/* A confirmation run never reuses a sandbox: its CPU weight is its
+	 * own, set below on a fresh one. */
+	if (box->sb && spec->confirm)
+		exec_box_done(ctx, box);
 	/* The same request's next test: the sandbox put back as it was made,
 	 * or, when that cannot be done, another one. */
 	if (box->sb && (!sandbox_fits(box->sb, spec) || sandbox_reset(box->sb, why, sizeof(why)))) {
@@ -67,6 +71,12 @@ int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct 
 		err = take(ctx, spec, &box->sb, r->detail, sizeof(r->detail));
 		if (err)
 			return err;
+		/* Without the weight the guarantee rests on admission alone
+		 * (every other sandbox held to its commitment by its quota):
+		 * the run still confirms, and on-call is told. */
+		if (spec->confirm && (err = sandbox_favour_cpu(box->sb, why, sizeof(why))))
+			sg_warn("exec: confirmation run in %s without the highest CPU weight: %s",
+				sandbox_id(box->sb), why);
 	}
 	err = sandbox_exec(box->sb, spec, r);
 	/* Its warm interpreter could not start (a preload that does not

@@ -78,12 +78,12 @@ static enum verify_status status_of(enum sg_cause cause)
 
 /* Count a run and its sandbox; the result keeps the stderr of the first
  * failing test that wrote any. */
-static void note_run(struct verify_job *job, size_t i, uint32_t attempt, enum sg_cause cause,
-		     bool failed, struct sandbox_result *r)
+static void note_run(struct verify_job *job, size_t i, uint32_t attempt, bool confirmation,
+		     enum sg_cause cause, bool failed, struct sandbox_result *r)
 {
 	pthread_mutex_lock(&job->lock);
 	job->runs++;
-	exec_attempts_add(&job->res->runs, attempt, (int)i, r->sandbox_id, cause);
+	exec_attempts_add(&job->res->runs, attempt, (int)i, confirmation, r->sandbox_id, cause);
 	if (r->warm_fallback[0] && !job->res->warm_fallback[0]) /* why a test ran cold */
 		snprintf(job->res->warm_fallback, sizeof(job->res->warm_fallback), "%s",
 			 r->warm_fallback);
@@ -135,6 +135,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 	struct verify_result *t = &job->res->tests[i];
 	uint32_t budget = exec_attempt_budget(ctx->policy);
 	struct sb_run_record owed; /* the test's runs; the request owes the final */
+	struct node_cpu_commit line = { .fd = -1 }; /* a confirmation run's */
 	struct sandbox_spec spec;
 
 	exec_spec_init(ctx, ctx->policy, "verify", job->batch_id, job->timeout_ms, &spec);
@@ -148,9 +149,10 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		int rule, rc;
 		enum sg_cause cause;
 		enum verify_status status;
-		bool again;
+		bool again, due, confirm;
 
-		spec.cold = job_cold(job); /* a warm box does not fit it: replaced */
+		/* a warm box does not fit it: replaced */
+		spec.cold = spec.confirm || job_cold(job);
 		rc = exec_box_run(ctx, box, &spec, &r);
 		cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
 		if (cold_would_differ(job, box, rc, &r, detail, sizeof(detail))) {
@@ -158,7 +160,9 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 			budget++; /* the cold run is the test's own */
 		}
 		status = status_of(cause);
-		again = cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget;
+		due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
+		confirm = due && exec_confirm_admit(ctx, &spec, &line, detail, sizeof(detail));
+		again = confirm || (cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget);
 
 		if (cause == SG_CAUSE_OK && r.out_truncated) {
 			status = VERIFY_FAIL;
@@ -177,6 +181,10 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 					  .attempt = attempt,
 					  .final = false,
 					  .retried = again,
+					  .confirm = confirm        ? SG_CONFIRM_NEXT
+						     : due          ? SG_CONFIRM_UNADMITTED
+						     : spec.confirm ? SG_CONFIRM_RUN
+								    : SG_CONFIRM_NONE,
 					  .test = (uint32_t)i + 1,
 					  .cause = cause,
 					  .rule = rule,
@@ -191,18 +199,25 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 			status = VERIFY_ERROR;
 			again = false;
 		}
-		note_run(job, i, attempt, cause, status != VERIFY_PASS && !again, &r);
+		note_run(job, i, attempt, spec.confirm, cause, status != VERIFY_PASS && !again, &r);
 		t->status = status;
 		t->cause = cause;
 		t->rule = rule;
 		t->wall_ms = r.wall_ms;
 		t->warm = r.warm;
+		t->confirmed = spec.confirm;
 		snprintf(t->detail, sizeof(t->detail), "%s", detail);
 		sandbox_result_free(&r);
+		/* The confirmation takes a fresh sandbox, and its favoured one
+		 * serves no later test. */
+		if (b.confirm == SG_CONFIRM_NEXT || b.confirm == SG_CONFIRM_RUN)
+			exec_box_done(ctx, box);
 		if (!again)
 			break;
+		exec_confirm_next(ctx, &spec, b.confirm == SG_CONFIRM_NEXT);
 	}
 	exec_owed_done(&owed);
+	node_cpu_release(&line);
 }
 
 static void *worker(void *arg)

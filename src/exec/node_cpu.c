@@ -154,20 +154,15 @@ static uint32_t peek_used(const char *dir)
 	return used;
 }
 
-int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uint32_t *used,
-		    uint32_t *cap)
+/* Commit `cpu` cores in the line <run>/<sub> of capacity *cap. */
+static int commit_in(const char *sub, double cpu, uint64_t wait_ms, struct node_cpu_commit *c,
+		     uint32_t *used, const uint32_t *cap)
 {
 	uint32_t milli = millicores(cpu), node = node_cpu_count() * 1000;
 	char dir[PATH_MAX];
 	struct attempt a = { .dir = dir, .c = c, .used = used };
 	int err;
 
-	c->fd = -1;
-	c->path[0] = '\0';
-	*used = 0;
-	err = node_cpu_capacity(cap);
-	if (err)
-		return err;
 	/* The whole node (or all it may commit), and no more: admissible
 	 * whenever the node is idle. */
 	if (milli > node)
@@ -176,7 +171,7 @@ int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uin
 		milli = *cap;
 	if (milli == 0)
 		milli = 1;
-	err = fs_run_subdir("cpu", 0755, dir, sizeof(dir));
+	err = fs_run_subdir(sub, 0755, dir, sizeof(dir));
 	if (err)
 		return err;
 	a.milli = milli;
@@ -186,6 +181,28 @@ int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uin
 	if ((err == -EBUSY || err == -ETIMEDOUT) && !a.tried)
 		*used = peek_used(dir);
 	return err;
+}
+
+int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uint32_t *used,
+		    uint32_t *cap)
+{
+	int err;
+
+	c->fd = -1;
+	c->path[0] = '\0';
+	*used = 0;
+	err = node_cpu_capacity(cap);
+	return err ?: commit_in("cpu", cpu, wait_ms, c, used, cap);
+}
+
+int node_cpu_commit_confirmation(double cpu, uint64_t wait_ms, struct node_cpu_commit *c,
+				 uint32_t *used, uint32_t *cap)
+{
+	c->fd = -1;
+	c->path[0] = '\0';
+	*used = 0;
+	*cap = node_cpu_count() * 1000; /* the real CPUs: never overcommitted */
+	return commit_in("cpu-confirm", cpu, wait_ms, c, used, cap);
 }
 
 /* The directory a commitment's file is in. */

@@ -39,4 +39,12 @@ int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uin
 		    uint32_t *cap);
 void node_cpu_release(struct node_cpu_commit *c);
 
+/* A timeout's confirmation run (src/exec/exec_confirm.c) also commits its
+ * CPU in a line of its own, <run>/cpu-confirm/, whose capacity is the
+ * CPUs this process may run on, whatever $SANDGUARD_NODE_CPUS
+ * overcommits: confirmation runs together never need more CPU than the
+ * node has, so each can get what it is owed. Same returns as above. */
+int node_cpu_commit_confirmation(double cpu, uint64_t wait_ms, struct node_cpu_commit *c,
+				 uint32_t *used, uint32_t *cap);
+
 #endif

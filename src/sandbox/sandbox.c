@@ -565,6 +565,11 @@ const char *sandbox_id(const struct sandbox *sb)
 	return sb->id;
 }
 
+int sandbox_favour_cpu(struct sandbox *sb, char *detail, size_t len)
+{
+	return sb_cgroup_cpu_favour(&sb->cg, detail, len);
+}
+
 void sandbox_stop(struct sandbox *sb)
 {
 	/* Not reaped yet, so the pid is still init's. */

@@ -50,6 +50,10 @@ struct sandbox_spec {
 	size_t n_fetch;
 	bool allow_exec_in_scratch; /* compiled languages only */
 	bool cold;                  /* never a warm interpreter, whatever the policy */
+	/* A timeout's confirmation run (src/exec/exec_confirm.c): a fresh
+	 * sandbox whose CPU weight is the highest its tenant's sandboxes can
+	 * have, so that sandguard's own load cannot crowd it. */
+	bool confirm;
 	/* The sandbox's only run: it is never reset after it (a batch's
 	 * attempts each take a fresh one, and a cold one is stopped), so what
 	 * its root build made in the scratch is not noted at READY, on the
@@ -111,6 +115,12 @@ struct sandbox_result {
 	uint64_t cpu_wait_ms;      /* not counting cpu_throttled_ms */
 	uint64_t cpu_throttled_ms; /* held back by its own CPU quota */
 	bool cpu_known, cpu_wait_known;
+	/* The node's idle CPU time over the run, summed over the executor's
+	 * node_cpus CPUs (src/lib/node_idle.h): evidence from outside the
+	 * sandbox of the room the node had for it. */
+	uint64_t node_idle_ms;
+	unsigned node_cpus;
+	bool node_idle_known;
 	uint64_t timeout_ms; /* the deadline it ran under */
 	/* The run's record, held from before it started until
 	 * sandbox_result_free(): free the result only once it is booked. */
@@ -202,6 +212,11 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen);
  * the namespaces down while the caller books the run; sandbox_destroy()
  * then reaps init and removes the rest as before. */
 void sandbox_stop(struct sandbox *sb);
+
+/* A timeout's confirmation run is about to use sb (fresh, never run
+ * in): its CPU weight becomes the highest its tenant's sandboxes can have
+ * (src/exec/exec_confirm.c). 0, or -errno with `detail`. */
+int sandbox_favour_cpu(struct sandbox *sb, char *detail, size_t len);
 
 /* Tear it down: everything in it killed, the agent told, cgroups removed,
  * scratch unmounted, slot released, its record deleted; then freed. A

@@ -441,6 +441,23 @@ bool sb_cgroup_mem_limit_reached(const struct sb_cgroup *cg, uint64_t oom_base)
 	}
 }
 
+/* The highest CPU weight a cgroup can have (cpu.weight's 10000 on v2,
+ * cpu.shares' 262144 on v1): among its tenant's sandboxes, the kernel
+ * then gives it the CPU first whenever they contend. Its quota still
+ * holds it to its own share. */
+int sb_cgroup_cpu_favour(const struct sb_cgroup *cg, char *detail, size_t dlen)
+{
+	switch (cg->where[SB_CTRL_CPU]) {
+	case SB_WHERE_V2:
+		return set_limit(cg->v2, "cpu.weight", "10000", false, detail, dlen);
+	case SB_WHERE_V1:
+		return set_limit(cg->v1[SB_CTRL_CPU], "cpu.shares", "262144", false, detail, dlen);
+	default:
+		snprintf(detail, dlen, "no cpu controller for the sandbox's cgroup");
+		return -EOPNOTSUPP;
+	}
+}
+
 uint64_t sb_cgroup_cpu_throttled_us(const struct sb_cgroup *cg)
 {
 	switch (cg->where[SB_CTRL_CPU]) {

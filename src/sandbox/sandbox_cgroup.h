@@ -146,6 +146,10 @@ uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg);
  * It grows over the sandbox's life: callers take differences. */
 uint64_t sb_cgroup_cpu_throttled_us(const struct sb_cgroup *cg);
 
+/* Give the sandbox the highest CPU weight (a timeout's confirmation run,
+ * src/exec/exec_confirm.c). 0, or -errno with `detail`. */
+int sb_cgroup_cpu_favour(const struct sb_cgroup *cg, char *detail, size_t dlen);
+
 /* The processes directly in the sandbox's v2 cgroup (not in a run's):
  * how many, and the first of them in *pid. -errno when unreadable. */
 int sb_cgroup_own_procs(const struct sb_cgroup *cg, pid_t *pid);

@@ -26,6 +26,7 @@
 #include "lib/fs_util.h"
 #include "lib/log.h"
 #include "lib/cgroup_cpu.h"
+#include "lib/node_idle.h"
 #include "sandbox_internal.h"
 #include "sandbox_io.h"
 #include "sandbox_run.h"
@@ -482,6 +483,7 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 {
 	struct sandbox *sb = r->sb;
 	struct cgroup_cpu_stats cpu;
+	struct node_idle idle_at_start, idle_at_end;
 	uint64_t start = clock_ms(CLOCK_MONOTONIC), throttled = sb_cgroup_cpu_throttled_us(&sb->cg);
 	int ret;
 
@@ -503,6 +505,7 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	if (r->spec->one_run && sb->warm.sock < 0)
 		sb_scratch_detach(sb);
 	start = clock_ms(CLOCK_MONOTONIC);
+	node_idle_read(&idle_at_start);
 	/* Main can end before its execve is seen here (a program that fails at
 	 * once, a slow executor): its DONE, read above, then never comes again
 	 * on the socket, and the pump must not wait for it until the deadline
@@ -523,6 +526,13 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 		return sb_run_fail(r, ret, "sandbox %s: watching the run failed: %s", sb->id,
 				   strerror(-ret));
 	r->res->wall_ms = pump->end_ms - start;
+	/* The node's room over the run, from outside the sandbox: what the
+	 * executor weighs against the run's share before it calls a timeout
+	 * final (src/exec/exec_confirm.c). */
+	node_idle_read(&idle_at_end);
+	r->res->node_idle_known =
+		node_idle_between(&idle_at_start, &idle_at_end, &r->res->node_idle_ms);
+	r->res->node_cpus = idle_at_end.cpus;
 	/* Before the kill: schedstat needs the tasks alive. */
 	cgroup_cpu_read(sb->leaf.path, &cpu);
 	r->res->cpu_known = cpu.usage_known;

@@ -140,6 +140,10 @@ static enum step_end step(struct serve_call *c, char *const *argv, uint64_t time
 		.argv = argv,
 		.timeout_ms = timeout_ms,
 		.start_by_ms = latest_ms,
+		/* A timeout's confirmation run must end before the client
+		 * gives up, leaving the later steps their time. */
+		.finish_by_ms =
+			c->budget.client_end_ms > then_ms ? c->budget.client_end_ms - then_ms : 0,
 		.agent = c->agent,
 		.sandboxes = record->run ? NULL : &record->src,
 		.reap_elsewhere = !record->run,

@@ -109,6 +109,11 @@ int journal_record_encode_notes(const struct sg_outcome *o, const struct journal
 	json_object_set_new(j, "cgroup_id", json_integer((json_int_t)o->cgroup_id));
 	json_object_set_new(j, "attempt", json_integer(o->attempt));
 	json_object_set_new(j, "final", json_boolean(o->final));
+	json_object_set_new(j, "confirm",
+			    o->confirm == SG_CONFIRM_NEXT         ? json_string("next")
+			    : o->confirm == SG_CONFIRM_RUN        ? json_string("run")
+			    : o->confirm == SG_CONFIRM_UNADMITTED ? json_string("unadmitted")
+								  : json_null());
 	json_object_set_new(j, "cause", json_string(cause_name(o->cause)));
 	json_object_set_new(j, "class",
 			    json_string(fault_class_name(outcome_class(o->mode, o->cause))));
@@ -183,7 +188,7 @@ static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 	json_t *rule = json_object_get(root, "rule");
 	json_int_t v = 0, pid = 0, cgid = 0, attempt = -1, wall = -1, n_scores = 0;
 	int final = 0, constant = 0, invalid = 0, mode, cause;
-	const char *m = NULL, *c = NULL;
+	const char *m = NULL, *c = NULL, *confirm;
 	double mean = 0, var = 0;
 
 	if (json_unpack(root, "{s:I, s:s, s:s, s:I, s:b, s:I}", "v", &v, "mode", &m, "cause", &c,
@@ -213,6 +218,12 @@ static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 	if (cause == SG_CAUSE_TENANT_POLICY_VIOLATION &&
 	    rule_from_name(json_string_value(rule)) < 0)
 		return bad(why, why_len, "rule: a tenant_policy_violation names its rule");
+	/* Absent in records written before confirmation runs existed. */
+	confirm = json_string_value(json_object_get(root, "confirm"));
+	if (confirm && strcmp(confirm, "next") && strcmp(confirm, "run") &&
+	    strcmp(confirm, "unadmitted"))
+		return bad(why, why_len,
+			   "confirm: expected \"next\", \"run\", \"unadmitted\" or null");
 	mean = json_number_value(json_object_get(root, "score_mean"));
 	var = json_number_value(json_object_get(root, "score_var"));
 	o->mode = mode;
@@ -220,6 +231,10 @@ static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 	o->rule = rule_from_name(json_string_value(rule));
 	o->attempt = (uint32_t)attempt;
 	o->final = final;
+	o->confirm = !confirm                   ? SG_CONFIRM_NONE
+		     : !strcmp(confirm, "next") ? SG_CONFIRM_NEXT
+		     : !strcmp(confirm, "run")  ? SG_CONFIRM_RUN
+						: SG_CONFIRM_UNADMITTED;
 	o->wall_ms = (uint64_t)wall;
 	o->pid = (int)pid;
 	o->cgroup_id = (uint64_t)cgid;

@@ -145,6 +145,11 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 			t->failures_by_class[class]++;
 		if (violation)
 			t->violations[o->rule]++;
+		if (o->confirm == SG_CONFIRM_RUN) {
+			t->confirmations++;
+			t->confirmations_overturned += o->cause != SG_CAUSE_TENANT_TIMEOUT;
+		}
+		t->confirmations_unadmitted += o->confirm == SG_CONFIRM_UNADMITTED;
 		if (o->final) {
 			if (o->cause == SG_CAUSE_OK || class == SG_CLASS_VERDICT)
 				t->batches_ok++;

@@ -100,6 +100,11 @@ struct ledger_tenant {
 	uint64_t violations[SG_RULE__COUNT];
 	uint64_t batches_ok, batches_failed;
 	uint64_t degenerate, invalid;
+	/* Timeouts' confirmation runs (src/exec/exec_confirm.c): how many
+	 * ran, and how many of them did not time out again (the first run's
+	 * timeout was the node's). */
+	uint64_t confirmations, confirmations_overturned;
+	uint64_t confirmations_unadmitted; /* due, but no room or time to run */
 	struct ledger_duration duration;
 	uint64_t kills[SG_RULE__COUNT];
 	uint64_t events[SG_EV__COUNT][LEDGER_N_ACTIONS];

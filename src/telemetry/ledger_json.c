@@ -67,16 +67,19 @@ static json_t *tenant_to_json(const struct ledger_tenant *t)
 	}
 	for (int b = 0; buckets && b <= LEDGER_N_BOUNDS; b++)
 		json_array_append_new(buckets, json_integer((json_int_t)t->duration.buckets[b]));
-	return json_pack("{s:I, s:{s:I, s:I}, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:f}}",
-			 "attempts", (json_int_t)t->attempts, "batches", "ok",
-			 (json_int_t)t->batches_ok, "failed", (json_int_t)t->batches_failed,
-			 "degenerate", (json_int_t)t->degenerate, "invalid", (json_int_t)t->invalid,
-			 "failures", named_counts(t->failures, SG_CAUSE__COUNT, cause_key),
-			 "verdicts", named_counts(t->verdicts, SG_CAUSE__COUNT, cause_key),
-			 "violations", named_counts(t->violations, SG_RULE__COUNT, rule_key),
-			 "kills", named_counts(t->kills, SG_RULE__COUNT, rule_key), "events",
-			 events, "duration", "buckets", buckets, "sum_seconds",
-			 t->duration.sum_seconds);
+	return json_pack(
+		"{s:I, s:{s:I, s:I}, s:{s:I, s:I, s:I}, s:I, s:I, s:o, s:o, s:o, s:o, s:o, "
+		"s:{s:o, s:f}}",
+		"attempts", (json_int_t)t->attempts, "batches", "ok", (json_int_t)t->batches_ok,
+		"failed", (json_int_t)t->batches_failed, "confirmations", "ran",
+		(json_int_t)t->confirmations, "overturned", (json_int_t)t->confirmations_overturned,
+		"unadmitted", (json_int_t)t->confirmations_unadmitted, "degenerate",
+		(json_int_t)t->degenerate, "invalid", (json_int_t)t->invalid, "failures",
+		named_counts(t->failures, SG_CAUSE__COUNT, cause_key), "verdicts",
+		named_counts(t->verdicts, SG_CAUSE__COUNT, cause_key), "violations",
+		named_counts(t->violations, SG_RULE__COUNT, rule_key), "kills",
+		named_counts(t->kills, SG_RULE__COUNT, rule_key), "events", events, "duration",
+		"buckets", buckets, "sum_seconds", t->duration.sum_seconds);
 }
 
 struct encode {
@@ -191,6 +194,27 @@ static int load_batches(json_t *obj, struct ledger_tenant *t, struct why *w, con
 	return 0;
 }
 
+/* Absent in files written before confirmation runs existed: 0. */
+static int load_confirmations(json_t *obj, struct ledger_tenant *t, struct why *w,
+			      const char *tenant)
+{
+	if (!json_is_object(obj) || json_object_size(obj) != 3)
+		return bad(w,
+			   "tenants.%s.confirmations: expected {\"ran\": n, \"overturned\": n, "
+			   "\"unadmitted\": n}",
+			   tenant);
+	if (get_count(json_object_get(obj, "ran"), &t->confirmations, w, tenant,
+		      "confirmations.ran") ||
+	    get_count(json_object_get(obj, "overturned"), &t->confirmations_overturned, w, tenant,
+		      "confirmations.overturned") ||
+	    get_count(json_object_get(obj, "unadmitted"), &t->confirmations_unadmitted, w, tenant,
+		      "confirmations.unadmitted"))
+		return -1;
+	if (t->confirmations_overturned > t->confirmations)
+		return bad(w, "tenants.%s.confirmations: more overturned than ran", tenant);
+	return 0;
+}
+
 static int load_events(json_t *v, struct ledger_tenant *t, struct why *w, const char *name)
 {
 	const char *type;
@@ -264,6 +288,8 @@ static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t, i
 			err = get_count(v, &t->invalid, w, name, key);
 		else if (!strcmp(key, "batches"))
 			err = load_batches(v, t, w, name);
+		else if (!strcmp(key, "confirmations"))
+			err = load_confirmations(v, t, w, name);
 		else if (!strcmp(key, "failures"))
 			err = load_named(v, t->failures, SG_CAUSE__COUNT, cause_key, w, name, key);
 		else if (!strcmp(key, "verdicts") && version > 1)

@@ -50,6 +50,15 @@ const char *fault_class_name(enum sg_fault_class c);
 const char *mode_name(enum sg_mode m); /* "batch", "verify", "run" */
 int mode_from_name(const char *name);  /* -1 if unknown */
 
+/* A timeout's confirmation (src/exec/exec_confirm.c): the attempt whose
+ * timeout a confirmation run follows, and the confirmation run itself. */
+enum sg_confirm {
+	SG_CONFIRM_NONE = 0,
+	SG_CONFIRM_NEXT,       /* a confirmation run follows this timeout */
+	SG_CONFIRM_RUN,        /* this is the confirmation run */
+	SG_CONFIRM_UNADMITTED, /* one was due but could not run in time: the timeout stands */
+};
+
 /* One attempt's outcome, as the executor journals it (telemetry/journal.h
  * has the record) and the agent's ledger folds it. */
 struct sg_outcome {
@@ -64,6 +73,7 @@ struct sg_outcome {
 	int rule;         /* enum sg_rule, or -1 */
 	uint32_t attempt; /* 1-based */
 	bool final;       /* the batch's last attempt: counts as a batch */
+	enum sg_confirm confirm;
 	uint64_t wall_ms;
 	uint32_t n_scores; /* valid scores (cause ok) */
 	double score_mean;

@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import uid_base, unstarved  # noqa: E402
+from sgtest import uid_base  # noqa: E402
 from sgexecutor import PYTHON, batch, exec_cli, run_suite  # noqa: E402
 import sgagent  # noqa: E402
 import sgexecutor  # noqa: E402
@@ -149,7 +149,7 @@ def t_same_scores_as_cold(env, ex):
                 failure={"mode": "skip", "max_retries": 0})
     problems = []
     for directory, program in SAME_AS_COLD:
-        cold = unstarved(lambda: call(env, "wi-func", program, cold=True, directory=directory)[1])
+        cold = call(env, "wi-func", program, cold=True, directory=directory)[1]
         if not cold:
             problems.append("%s: no cold result" % program)
             continue
@@ -160,7 +160,7 @@ def t_same_scores_as_cold(env, ex):
         # of the results.
         warm = []
         while len(warm) < 6 and not shared_pair(warm):
-            warm.append(unstarved(lambda: call(env, "wi-func", program, directory=directory)[1]))
+            warm.append(call(env, "wi-func", program, directory=directory)[1])
             if not warm[-1]:
                 break
         if any(not w for w in warm):

@@ -29,9 +29,8 @@ sys.stdin.read()
 os.abort()
 """
 # Asleep, not spinning, under a deadline (alpha's 4 s) far longer than its
-# start: a run that misses its deadline having waited for a CPU a quarter
-# of its time is booked platform_error (starved), not tenant_timeout, and
-# a loaded node makes even a start wait.
+# start: on a loaded node its timeout needs no confirmation run (it never
+# wanted the CPU), so it is one attempt, tenant_timeout.
 HANG = """import sys, time
 sys.stdin.read()
 while True:

@@ -40,9 +40,8 @@ open("/proc/self/status").read()
 print(json.dumps([1.0] * len(b["items"])))
 """
 # Asleep, not spinning, under a deadline (acme's 4 s) far longer than its
-# start: a run that misses its deadline having waited for a CPU a quarter
-# of its time is booked platform_error (starved), not tenant_timeout, and
-# a loaded node makes even a start wait.
+# start: on a loaded node its timeout needs no confirmation run (it never
+# wanted the CPU), so it is one attempt, tenant_timeout.
 GOOD = """import json, sys
 b = json.load(sys.stdin)
 print(json.dumps([0.5] * len(b["items"])))

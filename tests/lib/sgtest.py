@@ -61,18 +61,6 @@ def uid_base(default):
     return default + int(os.environ.get("SANDGUARD_TEST_UID_SHIFT", "0"))
 
 
-def unstarved(go, tries=3):
-    """go()'s result, again while it reports the platform error for the
-    node's overload ("starved of CPU": the run did not get its CPU share,
-    so it says nothing of the tenant's code; docs/oncall.md). go() returns
-    anything JSON can show: a result, or a tuple holding one."""
-    for _ in range(tries):
-        got = go()
-        if "starved of CPU" not in json.dumps(got, default=str):
-            return got
-    return got
-
-
 def free_port():
     """A TCP port free on loopback right now (for a server a test starts)."""
     s = socket.socket()
