@@ -76,7 +76,10 @@
  * Verifier mode and run-once run model-written code, whose failures are
  * the verdict (a reward of 0, a non-zero return code), not faults of the
  * tenant's reward code: they are never retried and never pause the tenant.
- * Only platform errors are retried (same budget). Every sandbox run is
+ * Only platform errors are retried (same budget; a verifier request's
+ * retries come from one pool of max_retries for all its tests, so one
+ * request costs at most n_tests + max_retries runs, plus one confirmation
+ * run per timed-out test on a node without room). Every sandbox run is
  * booked (non-final), then the request once, final: ok or platform_error.
  *
  * Exit codes (exec_exit_code): ok 0; tenant causes, tenant_paused included, 1;

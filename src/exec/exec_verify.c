@@ -6,8 +6,10 @@
  * back as it was made (sandbox_reset(): nothing left running, the scratch
  * as made), or replaced when that cannot be done. Test failures are the
  * verdict, never retried; a platform error is retried within the attempt
- * budget and, if it persists, fails the whole request (no reward: a
- * platform fault must not read as a wrong answer).
+ * budget, from a pool of max_retries retries for the whole request, and,
+ * if it persists, fails the whole request (no reward: a platform fault
+ * must not read as a wrong answer). A timeout on a node without room for
+ * it gets one confirmation run (exec_confirm.c), outside that pool.
  *
  * With the policy's warm.verify, a Python program's tests are children of
  * a warm interpreter in that sandbox (docs/sandbox.md, "Warm interpreters
@@ -54,7 +56,23 @@ struct verify_job {
 	uint32_t runs;
 	size_t err_test; /* the test whose stderr res->err holds */
 	bool cold;       /* no more warm interpreters: a test needed a cold run */
+	/* Platform retries the request may still spend, all its tests
+	 * together: the policy's max_retries bounds what one request can
+	 * cost the node, however many of its tests meet a platform error. */
+	uint32_t retries_left;
 };
+
+/* One platform retry from the request's pool, if any is left. */
+static bool take_retry(struct verify_job *job)
+{
+	bool ok;
+
+	pthread_mutex_lock(&job->lock);
+	ok = job->retries_left > 0;
+	job->retries_left -= ok;
+	pthread_mutex_unlock(&job->lock);
+	return ok;
+}
 
 static enum verify_status status_of(enum sg_cause cause)
 {
@@ -149,20 +167,22 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		int rule, rc;
 		enum sg_cause cause;
 		enum verify_status status;
-		bool again, due, confirm;
+		bool again, due, confirm, cold_rerun;
 
 		/* a warm box does not fit it: replaced */
 		spec.cold = spec.confirm || job_cold(job);
 		rc = exec_box_run(ctx, box, &spec, &r);
 		cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
-		if (cold_would_differ(job, box, rc, &r, detail, sizeof(detail))) {
+		cold_rerun = cold_would_differ(job, box, rc, &r, detail, sizeof(detail));
+		if (cold_rerun) {
 			cause = SG_CAUSE_PLATFORM_ERROR;
-			budget++; /* the cold run is the test's own */
+			budget++; /* the cold run is the test's own, not a retry */
 		}
 		status = status_of(cause);
 		due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
 		confirm = due && exec_confirm_admit(ctx, &spec, &line, detail, sizeof(detail));
-		again = confirm || (cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget);
+		again = confirm || cold_rerun ||
+			(cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget && take_retry(job));
 
 		if (cause == SG_CAUSE_OK && r.out_truncated) {
 			status = VERIFY_FAIL;
@@ -310,6 +330,7 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		.lock = PTHREAD_MUTEX_INITIALIZER,
 		.err_test = SIZE_MAX,
 		.log = sg_log_stream(),
+		.retries_left = ctx->policy->max_retries,
 	};
 	struct score_stats st = { .n = 1 };
 	struct sb_run_record owed; /* owes the final, booked with no run */

@@ -416,6 +416,13 @@ for d in yaml.safe_load_all(open("deploy/podmonitor.yaml")):
     else
         fail "promtool-rules" "$(echo "$out" | tr '\n' ' ')"
     fi
+    # Alerts proven to fire (and to stay quiet) on synthetic series.
+    cp tests/stages/alert_rules_test.yaml "$TMP/"
+    if out=$(cd "$TMP" && promtool test rules alert_rules_test.yaml 2>&1); then
+        pass "promtool-test-rules" "$(echo "$out" | grep -o 'SUCCESS.*' | head -1)"
+    else
+        fail "promtool-test-rules" "$(echo "$out" | tr '\n' ' ')"
+    fi
 else
     skip "promtool-rules" "promtool not installed (apt-get install prometheus)"
 fi

@@ -220,6 +220,31 @@ static void test_platform_error_fails_request(void **state)
 	verify_cases_free(&c);
 }
 
+/* A request's platform retries come from one pool of max_retries for all
+ * its tests (issue 31): eight tests that each meet a platform error cost
+ * 8 + 2 runs, not 8 x 3. */
+static void test_platform_retries_bounded_per_request(void **state)
+{
+	struct verify_cases c;
+	struct exec_result res;
+	char json[1024] = "[";
+
+	for (int i = 0; i < 8; i++)
+		strcat(json, i ? ", {\"input\": \"platform\", \"output\": \"\"}"
+			       : "{\"input\": \"platform\", \"output\": \"\"}");
+	strcat(json, "]");
+	load(&c, json);
+	uint32_t was = policy.max_retries;
+	policy.max_retries = 2;
+	runs = 0;
+	exec_verify(&ctx, "pool", &c, &res);
+	policy.max_retries = was;
+	assert_int_equal(res.cause, SG_CAUSE_PLATFORM_ERROR);
+	assert_int_equal(runs, 8 + 2);
+	exec_result_free(&res);
+	verify_cases_free(&c);
+}
+
 static void test_verify_booking(void **state)
 {
 	struct verify_cases c;
@@ -400,6 +425,7 @@ int main(void)
 		cmocka_unit_test(test_all_pass),
 		cmocka_unit_test(test_failures_are_the_verdict),
 		cmocka_unit_test(test_platform_error_fails_request),
+		cmocka_unit_test(test_platform_retries_bounded_per_request),
 		cmocka_unit_test(test_verify_booking),
 		cmocka_unit_test(test_verify_paused),
 		cmocka_unit_test(test_run_once),
