@@ -16,6 +16,9 @@
  *                                    kill without that, the node's, is a
  *                                    sandbox_run() platform_error)
  *   SB_KILLED_BY_AGENT               tenant_policy_violation + the agent's rule
+ *   SB_RULE_TRIPPED                  tenant_policy_violation + the rule the
+ *                                    kernel's record tripped (the agent's
+ *                                    kill not on record)
  *   SB_FORK_LIMIT                    tenant_policy_violation, rule fork
  *   SB_POLICY_REFUSED                tenant_policy_violation, rule exec (the
  *                                    run's own command refused)

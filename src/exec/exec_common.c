@@ -160,6 +160,15 @@ enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct
 			 rule_name(*rule) ?: "unknown",
 			 spec->argv && spec->argv[0] ? spec->argv[0] : "?");
 		return SG_CAUSE_TENANT_POLICY_VIOLATION;
+	case SB_RULE_TRIPPED:
+		*rule = r->rule >= 0 && r->rule < SG_RULE__COUNT ? r->rule : -1;
+		snprintf(detail, detail_len,
+			 "its %s rule tripped (the kernel's record; the policy's action is kill), "
+			 "and no agent kill is on record: the agent did not answer in time",
+			 rule_name(r->rule) ?: "unknown");
+		if (*rule < 0) /* a record naming no rule: no violation to book */
+			return SG_CAUSE_PLATFORM_ERROR;
+		return SG_CAUSE_TENANT_POLICY_VIOLATION;
 	case SB_KILLED_BY_AGENT:
 		if (r->rule >= 0 && r->rule < SG_RULE__COUNT) {
 			*rule = r->rule;

@@ -101,6 +101,14 @@ static void run_reason(const struct exec_booking *b, const struct sg_limits *lim
 			 "kernel refused a fork; a fork limit is a policy violation, rule fork",
 			 lim ? lim->max_tasks : 0, lim ? lim->max_forks : 0);
 		return;
+	case SB_RULE_TRIPPED:
+		snprintf(
+			buf, len,
+			"the kernel recorded, in the task's own system call, a violation of its %s "
+			"rule (the policy's action for %s is kill); the agent's kill is not on "
+			"record, so the kernel's record decides: a policy violation, never retried",
+			rule, rule);
+		return;
 	case SB_KILLED_BY_AGENT:
 		snprintf(buf, len,
 			 "the agent killed the sandbox for its %s rule (the policy's action for %s "

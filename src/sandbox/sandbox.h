@@ -79,6 +79,10 @@ enum sandbox_end {
 	SB_POLICY_REFUSED,  /* the policy's `rule` (exec) refused the run's own
 			     * command: its execve failed with EACCES (LSM mode),
 			     * or it was killed at it (fallback mode) */
+	SB_RULE_TRIPPED,    /* the kernel's record (sg_state) says a kill-class
+			     * `rule` tripped, and no agent kill is on record (the
+			     * agent stopped, killed or restarting): whatever else
+			     * ended the run, that violation is its cause */
 };
 
 struct sandbox_fetched {
@@ -92,7 +96,7 @@ struct sandbox_result {
 	enum sandbox_end end;
 	int exit_code;
 	int signal;
-	int rule;  /* enum sg_rule for SB_KILLED_BY_AGENT / SB_FORK_LIMIT / SB_OOM /
+	int rule; /* enum sg_rule for SB_KILLED_BY_AGENT / SB_RULE_TRIPPED / SB_FORK_LIMIT / SB_OOM /
 		   * SB_POLICY_REFUSED, else -1 */
 	char *out; /* stdout, at most output_bytes (malloc'd, NUL-terminated) */
 	size_t out_len;

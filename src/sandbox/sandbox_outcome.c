@@ -109,6 +109,19 @@ int sb_run_decide(struct run *r, int pump_end)
 		if (verdict < 0)
 			sg_debug("sandbox %s: no kill verdict from the agent: %s", sb->id,
 				 strerror(-verdict));
+		/* The kernel's own record, booked in the task's own system call
+		 * whether or not the agent is alive to act on it: a kill-class
+		 * rule tripped is the run's violation, whatever else ended it
+		 * (the agent stopped, killed or restarting before its kill, or
+		 * killed before it recorded the kill: then its kill reads as
+		 * a SIGKILL, or as init killed from outside). Not reused: its
+		 * record holds the trip. */
+		if (verdict != 1 && sb->enrolled && sg_pinned_trip_rule(sb->cg.id, &rule) == 1) {
+			res->end = SB_RULE_TRIPPED;
+			res->rule = rule;
+			sb->broken = true;
+			return 0;
+		}
 	}
 	if (r->exec_refused || (reported && refused_at_exec(sb, res))) {
 		res->end = SB_POLICY_REFUSED;

@@ -44,6 +44,8 @@ static const char *end_name(enum sandbox_end e)
 		return "output_oversize";
 	case SB_POLICY_REFUSED:
 		return "policy_refused";
+	case SB_RULE_TRIPPED:
+		return "rule_tripped";
 	}
 	return "none";
 }

@@ -159,6 +159,8 @@ def main():
         exec_logged_then_killed_is_a_crash(a)
         violation_beats_node_oom(a)
         clean_run_needs_no_agent_word(a)
+        for what, rule in [("egress", "egress"), ("fork", "fork")]:
+            cause_from_kernel_record_agent_stopped(a, what, rule)
         clean_run_events_attributed(a, progs)
         late_violation_is_the_runs(a)
         other_cgroup_root(a, progs)
@@ -364,6 +366,68 @@ def clean_run_needs_no_agent_word(a):
     check(r is not None and r["cause"] == "ok" and "no verdict from the agent" not in err,
           "clean-run-needs-no-agent-word: a run without a violation is judged without asking the "
           "(stopped) agent", "%s; stderr: %s" % (r and (r["cause"], r["detail"]), err[-300:]))
+
+
+# Waits (once it runs) for the test's go file, then breaks a kill rule.
+STOPPED_BREAKS = """import json, os, socket, sys, time
+b = json.load(sys.stdin)
+deadline = time.monotonic() + 30
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.02)
+if sys.argv[2] == "egress":
+    try:
+        socket.create_connection(("127.0.0.1", 9), timeout=1)
+    except OSError:
+        pass
+else:
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            pass
+print(json.dumps([0.5] * len(b["items"])))
+"""
+
+
+def cause_from_kernel_record_agent_stopped(a, what, rule):
+    """Issue 32: with the agent stopped (SIGSTOP) while the run breaks a
+    kill rule, nobody carries out the kill, but the kernel's record
+    (sg_state) holds the trip, booked in the task's own system call. The
+    cause follows that record: tenant_policy_violation with the rule, never
+    ok (a refused connect the program survived), tenant_timeout (a fork
+    bomb nobody killed) or tenant_crash. The journal books the same."""
+    prog = a.program("stopped_breaks.py", STOPPED_BREAKS)
+    go = os.path.join(a.programs, "go-stopped-" + what)
+    batch = os.path.join(a.dir, "batch-stopped-%s.json" % what)
+    bid = "stopped-" + what
+    with open(batch, "w") as f:
+        json.dump({"batch_id": bid, "items": [{"prompt": "p", "completion": "c"}]}, f)
+    p = subprocess.Popen([SANDGUARD, "exec", "--tenant", "alpha", "--policy-dir", a.policy_dir, "--batch",
+                          batch, "--", PY, prog, go, what], env=a.env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and p.poll() is None and not any(
+            "stopped_breaks.py" in json.dumps(e) for e in a.events_matching(type="exec", tenant="alpha")):
+        time.sleep(0.02)
+    a.proc.send_signal(signal.SIGSTOP)
+    try:
+        open(go, "w").close()
+        out, err = p.communicate(timeout=60)
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+        os.unlink(go)
+    try:
+        r = json.loads(out)
+    except ValueError:
+        r = None
+    booked = [o for o in sgjournal.read(a.env["SANDGUARD_STATE_DIR"]) if o.get("batch_id") == bid and o.get("final")]
+    check(r is not None and r["cause"] == "tenant_policy_violation" and r["rule"] == rule
+          and len(booked) == 1 and booked[0]["cause"] == "tenant_policy_violation"
+          and booked[0]["rule"] == rule,
+          "%s-with-agent-stopped-is-the-kernel-records-violation: tenant_policy_violation/%s, "
+          "result and journal" % (what, rule),
+          "%s; booked %s; stderr: %s" % (r and (r["cause"], r["rule"], r["detail"]),
+                                        [(o["cause"], o["rule"]) for o in booked], err[-300:]))
 
 
 def clean_run_events_attributed(a, progs):
