@@ -301,7 +301,7 @@ def main():
         for k in query(prom, '{__name__=~"sandguard_.*", job="sandguard"}'):
             labels.update(name for name, _ in k)
         bad = labels - {"__name__", "job", "instance", "node", "tenant", "cause", "class", "type", "action", "rule",
-                        "feature", "mode", "status", "result", "reason", "le", "version"}
+                        "feature", "mode", "status", "result", "reason", "le", "version", "verdict"}
         check(not bad, "labels stay bounded (no sandbox, run, pid or path)", "unexpected labels %s" % bad)
 
         totals = {(t, c, "tenant_code"): v for (t, c), v in want.items() if v}
