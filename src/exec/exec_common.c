@@ -115,11 +115,13 @@ static void timeout_detail(const struct sandbox_result *r, const struct sandbox_
 	}
 }
 
+static enum sg_cause classify_end(const struct sandbox_result *r, const struct sandbox_spec *spec,
+				  int *rule, char *detail, size_t detail_len);
+
 enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
 			    int *rule, char *detail, size_t detail_len)
 {
-	const struct sg_limits *lim = &spec->policy->limits;
-	char sig[32];
+	enum sg_cause cause;
 
 	*rule = -1;
 	detail[0] = '\0';
@@ -128,6 +130,23 @@ enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct
 			 r->detail[0] ? r->detail : strerror(-rc));
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
+	cause = classify_end(r, spec, rule, detail, detail_len);
+	/* Where the kernel's record could not be read, say so rather than
+	 * let the guess stand unmarked (issue 32). */
+	if (r->record_err && (cause == SG_CAUSE_TENANT_CRASH || cause == SG_CAUSE_TENANT_TIMEOUT))
+		detail_append(detail, detail_len,
+			      "%sthe kernel's record of the sandbox could not be read (%s): a "
+			      "violation it holds was not weighed",
+			      detail[0] ? "; " : "", strerror(-r->record_err));
+	return cause;
+}
+
+static enum sg_cause classify_end(const struct sandbox_result *r, const struct sandbox_spec *spec,
+				  int *rule, char *detail, size_t detail_len)
+{
+	const struct sg_limits *lim = &spec->policy->limits;
+	char sig[32];
+
 	switch (r->end) {
 	case SB_EXITED:
 		if (r->exit_code == 0)

@@ -113,6 +113,10 @@ struct sandbox_result {
 	uint32_t uid;        /* the slot uid it ran as; 0 before a slot was taken */
 	pid_t init_pid;      /* the host pid of its init (events name it); 0 before */
 	bool agent_enforced; /* the agent acknowledged the registration */
+	/* -errno when the kernel's record of the sandbox (sg_state) could
+	 * not be read at the run's end: a violation it holds was not weighed,
+	 * and the cause's detail says so instead of guessing. 0 otherwise. */
+	int record_err;
 	/* What it got of the CPU (src/lib/cgroup_cpu.h), from the moment
 	 * the run's cgroup was made to the end of the run. */
 	uint64_t cpu_ms;

@@ -56,7 +56,7 @@ int sb_run_decide(struct run *r, int pump_end)
 	struct sandbox_result *res = r->res;
 	bool reported = r->done_read && r->done.main_ran, settled, node_oom = false;
 	/* No report from init: it was killed, and main with it. */
-	int status = reported ? r->done.wait_status : SIGKILL, rule = -1, verdict;
+	int status = reported ? r->done.wait_status : SIGKILL, rule = -1, verdict, tripped;
 
 	if (WIFEXITED(status))
 		res->exit_code = WEXITSTATUS(status);
@@ -116,12 +116,14 @@ int sb_run_decide(struct run *r, int pump_end)
 		 * killed before it recorded the kill: then its kill reads as
 		 * a SIGKILL, or as init killed from outside). Not reused: its
 		 * record holds the trip. */
-		if (verdict != 1 && sb->enrolled && sg_pinned_trip_rule(sb->cg.id, &rule) == 1) {
+		tripped = verdict != 1 && sb->enrolled ? sg_pinned_trip_rule(sb->cg.id, &rule) : 0;
+		if (tripped == 1) {
 			res->end = SB_RULE_TRIPPED;
 			res->rule = rule;
 			sb->broken = true;
 			return 0;
 		}
+		res->record_err = tripped < 0 ? tripped : 0;
 	}
 	if (r->exec_refused || (reported && refused_at_exec(sb, res))) {
 		res->end = SB_POLICY_REFUSED;
@@ -160,9 +162,10 @@ int sb_run_decide(struct run *r, int pump_end)
 	    res->end != SB_OOM && res->end != SB_FORK_LIMIT)
 		return sb_run_fail(
 			r, -ECHILD,
-			"sandbox %s: its init was killed from outside (no agent kill, no limit "
-			"hit)",
-			sb->id);
+			"sandbox %s: its init was killed from outside (no agent kill, no "
+			"limit hit%s)",
+			sb->id,
+			res->record_err ? ", and the kernel's record could not be read" : "");
 	return 0;
 }
 

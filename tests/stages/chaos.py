@@ -64,6 +64,14 @@ WEIGHTS = {"good": 8, "slow": 4, "crash": 1, "hang": 1, "nan": 1, "forks": 1}
 # that kills land between and in the middle of one request's tests.
 SOLUTION = "import sys, time\ns = sys.stdin.read()\ntime.sleep(0.3)\nprint(s.strip())\n"
 VERIFY_SHARE = 0.2
+# The cause each program's batch must end with, whatever the chaos did
+# (issue 32): a kill of the agent, a policy reload, or serve's restart
+# changes no cause. Only a fault that makes the truth unknowable may book
+# another, and then only as such: the executor (CLI or serve) killed under
+# the run, booked platform_error "executor died" by the next one.
+EXPECTED = {"good": ("ok", None), "slow": ("ok", None), "crash": ("tenant_crash", None),
+            "hang": ("tenant_timeout", None), "nan": ("tenant_bad_output", None),
+            "forks": ("tenant_policy_violation", "fork"), "solution": ("ok", None)}
 TENANTS = ["ca", "cb", "cc"]
 SPARE = "cz"  # only ever gets broken policy files
 LIMITS = {"timeout_ms": 1500, "memory_mb": 128, "max_tasks": 16, "concurrency": 6,
@@ -377,8 +385,36 @@ def report_exactly_once(a, state, c):
     twice = [r.bid for r in maybe if len(finals.get(r.bid, [])) > 1]
     check(not twice, "chaos: a batch cut before its sandbox existed has at most one final record", str(twice[:5]))
     check(not mismatched, "chaos: what each caller got is what the journal has", "; ".join(mismatched[:5]))
+    wrong, unknowable = wrong_causes(c, finals)
+    print("chaos: causes: %d right, %d wrong, %d unknowable (the executor killed under the run, "
+          "booked as such)" % (sum(1 for r in c.runs.values() if len(finals.get(r.bid, [])) == 1)
+                               - len(wrong) - unknowable, len(wrong), unknowable), flush=True)
+    check(not wrong, "chaos: every batch is booked to its program's cause (%d wrong)" % len(wrong),
+          "; ".join(wrong[:8]))
     cli_lost = [r.bid for r in c.runs.values() if r.via == "cli" and r.result is None and not r.killed]
     check(not cli_lost, "chaos: every CLI batch not killed returned a result", str(cli_lost[:5]))
+
+
+def wrong_causes(c, finals):
+    """The batches whose one final record has another cause than their
+    program's, except those the chaos made unknowable: their executor was
+    killed under them, and they are booked so ("executor died")."""
+    wrong, unknowable = [], 0
+    for r in c.runs.values():
+        got = finals.get(r.bid, [])
+        if len(got) != 1:
+            continue  # exactly_once's concern
+        rec, (cause, rule) = got[0], EXPECTED[r.prog]
+        if rec["cause"] == cause and rec.get("rule") == rule:
+            continue
+        if rec["cause"] == "platform_error" and "executor died" in (rec.get("detail") or "") \
+                and (r.killed or r.witnessed):
+            unknowable += 1
+            continue
+        wrong.append("%s (%s via %s): %s/%s, want %s/%s: %s" % (
+            r.bid, r.prog, r.via, rec["cause"], rec.get("rule"), cause, rule,
+            (rec.get("detail") or "")[:160]))
+    return wrong, unknowable
 
 
 def report_leftovers(a, c):

@@ -103,6 +103,30 @@ static void test_timeout_is_always_the_tenants(void **state)
 	policy.limits.cpu = 1.0;
 }
 
+/* A SIGKILL with the kernel's record unread is still a crash, but the
+ * detail says the record was not weighed (issue 32), rather than letting
+ * the guess pass for the truth. */
+static void test_unread_record_is_said(void **state)
+{
+	struct sandbox_spec spec = { .policy = &policy, .timeout_ms = 1000 };
+	struct sandbox_result r = { .end = SB_SIGNALED, .signal = 9, .record_err = -EACCES };
+	char detail[EXEC_DETAIL_MAX];
+	int rule;
+
+	assert_int_equal(exec_classify(0, &r, &spec, &rule, detail, sizeof(detail)),
+			 SG_CAUSE_TENANT_CRASH);
+	assert_non_null(strstr(detail, "the kernel's record of the sandbox could not be read"));
+	r.record_err = 0;
+	exec_classify(0, &r, &spec, &rule, detail, sizeof(detail));
+	assert_null(strstr(detail, "record"));
+	/* The record's trip, with no agent kill on record: the rule's violation. */
+	r = (struct sandbox_result){ .end = SB_RULE_TRIPPED, .rule = SG_RULE_FORK };
+	assert_int_equal(exec_classify(0, &r, &spec, &rule, detail, sizeof(detail)),
+			 SG_CAUSE_TENANT_POLICY_VIOLATION);
+	assert_int_equal(rule, SG_RULE_FORK);
+	assert_non_null(strstr(detail, "its fork rule tripped (the kernel's record"));
+}
+
 static bool wanted(uint64_t idle, unsigned cpus, uint64_t cpu, uint64_t wait, bool confirm)
 {
 	struct sandbox_spec spec = { .policy = &policy, .timeout_ms = 1000, .confirm = confirm };
@@ -351,6 +375,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_timeout_is_always_the_tenants, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_unread_record_is_said, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_confirmation_needs_outside_evidence, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_contended_timeout_confirmed_once, setup,
