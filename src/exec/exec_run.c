@@ -85,6 +85,20 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 		int rule, rc = exec_box_run(ctx, &box, &spec, &r);
 		enum sg_cause cause =
 			exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
+		/* A confirmation that could not start before its caller's
+		 * bound: the first run's timeout stands, never a 504 for the
+		 * trainer to retry (the first run was the program's). */
+		bool unstarted = spec.confirm && rc == -ETIME;
+		if (unstarted) {
+			snprintf(res->detail, sizeof(res->detail),
+				 "deadline of %llu ms passed; its confirmation run could not start "
+				 "before its caller gives up: the timeout stands",
+				 (unsigned long long)res->timeout_ms);
+			cause = SG_CAUSE_TENANT_TIMEOUT;
+			rule = -1;
+			rc = 0;
+			r.end = SB_TIMEOUT;
+		}
 		bool due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
 		bool confirm = due && exec_confirm_admit(ctx, &spec, &line, res->detail,
 							 sizeof(res->detail));
@@ -96,10 +110,10 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 					  .attempt = attempt,
 					  .final = !again,
 					  .retried = again,
-					  .confirm = confirm        ? SG_CONFIRM_NEXT
-						     : due          ? SG_CONFIRM_UNADMITTED
-						     : spec.confirm ? SG_CONFIRM_RUN
-								    : SG_CONFIRM_NONE,
+					  .confirm = confirm            ? SG_CONFIRM_NEXT
+						     : due || unstarted ? SG_CONFIRM_UNADMITTED
+						     : spec.confirm     ? SG_CONFIRM_RUN
+									: SG_CONFIRM_NONE,
 					  .cause = cause,
 					  .rule = rule,
 					  .wall_ms = r.wall_ms,
