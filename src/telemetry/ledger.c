@@ -137,11 +137,16 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 	t = tenant_row(l, tenant);
 	if (t) {
 		t->attempts++;
-		if (class == SG_CLASS_VERDICT)
+		/* A timeout its confirmation run follows is nobody's yet: the
+		 * confirmation's own record says whose it is (overturned, it
+		 * was the node's, and no tenant fault may count it). */
+		if (o->confirm == SG_CONFIRM_NEXT)
+			;
+		else if (class == SG_CLASS_VERDICT)
 			t->verdicts[o->cause]++;
 		else if (o->cause != SG_CAUSE_OK)
 			t->failures[o->cause]++;
-		if (o->cause != SG_CAUSE_OK)
+		if (o->cause != SG_CAUSE_OK && o->confirm != SG_CONFIRM_NEXT)
 			t->failures_by_class[class]++;
 		if (violation)
 			t->violations[o->rule]++;

@@ -146,6 +146,43 @@ static void test_class_split(void **state)
 	ledger_free(l);
 }
 
+/* Timeouts' confirmation runs (issue 31): a timeout its confirmation
+ * follows counts as an attempt but as nobody's failure until the
+ * confirmation says whose it is; the confirmations are counted by how
+ * they ended. */
+static void test_confirmations(void **state)
+{
+	struct ledger *l = ledger_new();
+	struct sg_outcome o;
+	struct ledger_tenant t;
+
+	o = outcome("acme", SG_CAUSE_TENANT_TIMEOUT, -1, false, 1000);
+	o.confirm = SG_CONFIRM_NEXT;
+	book(l, o);
+	o = outcome("acme", SG_CAUSE_OK, -1, true, 400); /* overturned: the node's */
+	o.confirm = SG_CONFIRM_RUN;
+	book(l, o);
+	o = outcome("acme", SG_CAUSE_TENANT_TIMEOUT, -1, false, 1000);
+	o.confirm = SG_CONFIRM_NEXT;
+	book(l, o);
+	o = outcome("acme", SG_CAUSE_TENANT_TIMEOUT, -1, true, 1000); /* confirmed */
+	o.confirm = SG_CONFIRM_RUN;
+	book(l, o);
+	o = outcome("acme", SG_CAUSE_TENANT_TIMEOUT, -1, true, 1000);
+	o.confirm = SG_CONFIRM_UNADMITTED;
+	book(l, o);
+	t = get(l, "acme");
+	assert_int_equal(t.attempts, 5);
+	assert_int_equal(t.failures[SG_CAUSE_TENANT_TIMEOUT],
+			 2); /* the confirmed and the unadmitted */
+	assert_int_equal(t.failures_by_class[SG_CLASS_TENANT_CODE], 2);
+	assert_int_equal(t.confirmations, 2);
+	assert_int_equal(t.confirmations_overturned, 1);
+	assert_int_equal(t.confirmations_unadmitted, 1);
+	assert_int_equal(t.batches_ok + t.batches_failed, 3);
+	ledger_free(l);
+}
+
 static void test_bad_input(void **state)
 {
 	struct ledger *l = ledger_new();
@@ -301,6 +338,9 @@ static void test_round_trip(void **state)
 	o = outcome("acme", SG_CAUSE_TENANT_TIMEOUT, -1, true, 3);
 	o.mode = SG_MODE_VERIFY;
 	book(a, o); /* a verdict */
+	o.confirm = SG_CONFIRM_RUN;
+	o.cause = SG_CAUSE_OK;
+	book(a, o); /* an overturned confirmation */
 	assert_int_equal(ledger_save(a, path, &pos), 0);
 	assert_int_equal(ledger_save(a, path, &pos), 0); /* over an existing file */
 	other_files(others, sizeof(others));
@@ -315,6 +355,7 @@ static void test_round_trip(void **state)
 	assert_int_equal(ledger_overflowed(b), 1);
 	ledger_foreach(a, compare_tenant, b); /* every count, every tenant */
 	assert_int_equal(get(b, "acme").verdicts[SG_CAUSE_TENANT_TIMEOUT], 1);
+	assert_int_equal(get(b, "acme").confirmations_overturned, 1);
 	ledger_load_report_free(&rep);
 
 	/* And it keeps booking after the restore. */
@@ -487,6 +528,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_booking),
 		cmocka_unit_test(test_class_split),
+		cmocka_unit_test(test_confirmations),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_tenant_cap),
 		cmocka_unit_test_setup_teardown(test_round_trip, setup_dir, teardown_dir),
