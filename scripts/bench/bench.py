@@ -4,7 +4,7 @@ shapes a fallback file hook could take. Every figure is a ratio
 against a baseline measured in the same run; the two arms of each
 comparison are interleaved. Prints one table and writes results.json.
 
-    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11]
+    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11,12]
 
 Run through scripts/bench/run.sh (make bench), which builds the helpers."""
 import argparse
@@ -15,6 +15,7 @@ import time
 
 import cpumeter
 import hooks
+import integrity
 import interp
 import killlat
 import launch
@@ -36,6 +37,7 @@ QUICK = {
     "programs": 16, "chunks": 2,
     "layer_rounds": 20,
     "warm_rounds": 10, "warm_callers": 128, "warm_each": 2,
+    "integrity_each": 8,
 }
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
@@ -47,6 +49,7 @@ FULL = {
     "programs": 1024, "chunks": 16,
     "layer_rounds": 100,
     "warm_rounds": 40, "warm_callers": 128, "warm_each": 4,
+    "integrity_each": 64,
 }
 
 
@@ -69,7 +72,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -96,6 +99,8 @@ def main():
     env.write_policy(pipeline.policy(env))
     env.write_policy(killlat.policy(env))
     for policy in verifier.policies(env):
+        env.write_policy(policy)
+    for policy in integrity.policies(env):
         env.write_policy(policy)
     agent = Agent(env)
     t_start = time.monotonic()
@@ -160,6 +165,13 @@ def main():
             finally:
                 meter.close()
                 executor.stop()
+        if "12" in only:
+            # Reward integrity on a full node (issue 31): the agent runs,
+            # as on a trainer's node; its own executor, overcommitted.
+            log("scenario 12: reward integrity, %d correct CPU-heavy programs, %d loops, %d "
+                "self-starvers x %d tests, a hog tenant" % ((cfg["integrity_each"],) * 3 +
+                                                            (integrity.TESTS,)))
+            doc["rows"] += integrity.measure(env, cfg["integrity_each"], 4 * nproc, nproc)
         if "2" in only or "3" in only:
             log("scenarios 2+3: hook overhead, %d on/off cycles" % cfg["hook_cycles"])
             agent.stop()
@@ -185,7 +197,7 @@ def main():
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9}
+    order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 10))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))
