@@ -224,9 +224,33 @@ static int current_segment(const struct journal *j, size_t need, uint64_t *seq, 
 	return fd;
 }
 
+/* Room for `want` bytes at the end of the segment, taken before anything
+ * is written, so that a full disk refuses the whole line instead of taking
+ * a part of it. 0, or -errno (-ENOSPC) with nothing written; a filesystem
+ * without fallocate() goes on without it (its short write is handled by
+ * the caller). */
+static int reserve_room(int fd, off_t size, ssize_t want)
+{
+	int ret;
+
+	do
+		ret = fallocate(fd, FALLOC_FL_KEEP_SIZE, size, want);
+	while (ret && errno == EINTR);
+	if (ret == 0 || errno == EOPNOTSUPP || errno == ENOSYS)
+		return 0;
+	return -errno;
+}
+
 /* Lock held: the line goes in one writev, after a newline if the segment
- * ends in a torn line; a failed write is cut off again. Returns the
- * segment's fd (the line written, not yet synced) or -errno. */
+ * ends in a torn line. Returns the segment's fd (the line written, not yet
+ * synced) or -errno.
+ *
+ * Bytes once written are never taken back (no ftruncate): a reader may
+ * have read them already, and a cut-off tail rewritten by the next append
+ * spliced the head of one record onto the tail of another in the agent's
+ * fold (issue 32: the ledger moved outcomes between tenants). What a short
+ * write leaves stays as a torn line, which the next append ends with a
+ * newline: one bad line for every reader alike. */
 static int append_locked(const struct journal *j, const char *line, size_t len,
 			 struct journal_pos *at)
 {
@@ -250,14 +274,19 @@ static int append_locked(const struct journal *j, const char *line, size_t len,
 	iov[n_iov++] = (struct iovec){ .iov_base = "\n", .iov_len = 1 };
 	for (int i = 0; i < n_iov; i++)
 		want += iov[i].iov_len;
+	if ((err = reserve_room(fd, size, want))) {
+		close(fd);
+		return err;
+	}
 	w = writev(fd, iov, n_iov);
-	if (w != want) {
+	/* All of the line but its newline is a record: the next append (or
+	 * the segment's end, for a reader) ends it, and the fold books it. */
+	if (w < want - 1) {
 		err = w < 0 ? -errno : -ENOSPC;
-		if (ftruncate(fd, size))
-			sg_error(
-				"journal: a failed append left %zd bytes at the end of segment %" PRIu64
-				" that cannot be cut off: %s",
-				w, seq, strerror(errno));
+		if (w > 0)
+			sg_warn("journal: an append to segment %" PRIu64 " was cut short after %zd "
+				"of %zd bytes (%s): the part written stays, as one bad line",
+				seq, w, want, strerror(-err));
 		close(fd);
 		return err;
 	}

@@ -13,9 +13,14 @@
  * the next one started (its directory entry fsync'd); at that moment the
  * segments older than the newest `keep` are deleted. A torn last line (an
  * executor killed in the middle of a write) is ended with a newline by the
- * next append, so it stays one bad line and never swallows a good one. A
- * failed write is cut back off the file (ftruncate) before the lock is let
- * go: no reader ever sees half a record followed by a good one.
+ * next append, so it stays one bad line and never swallows a good one.
+ * Bytes once written are never rewritten or cut off: the room for a line
+ * is taken (fallocate) before it is written, so a full disk refuses the
+ * whole line; a write cut short all the same (a filesystem without
+ * fallocate, an I/O error) stays as such a torn line. A reader may have
+ * read any byte already, so the file only ever grows (issue 32: a
+ * cut-off tail rewritten by the next append once spliced two records
+ * into one in the agent's fold).
  *
  * Reading (the agent's fold, `sandguard top` without an agent, tests,
  * `sandguard explain`): segments in order, complete lines only
@@ -69,9 +74,10 @@ int journal_init(struct journal *j, const char *state_dir);
 
 /* Append one record (`line`, without its newline) durably. On return 0 the
  * line is on disk (fdatasync'd); `at` (may be NULL) is where it starts.
- * -errno otherwise (-ENOSPC for a full disk), and then no part of the line
- * stays in the journal (unless fdatasync itself failed: -EIO, the line may
- * stay). */
+ * -errno otherwise (-ENOSPC for a full disk), and then the line is not a
+ * record of the journal: nothing of it was written, or a part that no
+ * reader takes for a record (a torn line) (unless fdatasync itself
+ * failed: -EIO, the line may stay). */
 int journal_append(const struct journal *j, const char *line, size_t len, struct journal_pos *at);
 
 /* Free bytes on the journal's filesystem (for the superuser's peers: the

@@ -190,8 +190,16 @@ int journal_next(struct journal_cursor *c, char **line, size_t *len, struct jour
 		/* The end of the segment, for now. It is final once a later
 		 * one exists: then read once more, for what was appended
 		 * before the rotation, and move on. */
-		if (!(next = next_segment(c, c->pos.segment)))
+		if (!(next = next_segment(c, c->pos.segment))) {
+			/* Nothing of a line still being written is kept
+			 * across the wait: it is read again, whole, once its
+			 * newline is there. Only complete lines are taken
+			 * from the file, so a writer that took back an
+			 * unfinished tail (older versions did) cannot splice
+			 * it onto the next record. */
+			c->len = c->head;
 			return 0;
+		}
 		if ((got = fill(c)) != 0) {
 			if (got < 0)
 				return (int)got;

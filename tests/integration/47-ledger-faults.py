@@ -16,13 +16,20 @@
     runs refused with platform_error naming the disk, /readyz and
     `status --check` red, an unbookable result withheld; after the disk is
     freed and the agent restarted, nothing written is lost;
+  - issue 32: the disk (12 MiB) filled completely under concurrent batches
+    of two tenants, the agent killed and restarted at 100% full, space
+    freed: the agent's ledger, ledger.json and `top --state-dir` equal a
+    fresh fold of the journal per tenant and cause, and a refusal that
+    could not be written says so and has no record;
   - 1,024 tenants: `top` and `status` answer (replies far over 64 KiB)."""
+import collections
 import glob
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -328,6 +335,162 @@ def disk_full(progs_src):
         a.cleanup()
 
 
+def fold_rows(state):
+    """A fresh fold of the journal, per tenant: attempts, final batches ok
+    and failed, failed attempts by cause (what the ledger counts)."""
+    out = {}
+    for r in sgjournal.fold(sgjournal.read(state)):
+        row = out.setdefault(r["tenant"], {"attempts": 0, "ok": 0, "failed": 0, "failures": {}})
+        row["attempts"] += 1
+        if r["cause"] != "ok":
+            row["failures"][r["cause"]] = row["failures"].get(r["cause"], 0) + 1
+        if r["final"]:
+            row["ok" if r["cause"] == "ok" else "failed"] += 1
+    return out
+
+
+def ledger_rows(t):
+    """The same figures from `top --json` (agent or --state-dir)."""
+    return {r["tenant"]: {"attempts": r["attempts"], "ok": r["batches_ok"], "failed": r["batches_failed"],
+                          "failures": {c: n for c, n in r["failures"].items() if n}}
+            for r in t.get("tenants", []) if r["attempts"]}
+
+
+def checkpoint_rows(path):
+    """The same figures from the persisted checkpoint (ledger.json)."""
+    with open(path) as f:
+        doc = json.load(f)
+    return {name: {"attempts": r["attempts"], "ok": r["batches"]["ok"], "failed": r["batches"]["failed"],
+                   "failures": {c: n for c, n in r["failures"].items() if n}}
+            for name, r in doc["tenants"].items() if r["attempts"]}
+
+
+def diff_rows(want, got):
+    """What differs, per tenant and cause, in words ("" when nothing)."""
+    out = []
+    for tenant in sorted(set(want) | set(got)):
+        w, g = want.get(tenant, {}), got.get(tenant, {})
+        for k in ("attempts", "ok", "failed"):
+            if w.get(k, 0) != g.get(k, 0):
+                out.append("%s %s: journal %d, ledger %d" % (tenant, k, w.get(k, 0), g.get(k, 0)))
+        wf, gf = w.get("failures", {}), g.get("failures", {})
+        for c in sorted(set(wf) | set(gf)):
+            if wf.get(c, 0) != gf.get(c, 0):
+                out.append("%s %s: journal %d, ledger %d" % (tenant, c, wf.get(c, 0), gf.get(c, 0)))
+    return "; ".join(out)
+
+
+class Loops:
+    """`sandguard exec` batches run back to back by a few threads per
+    tenant until stop(); every result kept."""
+
+    def __init__(self, a):
+        self.a, self.stopping, self.results, self.threads, self.n = a, threading.Event(), [], [], 0
+        self.lock = threading.Lock()
+        os.makedirs(os.path.join(a.dir, "batches"), exist_ok=True)
+
+    def one(self, tenant, prog):
+        with self.lock:
+            self.n += 1
+            bid = "fk-%s-%d" % (tenant, self.n)
+        path = os.path.join(self.a.dir, "batches", bid + ".json")
+        with open(path, "w") as f:
+            json.dump({"batch_id": bid, "items": [{"prompt": "p", "completion": "c"}]}, f)
+        r = self.a.run(["exec", "--tenant", tenant, "--policy-dir", self.a.policy_dir, "--batch", path,
+                        "--", PY, prog])
+        res = js(r)
+        with self.lock:
+            self.results.append((tenant, res))
+        if res.get("attempts") == 0:
+            time.sleep(0.02)  # a refusal: thousands a second would only load the machine
+
+    def start(self, tenant, prog, n):
+        def loop():
+            while not self.stopping.is_set():
+                self.one(tenant, prog)
+        for _ in range(n):
+            t = threading.Thread(target=loop)
+            t.start()
+            self.threads.append(t)
+
+    def stop(self):
+        self.stopping.set()
+        for t in self.threads:
+            t.join()
+
+
+def full_kill_restart(progs_src):
+    """Issue 32 item 2: the journal's disk (12 MiB) fills mid-run under
+    concurrent batches of two tenants; the agent is killed and restarted
+    at 100% full; space is freed. The ledger (the agent's, the persisted
+    checkpoint's and `top --state-dir`'s) must equal a fresh fold of the
+    journal, per tenant and cause."""
+    a = Agent({"v0": {}, "hostile": {}}, name="fullkill")
+    a.env["SANDGUARD_UID_BASE"] = str(uid_base(64400))
+    a.env["SANDGUARD_JOURNAL_RESERVE_BYTES"] = str(1 << 20)
+    state = a.env["SANDGUARD_STATE_DIR"]
+    os.makedirs(state)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", state]).returncode:
+        skip("disk full, kill, restart", "cannot mount a tmpfs here")
+        return
+    filler = os.path.join(state, "filler")
+    loops = Loops(a)
+    try:
+        good, bad = a.program("good.py", progs_src["good"]), a.program("crash.py", progs_src["crash"])
+        if not start(a):
+            return
+        loops.start("v0", good, 2)
+        loops.start("hostile", bad, 2)
+        time.sleep(4)
+        fill(filler, 512 << 10)  # below the reserve: refusals booked into it
+        time.sleep(2)
+        fill(filler, 0)  # then completely full, mid-run
+        time.sleep(2)
+        a.proc.kill()  # no goodbye save
+        a.proc.wait()
+        if not start(a):  # at 100% full
+            return
+        time.sleep(6)
+        os.unlink(filler)  # space returns
+        time.sleep(4)
+        loops.stop()
+        t = settled(a)
+        want = fold_rows(state)
+        unbooked = sum(1 for _, r in loops.results if "not booked in the journal" in (r.get("detail") or ""))
+        print("disk full, kill, restart, free: %d batches, %d refusals with no record; journal %s"
+              % (len(loops.results), unbooked, json.dumps(want, sort_keys=True)))
+        st = status(a).get("ledger", {})
+        print("ledger status: %s" % json.dumps({k: st.get(k) for k in ("folded", "duplicates", "bad_records")}))
+        check(want.get("v0", {}).get("ok") and want.get("hostile", {}).get("failures"),
+              "disk full, kill, restart, free: both tenants booked outcomes", str(want))
+        # Every result returned has its final record; a refusal that could
+        # not be written says so and has none (docs/oncall.md, Journal
+        # disk full).
+        finals = collections.Counter(r["batch_id"] for r in sgjournal.read(state) if r["final"])
+        said = [(t, r) for t, r in loops.results if "not booked in the journal" in (r.get("detail") or "")]
+        odd = [r.get("batch_id") for _, r in loops.results
+               if finals[r.get("batch_id")] != (0 if "not booked" in (r.get("detail") or "") else 1)]
+        check(not odd, "disk full, kill, restart, free: each result has one final record, "
+              "and an unbooked refusal none", str(odd[:5]))
+        check(all(r["cause"] == "platform_error" and r["attempts"] == 0 for _, r in said),
+              "disk full: %d refusals that could not be written are platform_error, saying so" % len(said),
+              str([r for _, r in said if r["cause"] != "platform_error"][:2]))
+        d = diff_rows(want, ledger_rows(t))
+        check(not d, "disk full, kill, restart, free: the agent's ledger is the fold of the journal", d)
+        a.stop()
+        d = diff_rows(want, checkpoint_rows(os.path.join(state, "ledger.json")))
+        check(not d, "disk full, kill, restart, free: ledger.json is the fold of the journal", d)
+        d = diff_rows(want, ledger_rows(top(a, "--state-dir", state)))
+        check(not d, "disk full, kill, restart, free: top --state-dir is the fold of the journal", d)
+    finally:
+        loops.stop()
+        a.stop()
+        if os.environ.get("SANDGUARD_KEEP_TEST_DIR"):
+            shutil.copytree(state, os.path.join(a.dir, "state-copy"), ignore=shutil.ignore_patterns("filler"))
+        subprocess.run(["umount", "-l", state])
+        a.cleanup()
+
+
 def many_tenants():
     """1,024 tenants: the agent's replies are far over 64 KiB."""
     a = Agent({"alpha": {}}, name="many")
@@ -381,6 +544,7 @@ def main():
     finally:
         a.cleanup()
     disk_full(GOOD)
+    full_kill_restart({"good": GOOD, "crash": CRASH})
     many_tenants()
 
 

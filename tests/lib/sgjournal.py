@@ -40,14 +40,17 @@ def read(state_dir, bad=None):
     """Every complete record, in journal order. Lines that are not records
     (a torn write) are skipped, and appended to `bad` when given."""
     out = []
-    for path in segments(state_dir):
+    paths = segments(state_dir)
+    for path in paths:
         with open(path, "rb") as f:
             data = f.read()
         lines = data.split(b"\n")
-        if lines and lines[-1] != b"":
+        if lines and lines[-1] != b"" and path == paths[-1]:
             if bad is not None:
                 bad.append(lines[-1])  # still being written, or torn
-        for raw in lines[:-1]:
+        # A closed segment's unterminated last line is a line, as the
+        # agent's reader takes it (src/telemetry/journal_read.h).
+        for raw in lines[:-1] if path == paths[-1] or lines[-1] == b"" else lines:
             try:
                 rec = json.loads(raw)
                 if not isinstance(rec, dict) or "id" not in rec:

@@ -1,6 +1,7 @@
 /* The outcome journal: the record codec, durable appends in order,
  * rotation and retention, readers that see complete lines only, a torn
- * line that never swallows the next record, a failed write cut back off,
+ * line that never swallows the next record, a failed write refused whole,
+ * an unfinished tail never kept across a wait,
  * appends from many processes at once, and the disk reserve. */
 #include <errno.h>
 #include <fcntl.h>
@@ -312,8 +313,11 @@ static void test_rotation(void **s)
 	assert_int_equal(j.segment_bytes, JOURNAL_SEGMENT_BYTES_DEFAULT);
 }
 
-/* A write the filesystem refuses (here: RLIMIT_FSIZE, as a full disk
- * would) leaves nothing behind, and the journal goes on afterwards. */
+/* A write the filesystem cuts short (here: RLIMIT_FSIZE, which fallocate
+ * does not check, as a disk without fallocate would when full) is an
+ * error, and the part written stays: a reader may have read it. The next
+ * append ends it with a newline, so it is one bad line and the journal
+ * goes on. */
 static void test_failed_append(void **s)
 {
 	struct sg_outcome o = outcome("a", "acme", SG_CAUSE_OK);
@@ -335,11 +339,56 @@ static void test_failed_append(void **s)
 	assert_true(journal_append(&j, line, len, NULL) < 0);
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
 	assert_int_equal(stat(path, &after), 0);
-	assert_int_equal(after.st_size, before.st_size); /* cut back off */
+	assert_int_equal(after.st_size, before.st_size + 10); /* cut short, kept */
 	assert_int_equal(journal_append(&j, line, len, NULL), 0);
 	free(line);
-	assert_int_equal(read_ids(&(struct journal_pos){ 0, 0 }, ids, sizeof(ids), NULL), 2);
-	assert_string_equal(ids, "a b-with-a-long-id-so-that-the-line-does-not-fit ");
+	assert_int_equal(read_ids(&(struct journal_pos){ 0, 0 }, ids, sizeof(ids), NULL), 3);
+	assert_string_equal(ids, "a BAD b-with-a-long-id-so-that-the-line-does-not-fit ");
+}
+
+/* Issue 32: a reader that has read the unfinished tail of a segment does
+ * not keep it across the wait. A writer that takes such a tail back and
+ * writes the next record in its place (this one's older versions did, after
+ * a write cut short by a full disk) must not get the tail's head spliced
+ * onto the next record: the reader hands out that record, whole. */
+static void test_tail_taken_back(void **s)
+{
+	struct journal_cursor c;
+	struct journal_pos at;
+	struct sg_outcome o = outcome("a", "acme", SG_CAUSE_OK);
+	char path[PATH_MAX], *line, *gone;
+	size_t len, gone_len;
+	struct stat st;
+	int fd;
+
+	append(&o);
+	assert_int_equal(journal_segment_path(j.dir, 1, path, sizeof(path)), 0);
+	assert_int_equal(stat(path, &st), 0);
+	o = outcome("refused-with-a-much-longer-id-than-the-next", "hostile",
+		    SG_CAUSE_PLATFORM_ERROR);
+	assert_int_equal(journal_record_encode(&o, "the disk is full", &gone, &gone_len), 0);
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, gone, gone_len - 5), (ssize_t)gone_len - 5);
+
+	journal_cursor_init(&c, j.dir, &(struct journal_pos){ 0, 0 });
+	assert_int_equal(journal_next(&c, &line, &len, &at), 1);
+	assert_int_equal(journal_next(&c, &line, &len, &at), 0); /* the tail read, unfinished */
+	assert_int_equal(ftruncate(fd, st.st_size), 0);          /* and taken back */
+	close(fd);
+	free(gone);
+	o = outcome("b", "v0", SG_CAUSE_OK);
+	append(&o);
+	o = outcome("c", "v0", SG_CAUSE_OK);
+	append(&o);
+	assert_int_equal(journal_next(&c, &line, &len, &at), 1);
+	assert_non_null(strstr(line, "\"id\":\"b\""));
+	assert_null(strstr(line, "hostile"));
+	assert_int_equal(at.offset, (uint64_t)st.st_size);
+	assert_int_equal(journal_next(&c, &line, &len, &at), 1);
+	assert_non_null(strstr(line, "\"id\":\"c\""));
+	assert_int_equal(journal_next(&c, &line, &len, &at), 0);
+	journal_cursor_close(&c);
 }
 
 /* Executors append at once: every record whole, none lost. */
@@ -420,6 +469,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_torn_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_append, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tail_taken_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_appends, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_space, setup, teardown),
 	};
