@@ -17,6 +17,7 @@
 #include "telemetry/journal.h"
 #include "telemetry/journal_record.h"
 #include "lib/clock.h"
+#include "lib/first_trace.h"
 #include "lib/rule_names.h"
 #include "lib/ticket_queue.h"
 #include "node_cpu.h"
@@ -542,8 +543,10 @@ int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b)
 
 	notes_of(ctx, b, &notes, reason, decision, path, sizeof(reason));
 	if (!(ret = outcome_of(ctx, b, &o)) && !(ret = journal_init(&j, NULL)) &&
-	    !(ret = journal_record_encode_notes(&o, &notes, &line, &len)))
+	    !(ret = journal_record_encode_notes(&o, &notes, &line, &len))) {
+		first_trace_now(); /* a warm client is told first (lib/first_trace.h) */
 		ret = journal_append(&j, line, len, NULL);
+	}
 	free(line);
 	if (ret)
 		sg_error("exec: cannot book %s/%s attempt %u (%s) in the outcome journal %s: %s",

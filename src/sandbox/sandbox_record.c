@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "lib/clock.h"
+#include "lib/first_trace.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
 #include "sandbox_cgroup.h"
@@ -218,9 +219,13 @@ int sb_record_replace(const struct sb_record *rec, struct sb_record_lock *lk, ch
 int sb_run_record_write(struct sb_run_record *r, const struct sb_record *rec, char *detail,
 			size_t dlen)
 {
-	int err = rec->kind != SB_RECORD_RUN ? -EINVAL
-		  : r->lk.path[0]            ? sb_record_replace(rec, &r->lk, detail, dlen)
-					     : sb_record_open(rec, &r->lk, detail, dlen);
+	int err;
+
+	if (rec->kind == SB_RECORD_RUN && !r->lk.path[0])
+		first_trace_now(); /* a warm client is told first (lib/first_trace.h) */
+	err = rec->kind != SB_RECORD_RUN ? -EINVAL
+	      : r->lk.path[0]            ? sb_record_replace(rec, &r->lk, detail, dlen)
+					 : sb_record_open(rec, &r->lk, detail, dlen);
 
 	if (!err && rec != &r->rec)
 		r->rec = *rec;

@@ -1,11 +1,13 @@
 /* `sandguard exec`'s warm path, the client side (see
  * src/warm/warm_client.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -130,19 +132,128 @@ static const char *tenant_of(int argc, char **argv)
 	return NULL;
 }
 
-/* The executor ended while it ran the command: its run, if it started, is
- * the next executor's to reap and book; never run it twice. */
+/* Whether the command reads its input from stdin: --batch - or --tests -
+ * (or, as getopt_long takes them, a prefix of either). */
+static bool reads_stdin(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		const char *a = argv[i] + 2, *eq = strchr(argv[i], '='), *v;
+		size_t n;
+
+		if (strncmp(argv[i], "--", 2) || !*a)
+			continue;
+		n = eq ? (size_t)(eq - a) : strlen(a);
+		v = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : "";
+		if (n && !strcmp(v, "-") && (!strncmp(a, "batch", n) || !strncmp(a, "tests", n)))
+			return true;
+	}
+	return false;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, buf, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		buf += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The rest of stdin (a pipe's, a terminal's) into fd, then fd made our
+ * stdin, at its start. */
+static int copy_stdin(int fd)
+{
+	char buf[CHUNK];
+	uint64_t total = 0;
+	int err = 0;
+
+	while (!err && total < WARM_MAX_STDIN) {
+		uint64_t left = WARM_MAX_STDIN - total;
+		ssize_t n =
+			read(STDIN_FILENO, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? -errno : 0;
+			break;
+		}
+		err = write_all(fd, buf, (size_t)n);
+		total += (uint64_t)n;
+	}
+	if (!err && (lseek(fd, 0, SEEK_SET) || dup3(fd, STDIN_FILENO, 0) < 0))
+		err = -errno;
+	return err;
+}
+
+/* A command that reads stdin hands the executor a file whose start we
+ * know: the executor reads it (moving the offset we share), and a run it
+ * never started runs here from that start again. A pipe's bytes would be
+ * gone: they are copied first, as the executor would have read them.
+ * Returns the offset to go back to; -1 with *fatal 0: stdin untouched, run
+ * cold now; with *fatal set (an exit code): stdin is half read. */
+static off_t keep_stdin(int *fatal)
+{
+	off_t at = lseek(STDIN_FILENO, 0, SEEK_CUR);
+	int fd, err;
+
+	*fatal = 0;
+	if (at >= 0)
+		return at;
+	fd = memfd_create("sandguard-exec-stdin", MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	err = copy_stdin(fd);
+	close(fd);
+	if (!err)
+		return 0;
+	fprintf(stderr, "sandguard: error: exec: cannot copy stdin for the executor: %s\n",
+		strerror(-err));
+	*fatal = 2;
+	return -1;
+}
+
+/* The connection ended before the executor said it started the run: it
+ * may have parsed it, held it in an admission line or prepared a sandbox
+ * for it, but no run of it began and nothing of it is booked or owed. So
+ * it runs here, once, as when no executor answers. */
+static int never_started(off_t stdin_at)
+{
+	if (stdin_at >= 0 && lseek(STDIN_FILENO, stdin_at, SEEK_SET) < 0) {
+		fprintf(stderr,
+			"sandguard: error: exec: the executor ended before it started the run, and "
+			"stdin cannot be read again to run it here: %s\n",
+			strerror(errno));
+		return 2;
+	}
+	fprintf(stderr, "sandguard: exec: the executor ended before it started the run (nothing of "
+			"it is booked or owed): it runs here, cold\n");
+	return -1;
+}
+
+/* The executor ended after it said it started the run, before it
+ * answered: the request's in-flight record is made or its outcome booked
+ * already, so it is booked once (by the executor, or by the next one's
+ * reaper: "executor died"); never run it twice. */
 static int executor_died(int argc, char **argv)
 {
 	const char *tenant = tenant_of(argc, argv);
 
 	printf("{\"tenant\":%s%s%s,\"batch_id\":null,\"status\":\"failed\",\"cause\":\"platform_error\","
-	       "\"rule\":null,\"scores\":null,\"detail\":\"platform error: the executor ended before it "
-	       "answered; a run it started is reclaimed and booked when an executor starts next\","
+	       "\"rule\":null,\"scores\":null,\"detail\":\"platform error: the executor ended after it "
+	       "started the run, before it answered; the run is booked once, by the executor or, as "
+	       "'executor died', by the next executor's reaper\","
 	       "\"attempts\":0,\"wall_ms\":0,\"stderr\":null,\"path\":\"warm\"}\n",
 	       tenant ? "\"" : "", tenant ? tenant : "null", tenant ? "\"" : "");
 	fflush(stdout);
-	fprintf(stderr, "sandguard: error: exec: the executor ended before it answered\n");
+	fprintf(stderr, "sandguard: error: exec: the executor ended after it started the run, "
+			"before it answered\n");
 	return 2;
 }
 
@@ -151,6 +262,8 @@ int warm_client_run(int argc, char **argv, char **envp)
 	const char *off = getenv(WARM_ENV_OFF);
 	struct warm_request h;
 	struct warm_reply r;
+	off_t stdin_at = -1;
+	bool has_stdin, started;
 	char *strings;
 	int fd, err;
 
@@ -159,30 +272,40 @@ int warm_client_run(int argc, char **argv, char **envp)
 	fd = connect_executor();
 	if (fd < 0)
 		return -1;
+	has_stdin = fcntl(STDIN_FILENO, F_GETFD) >= 0;
+	if (has_stdin && reads_stdin(argc, argv)) {
+		stdin_at = keep_stdin(&err);
+		if (stdin_at < 0) {
+			close(fd);
+			return err ? err : -1;
+		}
+	}
 	strings = pack(argc, argv, envp, &h);
 	if (!strings) {
 		close(fd);
 		return -1;
 	}
-	h.has_stdin = fcntl(STDIN_FILENO, F_GETFD) >= 0;
+	h.has_stdin = has_stdin;
 	err = send_request(fd, &h, strings);
 	free(strings);
 	if (err) {
 		close(fd); /* it never had the whole request: nothing ran */
 		return -1;
 	}
-	/* Until it says it took the run, nothing of it happened. */
 	err = warm_recv_all(fd, &r, sizeof(r));
-	if (err || r.magic != WARM_MAGIC || r.code != WARM_STARTED) {
-		if (!err && r.magic == WARM_MAGIC && getenv("SANDGUARD_DEBUG"))
+	if (!err && r.magic == WARM_MAGIC && r.code == WARM_NOT_SERVED) {
+		if (getenv("SANDGUARD_DEBUG"))
 			relay(fd, r.err_len, STDERR_FILENO); /* why not */
 		close(fd);
-		return -1;
+		return -1; /* refused before the command: nothing of it read */
 	}
-	err = warm_recv_all(fd, &r, sizeof(r));
-	if (err || r.magic != WARM_MAGIC) {
+	/* Until it says it started the run, nothing of it is owed. */
+	started = !err && r.magic == WARM_MAGIC && r.code == WARM_STARTED;
+	if (started)
+		err = warm_recv_all(fd, &r, sizeof(r));
+	if (err || r.magic != WARM_MAGIC || r.code < 0) {
 		close(fd);
-		return executor_died(argc, argv);
+		return started ? executor_died(argc, argv) : never_started(stdin_at);
 	}
 	err = relay(fd, r.out_len, STDOUT_FILENO);
 	err = err ?: relay(fd, r.err_len, STDERR_FILENO);

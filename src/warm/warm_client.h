@@ -7,9 +7,11 @@
 
 /* argv[0] is "exec". Returns the command's exit code when an executor ran
  * it, or -1 when none would (no executor, another environment, refused
- * before the run): then run it cold. An executor that ends while it runs
- * the command is a platform error (a result saying so, exit 2), never a
- * second run. SANDGUARD_WARM=0 in the environment: -1 at once. */
+ * before the run, or ended before it started the run: stdin is then back
+ * where the command reads it): then run it cold. An executor that ends
+ * after it started the run is a platform error (a result saying so, exit
+ * 2), never a second run. SANDGUARD_WARM=0 in the environment: -1 at
+ * once. */
 int warm_client_run(int argc, char **argv, char **envp);
 
 #endif

@@ -8,18 +8,25 @@
  *                        SANDGUARD_* environment, NUL-ended strings; with
  *                        the head, SCM_RIGHTS: the client's working
  *                        directory (O_PATH) and, when open, its stdin.
- *   executor -> client   struct warm_reply WARM_STARTED when it takes the
- *                        run, then, when the command is done, a struct
- *                        warm_reply with its exit code, then out_len bytes
- *                        for the client's stdout and err_len for its stderr.
+ *   executor -> client   struct warm_reply WARM_STARTED just before the
+ *                        request leaves its first trace that outlives the
+ *                        executor (src/lib/first_trace.h: its in-flight run
+ *                        record, or a booking such as an admission
+ *                        refusal's), if it ever does; then, when the
+ *                        command is done, a struct warm_reply with its exit
+ *                        code, then out_len bytes for the client's stdout
+ *                        and err_len for its stderr.
  *
  * The executor serves a client whose SANDGUARD_* environment is its own
  * (the same journal, cgroup root, run directory, slots, agent, policies:
- * warm_env_shared()); anything else, and any refusal before the run, is
- * code WARM_NOT_SERVED with the reason in the err bytes, and the client
- * runs cold; so it does when the connection ends before WARM_STARTED
- * (nothing of the run happened). After WARM_STARTED it never does: an
- * executor that ends then has the run reaped and booked by the next one.
+ * warm_env_shared()); anything else, and any refusal before the command,
+ * is code WARM_NOT_SERVED with the reason in the err bytes, and the client
+ * runs cold. So it does when the connection ends before WARM_STARTED: the
+ * request may have waited in an admission line or for a sandbox, but no run
+ * of it began and nothing of it is booked or owed, so running it here books
+ * it once (its stdin is handed over as a copy the client keeps, so it can).
+ * After WARM_STARTED it never does: an executor that ends then leaves the
+ * run's record (or its booking), and the next executor's reaper books it.
  * Libc only: the client side links nothing else. */
 #ifndef SG_WARM_PROTO_H
 #define SG_WARM_PROTO_H
@@ -33,7 +40,10 @@
 #define WARM_MAX_STRINGS (256u * 1024)
 #define WARM_NOT_SERVED  (-1)
 #define WARM_STARTED     (-2)
-#define WARM_ENV_OFF     "SANDGUARD_WARM" /* =0: always cold; never compared */
+/* stdin read to a copy, at most: EXEC_INPUT_MAX and a byte (past which the
+ * command refuses it whole anyway) */
+#define WARM_MAX_STDIN ((256u << 20) + 1)
+#define WARM_ENV_OFF   "SANDGUARD_WARM" /* =0: always cold; never compared */
 
 struct warm_request {
 	uint32_t magic;

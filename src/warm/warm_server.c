@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "lib/array_len.h"
+#include "lib/first_trace.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
 #include "warm_agent.h"
@@ -185,6 +186,12 @@ static void answer(struct client *c, int code, const char *out, size_t out_len, 
 		sg_debug("executor: a client went away before its answer");
 }
 
+/* first_trace_now(): the client's run may be owed from here on. */
+static void started(void *arg)
+{
+	answer(arg, WARM_STARTED, "", 0, "", 0);
+}
+
 /* The command, in the client's directory, its output captured. fs_err:
  * why this thread could not have a working directory of its own (0: it
  * has). */
@@ -220,11 +227,17 @@ static void run_command(struct client *c, int fs_err)
 			fclose(io.err);
 		return;
 	}
-	/* From here on the run is ours: the client never runs it again. */
-	answer(c, WARM_STARTED, "", 0, "", 0);
+	/* The client hears WARM_STARTED just before the request leaves its
+	 * first trace that outlives us (its run's record, a booking): until
+	 * then nothing of it is owed, and were we killed the client would run
+	 * it cold, once; from then on it never does. Not before: a request
+	 * may wait here for minutes (an admission line, a sandbox prepared
+	 * for it), and a kill then must not cost it its run. */
+	first_trace_arm(started, c);
 	sg_log_to(io.err);
 	code = warm_exec_command((int)c->h.argc, c->argv, &io);
 	sg_log_to(NULL);
+	first_trace_disarm();
 	fclose(io.out);
 	fclose(io.err);
 	answer(c, code, out, out_len, err, err_len);

@@ -315,6 +315,101 @@ def t_killed_executor(env, ex):
     return "; ".join(bad) or None
 
 
+QUEUED = 64
+
+
+def t_queued_killed_executor(env, ex):
+    """kill -9 of an executor (a pool of 2) with 4 runs under way and 60
+    warm requests queued in the tenant's admission line: a request it never
+    started (no run begun, no record) runs cold in its client, ok, once; one
+    it started comes back platform_error saying so, and is booked once,
+    final, by the next executor's reaper. No client claims a booking the
+    journal lacks, no batch is booked twice, and nothing is left."""
+    env.policy("wm-queue", concurrency=4, cpu=0.1, on_excess="wait", queue_timeout_ms=300000,
+               timeout_ms=120000)
+    go = os.path.join(env.progs, "go-queue")
+    queue = os.path.join(env.run, "tenants", "wm-queue", "queue")
+    ex.stop()
+    ex.args = ["--pool-max", "2"]
+    ex.start()
+    clients = {}
+    for i in range(QUEUED):
+        bid = "queued-%d" % i
+        p = subprocess.Popen([BIN, "exec", "--tenant", "wm-queue", "--policy-dir", env.policies, "--batch", "-",
+                              "--", PYTHON, os.path.join(env.progs, "rw_wait_go.py"), go],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.env())
+        p.stdin.write(json.dumps(batch(bid)).encode())
+        p.stdin.close()
+        p.stdin = None
+        clients[bid] = p
+    results, bad = {}, []
+
+    def ready():
+        return [d for d in env.sandboxes("wm-queue") if os.path.exists(os.path.join(env.scratch, "wm-queue", d, "ready"))]
+
+    def tickets():
+        return [n for n in os.listdir(queue) if n.startswith("t-")] if os.path.isdir(queue) else []
+    try:
+        if not wait_for(lambda: len(ready()) == 4 and len(tickets()) == QUEUED - 4, 120):
+            bad.append("never 4 running and %d queued (%d, %d): the test proves nothing" %
+                       (QUEUED - 4, len(ready()), len(tickets())))
+        ex.stop(signal.SIGKILL)
+        left = set(records(env))
+        open(go, "w").close()  # the cold runs may finish
+        ex.args = []
+        ex.start()  # its reaper and the cold runs' race for the orphans
+
+        def collect(bid, p):
+            out, err = p.communicate(timeout=600)
+            results[bid] = (p.returncode, out.decode(), err.decode())
+        threads = [threading.Thread(target=collect, args=kv) for kv in clients.items()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for p in clients.values():
+            if p.poll() is None:
+                p.kill()
+    if not left:
+        bad.append("the killed executor left no record: the test proves nothing")
+    gone = wait_for(lambda: not records(env) and not env.sandboxes("wm-queue") and
+                    not cgroup_dirs(env, "wm-queue"), 30)
+    if not gone:
+        bad.append("left: records %s, scratch %s, cgroups %s" %
+                   (records(env), env.sandboxes("wm-queue"), cgroup_dirs(env, "wm-queue")))
+    finals = {}
+    for o in env.outcomes():
+        if str(o.get("batch_id", "")).startswith("queued-") and o.get("final"):
+            finals.setdefault(o["batch_id"], []).append(o)
+    cold = started = 0
+    for bid, (rc, out, err) in sorted(results.items()):
+        res = json.loads(out) if out.strip() else {}
+        booked = finals.get(bid, [])
+        if len(booked) != 1:
+            bad.append("%s: %d final bookings (exit %d, %s)" % (bid, len(booked), rc, res.get("detail")))
+        if rc == 0 and res.get("cause") == "ok" and res.get("path") == "cold" and \
+                "before it started the run" in err and booked and booked[0]["cause"] == "ok":
+            cold += 1
+        elif rc == 2 and res.get("cause") == "platform_error" and res.get("path") == "warm" and \
+                "after it started the run" in res.get("detail", "") and booked and \
+                "executor died" in json.dumps(booked[0]):
+            started += 1
+        elif rc == 0 and res.get("cause") == "ok" and res.get("path") == "warm" and booked:
+            pass  # it finished before the kill
+        else:
+            bad.append("%s: exit %d %s %s, booked %s" % (bid, rc, out.strip()[-200:], err.strip()[-200:],
+                                                         [(o["cause"], o.get("detail")) for o in booked]))
+    claims = [bid for bid, (rc, out, _) in results.items() if "booked" in out and not finals.get(bid)]
+    if claims:
+        bad.insert(0, "%d clients told their run is booked, with no booking: %s" % (len(claims), sorted(claims)[:5]))
+    if not cold or not started:
+        bad.append("%d ran cold, %d started: the test proves nothing" % (cold, started))
+    print("  %d requests: %d never started (ran cold, ok), %d started (booked 'executor died'), %d other"
+          % (len(results), cold, started, len(results) - cold - started))
+    return "; ".join(bad[:6]) + (" (+%d more)" % (len(bad) - 6) if len(bad) > 6 else "") or None
+
+
 def t_hangup_leaves_line(env, ex):
     """A warm client that hangs up while its request waits in the admission
     line (the tenant's one slot is held): the request leaves the line at
@@ -376,7 +471,7 @@ def t_clean_shutdown(env, ex):
     bad = []
     if rc != 0:
         bad.append("exit %s" % rc)
-    for tenant in ("wm-same", "wm-iso", "wm-many", "wm-reload", "wm-long", "wm-line"):
+    for tenant in ("wm-same", "wm-iso", "wm-many", "wm-reload", "wm-long", "wm-line", "wm-queue"):
         if env.sandboxes(tenant) or cgroup_dirs(env, tenant):
             bad.append("%s: scratch %s, cgroups %s" % (tenant, env.sandboxes(tenant), cgroup_dirs(env, tenant)))
     if records(env):
@@ -414,6 +509,7 @@ CASES = [
     ("warm-policy-reload-drains-pool", t_policy_reload_drains),
     ("warm-socket-root-only", t_socket_root_only),
     ("warm-killed-executor-reaped-booked-once", t_killed_executor),
+    ("warm-queued-killed-executor-never-started-run-cold", t_queued_killed_executor),
     ("warm-hangup-leaves-admission-line", t_hangup_leaves_line),
     ("warm-clean-shutdown-leaves-nothing", t_clean_shutdown),
 ]
