@@ -99,6 +99,7 @@ test_fs_util_LINK       := lib
 test_event_json_LINK    := telemetry lib
 test_event_json_decode_LINK := telemetry lib
 test_event_log_LINK     := telemetry lib
+test_event_budget_LINK  := telemetry lib
 test_health_LINK        := telemetry policy lib
 test_ledger_LINK        := telemetry policy lib
 test_journal_LINK       := telemetry policy lib

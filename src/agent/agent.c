@@ -46,18 +46,25 @@ enum {
  * is gone (attaching them again costs the next launch; the environment
  * variable is for tests). */
 #define DETACH_AFTER_IDLE_MS 5000
+/* A tenant over its share of the event file gets one events_dropped line
+ * per file, and at least one a minute while its lines are dropped (the
+ * environment variable is for tests). */
+#define EVENTS_SUMMARY_MS 60000
 
 /* Lines are batched (event_log.h) and written once per turn of the loop,
- * so a busy ring-buffer drain costs one write, not one per event. */
-static void emit(struct agent *a, const char *line, size_t len)
+ * so a busy ring-buffer drain costs one write, not one per event. Each
+ * line is charged to its tenant's budget, so that one tenant's flood
+ * cannot rotate another's evidence out. */
+static void emit(struct agent *a, const char *tenant, const char *line, size_t len)
 {
-	/* a failed write is counted by the event log (agent_events_lost) */
-	event_log_append(a->events, line, len);
+	/* a failed write is counted by the event log (agent_events_lost), a
+	 * line over its tenant's budget too (event_log_foreach_dropped) */
+	event_log_append_tenant(a->events, tenant, line, len);
 }
 
-void agent_emit_line(struct agent *a, const char *line)
+void agent_emit_line(struct agent *a, const char *tenant, const char *line)
 {
-	emit(a, line, strlen(line));
+	emit(a, tenant, line, strlen(line));
 }
 
 /* Whose a sandbox is: its own record, else (not adopted yet) the name of
@@ -153,7 +160,7 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 	event_context(a, s, 0, &ctx);
 	n = event_kill_json(&ctx, clock_ns(CLOCK_REALTIME), &k, line, sizeof(line));
 	if (n > 0)
-		emit(a, line, (size_t)n);
+		emit(a, ctx.tenant, line, (size_t)n);
 	else
 		a->events_lost++;
 	return err;
@@ -202,7 +209,7 @@ static int on_ring_event(void *ctx_, void *data, size_t size)
 	event_context(a, s, e->tenant, &ctx);
 	n = event_to_json(e, &ctx, line, sizeof(line));
 	if (n > 0) {
-		emit(a, line, (size_t)n);
+		emit(a, ctx.tenant, line, (size_t)n);
 	} else {
 		a->events_lost++;
 		sg_warn("event of type %u action %u could not be encoded", e->type, e->action);
@@ -477,6 +484,26 @@ static void write_ready_file(const char *path)
 	}
 }
 
+static int set_event_budget(struct agent *a)
+{
+	struct event_log_budget b = { .share_pct = a->opts.events_tenant_share,
+				      .node = a->opts.node,
+				      .summary_ms = EVENTS_SUMMARY_MS };
+	const char *env = getenv("SANDGUARD_EVENTS_SUMMARY_MS");
+	int rc;
+
+	if (env && *env)
+		b.summary_ms = strtoull(env, NULL, 10);
+	rc = event_log_set_budget(a->events, &b);
+	if (rc)
+		sg_error("cannot set the tenants' event budget: %s", strerror(-rc));
+	else if (b.share_pct && b.share_pct < 100 && strcmp(a->opts.events_path, "-") &&
+		 a->opts.events_max_bytes)
+		sg_info("events: each tenant may fill %u%% of a %llu-byte event file", b.share_pct,
+			(unsigned long long)a->opts.events_max_bytes);
+	return rc;
+}
+
 static int start(struct agent *a)
 {
 	char root[PATH_MAX], err[512];
@@ -518,6 +545,9 @@ static int start(struct agent *a)
 			 strerror(errno));
 		return -errno;
 	}
+	rc = set_event_budget(a);
+	if (rc)
+		return rc;
 	event_clock_offset(&a->boot_to_real_ns);
 	a->ledger = ledger_new();
 	if (!a->ledger)

@@ -26,7 +26,8 @@ struct agent_opts {
 	char events_path[PATH_MAX]; /* "-" = stdout */
 	uint64_t events_max_bytes;
 	unsigned events_keep;
-	char metrics_addr[128]; /* "" = no metrics server */
+	unsigned events_tenant_share; /* % of a file per tenant (event_log.h); 0, 100: none */
+	char metrics_addr[128];       /* "" = no metrics server */
 	char socket_path[PATH_MAX];
 	char state_dir[PATH_MAX]; /* ledger.json (the checkpoint) and journal/ */
 	char node[64];
@@ -78,8 +79,9 @@ int agent_kill_sandbox(struct agent *a, struct sg_sandbox_entry *s, int rule, ui
 
 uint64_t agent_events_lost(struct agent *a);
 
-/* Write a userspace-made event line (already JSON) to the event stream. */
-void agent_emit_line(struct agent *a, const char *line);
+/* Write a userspace-made event line (already JSON) of `tenant` (NULL:
+ * none) to the event stream, within the tenant's budget. */
+void agent_emit_line(struct agent *a, const char *tenant, const char *line);
 
 /* What the agent answers on the control socket (agent_control.c). */
 extern const struct control_op agent_control_ops[];

@@ -9,6 +9,7 @@
 #include "agent.h"
 #include "agent_metrics.h"
 #include "telemetry/event_json.h"
+#include "telemetry/event_log.h"
 #include "telemetry/health.h"
 #include "telemetry/ledger.h"
 #include "lib/log.h"
@@ -27,7 +28,7 @@ static const double kill_latency_bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01
 static struct {
 	struct metrics_family *failures, *violations, *events, *kills, *batches, *duration;
 	struct metrics_family *active, *degenerate, *invalid, *drops, *lost, *reloads;
-	struct metrics_family *confirmations;
+	struct metrics_family *confirmations, *budget_dropped;
 	struct metrics_family *feature, *build, *kill_latency, *detector, *sandboxes_total;
 	struct metrics_family *records, *gaps, *rebuilds, *checkpoint_failures, *disk_free;
 	struct metrics_family *disk_reserve;
@@ -111,6 +112,12 @@ static void collect_disk(const struct journal *j)
 	metrics_gauge_set(fam.disk_reserve, NULL, (double)j->reserve_bytes);
 }
 
+static void collect_budget_dropped(const char *tenant, uint64_t lines, void *ctx)
+{
+	(void)ctx;
+	metrics_counter_set(fam.budget_dropped, (const char *[]){ tenant }, lines);
+}
+
 static void collect(struct metrics_registry *r, void *ctx)
 {
 	struct agent *a = ctx;
@@ -123,6 +130,8 @@ static void collect(struct metrics_registry *r, void *ctx)
 	collect_outcomes(&a->outcomes.shown);
 	pthread_mutex_unlock(&a->lock);
 	metrics_counter_set(fam.drops, NULL, sg_bpf_drops(&a->bpf));
+	if (a->events) /* its own lock */
+		event_log_foreach_dropped(a->events, collect_budget_dropped, NULL);
 	collect_disk(&a->outcomes.journal);
 }
 
@@ -247,6 +256,11 @@ static int register_families(struct metrics_registry *r)
 	err |= add(r, METRICS_COUNTER, "sandguard_events_lost_total",
 		   "Events the agent could not encode or write to the event stream.", NULL, NULL, 0,
 		   &fam.lost);
+	err |= add(r, METRICS_COUNTER, "sandguard_events_over_budget_total",
+		   "Event lines not written because their tenant had filled its share of the "
+		   "event file (--events-tenant-share); each file's count is also in an "
+		   "events_dropped line.",
+		   l_t, NULL, 0, &fam.budget_dropped);
 	err |= add(r, METRICS_COUNTER, "sandguard_policy_reloads_total",
 		   "Policy reloads, by result (failed: at least one file rejected).", l_res, NULL,
 		   0, &fam.reloads);

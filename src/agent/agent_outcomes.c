@@ -81,7 +81,7 @@ static void observe_health(void *ctx, const struct sg_outcome *o)
 		fields = json_pack("{s:s}", "why", why);
 		if (event_health_json(&ev, clock_ns(CLOCK_REALTIME), health_detector_name(d),
 				      fields, line, sizeof(line)) > 0)
-			agent_emit_line(a, line);
+			agent_emit_line(a, t->name, line);
 		json_decref(fields);
 	}
 }

@@ -23,6 +23,8 @@ static void usage(FILE *f)
 		"  --events PATH           event stream, JSON lines; '-' = stdout (default)\n"
 		"  --events-max-bytes N    rotate the event file past N bytes (default 64 MiB)\n"
 		"  --events-keep N         rotated files kept (default 5)\n"
+		"  --events-tenant-share PCT  a tenant's lines fill at most PCT%% of each event\n"
+		"                          file; the rest are counted (default 25; 100 = no limit)\n"
 		"  --metrics ADDR:PORT     serve Prometheus /metrics (and /readyz)\n"
 		"  --socket PATH           control socket; default " SG_AGENT_SOCK "\n"
 		"  --state-dir DIR         the ledger's checkpoint and the outcome journal the\n"
@@ -44,6 +46,8 @@ int cmd_agent(int argc, char **argv)
 					      { "events", required_argument, NULL, 'e' },
 					      { "events-max-bytes", required_argument, NULL, 'B' },
 					      { "events-keep", required_argument, NULL, 'K' },
+					      { "events-tenant-share", required_argument, NULL,
+						'T' },
 					      { "metrics", required_argument, NULL, 'M' },
 					      { "socket", required_argument, NULL, 's' },
 					      { "state-dir", required_argument, NULL, 'S' },
@@ -53,7 +57,10 @@ int cmd_agent(int argc, char **argv)
 					      { "cleanup", no_argument, NULL, 'c' },
 					      { "help", no_argument, NULL, 'h' },
 					      { 0 } };
-	struct agent_opts o = { .events_max_bytes = 64ull << 20, .events_keep = 5 };
+	struct agent_opts o = { .events_max_bytes = 64ull << 20,
+				.events_keep = 5,
+				.events_tenant_share = 25 };
+	unsigned long share;
 	char *end;
 	int c, rc;
 
@@ -90,6 +97,15 @@ int cmd_agent(int argc, char **argv)
 			break;
 		case 'K':
 			o.events_keep = atoi(optarg);
+			break;
+		case 'T':
+			share = strtoul(optarg, &end, 10);
+			if (*end || !*optarg || share < 1 || share > 100) {
+				fprintf(stderr, "sandguard agent: --events-tenant-share wants a "
+						"percentage from 1 to 100\n");
+				return SG_EXIT_USAGE;
+			}
+			o.events_tenant_share = (unsigned)share;
 			break;
 		case 'M':
 			snprintf(o.metrics_addr, sizeof(o.metrics_addr), "%s", optarg);

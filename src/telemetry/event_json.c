@@ -24,6 +24,7 @@ static const char *const type_names[SG_EV__COUNT] = {
 	[SG_EV_EXIT] = "exit",
 	[SG_EV_SANDBOX_KILLED] = "sandbox_killed",
 	[SG_EV_HEALTH] = "health",
+	[SG_EV_EVENTS_DROPPED] = "events_dropped",
 };
 
 static const char *const action_names[] = {
@@ -418,7 +419,9 @@ int event_to_json(const struct sg_event *e, const struct event_ctx *ctx, char *b
 	};
 	struct json_out o;
 
-	if (!type || !action || e->type == SG_EV_SANDBOX_KILLED || e->type == SG_EV_HEALTH)
+	/* The agent's own types never come from the kernel. */
+	if (!type || !action || e->type == SG_EV_SANDBOX_KILLED || e->type == SG_EV_HEALTH ||
+	    e->type == SG_EV_EVENTS_DROPPED)
 		return -EINVAL;
 	/* An allowed exec and an exit concern no rule; e->rule is 0
 	 * (egress) there, so it must not be read. */

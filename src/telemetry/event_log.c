@@ -13,13 +13,36 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
+#include <jansson.h>
+#include "event_json.h"
 #include "event_log.h"
 #include "lib/log.h"
 
 /* The batch: big enough that a busy drain makes few writes, small next to
  * the agent's memory budget. */
-#define BATCH_BYTES (128 * 1024)
+#define BATCH_BYTES    (128 * 1024)
+#define TENANT_BUCKETS 256
+/* The owners array has keep + 1 entries; more files than this is a typo
+ * (--events-keep -1), not a retention. */
+#define BUDGET_MAX_KEEP 100000
+
+/* One tenant's account (see the budget in event_log.h). */
+struct tenant_budget {
+	struct tenant_budget *next;  /* in its hash bucket */
+	uint64_t bytes;              /* its lines in the current file */
+	uint64_t drop_lines;         /* dropped in this window, not reported yet */
+	uint64_t drop_bytes;         /* their bytes */
+	uint64_t first_drop_mono_ns; /* CLOCK_MONOTONIC of the first of them */
+	uint64_t first_drop_real_ns; /* CLOCK_REALTIME of the same */
+	uint64_t dropped_total;      /* lines, since open: the metric */
+	char name[];
+};
+
+/* The owner of a file holding several tenants' lines, lines of no tenant,
+ * or lines from before this process (unknown: counted as others'). */
+static struct tenant_budget mixed;
 
 struct event_log {
 	pthread_mutex_t lock;
@@ -37,7 +60,22 @@ struct event_log {
 	size_t batch_len;
 	uint64_t batch_lines;
 	struct event_log_stats st;
+
+	/* The tenant budget; owners is NULL without one. */
+	uint64_t budget_bytes; /* per tenant and file */
+	uint64_t summary_ns;
+	char *node;
+	struct tenant_budget *tenants[TENANT_BUCKETS];
+	/* Whose lines each file holds: [0] the live file, [i] path.i. NULL
+	 * for no file (or an empty one), a tenant for its lines alone, or
+	 * &mixed. owners[keep] is the file the next rotation deletes. */
+	struct tenant_budget **owners;
+	unsigned n_pending; /* tenants with drops not reported yet */
+	bool table_failing; /* a tenant's account could not be made (logged once) */
 };
+
+static int flush_locked(struct event_log *log);
+static void window_ended(struct event_log *log);
 
 static int open_file(struct event_log *log, bool truncate)
 {
@@ -165,6 +203,7 @@ static int rotate_if_full(struct event_log *log, uint64_t total)
 	}
 	log->st.rotations++;
 	log->rotate_failing = false;
+	window_ended(log);
 	return 0;
 }
 
@@ -175,10 +214,10 @@ static int write_lines(struct event_log *log, struct iovec *iov, int n_iov, uint
 {
 	int err = 0;
 
+	/* (append_locked rotated, if the file needed it, before the batch's
+	 * first line.) */
 	if (!log->is_stdout && log->fd < 0)
 		err = open_file(log, false);
-	if (!err)
-		err = rotate_if_full(log, total);
 	if (!err)
 		err = write_all(log->fd, iov, n_iov);
 	if (!err) {
@@ -214,8 +253,147 @@ static int flush_locked(struct event_log *log)
 	return write_lines(log, &iov, 1, iov.iov_len, lines);
 }
 
-static int append_locked(struct event_log *log, const char *line, size_t len)
+static uint64_t now_ns(clockid_t clock)
 {
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* Into the batch with no rotation: a summary closes a window, so it must
+ * not open the next one (it may take a file a few hundred bytes past
+ * max_bytes). */
+static int batch_add(struct event_log *log, const char *line, size_t len)
+{
+	int err = 0;
+
+	if (log->batch_len + len + 1 > BATCH_BYTES)
+		err = flush_locked(log);
+	memcpy(log->batch + log->batch_len, line, len);
+	log->batch[log->batch_len + len] = '\n';
+	log->batch_len += len + 1;
+	log->batch_lines++;
+	return err;
+}
+
+/* The live file now holds a line of t (NULL: of no tenant). */
+static void note_owner(struct event_log *log, struct tenant_budget *t)
+{
+	struct tenant_budget **o;
+
+	if (!log->owners)
+		return;
+	o = &log->owners[0];
+	if (!*o && t)
+		*o = t;
+	else if (*o != t)
+		*o = &mixed;
+}
+
+static struct tenant_budget *tenant_get(struct event_log *log, const char *name)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	struct tenant_budget *t;
+	size_t len = strlen(name);
+
+	for (const char *p = name; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	for (t = log->tenants[h % TENANT_BUCKETS]; t; t = t->next)
+		if (!strcmp(t->name, name))
+			return t;
+	t = calloc(1, sizeof(*t) + len + 1);
+	if (!t)
+		return NULL;
+	memcpy(t->name, name, len + 1);
+	t->next = log->tenants[h % TENANT_BUCKETS];
+	log->tenants[h % TENANT_BUCKETS] = t;
+	return t;
+}
+
+/* Over budget, unless rotating deletes no other tenant's lines. */
+static bool over_budget(const struct event_log *log, const struct tenant_budget *t, size_t total)
+{
+	const struct tenant_budget *victim = log->owners[log->keep];
+
+	return t->bytes + total > log->budget_bytes && victim && victim != t;
+}
+
+static void drop(struct event_log *log, struct tenant_budget *t, size_t total)
+{
+	if (!t->drop_lines) {
+		t->first_drop_mono_ns = now_ns(CLOCK_MONOTONIC);
+		t->first_drop_real_ns = now_ns(CLOCK_REALTIME);
+		log->n_pending++;
+	}
+	t->drop_lines++;
+	t->drop_bytes += total;
+	t->dropped_total++;
+	log->st.budget_dropped++;
+}
+
+/* The events_dropped line of t's unreported drops, into the batch. */
+static void report(struct event_log *log, struct tenant_budget *t)
+{
+	struct event_ctx ctx = { .node = log->node, .tenant = t->name };
+	char line[EVENT_JSON_MAX], first[32] = "";
+	json_t *d;
+	int n;
+
+	event_format_ts((int64_t)(t->first_drop_real_ns / 1000000), first, sizeof(first));
+	d = json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "reason", "tenant_share", "lines",
+		      (json_int_t)t->drop_lines, "bytes", (json_int_t)t->drop_bytes, "budget_bytes",
+		      (json_int_t)log->budget_bytes, "file_bytes", (json_int_t)log->max_bytes,
+		      "first_dropped", first);
+	n = d ? event_userspace_json(&ctx, 0, SG_EV_EVENTS_DROPPED, SG_ACTION_LOGGED, -1, d, line,
+				     sizeof(line))
+	      : -ENOMEM;
+	json_decref(d);
+	t->drop_lines = t->drop_bytes = 0;
+	log->n_pending--;
+	if (n < 0) {
+		/* The drops stay counted (the metric); the line is lost. */
+		log->st.failures++;
+		sg_error("events: cannot encode the events_dropped line of tenant %s: %s", t->name,
+			 strerror(-n));
+		return;
+	}
+	batch_add(log, line, (size_t)n);
+	note_owner(log, t);
+}
+
+/* The summaries that are due: all of them when force (a window ended). */
+static void report_due(struct event_log *log, bool force)
+{
+	uint64_t now;
+
+	if (!log->n_pending)
+		return;
+	now = now_ns(CLOCK_MONOTONIC);
+	for (int b = 0; b < TENANT_BUCKETS; b++)
+		for (struct tenant_budget *t = log->tenants[b]; t; t = t->next)
+			if (t->drop_lines &&
+			    (force || now - t->first_drop_mono_ns >= log->summary_ns))
+				report(log, t);
+}
+
+/* A rotation: every file moved one place down, and every tenant's budget
+ * starts again in the new file. */
+static void window_ended(struct event_log *log)
+{
+	if (!log->owners)
+		return;
+	memmove(log->owners + 1, log->owners, log->keep * sizeof(*log->owners));
+	log->owners[0] = log->size ? &mixed : NULL;
+	for (int b = 0; b < TENANT_BUCKETS; b++)
+		for (struct tenant_budget *t = log->tenants[b]; t; t = t->next)
+			t->bytes = 0;
+	report_due(log, true);
+}
+
+static int append_locked(struct event_log *log, const char *tenant, const char *line, size_t len)
+{
+	struct tenant_budget *t = NULL;
 	size_t total = len + 1;
 	int err = 0;
 
@@ -230,6 +408,29 @@ static int append_locked(struct event_log *log, const char *line, size_t len)
 			       (log->rotatable && log->max_bytes &&
 				log->size + log->batch_len + total > log->max_bytes)))
 		err = flush_locked(log);
+	/* So a batch's first line rotates, when the file needs it, before
+	 * the budget below is charged to the file the line goes to. */
+	if (!log->batch_len) {
+		if (!log->is_stdout && log->fd < 0)
+			open_file(log, false); /* else write_lines tries again, and counts */
+		if (log->fd >= 0)
+			rotate_if_full(log, total); /* a failure is counted; writing goes on */
+	}
+	if (tenant && log->owners) {
+		t = tenant_get(log, tenant);
+		if (!t && !log->table_failing)
+			sg_error("events: out of memory for tenant %s's budget: its lines are "
+				 "written unbudgeted",
+				 tenant);
+		log->table_failing = !t;
+		if (t && over_budget(log, t, total)) {
+			drop(log, t, total);
+			return err ? err : -EDQUOT;
+		}
+	}
+	if (t)
+		t->bytes += total;
+	note_owner(log, t);
 	if (total > BATCH_BYTES) {
 		struct iovec iov[2] = { { .iov_base = (void *)line, .iov_len = len },
 					{ .iov_base = "\n", .iov_len = 1 } };
@@ -245,10 +446,15 @@ static int append_locked(struct event_log *log, const char *line, size_t len)
 
 int event_log_append(struct event_log *log, const char *line, size_t len)
 {
+	return event_log_append_tenant(log, NULL, line, len);
+}
+
+int event_log_append_tenant(struct event_log *log, const char *tenant, const char *line, size_t len)
+{
 	int err;
 
 	pthread_mutex_lock(&log->lock);
-	err = append_locked(log, line, len);
+	err = append_locked(log, tenant, line, len);
 	pthread_mutex_unlock(&log->lock);
 	return err;
 }
@@ -258,6 +464,7 @@ int event_log_flush(struct event_log *log)
 	int err;
 
 	pthread_mutex_lock(&log->lock);
+	report_due(log, false);
 	err = flush_locked(log);
 	pthread_mutex_unlock(&log->lock);
 	return err;
@@ -271,13 +478,73 @@ int event_log_write(struct event_log *log, const char *line)
 	if (len && line[len - 1] == '\n')
 		len--;
 	pthread_mutex_lock(&log->lock);
-	err = append_locked(log, line, len);
+	err = append_locked(log, NULL, line, len);
 	if (err != -EINVAL) {
 		int ferr = flush_locked(log);
 		err = err ? err : ferr;
 	}
 	pthread_mutex_unlock(&log->lock);
 	return err;
+}
+
+/* Whose the files already there are is unknown: others', to be safe. */
+static void owners_from_disk(struct event_log *log)
+{
+	char p[PATH_MAX];
+	struct stat sb;
+
+	log->owners[0] = log->size ? &mixed : NULL;
+	for (unsigned i = 1; i <= log->keep; i++) {
+		snprintf(p, sizeof(p), "%s.%u", log->path, i);
+		log->owners[i] = stat(p, &sb) == 0 ? &mixed : NULL;
+	}
+}
+
+int event_log_set_budget(struct event_log *log, const struct event_log_budget *b)
+{
+	bool on = b->share_pct > 0 && b->share_pct < 100 && log->rotatable && log->max_bytes;
+	struct tenant_budget **owners = NULL;
+	char *node = NULL;
+
+	if (on && log->keep > BUDGET_MAX_KEEP) {
+		sg_error("events: a tenant budget over %u rotated files is not supported (keep %u)",
+			 BUDGET_MAX_KEEP, log->keep);
+		return -EINVAL;
+	}
+	if (on) {
+		owners = calloc((size_t)log->keep + 1, sizeof(*owners));
+		node = b->node ? strdup(b->node) : NULL;
+		if (!owners || (b->node && !node)) {
+			free(owners);
+			free(node);
+			sg_error("events: out of memory for the tenant budget");
+			return -ENOMEM;
+		}
+	}
+	pthread_mutex_lock(&log->lock);
+	free(log->owners);
+	free(log->node);
+	log->owners = owners;
+	log->node = node;
+	if (on) {
+		/* max_bytes * share / 100, without overflowing */
+		log->budget_bytes = log->max_bytes / 100 * b->share_pct +
+				    log->max_bytes % 100 * b->share_pct / 100;
+		log->summary_ns = b->summary_ms * 1000000;
+		owners_from_disk(log);
+	}
+	pthread_mutex_unlock(&log->lock);
+	return 0;
+}
+
+void event_log_foreach_dropped(struct event_log *log, event_log_dropped_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&log->lock);
+	for (int b = 0; b < TENANT_BUCKETS; b++)
+		for (struct tenant_budget *t = log->tenants[b]; t; t = t->next)
+			if (t->dropped_total)
+				fn(t->name, t->dropped_total, ctx);
+	pthread_mutex_unlock(&log->lock);
 }
 
 void event_log_get_stats(struct event_log *log, struct event_log_stats *st)
@@ -291,11 +558,21 @@ void event_log_close(struct event_log *log)
 {
 	if (!log)
 		return;
-	if (log->batch)
+	if (log->batch) {
+		report_due(log, true); /* the open windows' summaries */
 		flush_locked(log);
+	}
 	if (!log->is_stdout && log->fd >= 0)
 		close(log->fd);
 	pthread_mutex_destroy(&log->lock);
+	for (int b = 0; b < TENANT_BUCKETS; b++)
+		while (log->tenants[b]) {
+			struct tenant_budget *t = log->tenants[b];
+			log->tenants[b] = t->next;
+			free(t);
+		}
+	free(log->owners);
+	free(log->node);
 	free(log->batch);
 	free(log->path);
 	free(log);

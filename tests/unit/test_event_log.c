@@ -16,45 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "telemetry/event_log.h"
-
-static char dir[64];
-static char path[128];
-
-static int setup(void **state)
-{
-	strcpy(dir, "/tmp/sg-event-log-XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	snprintf(path, sizeof(path), "%s/events.jsonl", dir);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd);
-}
-
-/* The whole content of path suffix ("" for the live file, ".N"), or NULL
- * when it does not exist. Caller frees. */
-static char *slurp(const char *suffix)
-{
-	char p[160], *buf;
-	struct stat st;
-	FILE *f;
-
-	snprintf(p, sizeof(p), "%s%s", path, suffix);
-	f = fopen(p, "r");
-	if (!f)
-		return NULL;
-	fstat(fileno(f), &st);
-	buf = calloc(1, (size_t)st.st_size + 1);
-	assert_int_equal(fread(buf, 1, (size_t)st.st_size, f), (size_t)st.st_size);
-	fclose(f);
-	return buf;
-}
+#include "event_log_files.h"
 
 static void assert_file(const char *suffix, const char *want)
 {
@@ -330,7 +292,9 @@ static void test_rotation_failure_keeps_writing(void **state)
 
 /* Appended lines stay in the batch until it is flushed, then go out in
  * one write, whole; a batch splits at a rotation exactly where writing
- * line by line would have, and closing writes what is left. */
+ * line by line would have (the file rotates when the line that needs a
+ * new one is appended, so that the tenant budget charges it to the file
+ * it goes to), and closing writes what is left. */
 static void test_batches(void **state)
 {
 	struct event_log *log = event_log_open(path, 100, 3);
@@ -341,12 +305,14 @@ static void test_batches(void **state)
 	for (int i = 1; i <= 5; i++)
 		assert_int_equal(event_log_append(log, line40(i, l[i]), 39), 0);
 	event_log_get_stats(log, &st);
-	/* Lines 1-4 went out when the batch would have crossed 100 bytes. */
+	/* Lines 1-4 went out when the batch would have crossed 100 bytes,
+	 * and line 5 opened a new file. */
 	assert_int_equal(st.lines, 4);
+	assert_file("", "");
 	snprintf(want, sizeof(want), "%s\n%s\n", l[3], l[4]);
-	assert_file("", want);
-	snprintf(want, sizeof(want), "%s\n%s\n", l[1], l[2]);
 	assert_file(".1", want);
+	snprintf(want, sizeof(want), "%s\n%s\n", l[1], l[2]);
+	assert_file(".2", want);
 	assert_int_equal(event_log_flush(log), 0);
 	assert_int_equal(event_log_flush(log), 0); /* nothing left: nothing written */
 	snprintf(want, sizeof(want), "%s\n", l[5]);
