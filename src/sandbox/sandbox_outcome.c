@@ -54,7 +54,7 @@ int sb_run_decide(struct run *r, int pump_end)
 {
 	struct sandbox *sb = r->sb;
 	struct sandbox_result *res = r->res;
-	bool reported = r->done_read && r->done.main_ran, settled, node_oom = false;
+	bool reported = r->done_read && r->done.main_ran, settled = false, quiet, node_oom = false;
 	/* No report from init: it was killed, and main with it. */
 	int status = reported ? r->done.wait_status : SIGKILL, rule = -1, verdict, tripped;
 
@@ -94,12 +94,14 @@ int sb_run_decide(struct run *r, int pump_end)
 	 * what makes the agent read this call's last events before the next
 	 * call's ids replace its own (the agent tells each event with the ids
 	 * in force when it reads it). */
-	if (sb->agent) {
+	if (sb->agent || sb->enrolled)
 		settled = sb->leaf.path[0] && cgroup_kill(sb->leaf.path, LEAF_SETTLE_MS) == 0;
-		verdict =
-			settled && sb->warm.sock < 0 && sg_pinned_quiet(sb->cg.id) == 1
-				? 0
-				: agent_kill_verdict(sb->agent, sb->cg.id, &rule, AGENT_VERDICT_MS);
+	/* No violation on record: nothing for the agent or the record to say. */
+	quiet = settled && sb->enrolled && sg_pinned_quiet(sb->cg.id) == 1;
+	if (sb->agent) {
+		verdict = quiet && sb->warm.sock < 0 ? 0
+						     : agent_kill_verdict(sb->agent, sb->cg.id,
+									  &rule, AGENT_VERDICT_MS);
 		if (verdict == 1) {
 			res->end = SB_KILLED_BY_AGENT;
 			res->rule = rule;
@@ -109,22 +111,24 @@ int sb_run_decide(struct run *r, int pump_end)
 		if (verdict < 0)
 			sg_debug("sandbox %s: no kill verdict from the agent: %s", sb->id,
 				 strerror(-verdict));
-		/* The kernel's own record, booked in the task's own system call
-		 * whether or not the agent is alive to act on it: a kill-class
-		 * rule tripped is the run's violation, whatever else ended it
-		 * (the agent stopped, killed or restarting before its kill, or
-		 * killed before it recorded the kill: then its kill reads as
-		 * a SIGKILL, or as init killed from outside). Not reused: its
-		 * record holds the trip. */
-		tripped = verdict != 1 && sb->enrolled ? sg_pinned_trip_rule(sb->cg.id, &rule) : 0;
-		if (tripped == 1) {
-			res->end = SB_RULE_TRIPPED;
-			res->rule = rule;
-			sb->broken = true;
-			return 0;
-		}
-		res->record_err = tripped < 0 ? tripped : 0;
 	}
+	/* The kernel's own record, booked in the task's own system call
+	 * whether or not the agent is alive to act on it: a kill-class rule
+	 * tripped is the run's violation, whatever else ended it (the agent
+	 * stopped, killed or restarting before its kill, or killed before it
+	 * recorded the kill: then its kill reads as a SIGKILL, or as init
+	 * killed from outside; or no agent answered when the sandbox was
+	 * made, and the executor enrolled it in the pinned maps itself, where
+	 * the kernel kills the forker and a new agent the rest). Not reused:
+	 * its record holds the trip. */
+	tripped = sb->enrolled && !quiet ? sg_pinned_trip_rule(sb->cg.id, &rule) : 0;
+	if (tripped == 1) {
+		res->end = SB_RULE_TRIPPED;
+		res->rule = rule;
+		sb->broken = true;
+		return 0;
+	}
+	res->record_err = tripped < 0 ? tripped : 0;
 	if (r->exec_refused || (reported && refused_at_exec(sb, res))) {
 		res->end = SB_POLICY_REFUSED;
 		res->rule = SG_RULE_EXEC;
