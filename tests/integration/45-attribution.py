@@ -161,6 +161,7 @@ def main():
         clean_run_needs_no_agent_word(a)
         for what, rule in [("egress", "egress"), ("fork", "fork")]:
             cause_from_kernel_record_agent_stopped(a, what, rule)
+        fork_with_agent_dead(a)
         clean_run_events_attributed(a, progs)
         late_violation_is_the_runs(a)
         other_cgroup_root(a, progs)
@@ -428,6 +429,37 @@ def cause_from_kernel_record_agent_stopped(a, what, rule):
           "result and journal" % (what, rule),
           "%s; booked %s; stderr: %s" % (r and (r["cause"], r["rule"], r["detail"]),
                                         [(o["cause"], o["rule"]) for o in booked], err[-300:]))
+
+
+# Chaos's fork bomb: forty sleeping children, past the fork limit.
+FORKS = """import json, os, sys, time
+b = json.load(sys.stdin)
+for _ in range(40):
+    os.fork() or time.sleep(5)
+print(json.dumps([0.0] * len(b["items"])))
+"""
+
+
+def fork_with_agent_dead(a):
+    """Issue 32 (chaos, 10,000 batches: 96 fork bombs booked tenant_crash
+    or 'init killed from outside'): with the agent killed (kill -9) and not
+    back yet, the executor has no agent connection but enrolls the sandbox
+    in the pinned maps itself, and the kernel still counts the forks,
+    records the trip and kills the forker. The cause follows that record:
+    tenant_policy_violation/fork, never tenant_crash (killed by SIGKILL)."""
+    prog = a.program("forks.py", FORKS)
+    a.proc.send_signal(signal.SIGKILL)
+    a.proc.wait()
+    a.proc = None
+    try:
+        r, raw = a.exec_batch("bravo", prog)
+    finally:
+        started = a.start()
+    check(started, "the agent comes back after kill -9", a.log_tail())
+    check(r is not None and r["cause"] == "tenant_policy_violation" and r["rule"] == "fork",
+          "fork-with-agent-dead-is-the-kernel-records-violation: the executor's own enrollment, "
+          "the kernel's trip: tenant_policy_violation/fork",
+          "%s; stderr: %s" % (r and (r["cause"], r["rule"], r["detail"]), raw.stderr[-300:]))
 
 
 def clean_run_events_attributed(a, progs):
