@@ -466,6 +466,14 @@ int cmd_explain(int argc, char **argv)
 	} else if (o.q.run_id && !o.q.batch_id) {
 		print_run(doc);
 	} else {
+		size_t n = json_array_size(json_object_get(doc, "batches"));
+		/* Said first, so that nobody reads the first timeline as the
+		 * only one. */
+		if (n > 1 && o.q.batch_id)
+			printf("%zu batches have the id %s (a trainer's batch ids repeat across runs "
+			       "and restarts): each with its own attempts and events, oldest "
+			       "first\n\n",
+			       n, safe_id(o.q.batch_id));
 		json_array_foreach(json_object_get(doc, "batches"), i, b)
 		{
 			if (i)

@@ -2,7 +2,9 @@
  * timeline.h). Records are grouped into executions of a batch: the
  * records of one executor process for one (tenant, run, batch), up to and
  * including the final one (a batch is booked final exactly once), so a
- * trainer that sends the same batch id twice gets two timelines. */
+ * trainer that sends the same batch id twice gets two timelines. Events
+ * join them by the sandbox of each attempt and its time, never by the
+ * batch id alone, which both share (place_of()). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,6 +213,20 @@ static void unbooked_batches(json_t *events, json_t *batches)
 	}
 }
 
+/* The value of `key` all batches share; NULL when it is null, or when
+ * they do not share one (then *differ, unless differ is NULL). */
+static const char *shared(json_t *batches, const char *key, bool *differ)
+{
+	json_t *first = json_object_get(json_array_get(batches, 0), key), *b;
+	bool d = false;
+	size_t i;
+
+	json_array_foreach(batches, i, b) d |= !same_string(first, json_object_get(b, key));
+	if (differ)
+		*differ = d;
+	return d ? NULL : json_string_value(first);
+}
+
 static int cmp_cstr(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -302,7 +318,72 @@ static void attach_to_attempt(json_t *a, json_t *e)
 	json_array_append(json_object_get(a, "events"), e);
 }
 
-/* Each event into the attempt of its sandbox, or the batch's others. */
+/* When the attempt was booked: its record is written once its run is over,
+ * so every event of its run is older. INT64_MAX: not booked (running). */
+static int64_t booked_at(json_t *a)
+{
+	int64_t ms = ts_of(a, "ended");
+
+	return ms ? ms : INT64_MAX;
+}
+
+/* Whether attempt a is a better home than b (NULL: none yet) for an event
+ * at ts: attempts that share a sandbox run one after another, so the event
+ * is the first's that was not yet booked when it happened, or after them
+ * all (the teardown) the last's. Not by their start: "started" is the
+ * program's, after its exec event. */
+static bool better(json_t *a, json_t *b, int64_t ts)
+{
+	int64_t x = booked_at(a), y;
+
+	if (!b)
+		return true;
+	y = booked_at(b);
+	if ((x >= ts) != (y >= ts))
+		return x >= ts;
+	return x >= ts ? x < y : x > y;
+}
+
+/* Where an event goes: the attempt that ran in its sandbox (by_sandbox), or
+ * else a batch of the batch and run it carries. Batch ids repeat (a
+ * trainer's, across runs and restarts) and one sandbox serves several
+ * attempts (a verifier's tests, a warm interpreter's calls), so of the
+ * candidates better() picks by time. An event that names another batch is
+ * not a candidate's: a warm sandbox serves calls of several batches.
+ * *batch is NULL when nothing fits. */
+static json_t *place_of(json_t *batches, json_t *e, bool by_sandbox, json_t **batch)
+{
+	json_t *b, *a, *best = NULL, *id = json_object_get(e, "batch_id");
+	int64_t ts = json_integer_value(json_object_get(e, "ts_ms"));
+	const char *sandbox = str(e, "sandbox");
+	size_t i, k;
+
+	*batch = NULL;
+	json_array_foreach(batches, i, b)
+	{
+		if (json_is_string(id) ? !json_equal(id, json_object_get(b, "batch_id"))
+				       : !by_sandbox)
+			continue;
+		if (!by_sandbox &&
+		    !same_string(json_object_get(b, "run_id"), json_object_get(e, "run_id")))
+			continue;
+		json_array_foreach(json_object_get(b, "attempts"), k, a)
+		{
+			const char *sb = str(a, "sandbox");
+			if (by_sandbox && (!sb || !sandbox || strcmp(sb, sandbox)))
+				continue;
+			if (better(a, best, ts)) {
+				best = a;
+				*batch = b;
+			}
+		}
+		if (!by_sandbox && !*batch) /* a batch without attempts: the last resort */
+			*batch = b;
+	}
+	return best;
+}
+
+/* Each event into its attempt, or its batch's others. */
 static void attach_events(json_t *batches, json_t *events)
 {
 	json_t *e, *b, *a;
@@ -310,25 +391,13 @@ static void attach_events(json_t *batches, json_t *events)
 
 	json_array_foreach(events, i, e)
 	{
-		bool placed = false;
-		json_array_foreach(batches, j, b)
-		{
-			json_array_foreach(json_object_get(b, "attempts"), k, a)
-			{
-				if (str(a, "sandbox") && str(e, "sandbox") &&
-				    !strcmp(str(a, "sandbox"), str(e, "sandbox"))) {
-					attach_to_attempt(a, e);
-					placed = true;
-					break;
-				}
-			}
-			if (placed)
-				break;
-			if (str(e, "batch_id") && !strcmp(str(e, "batch_id"), str(b, "batch_id"))) {
-				json_array_append(json_object_get(b, "other_events"), e);
-				break;
-			}
-		}
+		a = place_of(batches, e, true, &b);
+		if (!a)
+			place_of(batches, e, false, &b);
+		if (a)
+			attach_to_attempt(a, e);
+		else if (b)
+			json_array_append(json_object_get(b, "other_events"), e);
 	}
 	json_array_foreach(batches, j, b)
 	{
@@ -490,13 +559,11 @@ int timeline_build(const struct timeline_query *q, const struct timeline_sources
 	} else if (!ret) {
 		json_array_foreach(groups, i, g) json_array_append_new(batches, batch_of(g));
 		em.sandboxes = sandboxes_of(batches, &em.n_sandboxes, &em.from_ms, &em.to_ms);
-		em.batch_id = json_array_size(batches) == 1
-				      ? str(json_array_get(batches, 0), "batch_id")
-				      : NULL;
-		em.run_id = em.batch_id ? str(json_array_get(batches, 0), "run_id") : NULL;
-		em.tenant = json_array_size(batches) == 1
-				    ? str(json_array_get(batches, 0), "tenant")
-				    : NULL;
+		/* The events tagged with the batch (in no attempt's sandbox)
+		 * when every batch has one id: of each batch's run. */
+		em.batch_id = shared(batches, "batch_id", NULL);
+		em.run_id = em.batch_id ? shared(batches, "run_id", &em.any_run) : NULL;
+		em.tenant = shared(batches, "tenant", NULL);
 		/* An unreadable event stream leaves the journal's side: eerr says why. */
 		timeline_read_events(s->events_file, &em, events, files, &es, eerr, sizeof(eerr));
 	}

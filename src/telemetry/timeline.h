@@ -7,7 +7,8 @@
  *   {"query": {"batch_id"|"sandbox"|"run_id": ..., "tenant": ...},
  *    "sources": {"journal", "journal_segments", "records_searched", "events_files",
  *                "events", "events_error"},
- *    "batches": [{
+ *    "batches": [{ (one per execution, oldest first: a batch id repeats
+ *                   across a trainer's runs and restarts)
  *      "batch_id", "tenant", "run_id", "mode", "executor_pid",
  *      "cause", "class", "rule", "detail", "booked" (false: no final record),
  *      "score_mean", "constant" (of the final record: null without scores),
@@ -21,7 +22,10 @@
  *                                (only on the events of the sandbox's init)}],
  *                    "policy": finding (the limit or action behind the cause)}],
  *      "summary": the request's own record (verifier mode) or null,
- *      "other_events": events of the batch in no attempt's sandbox,
+ *      "other_events": events of the batch in no attempt's sandbox
+ *                      (an event is the attempt's whose sandbox it names;
+ *                      where a batch id repeats or a sandbox served
+ *                      several attempts, the one nearest it in time),
  *      "verdict": "batch b-17 of tenant acme ..."}]}
  * A finding: {"says", "matched", "entry": line (the entry that matched, or
  * the list none did), "listed": [line] (then: the list's first entries),
