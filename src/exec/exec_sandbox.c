@@ -40,6 +40,44 @@ void exec_box_over(const struct exec_ctx *ctx, struct exec_box *box)
 		sandbox_stop(box->sb);
 }
 
+/* A run failed in a sandbox where a warm interpreter ran: the tenant's
+ * preloaded code, in a parent that forks the call. Whatever such a run
+ * reports (no READY, no EXEC, no DONE, a call's directory taken, a hang
+ * before the call starts) that code could have produced, so none of it is
+ * evidence of the platform's fault (issue 31): it would make any call it
+ * chose a platform_error, retried and never blamed. Its interpreter could
+ * not start, or failed it: nothing of that run is booked, and it uses no
+ * retry. The tenant's calls of that script run cold for a while, and this
+ * one runs again, cold, in another sandbox, as the call's own run: its
+ * verdict is the call's, and a platform error there is the platform's,
+ * retried as any other (docs/sandbox.md, "Warm interpreters"). */
+static int run_cold(const struct exec_ctx *ctx, struct exec_box *box,
+		    const struct sandbox_spec *spec, struct sandbox_result *r)
+{
+	struct sandbox_spec cold = *spec;
+	char why[sizeof(r->warm_fallback)];
+	int err;
+
+	if (!sandbox_warm_refused(box->sb))
+		sandbox_warm_refuse(box->sb, r->detail);
+	snprintf(why, sizeof(why), "%s", r->detail);
+	sg_debug("exec: sandbox %s: its warm run failed, the call runs cold: %s",
+		 sandbox_id(box->sb), r->detail);
+	exec_box_done(ctx, box);
+	/* Its outputs are gone already (sandbox_exec()); a record of its own
+	 * owes nothing: the run is not booked, the cold one is. */
+	sandbox_result_free(r);
+	/* Cold whatever the refusal says: it may be forgotten already (a
+	 * bounded table), and a warm parent again would be that code again. */
+	cold.cold = true;
+	err = take(ctx, &cold, &box->sb, r->detail, sizeof(r->detail));
+	if (!err)
+		err = sandbox_exec(box->sb, &cold, r);
+	if (!r->warm_fallback[0])
+		snprintf(r->warm_fallback, sizeof(r->warm_fallback), "%s", why);
+	return err;
+}
+
 int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct sandbox_spec *spec,
 		 struct sandbox_result *r)
 {
@@ -79,15 +117,8 @@ int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct 
 				sandbox_id(box->sb), why);
 	}
 	err = sandbox_exec(box->sb, spec, r);
-	/* Its warm interpreter could not start (a preload that does not
-	 * import): nothing ran and nothing is booked; the call runs cold, in
-	 * another sandbox, as the tenant's next calls will for a while. */
-	if (err && sandbox_warm_refused(box->sb)) {
-		exec_box_done(ctx, box);
-		err = take(ctx, spec, &box->sb, r->detail, sizeof(r->detail));
-		if (!err)
-			err = sandbox_exec(box->sb, spec, r);
-	}
+	if (err && sandbox_warm_ran(box->sb))
+		err = run_cold(ctx, box, spec, r);
 	return err;
 }
 

@@ -544,6 +544,11 @@ bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec)
 	return !spec || (spec->argv && sandbox_fits(sb, spec) && sb_warm_wanted(sb, spec));
 }
 
+bool sandbox_warm_ran(const struct sandbox *sb)
+{
+	return sb->warm.script[0] != '\0';
+}
+
 bool sandbox_warm_refused(const struct sandbox *sb)
 {
 	return sb->warm.refused;

@@ -170,6 +170,12 @@ bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b);
  * for that script's next call (docs/sandbox.md, "Warm interpreters"). */
 bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec);
 
+/* Whether a warm interpreter was started in sb: the tenant's preloaded
+ * code ran there (or may have), so nothing a run in sb reports is evidence
+ * the tenant could not produce. After a failed run, the caller runs the
+ * call again cold, in another sandbox (exec_box_run()). */
+bool sandbox_warm_ran(const struct sandbox *sb);
+
 /* After sandbox_exec() failed: whether it was that sb's warm interpreter
  * could not start (its preloads did not import). The tenant's calls of
  * that script run cold for a while then; the caller runs this call again,

@@ -151,8 +151,15 @@ int sb_run_decide(struct run *r, int pump_end)
 	 * make it take the parent (memory no process maps, a memfd's or the
 	 * scratch's, from a small process), which must not turn its OOM into
 	 * a platform_error that is retried and never blamed (24-warm-attacks
-	 * `warm-call-oom-of-its-parent-is-the-tenants`). */
-	if (!reported && sb->warm.sock >= 0 && res->end != SB_OOM) {
+	 * `warm-call-oom-of-its-parent-is-the-tenants`). Nor are our own
+	 * kills (the deadline, the output cap) and a fork limit the call's
+	 * cgroup hit: certain whatever the parent says or withholds, and the
+	 * tenant's; a parent that holds back its DONE must not turn them into
+	 * a run that fails (24-warm-attacks `warm-preload-cannot-hang-a-call`).
+	 * Any other end without DONE fails the run, and exec_box_run() runs
+	 * the call again cold: nothing the parent reports is evidence. */
+	if (!reported && sb->warm.sock >= 0 && res->end != SB_OOM && res->end != SB_TIMEOUT &&
+	    res->end != SB_OUTPUT_OVERSIZE && res->end != SB_FORK_LIMIT) {
 		/* Not again for a while: preloaded code that ends its parent
 		 * whenever a call fails would make every attempt a retried
 		 * platform_error, the tenant's failure never its own. Its

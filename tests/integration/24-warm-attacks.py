@@ -455,6 +455,88 @@ def t_preload_cannot_withhold_exec(env, ex):
     return None
 
 
+def warm_call_ends_as_its_own(env, tenant, preload, program, expect, warm_first, cold_next):
+    """One attack of issue 31 on a warm call, at max_retries 0 and 2: the
+    tenant's preload makes the call's warm run fail in a way that once
+    read as the platform's fault. The call must end with the program's
+    own cause after at most one cold run (the failed warm run is neither
+    booked nor a retry), with no platform_error booked for it; with
+    cold_next, the tenant's next call runs cold and says why."""
+    for retries in (0, 2):
+        name = "%s-%d" % (tenant, retries)
+        sgwarm.warm_policy(env, name, preload=(preload,),
+                           failure={"mode": "skip", "max_retries": retries})
+        if warm_first and not sgwarm.until_warm(env, name, program, args=("ok",)):
+            return "no two calls shared a warm interpreter within %d s" % sgwarm.WARM_BOUND_S
+        bid = "b-%s" % name
+        rc, res, err = sgwarm.call(env, name, program, args=("fail",), batch_id=bid)
+        booked = [(o.get("attempt"), o.get("cause"), o.get("final")) for o in env.outcomes()
+                  if o.get("batch_id") == bid]
+        # A timeout may take one confirmation run (docs/sandbox.md).
+        most = 2 if expect == "tenant_timeout" else 1
+        if not res or res.get("cause") != expect or res.get("attempts", 99) > most:
+            return "max_retries %d: a failing call under %s ended %s after %s attempts " \
+                   "(booked %s), not %s: %s" % (
+                       retries, preload, res and res.get("cause"), res and res.get("attempts"),
+                       booked, expect, (res or {}).get("detail") or err[-300:])
+        if any(c == "platform_error" for _, c, _ in booked) or not booked:
+            return "max_retries %d: booked %s (attempt, cause, final): the warm run's " \
+                   "failure is not the platform's" % (retries, booked)
+        if not cold_next:
+            continue
+        rc, res, err = sgwarm.call(env, name, program, args=("ok",), batch_id=bid + "-next")
+        if not res or res.get("cause") != "ok" or not res.get("warm_fallback"):
+            return "max_retries %d: the next call ended %s, warm_fallback %r: not cold, " \
+                   "or not saying why" % (retries, res and res.get("cause"),
+                                          res and res.get("warm_fallback"))
+    return None
+
+
+def t_preload_cannot_hang_a_call(env, ex):
+    """(A) Preloaded code rebinds the bootstrap's child() so that a call
+    that is going to fail hangs holding its report pipe: no EXEC, no end,
+    until the executor gives up on its start. Once a platform_error
+    (retried warm every time); now the call runs again cold and its crash
+    is the tenant's."""
+    return warm_call_ends_as_its_own(env, "wa-hang", "wa_hang_preload", "wa_fails.py",
+                                     "tenant_crash", True, True)
+
+
+def t_preload_cannot_undo_a_timeout(env, ex):
+    """(B) Preloaded code ends its parent when a call fails, so that a
+    call the executor killed at its deadline has no DONE: once "its warm
+    interpreter died during the call", a platform_error over the
+    executor's own certain kill. The deadline is the executor's: the
+    tenant's timeout."""
+    return warm_call_ends_as_its_own(env, "wa-undo", "wa_dodge_preload", "wa_sleeps.py",
+                                     "tenant_timeout", True, False)
+
+
+def t_preload_cannot_withhold_exec_without_retries(env, ex):
+    """(C) warm-preload-cannot-withhold-exec at max_retries 0 (and 2):
+    the call ends without EXEC; with no retry to fall back on it was a
+    final platform_error. Now the call runs again cold, as its own run."""
+    return warm_call_ends_as_its_own(env, "wa-withhold0", "wa_withhold_preload", "wa_fails.py",
+                                     "tenant_crash", True, True)
+
+
+def t_preload_cannot_fail_the_start(env, ex):
+    """(D) The parent ends during its start, before READY, and says no
+    FAILED: once a platform_error for every call, with no refusal. The
+    call runs cold, and its crash is the tenant's."""
+    return warm_call_ends_as_its_own(env, "wa-die", "wa_die_preload", "wa_fails.py",
+                                     "tenant_crash", False, True)
+
+
+def t_preload_cannot_take_the_call_dir(env, ex):
+    """(E) Preloaded code makes the scratch's call-<n> directories
+    before the executor does (EEXIST): once a platform_error for every
+    call, with no refusal. The call runs cold, and its crash is the
+    tenant's."""
+    return warm_call_ends_as_its_own(env, "wa-calldir", "wa_calldir_preload", "wa_fails.py",
+                                     "tenant_crash", False, True)
+
+
 RACE_CALLS = 40  # each a fresh parent (a lost race fails the call, and its parent)
 
 
@@ -490,6 +572,12 @@ CASES = [
     ("warm-call-dir-swap-chowns-nothing-of-the-host", t_call_dir_swap),
     ("warm-preload-cannot-dodge-blame", t_preload_cannot_dodge_blame),
     ("warm-preload-cannot-withhold-exec", t_preload_cannot_withhold_exec),
+    ("warm-preload-cannot-hang-a-call", t_preload_cannot_hang_a_call),
+    ("warm-preload-cannot-undo-a-timeout", t_preload_cannot_undo_a_timeout),
+    ("warm-preload-cannot-withhold-exec-without-retries",
+     t_preload_cannot_withhold_exec_without_retries),
+    ("warm-preload-cannot-fail-the-start", t_preload_cannot_fail_the_start),
+    ("warm-preload-cannot-take-the-call-dir", t_preload_cannot_take_the_call_dir),
     ("warm-malformed-requests-do-not-crash-the-executor", t_malformed_requests),
     ("warm-silent-client-does-not-hold-the-executor", t_silent_client_does_not_hold_the_executor),
 ]
