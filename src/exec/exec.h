@@ -385,9 +385,10 @@ struct exec_booking {
 	const struct score_stats *stats;  /* NULL unless there are scores */
 	bool invalid;                     /* failed the schema gate */
 	const char *detail;
-	bool retried;                    /* another attempt follows this one */
-	enum sg_confirm confirm;         /* a timeout's confirmation (exec_confirm.c) */
-	uint32_t test;                   /* verifier mode: 1 + the test's index; 0 = none */
+	bool retried;            /* another attempt follows this one */
+	bool superseded;         /* a warm run its cold run replaces (SIGSYS, exec_verify.c) */
+	enum sg_confirm confirm; /* a timeout's confirmation (exec_confirm.c) */
+	uint32_t test;           /* verifier mode: 1 + the test's index; 0 = none */
 	const struct sandbox_spec *spec; /* what ran (its limits and policy); NULL: ctx's */
 	const char *outcome_id;          /* NULL: the run's sandbox id, or a fresh one */
 	const char *sandbox;             /* when run is NULL: the sandbox it was about (a reaper) */

@@ -157,7 +157,13 @@ void exec_decision(const struct exec_booking *b, const struct sg_policy *p, char
 	buf[0] = '\0';
 	if (b->attempt == 0 || b->cause == SG_CAUSE_OK || (!batch && b->final && !b->run))
 		return;
-	if (b->confirm == SG_CONFIRM_NEXT) {
+	if (b->superseded) {
+		snprintf(
+			buf, len,
+			"retried: killed by SIGSYS in a warm interpreter, where an IPC object or a "
+			"refused syscall kills a test that a cold run would let run; the test runs "
+			"again cold, and that run's verdict is the test's");
+	} else if (b->confirm == SG_CONFIRM_NEXT) {
 		snprintf(buf, len,
 			 "retried: the node had no room for the run's CPU share (the detail has "
 			 "the node's idle time), so the timeout is confirmed once by a run with "

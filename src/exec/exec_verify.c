@@ -118,8 +118,9 @@ static void note_run(struct verify_job *job, size_t i, uint32_t attempt, bool co
 /* A warm test that ended as only a warm child can (above): the request's
  * tests run cold from now on, and the tenant's for a while. A test can
  * also kill itself with SIGSYS, which reads the same: without the while,
- * every request could make its tests cost two runs and a platform_error
- * each (red-team finding F1). */
+ * every request could make its tests cost two runs each (red-team finding
+ * F1). The warm run is booked as what it was, never as a platform error:
+ * the program can send itself SIGSYS (issue 31's audit). */
 static bool cold_would_differ(struct verify_job *job, const struct exec_box *box, int rc,
 			      const struct sandbox_result *r, char *detail, size_t len)
 {
@@ -173,11 +174,12 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		spec.cold = spec.confirm || job_cold(job);
 		rc = exec_box_run(ctx, box, &spec, &r);
 		cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
+		/* Killed by SIGSYS warm: booked as what it was (the program
+		 * can send itself SIGSYS, so it is no evidence of ours), and
+		 * superseded by a cold run, the test's own, not a retry. */
 		cold_rerun = cold_would_differ(job, box, rc, &r, detail, sizeof(detail));
-		if (cold_rerun) {
-			cause = SG_CAUSE_PLATFORM_ERROR;
-			budget++; /* the cold run is the test's own, not a retry */
-		}
+		if (cold_rerun)
+			budget++;
 		status = status_of(cause);
 		due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
 		confirm = due && exec_confirm_admit(ctx, &spec, &line, detail, sizeof(detail));
@@ -201,6 +203,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 					  .attempt = attempt,
 					  .final = false,
 					  .retried = again,
+					  .superseded = cold_rerun,
 					  .confirm = confirm        ? SG_CONFIRM_NEXT
 						     : due          ? SG_CONFIRM_UNADMITTED
 						     : spec.confirm ? SG_CONFIRM_RUN
