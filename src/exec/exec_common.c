@@ -76,46 +76,6 @@ const char *exec_signal_name(int sig, char *buf, size_t len)
 	return buf;
 }
 
-static uint64_t deadline_of(const struct sandbox_result *r, const struct sandbox_spec *spec)
-{
-	if (r->timeout_ms)
-		return r->timeout_ms;
-	return spec->timeout_ms ? spec->timeout_ms : spec->policy->limits.timeout_ms;
-}
-
-static const char *known(bool is_known, uint64_t v, char *buf, size_t len)
-{
-	if (!is_known)
-		return "unknown";
-	snprintf(buf, len, "%llu", (unsigned long long)v);
-	return buf;
-}
-
-/* A missed deadline: always the tenant's (exec_confirm.c says when a
- * confirmation run settles it first). The figures are for the reader. */
-static void timeout_detail(const struct sandbox_result *r, const struct sandbox_spec *spec,
-			   char *detail, size_t detail_len)
-{
-	char wait[24], node[256];
-
-	snprintf(detail, detail_len, "deadline of %llu ms passed%s: the sandbox was killed",
-		 (unsigned long long)deadline_of(r, spec),
-		 spec->confirm ? " again in its confirmation run with guaranteed CPU" : "");
-	if (r->cpu_known)
-		detail_append(detail, detail_len, " (it got %llu ms of CPU, waited %s ms for one",
-			      (unsigned long long)r->cpu_ms,
-			      known(r->cpu_wait_known, r->cpu_wait_ms, wait, sizeof(wait)));
-	if (r->cpu_known && r->cpu_throttled_ms)
-		detail_append(detail, detail_len, ", and its own CPU limit held it %llu ms",
-			      (unsigned long long)r->cpu_throttled_ms);
-	if (r->cpu_known)
-		detail_append(detail, detail_len, ")");
-	if (r->node_idle_known) {
-		exec_confirm_describe(r, spec, node, sizeof(node));
-		detail_append(detail, detail_len, "; %s", node);
-	}
-}
-
 static enum sg_cause classify_end(const struct sandbox_result *r, const struct sandbox_spec *spec,
 				  int *rule, char *detail, size_t detail_len);
 
@@ -159,7 +119,7 @@ static enum sg_cause classify_end(const struct sandbox_result *r, const struct s
 			 exec_signal_name(r->signal, sig, sizeof(sig)));
 		return SG_CAUSE_TENANT_CRASH;
 	case SB_TIMEOUT:
-		timeout_detail(r, spec, detail, detail_len);
+		exec_timeout_detail(r, spec, detail, detail_len);
 		return SG_CAUSE_TENANT_TIMEOUT;
 	case SB_OOM:
 		snprintf(detail, detail_len, "memory limit of %llu MB exceeded",

@@ -127,3 +127,41 @@ void exec_confirm_next(const struct exec_ctx *ctx, struct sandbox_spec *spec, bo
 	/* Its own start bound: the first run's has passed by now. */
 	spec->start_by_ms = ctx->finish_by_ms ? ctx->finish_by_ms - timeout_of(spec) : 0;
 }
+
+static uint64_t deadline_of(const struct sandbox_result *r, const struct sandbox_spec *spec)
+{
+	if (r->timeout_ms)
+		return r->timeout_ms;
+	return spec->timeout_ms ? spec->timeout_ms : spec->policy->limits.timeout_ms;
+}
+
+static const char *known(bool is_known, uint64_t v, char *buf, size_t len)
+{
+	if (!is_known)
+		return "unknown";
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+void exec_timeout_detail(const struct sandbox_result *r, const struct sandbox_spec *spec,
+			 char *detail, size_t detail_len)
+{
+	char wait[24], node[256];
+
+	snprintf(detail, detail_len, "deadline of %llu ms passed%s: the sandbox was killed",
+		 (unsigned long long)deadline_of(r, spec),
+		 spec->confirm ? " again in its confirmation run with guaranteed CPU" : "");
+	if (r->cpu_known)
+		detail_append(detail, detail_len, " (it got %llu ms of CPU, waited %s ms for one",
+			      (unsigned long long)r->cpu_ms,
+			      known(r->cpu_wait_known, r->cpu_wait_ms, wait, sizeof(wait)));
+	if (r->cpu_known && r->cpu_throttled_ms)
+		detail_append(detail, detail_len, ", and its own CPU limit held it %llu ms",
+			      (unsigned long long)r->cpu_throttled_ms);
+	if (r->cpu_known)
+		detail_append(detail, detail_len, ")");
+	if (r->node_idle_known) {
+		exec_confirm_describe(r, spec, node, sizeof(node));
+		detail_append(detail, detail_len, "; %s", node);
+	}
+}

@@ -90,6 +90,11 @@ bool exec_confirm_admit(const struct exec_ctx *ctx, const struct sandbox_spec *s
 /* The next attempt is the confirmation run (when `start`): cold, and
  * favoured (exec_box_run()); it stays so for any platform retry of it. */
 void exec_confirm_next(const struct exec_ctx *ctx, struct sandbox_spec *spec, bool start);
+/* A missed deadline's detail: always the tenant's timeout (a
+ * confirmation run settles it first where one is owed); the run's CPU and
+ * the node's idle time are for the reader. */
+void exec_timeout_detail(const struct sandbox_result *r, const struct sandbox_spec *spec,
+			 char *detail, size_t detail_len);
 /* That evidence in words, for the detail and the journal. */
 void exec_confirm_describe(const struct sandbox_result *r, const struct sandbox_spec *spec,
 			   char *buf, size_t len);

@@ -334,24 +334,22 @@ print(json.dumps([0.5] * len(b["items"])))
 """
 
 
-def clean_run_needs_no_agent_word(a):
-    """A run that broke no rule is judged without the agent's verdict: the
-    kernel's record of the sandbox (sg_state) has no violation, and every
-    agent kill follows one. So a busy or stopped agent does not hold up its
-    result: with the agent stopped (SIGSTOP) once the program runs, the
-    batch is ok, and the executor never waited for a verdict (it warns
-    "no verdict from the agent" when it does, after 200 ms)."""
-    prog = a.program("wait_go.py", WAIT_GO)
-    go = os.path.join(a.programs, "go-quiet")
-    batch = os.path.join(a.dir, "batch-quiet.json")
+def run_with_agent_stopped(a, name, text, bid, *args):
+    """One batch of tenant alpha whose program waits, once it runs, for a
+    go file: the agent is stopped (SIGSTOP) when its exec is seen, the go
+    file made, and the agent resumed once the result is in. (result or
+    None, the executor's stderr)."""
+    prog = a.program(name, text)
+    go = os.path.join(a.programs, "go-" + bid)
+    batch = os.path.join(a.dir, "batch-%s.json" % bid)
     with open(batch, "w") as f:
-        json.dump({"batch_id": "quiet", "items": [{"prompt": "p", "completion": "c"}]}, f)
+        json.dump({"batch_id": bid, "items": [{"prompt": "p", "completion": "c"}]}, f)
     p = subprocess.Popen([SANDGUARD, "exec", "--tenant", "alpha", "--policy-dir", a.policy_dir, "--batch",
-                          batch, "--", PY, prog, go], env=a.env, stdout=subprocess.PIPE,
+                          batch, "--", PY, prog, go] + list(args), env=a.env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and p.poll() is None and not any(
-            "wait_go.py" in json.dumps(e) for e in a.events_matching(type="exec", tenant="alpha")):
+            name in json.dumps(e) for e in a.events_matching(type="exec", tenant="alpha")):
         time.sleep(0.02)
     a.proc.send_signal(signal.SIGSTOP)
     try:
@@ -361,9 +359,19 @@ def clean_run_needs_no_agent_word(a):
         a.proc.send_signal(signal.SIGCONT)
         os.unlink(go)
     try:
-        r = json.loads(out)
+        return json.loads(out), err
     except ValueError:
-        r = None
+        return None, err
+
+
+def clean_run_needs_no_agent_word(a):
+    """A run that broke no rule is judged without the agent's verdict: the
+    kernel's record of the sandbox (sg_state) has no violation, and every
+    agent kill follows one. So a busy or stopped agent does not hold up its
+    result: with the agent stopped (SIGSTOP) once the program runs, the
+    batch is ok, and the executor never waited for a verdict (it warns
+    "no verdict from the agent" when it does, after 200 ms)."""
+    r, err = run_with_agent_stopped(a, "wait_go.py", WAIT_GO, "quiet")
     check(r is not None and r["cause"] == "ok" and "no verdict from the agent" not in err,
           "clean-run-needs-no-agent-word: a run without a violation is judged without asking the "
           "(stopped) agent", "%s; stderr: %s" % (r and (r["cause"], r["detail"]), err[-300:]))
@@ -397,30 +405,8 @@ def cause_from_kernel_record_agent_stopped(a, what, rule):
     cause follows that record: tenant_policy_violation with the rule, never
     ok (a refused connect the program survived), tenant_timeout (a fork
     bomb nobody killed) or tenant_crash. The journal books the same."""
-    prog = a.program("stopped_breaks.py", STOPPED_BREAKS)
-    go = os.path.join(a.programs, "go-stopped-" + what)
-    batch = os.path.join(a.dir, "batch-stopped-%s.json" % what)
     bid = "stopped-" + what
-    with open(batch, "w") as f:
-        json.dump({"batch_id": bid, "items": [{"prompt": "p", "completion": "c"}]}, f)
-    p = subprocess.Popen([SANDGUARD, "exec", "--tenant", "alpha", "--policy-dir", a.policy_dir, "--batch",
-                          batch, "--", PY, prog, go, what], env=a.env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and p.poll() is None and not any(
-            "stopped_breaks.py" in json.dumps(e) for e in a.events_matching(type="exec", tenant="alpha")):
-        time.sleep(0.02)
-    a.proc.send_signal(signal.SIGSTOP)
-    try:
-        open(go, "w").close()
-        out, err = p.communicate(timeout=60)
-    finally:
-        a.proc.send_signal(signal.SIGCONT)
-        os.unlink(go)
-    try:
-        r = json.loads(out)
-    except ValueError:
-        r = None
+    r, err = run_with_agent_stopped(a, "stopped_%s.py" % what, STOPPED_BREAKS, bid, what)
     booked = [o for o in sgjournal.read(a.env["SANDGUARD_STATE_DIR"]) if o.get("batch_id") == bid and o.get("final")]
     check(r is not None and r["cause"] == "tenant_policy_violation" and r["rule"] == rule
           and len(booked) == 1 and booked[0]["cause"] == "tenant_policy_violation"
