@@ -51,16 +51,6 @@ P = 1000000007
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KINDS = ("correct", "loop", "self-starver")
 PROGRAMS = {"correct": "ig_honest_cpu.py", "loop": "ig_loop.py", "self-starver": "ig_self_starve.py"}
-HOG_PROGRAM = """import json, sys, time
-batch = json.load(sys.stdin)
-need = float(sys.argv[1]) / 1000.0
-start = time.process_time()
-x = 0
-while time.process_time() - start < need:
-    for i in range(10000):
-        x += i * i
-print(json.dumps([0.5] * len(batch["items"])))
-"""
 
 
 def policies(env):
@@ -221,7 +211,9 @@ def measure(env, n_each, in_flight, nproc):
     import sgjournal as journal
     import warm
     n_cpu = calibrate()
-    env.write_program("ig_hog.py", HOG_PROGRAM)
+    # The hog tenant's reward: tests/programs/rw_cpu.py burns argv[1] ms of CPU.
+    with open(os.path.join(SRC, "tests", "programs", "rw_cpu.py")) as f:
+        env.write_program("ig_hog.py", f.read())
     work = generate(env, n_each, n_cpu)
     saved = env.env
     env.env = dict(saved, SANDGUARD_NODE_CPUS=str(OVERCOMMIT * nproc))
