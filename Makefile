@@ -102,6 +102,7 @@ test_event_log_LINK     := telemetry lib
 test_event_budget_LINK  := telemetry lib
 test_health_LINK        := telemetry policy lib
 test_ledger_LINK        := telemetry policy lib
+test_ledger_fleet_LINK  := telemetry policy lib
 test_journal_LINK       := telemetry policy lib
 test_fold_LINK          := telemetry policy lib
 test_metrics_LINK       := telemetry lib

@@ -4,12 +4,22 @@
 #define SG_MAPS_H
 #include "bpf_types.h"
 
-#define SG_PIN_ROOT       "/sys/fs/bpf/sandguard"
-#define SG_MAX_TENANTS    1024
-#define SG_MAX_SANDBOXES  8192
-#define SG_MAX_EGRESS     32
-#define SG_MAX_PATH_RULES 65536
-#define SG_MAX_EXEC_FILES 65536
+#define SG_PIN_ROOT "/sys/fs/bpf/sandguard"
+/* Policy slots (sg_policies, sg_tenant_names, sg_tenant_index): a fleet has
+ * thousands of customers, each with a policy file. sg_policies and the
+ * index are hashes without preallocation, so their memory follows the
+ * tenants loaded; sg_tenant_names is an array of SG_TENANT_MAX bytes a
+ * slot (1 MiB). Pins of an agent built with another value are refused at
+ * start (pin_check.c). */
+#define SG_MAX_TENANTS   16384
+#define SG_MAX_SANDBOXES 8192
+#define SG_MAX_EGRESS    32
+/* Entries of all tenants' read-only and exec sets (sg_paths, sg_exec_files),
+ * twice over during a reload (both generations): a few dozen per tenant for
+ * SG_MAX_TENANTS tenants. Hashes without preallocation: the kernel's memory
+ * follows the entries present, not these caps. */
+#define SG_MAX_PATH_RULES (1 << 20)
+#define SG_MAX_EXEC_FILES (1 << 20)
 #define SG_RINGBUF_BYTES  (4 << 20)
 #define SG_DRAIN_MS       10 /* the agent drains events submitted without a wakeup */
 #define SG_WALK_DEPTH     32 /* dentry ancestors examined per open */

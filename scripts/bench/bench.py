@@ -25,6 +25,7 @@ import report
 import ringpipe
 import syscost
 import verifier
+import tenants
 import warm
 from sgbench import Agent, Env, cgroup2_mount, foreign_agents, log, machine
 
@@ -72,7 +73,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -172,6 +173,12 @@ def main():
                 "self-starvers x %d tests, a hog tenant" % ((cfg["integrity_each"],) * 3 +
                                                             (integrity.TESTS,)))
             doc["rows"] += integrity.measure(env, cfg["integrity_each"], 4 * nproc, nproc)
+        if "13" in only:
+            # Its own agents (10 and 10,000 policies), one after the other.
+            log("scenario 13: tenants, agent start-up and reload with %s policies" %
+                " and ".join(str(n) for n in tenants.COUNTS))
+            doc["tenants"] = tenants.measure(a.sandguard)
+            doc["rows"] += tenants.rows(doc["tenants"])
         if "2" in only or "3" in only:
             log("scenarios 2+3: hook overhead, %d on/off cycles" % cfg["hook_cycles"])
             agent.stop()
@@ -197,7 +204,7 @@ def main():
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5}
+    order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5, "13": 9.7}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 10))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))

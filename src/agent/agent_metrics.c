@@ -34,6 +34,17 @@ static struct {
 	struct metrics_family *disk_reserve;
 } fam;
 
+/* A family labelled by tenant has one series per ledger row and value of
+ * its other labels: the tenants are already bounded by the ledger
+ * (LEDGER_MAX_TENANTS rows, LEDGER_MAX_INVENTED of them for names without
+ * a policy file, the rest in LEDGER_OVERFLOW), so the registry's default
+ * cap (4096 series) would only hide real customers of a large fleet. The
+ * other labels' values per tenant stay under TENANT_COMBOS. */
+#define TENANT_COMBOS 64
+_Static_assert(2 * SG_CAUSE__COUNT <= TENANT_COMBOS && SG_RULE__COUNT <= TENANT_COMBOS &&
+		       SG_EV__COUNT * LEDGER_N_ACTIONS <= TENANT_COMBOS,
+	       "per-tenant label combinations past TENANT_COMBOS");
+
 static int add(struct metrics_registry *r, enum metrics_type type, const char *name,
 	       const char *help, const char *const *labels, const double *bounds, size_t n_bounds,
 	       struct metrics_family **out)
@@ -41,6 +52,9 @@ static int add(struct metrics_registry *r, enum metrics_type type, const char *n
 	struct metrics_spec spec = {
 		.name = name, .help = help, .labels = labels, .bounds = bounds, .n_bounds = n_bounds
 	};
+
+	if (labels && labels[0] && !strcmp(labels[0], "tenant"))
+		spec.max_series = (size_t)TENANT_COMBOS * (LEDGER_MAX_TENANTS + 1);
 	return metrics_family_add(r, type, &spec, out);
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "agent.h"
@@ -136,6 +137,25 @@ static int load_checkpoint(struct agent *a, struct journal_pos *from,
 	}
 }
 
+/* The ledger's question (ledger_set_policy_check): whether a tenant has a
+ * policy file of its own, i.e. is a configured customer, booked under its
+ * name however many clients invented names before it. Asked of the file,
+ * not of the policy slots: it is called from the threads that book, and
+ * a file the agent has not compiled yet is still a customer's. */
+static bool tenant_has_policy(const char *tenant, void *ctx)
+{
+	const struct agent *a = ctx;
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (!strcmp(tenant, "default"))
+		return false;
+	if (snprintf(path, sizeof(path), "%s/%s.json", a->opts.policy_dir, tenant) >=
+	    (int)sizeof(path))
+		return false;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 int agent_outcomes_start(struct agent *a)
 {
 	struct agent_outcomes *ao = &a->outcomes;
@@ -149,6 +169,7 @@ int agent_outcomes_start(struct agent *a)
 	snprintf(ao->checkpoint, sizeof(ao->checkpoint), "%s/ledger.json", a->opts.state_dir);
 	if ((err = fs_mkdir_p(ao->journal.dir, 0755)))
 		sg_warn("journal: cannot create %s: %s", ao->journal.dir, strerror(-err));
+	ledger_set_policy_check(a->ledger, tenant_has_policy, a);
 	err = load_checkpoint(a, &from, &rep);
 	if (!err)
 		err = fold_init(&ao->fold, ao->journal.dir, a->ledger, &from);

@@ -308,7 +308,10 @@ static int open_objects(struct sg_bpf *b, const struct sg_features *f, const str
 
 static int load_objects(struct sg_bpf *b)
 {
-	int err;
+	int err = sg_bpf_check_pins();
+
+	if (err)
+		return err;
 
 	/* The first object creates and pins the shared maps, the others
 	 * reuse them (libbpf matches them by pin path). */

@@ -38,6 +38,12 @@ void sg_bpf_close(struct sg_bpf *b);
 /* Remove every pin (`sandguard agent --cleanup`): detaches everything. */
 int sg_bpf_cleanup(void);
 
+/* 0 when the maps pinned under the pin root (if any) have the shape this
+ * agent was built with (SG_MAX_TENANTS and the sizes of the policy maps);
+ * -EINVAL, logged with what to do, when an agent built with other sizes
+ * left them. */
+int sg_bpf_check_pins(void);
+
 /* Forget every file verdict the programs remember (struct
  * sg_verdict_key): after a policy is swapped in or removed. 0 or -errno. */
 int sg_bpf_new_verdict_epoch(const struct sg_bpf *b);

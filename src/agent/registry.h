@@ -26,16 +26,27 @@ struct policy_file_version {
 	struct timespec mtime;
 };
 
+/* What the agent reads of a tenant's policy once it is compiled (the full
+ * struct sg_policy is 35 KiB, mostly path lists the compiled maps hold;
+ * kept for thousands of tenants it would be most of the agent's memory). */
+struct sg_policy_kept {
+	uint8_t action[SG_RULE__COUNT]; /* enum sg_policy_action per rule */
+	struct sg_health health;
+	char scratch_root[SG_POLICY_PATHLEN];
+	char source[SG_POLICY_PATHLEN];
+};
+
 /* A policy slot: sg_policies[idx] and its sets in sg_paths / sg_exec_files. */
 struct sg_tenant {
 	char name[SG_TENANT_MAX]; /* whose policy file it is; "default" in SG_TENANT_DEFAULT */
 	uint32_t idx;
-	struct sg_policy *policy; /* the one in force (NULL: none could be loaded) */
+	struct sg_policy_kept *policy; /* the one in force (NULL: none could be loaded) */
 	struct policy_file_version version;
 	uint32_t active;       /* sandboxes using the slot now */
 	uint64_t last_used_ns; /* CLOCK_BOOTTIME: the idle slot used longest ago is evicted first */
 	bool retired;          /* its file is gone: out of the index, freed once idle */
-	char error[256];       /* why its policy file was rejected, "" if it was not */
+	struct sg_tenant *hnext; /* next in its registry.by_name bucket */
+	char error[256];         /* why its policy file was rejected, "" if it was not */
 	struct sg_compiled compiled;
 };
 
@@ -55,7 +66,8 @@ struct sg_sandbox_entry {
 	uint32_t table_slot;      /* where the registry's table holds it */
 };
 
-#define SG_REG_SLOTS 16384 /* open addressing, >= 2 x SG_MAX_SANDBOXES */
+#define SG_TENANT_BUCKETS 16384 /* power of two */
+#define SG_REG_SLOTS      16384 /* open addressing, >= 2 x SG_MAX_SANDBOXES */
 
 /* An inotify watch on a tenant's directory of sandbox cgroups. */
 struct tenant_watch {
@@ -69,8 +81,10 @@ struct registry {
 	char policy_dir[PATH_MAX];
 	char host_root[PATH_MAX]; /* where the node's / is ("/" unless --host-root) */
 	int host_root_fd;
-	struct sg_tenant *tenants[SG_MAX_TENANTS]; /* by slot */
-	uint32_t n_tenants;                        /* slots in use are below this */
+	struct sg_tenant **tenants; /* by slot: SG_MAX_TENANTS, on the heap */
+	struct sg_tenant **by_name; /* SG_TENANT_BUCKETS chains: find a slot by name */
+	uint32_t n_tenants;         /* slots in use are below this */
+	uint32_t n_unslotted;       /* policy files with no slot at the last load */
 	/* Open addressing over cgids[] (0 = free), at[i] the entry of
 	 * cgids[i] in pool[]: a lookup or a pass touches the small table, and
 	 * the entries (half a KiB each) are in memory only for the sandboxes

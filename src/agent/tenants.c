@@ -92,9 +92,32 @@ static void names_put(struct registry *r, uint32_t idx, const char *name)
 		sg_warn("tenant %s: cannot record its slot: %s", name, strerror(errno));
 }
 
+/* FNV-1a: the bucket of a name in r->by_name. With thousands of tenants a
+ * linear search by name at every load and every run would cost more than
+ * the compilation. */
+static uint32_t name_bucket(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 16777619u;
+	return h & (SG_TENANT_BUCKETS - 1);
+}
+
+static void by_name_del(struct registry *r, struct sg_tenant *t)
+{
+	struct sg_tenant **p = &r->by_name[name_bucket(t->name)];
+
+	while (*p && *p != t)
+		p = &(*p)->hnext;
+	if (*p)
+		*p = t->hnext;
+}
+
 static struct sg_tenant *slot_new(struct registry *r, const char *name, uint32_t idx)
 {
 	struct sg_tenant *t = calloc(1, sizeof(*t));
+	uint32_t b;
 
 	if (!t)
 		return NULL;
@@ -102,6 +125,9 @@ static struct sg_tenant *slot_new(struct registry *r, const char *name, uint32_t
 	t->idx = idx;
 	t->last_used_ns = clock_ns(CLOCK_BOOTTIME);
 	r->tenants[idx] = t;
+	b = name_bucket(t->name);
+	t->hnext = r->by_name[b];
+	r->by_name[b] = t;
 	if (idx >= r->n_tenants)
 		r->n_tenants = idx + 1;
 	names_put(r, idx, is_default(t) ? "" : name);
@@ -114,6 +140,7 @@ static void slot_free(struct registry *r, struct sg_tenant *t)
 	policy_compile_remove(r->bpf, t->idx, &t->compiled);
 	policy_compiled_free(&t->compiled);
 	names_put(r, t->idx, "");
+	by_name_del(r, t);
 	r->tenants[t->idx] = NULL;
 	free(t->policy);
 	free(t);
@@ -121,9 +148,9 @@ static void slot_free(struct registry *r, struct sg_tenant *t)
 
 static struct sg_tenant *find_slot(struct registry *r, const char *name)
 {
-	for (uint32_t i = 0; i < r->n_tenants; i++)
-		if (r->tenants[i] && !strcmp(r->tenants[i]->name, name))
-			return r->tenants[i];
+	for (struct sg_tenant *t = r->by_name[name_bucket(name)]; t; t = t->hnext)
+		if (!strcmp(t->name, name))
+			return t;
 	return NULL;
 }
 
@@ -167,9 +194,17 @@ static struct sg_tenant *slot_alloc(struct registry *r, const char *name, bool m
 	uint32_t tried[EVICT_TRIES];
 	int n_tried = 0;
 
+	/* The next slot past the last one used is free when slots were
+	 * only ever added (a start): no scan of the ones before. */
+	if (r->n_tenants > 0 && r->n_tenants < SG_MAX_TENANTS && !r->tenants[r->n_tenants])
+		return slot_new(r, name, r->n_tenants);
 	for (uint32_t i = 1; i < SG_MAX_TENANTS; i++)
 		if (!r->tenants[i])
 			return slot_new(r, name, i);
+	/* At start and on a reload (no eviction) the caller counts the files
+	 * left without a slot and logs one line for all of them. */
+	if (!may_evict)
+		return NULL;
 	while (may_evict && n_tried < EVICT_TRIES) {
 		struct sg_tenant *victim = idle_lru(r, tried, n_tried);
 		uint32_t idx;
@@ -189,9 +224,20 @@ static struct sg_tenant *slot_alloc(struct registry *r, const char *name, bool m
 		r->evictions++;
 		return slot_new(r, name, idx);
 	}
-	sg_error("tenant %s: all %d policy slots hold tenants with live sandboxes; its sandboxes "
-		 "cannot be enforced until one is idle",
-		 name, SG_MAX_TENANTS - 1);
+	/* Once per minute at most: a tenant retried in a loop must not
+	 * flood the log; the refusal itself goes back to its executor. */
+	{
+		static uint64_t logged_ns;
+		uint64_t now = clock_ns(CLOCK_BOOTTIME);
+
+		if (!logged_ns || now - logged_ns > 60ull * 1000000000ull) {
+			logged_ns = now;
+			sg_error("tenant %s: all %d policy slots hold tenants with live "
+				 "sandboxes; its sandboxes run under the default policy until "
+				 "one is idle (logged once a minute)",
+				 name, SG_MAX_TENANTS - 1);
+		}
+	}
 	return NULL;
 }
 
@@ -204,6 +250,7 @@ static int load_policy(struct registry *r, struct sg_tenant *t, struct compile_c
 {
 	struct policy_file_version v;
 	struct sg_policy_error perr;
+	struct sg_policy_kept *kept;
 	struct sg_policy *p;
 	char path[PATH_MAX], msg[512];
 	bool gone;
@@ -241,8 +288,18 @@ static int load_policy(struct registry *r, struct sg_tenant *t, struct compile_c
 		free(p);
 		return err;
 	}
+	kept = malloc(sizeof(*kept));
+	if (!kept) {
+		free(p);
+		return -ENOMEM;
+	}
+	memcpy(kept->action, p->action, sizeof(kept->action));
+	kept->health = p->health;
+	snprintf(kept->scratch_root, sizeof(kept->scratch_root), "%s", p->scratch_root);
+	snprintf(kept->source, sizeof(kept->source), "%s", p->source);
+	free(p);
 	free(t->policy);
-	t->policy = p;
+	t->policy = kept;
 	t->version = v;
 	t->error[0] = 0;
 	if (!is_default(t) && !t->retired)
@@ -372,10 +429,13 @@ static int load_new_files(struct registry *r, struct compile_cache *cache)
 			rejected++;
 	}
 	closedir(d);
-	if (skipped)
+	/* One line for all of them, and only when the count changes: a
+	 * reload of the same directory says nothing new. */
+	if (skipped && (uint32_t)skipped != r->n_unslotted)
 		sg_warn("%d policy files got no slot now (all %d taken): they are compiled when "
-			"their tenant runs",
+			"their tenant runs, in the slot of an idle tenant",
 			skipped, SG_MAX_TENANTS - 1);
+	r->n_unslotted = skipped;
 	return rejected;
 }
 
@@ -426,11 +486,20 @@ static void prune_index(struct registry *r)
 
 int tenants_init(struct registry *r)
 {
-	struct sg_compiled *by_slot[SG_MAX_TENANTS] = { 0 };
+	struct sg_compiled **by_slot;
 	struct compile_cache *cache;
 	char name[SG_TENANT_MAX];
 	uint32_t idx, key, *prev = NULL;
 	int rejected;
+
+	r->tenants = calloc(SG_MAX_TENANTS, sizeof(*r->tenants));
+	r->by_name = calloc(SG_TENANT_BUCKETS, sizeof(*r->by_name));
+	by_slot = calloc(SG_MAX_TENANTS, sizeof(*by_slot));
+	if (!r->tenants || !r->by_name || !by_slot) {
+		free(by_slot);
+		sg_error("no memory for %d policy slots", SG_MAX_TENANTS);
+		return -ENOMEM;
+	}
 
 	/* The slots a previous agent left: live sandboxes may refer to them. */
 	for (idx = 1; idx < SG_MAX_TENANTS; idx++) {
@@ -440,12 +509,15 @@ int tenants_init(struct registry *r)
 		if (!tenant_name_valid(name) || !slot_new(r, name, idx))
 			names_put(r, idx, "");
 	}
-	if (!slot_new(r, "default", SG_TENANT_DEFAULT))
+	if (!slot_new(r, "default", SG_TENANT_DEFAULT)) {
+		free(by_slot);
 		return -ENOMEM;
+	}
 	for (idx = 0; idx < r->n_tenants; idx++)
 		if (r->tenants[idx])
 			by_slot[idx] = &r->tenants[idx]->compiled;
 	policy_compile_adopt(r->bpf, by_slot);
+	free(by_slot);
 	/* Policies of slots nobody claims. */
 	while (bpf_map_get_next_key(r->bpf->policies_fd, prev, &key) == 0) {
 		if (key >= SG_MAX_TENANTS || !r->tenants[key]) {
@@ -474,11 +546,15 @@ int tenants_init(struct registry *r)
 
 void tenants_free(struct registry *r)
 {
-	for (uint32_t i = 0; i < SG_MAX_TENANTS; i++)
+	for (uint32_t i = 0; r->tenants && i < SG_MAX_TENANTS; i++)
 		if (r->tenants[i]) {
 			policy_compiled_free(&r->tenants[i]->compiled);
 			free(r->tenants[i]->policy);
 			free(r->tenants[i]);
 			r->tenants[i] = NULL;
 		}
+	free(r->tenants);
+	free(r->by_name);
+	r->tenants = NULL;
+	r->by_name = NULL;
 }

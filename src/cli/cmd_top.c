@@ -23,22 +23,30 @@
 #include "lib/rule_names.h"
 
 struct top_ctx {
-	json_t *status; /* the agent's, or NULL when it is down */
+	json_t *active; /* tenant -> its active sandboxes, from the agent's status */
 	json_t *rows;   /* --json output */
 	bool as_json;
 };
 
-static long long active_of(json_t *status, const char *tenant)
+/* The status's tenants by name, looked up once per row: a fleet has
+ * thousands, and a search of the list per row would be quadratic. */
+static json_t *active_by_tenant(json_t *status)
 {
-	json_t *v;
+	json_t *m = json_object(), *v;
 	size_t i;
 
-	json_array_foreach(
-		json_object_get(status, "tenants"), i,
-		v) if (!strcmp(json_string_value(json_object_get(v, "tenant")) ?: "",
-			       tenant)) return json_integer_value(json_object_get(v,
-										  "active_sandboxes"));
-	return 0;
+	json_array_foreach(json_object_get(status, "tenants"), i, v)
+	{
+		const char *name = json_string_value(json_object_get(v, "tenant"));
+		if (m && name)
+			json_object_set(m, name, json_object_get(v, "active_sandboxes"));
+	}
+	return m;
+}
+
+static long long active_of(json_t *active, const char *tenant)
+{
+	return json_integer_value(json_object_get(active, tenant));
 }
 
 static void row(const struct ledger_tenant *t, void *p)
@@ -64,7 +72,7 @@ static void row(const struct ledger_tenant *t, void *p)
 			json_pack(
 				"{s:s, s:I, s:I, s:I, s:I, s:o, s:o, s:I, s:I, s:I, s:o, s:I, s:I}",
 				"tenant", t->name, "active_sandboxes",
-				(json_int_t)active_of(ctx->status, t->name), "attempts",
+				(json_int_t)active_of(ctx->active, t->name), "attempts",
 				(json_int_t)t->attempts, "batches_ok", (json_int_t)t->batches_ok,
 				"batches_failed", (json_int_t)t->batches_failed, "failures",
 				failures, "verdicts", verdicts, "platform_faults",
@@ -82,7 +90,7 @@ static void row(const struct ledger_tenant *t, void *p)
 			n += snprintf(viol + n, sizeof(viol) - n, "%s%s:%llu", n ? "," : "",
 				      rule_name(r), (unsigned long long)t->violations[r]);
 	printf("%-16s %6lld %6llu %6llu | %5llu %5llu %5llu %5llu %5llu %-18s %5llu %5llu | %5llu | %8llu | %5llu\n",
-	       t->name, active_of(ctx->status, t->name), (unsigned long long)t->batches_ok,
+	       t->name, active_of(ctx->active, t->name), (unsigned long long)t->batches_ok,
 	       (unsigned long long)t->batches_failed,
 	       (unsigned long long)t->failures[SG_CAUSE_TENANT_TIMEOUT],
 	       (unsigned long long)t->failures[SG_CAUSE_TENANT_BAD_OUTPUT],
@@ -188,10 +196,13 @@ static int journal_view(const char *checkpoint, struct view *v)
 
 static void print_json(struct view *v)
 {
-	struct top_ctx ctx = { .as_json = true, .status = v->status, .rows = json_array() };
+	struct top_ctx ctx = { .as_json = true,
+			       .active = active_by_tenant(v->status),
+			       .rows = json_array() };
 	json_t *doc;
 
 	ledger_foreach(v->l, row, &ctx);
+	json_decref(ctx.active);
 	doc = json_pack("{s:s, s:b, s:o, s:o, s:O, s:o}", "source",
 			v->from_agent ? "agent" : "journal", "agent_running", v->status != NULL,
 			"checkpoint", v->from_agent ? json_null() : json_string(v->checkpoint),
@@ -204,7 +215,7 @@ static void print_json(struct view *v)
 
 static void print_table(struct view *v)
 {
-	struct top_ctx ctx = { .status = v->status };
+	struct top_ctx ctx = { .active = active_by_tenant(v->status) };
 	json_t *n;
 	size_t i;
 
@@ -222,6 +233,7 @@ static void print_table(struct view *v)
 	if (ledger_tenant_count(v->l) == 0)
 		printf("(no batches or events booked yet)\n");
 	ledger_foreach(v->l, row, &ctx);
+	json_decref(ctx.active);
 }
 
 static int show(const char *sock, const char *checkpoint, bool as_json)

@@ -15,21 +15,47 @@ const double ledger_duration_bounds[LEDGER_N_BOUNDS] = {
 	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 };
 
+/* Open addressing over the rows (never removed one by one, only all at
+ * once), twice as many slots as rows: a booking finds its row in about one
+ * probe with thousands of tenants. */
+#define INDEX_SLOTS (2 * LEDGER_MAX_TENANTS)
+
 struct ledger {
 	pthread_mutex_t lock;
-	struct ledger_tenant *tenants[LEDGER_MAX_TENANTS];
+	struct ledger_tenant **tenants; /* LEDGER_MAX_TENANTS, in the order first booked */
+	uint32_t *index;                /* INDEX_SLOTS: row position + 1, 0 = free */
 	size_t n_tenants;
+	size_t n_invented;              /* rows of tenants without a policy file */
 	struct ledger_tenant *overflow; /* LEDGER_OVERFLOW, made on first use */
 	uint64_t overflowed;
+	ledger_policy_fn has_policy; /* NULL: every name counts as invented */
+	void *policy_ctx;
 };
 
 struct ledger *ledger_new(void)
 {
 	struct ledger *l = calloc(1, sizeof(*l));
 
-	if (l)
-		pthread_mutex_init(&l->lock, NULL);
+	if (!l)
+		return NULL;
+	l->tenants = calloc(LEDGER_MAX_TENANTS, sizeof(*l->tenants));
+	l->index = calloc(INDEX_SLOTS, sizeof(*l->index));
+	if (!l->tenants || !l->index) {
+		free(l->tenants);
+		free(l->index);
+		free(l);
+		return NULL;
+	}
+	pthread_mutex_init(&l->lock, NULL);
 	return l;
+}
+
+void ledger_set_policy_check(struct ledger *l, ledger_policy_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&l->lock);
+	l->has_policy = fn;
+	l->policy_ctx = ctx;
+	pthread_mutex_unlock(&l->lock);
 }
 
 static void ledger_clear(struct ledger *l)
@@ -37,7 +63,9 @@ static void ledger_clear(struct ledger *l)
 	for (size_t i = 0; i < l->n_tenants; i++)
 		free(l->tenants[i]);
 	free(l->overflow);
+	memset(l->index, 0, INDEX_SLOTS * sizeof(*l->index));
 	l->n_tenants = 0;
+	l->n_invented = 0;
 	l->overflow = NULL;
 	l->overflowed = 0;
 }
@@ -48,7 +76,45 @@ void ledger_free(struct ledger *l)
 		return;
 	ledger_clear(l);
 	pthread_mutex_destroy(&l->lock);
+	free(l->tenants);
+	free(l->index);
 	free(l);
+}
+
+/* FNV-1a of a name: where its probe starts. */
+static size_t name_slot(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 16777619u;
+	return h % INDEX_SLOTS;
+}
+
+/* The index slot holding `name`, or the free one where it would go. */
+static uint32_t *index_probe(struct ledger *l, const char *name)
+{
+	size_t i = name_slot(name);
+
+	while (l->index[i] && strcmp(l->tenants[l->index[i] - 1]->name, name))
+		i = (i + 1) % INDEX_SLOTS;
+	return &l->index[i];
+}
+
+/* Add a row (room checked by the caller). */
+static void row_add(struct ledger *l, struct ledger_tenant *t)
+{
+	uint32_t *slot = index_probe(l, t->name);
+
+	l->tenants[l->n_tenants++] = t;
+	*slot = (uint32_t)l->n_tenants;
+	l->n_invented += t->invented;
+}
+
+/* Whether a name has no policy file: asked once, when its row is made. */
+static bool invented(struct ledger *l, const char *name)
+{
+	return !l->has_policy || !l->has_policy(name, l->policy_ctx);
 }
 
 /* ---- booking (lock held) ---- */
@@ -64,33 +130,42 @@ static struct ledger_tenant *tenant_new(const char *name)
 
 static struct ledger_tenant *tenant_find(struct ledger *l, const char *name)
 {
-	for (size_t i = 0; i < l->n_tenants; i++)
-		if (!strcmp(l->tenants[i]->name, name))
-			return l->tenants[i];
-	if (l->overflow && !strcmp(name, LEDGER_OVERFLOW))
+	uint32_t at;
+
+	if (!strcmp(name, LEDGER_OVERFLOW))
 		return l->overflow;
-	return NULL;
+	at = *index_probe(l, name);
+	return at ? l->tenants[at - 1] : NULL;
 }
 
-/* The tenant's row, created on first booking; past the cap, the overflow row. */
+/* The tenant's row, created on first booking. A tenant with a policy file
+ * always gets one (up to LEDGER_MAX_TENANTS rows in all); a name without
+ * one (invented by a client, run under the default policy) only while
+ * fewer than LEDGER_MAX_INVENTED such rows exist. Past either cap: the
+ * overflow row. */
 static struct ledger_tenant *tenant_row(struct ledger *l, const char *name)
 {
 	struct ledger_tenant *t = tenant_find(l, name);
+	bool inv;
 
 	if (t)
 		return t;
-	if (l->n_tenants < LEDGER_MAX_TENANTS) {
+	inv = invented(l, name);
+	if (l->n_tenants < LEDGER_MAX_TENANTS && (!inv || l->n_invented < LEDGER_MAX_INVENTED)) {
 		t = tenant_new(name);
-		if (t)
-			l->tenants[l->n_tenants++] = t;
+		if (t) {
+			t->invented = inv;
+			row_add(l, t);
+		}
 		return t;
 	}
 	if (!l->overflow && !(l->overflow = tenant_new(LEDGER_OVERFLOW)))
 		return NULL;
 	if (l->overflowed++ == 0)
-		sg_warn("ledger: more than %d tenants: booking '%s' and every further new "
+		sg_warn("ledger: more than %d tenants%s: booking '%s' and every further new such "
 			"tenant under '%s'",
-			LEDGER_MAX_TENANTS, name, LEDGER_OVERFLOW);
+			inv ? LEDGER_MAX_INVENTED : LEDGER_MAX_TENANTS,
+			inv ? " without a policy file" : "", name, LEDGER_OVERFLOW);
 	return l->overflow;
 }
 
@@ -232,24 +307,33 @@ int ledger_get(struct ledger *l, const char *tenant, struct ledger_tenant *out)
 	return t ? 0 : -ENOENT;
 }
 
-size_t ledger_tenant_count(struct ledger *l)
-{
-	size_t n;
+enum count { COUNT_ROWS, COUNT_INVENTED, COUNT_OVERFLOWED };
 
-	pthread_mutex_lock(&l->lock);
-	n = l->n_tenants + (l->overflow != NULL);
-	pthread_mutex_unlock(&l->lock);
-	return n;
-}
-
-uint64_t ledger_overflowed(struct ledger *l)
+static uint64_t count_of(struct ledger *l, enum count what)
 {
 	uint64_t n;
 
 	pthread_mutex_lock(&l->lock);
-	n = l->overflowed;
+	n = what == COUNT_ROWS       ? l->n_tenants + (l->overflow != NULL)
+	    : what == COUNT_INVENTED ? l->n_invented
+				     : l->overflowed;
 	pthread_mutex_unlock(&l->lock);
 	return n;
+}
+
+size_t ledger_tenant_count(struct ledger *l)
+{
+	return count_of(l, COUNT_ROWS);
+}
+
+size_t ledger_invented_count(struct ledger *l)
+{
+	return count_of(l, COUNT_INVENTED);
+}
+
+uint64_t ledger_overflowed(struct ledger *l)
+{
+	return count_of(l, COUNT_OVERFLOWED);
 }
 
 /* ---- for ledger_file.c ---- */
@@ -259,10 +343,13 @@ void ledger_adopt(struct ledger *l, struct ledger_tenant **rows, size_t n, uint6
 	pthread_mutex_lock(&l->lock);
 	ledger_clear(l);
 	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(rows[i]->name, LEDGER_OVERFLOW))
+		if (!strcmp(rows[i]->name, LEDGER_OVERFLOW)) {
 			l->overflow = rows[i];
-		else
-			l->tenants[l->n_tenants++] = rows[i];
+			continue;
+		}
+		/* Asked again: a file added or removed since the save. */
+		rows[i]->invented = invented(l, rows[i]->name);
+		row_add(l, rows[i]);
 	}
 	l->overflowed = overflowed;
 	pthread_mutex_unlock(&l->lock);

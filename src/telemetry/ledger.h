@@ -21,10 +21,16 @@
  *   kills[rule]         sandboxes the agent emptied, by rule
  *   events[type][action] enforcement events (enum sg_event_type x action)
  *
- * Tenants are bounded: at most LEDGER_MAX_TENANTS named tenants; bookings for
- * any further tenant go to the reserved tenant LEDGER_OVERFLOW (a name no
- * policy can have), each one counted in ledger_overflowed() and the first
- * one logged.
+ * Tenants are bounded, but a fleet's are not folded together: a tenant with
+ * a policy file of its own (ledger_set_policy_check) gets a row of its own,
+ * whenever it first books, up to LEDGER_MAX_TENANTS rows in all. A name
+ * without one (a client inventing tenants; they run under the default
+ * policy) gets a row only while fewer than LEDGER_MAX_INVENTED such rows
+ * exist. Bookings for any further tenant go to the reserved tenant
+ * LEDGER_OVERFLOW (a name no policy can have), each one counted in
+ * ledger_overflowed() and the first one logged. Whether a name has a
+ * policy file is asked once, when its row is made (and again for each row
+ * a checkpoint restores); without a check every name counts as invented.
  *
  * Persistence: the ledger is a view of the outcome journal (journal.h) plus
  * the agent's own enforcement counts (events, kills), saved as a checkpoint:
@@ -75,7 +81,11 @@
 #include "outcome.h"
 #include "policy/policy.h"
 
-#define LEDGER_MAX_TENANTS 1024
+#define LEDGER_MAX_INVENTED 1024 /* rows of names without a policy file */
+/* Rows in all: every policy slot (SG_MAX_TENANTS, 16384) twice over, for
+ * tenants whose files were removed or rotated, plus the invented ones. A
+ * row is about 1.7 KiB. */
+#define LEDGER_MAX_TENANTS (32768 + LEDGER_MAX_INVENTED)
 #define LEDGER_OVERFLOW    "_overflow"
 #define LEDGER_N_BOUNDS    13
 #define LEDGER_N_ACTIONS   (SG_ACTION_LOGGED + 1) /* index 0 unused */
@@ -108,12 +118,18 @@ struct ledger_tenant {
 	struct ledger_duration duration;
 	uint64_t kills[SG_RULE__COUNT];
 	uint64_t events[SG_EV__COUNT][LEDGER_N_ACTIONS];
+	bool invented; /* no policy file when the row was made (or restored) */
 };
 
 struct ledger;
 
 struct ledger *ledger_new(void);
 void ledger_free(struct ledger *l);
+
+/* Whether a tenant has a policy file of its own. Called with the ledger's
+ * lock held, once per new name: it must not call into the ledger. */
+typedef bool (*ledger_policy_fn)(const char *tenant, void *ctx);
+void ledger_set_policy_check(struct ledger *l, ledger_policy_fn fn, void *ctx);
 
 int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o);
 int ledger_book_event(struct ledger *l, const char *tenant, enum sg_event_type type,
@@ -126,7 +142,8 @@ void ledger_foreach(struct ledger *l, ledger_visit_fn fn, void *ctx);
 
 /* Copy one tenant's counts. -ENOENT if it was never booked. */
 int ledger_get(struct ledger *l, const char *tenant, struct ledger_tenant *out);
-size_t ledger_tenant_count(struct ledger *l); /* LEDGER_OVERFLOW included */
+size_t ledger_tenant_count(struct ledger *l);   /* LEDGER_OVERFLOW included */
+size_t ledger_invented_count(struct ledger *l); /* rows of names without a policy file */
 uint64_t ledger_overflowed(struct ledger *l);
 
 /* What a checkpoint holds beside the counts. */

@@ -73,7 +73,7 @@ class Agent:
         os.chmod(path, 0o644)
         return path
 
-    def start(self, *extra):
+    def start(self, *extra, timeout=30):
         ready = os.path.join(self.dir, "ready")
         if os.path.exists(ready):
             os.unlink(ready)
@@ -82,7 +82,7 @@ class Agent:
             [SANDGUARD, "agent", "--policy-dir", self.policy_dir, "--events", self.events,
              "--state-dir", self.env["SANDGUARD_STATE_DIR"], "--ready-file", ready] + list(extra),
             env=self.env, stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
-        deadline = time.time() + 30
+        deadline = time.time() + timeout
         while time.time() < deadline:
             if os.path.exists(ready):
                 return True

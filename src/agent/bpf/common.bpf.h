@@ -77,6 +77,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SG_MAX_PATH_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* memory follows the tenants loaded */
 	__type(key, struct sg_path_key);
 	__type(value, __u8);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -85,6 +86,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SG_MAX_EXEC_FILES);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* memory follows the tenants loaded */
 	__type(key, struct sg_exec_key);
 	__type(value, __u8);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
