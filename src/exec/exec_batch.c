@@ -136,10 +136,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 					  .attempt = attempt,
 					  .final = !again,
 					  .retried = again,
-					  .confirm = confirm        ? SG_CONFIRM_NEXT
-						     : due          ? SG_CONFIRM_UNADMITTED
-						     : spec.confirm ? SG_CONFIRM_RUN
-								    : SG_CONFIRM_NONE,
+					  .confirm = exec_confirm_state(confirm, due, &spec),
 					  .cause = cause,
 					  .rule = rule,
 					  .wall_ms = r.wall_ms,

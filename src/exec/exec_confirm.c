@@ -118,6 +118,14 @@ bool exec_confirm_admit(const struct exec_ctx *ctx, const struct sandbox_spec *s
 	return false;
 }
 
+enum sg_confirm exec_confirm_state(bool confirm, bool unadmitted, const struct sandbox_spec *spec)
+{
+	return confirm         ? SG_CONFIRM_NEXT
+	       : unadmitted    ? SG_CONFIRM_UNADMITTED
+	       : spec->confirm ? SG_CONFIRM_RUN
+			       : SG_CONFIRM_NONE;
+}
+
 void exec_confirm_next(const struct exec_ctx *ctx, struct sandbox_spec *spec, bool start)
 {
 	if (!start)
@@ -130,9 +138,7 @@ void exec_confirm_next(const struct exec_ctx *ctx, struct sandbox_spec *spec, bo
 
 static uint64_t deadline_of(const struct sandbox_result *r, const struct sandbox_spec *spec)
 {
-	if (r->timeout_ms)
-		return r->timeout_ms;
-	return spec->timeout_ms ? spec->timeout_ms : spec->policy->limits.timeout_ms;
+	return r->timeout_ms ? r->timeout_ms : timeout_of(spec);
 }
 
 static const char *known(bool is_known, uint64_t v, char *buf, size_t len)

@@ -87,6 +87,10 @@ bool exec_confirm_wanted(int rc, const struct sandbox_result *r, const struct sa
  * caller releases `line` after the confirmation's last attempt. */
 bool exec_confirm_admit(const struct exec_ctx *ctx, const struct sandbox_spec *spec,
 			struct node_cpu_commit *line, char *detail, size_t len);
+/* What a booking says of confirmation: `confirm` (one follows), else
+ * `unadmitted` (one was due but cannot run), else whether this run is the
+ * confirmation (spec->confirm). */
+enum sg_confirm exec_confirm_state(bool confirm, bool unadmitted, const struct sandbox_spec *spec);
 /* The next attempt is the confirmation run (when `start`): cold, and
  * favoured (exec_box_run()); it stays so for any platform retry of it. */
 void exec_confirm_next(const struct exec_ctx *ctx, struct sandbox_spec *spec, bool start);

@@ -110,10 +110,8 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 					  .attempt = attempt,
 					  .final = !again,
 					  .retried = again,
-					  .confirm = confirm            ? SG_CONFIRM_NEXT
-						     : due || unstarted ? SG_CONFIRM_UNADMITTED
-						     : spec.confirm     ? SG_CONFIRM_RUN
-									: SG_CONFIRM_NONE,
+					  .confirm = exec_confirm_state(confirm, due || unstarted,
+									&spec),
 					  .cause = cause,
 					  .rule = rule,
 					  .wall_ms = r.wall_ms,

@@ -204,10 +204,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 					  .final = false,
 					  .retried = again,
 					  .superseded = cold_rerun,
-					  .confirm = confirm        ? SG_CONFIRM_NEXT
-						     : due          ? SG_CONFIRM_UNADMITTED
-						     : spec.confirm ? SG_CONFIRM_RUN
-								    : SG_CONFIRM_NONE,
+					  .confirm = exec_confirm_state(confirm, due, &spec),
 					  .test = (uint32_t)i + 1,
 					  .cause = cause,
 					  .rule = rule,
@@ -231,14 +228,14 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		t->confirmed = spec.confirm;
 		snprintf(t->detail, sizeof(t->detail), "%s", detail);
 		sandbox_result_free(&r);
-		/* The confirmation takes a fresh sandbox, and its favoured one
-		 * serves no later test. */
-		if (b.confirm == SG_CONFIRM_NEXT || b.confirm == SG_CONFIRM_RUN)
-			exec_box_done(ctx, box);
 		if (!again)
 			break;
 		exec_confirm_next(ctx, &spec, b.confirm == SG_CONFIRM_NEXT);
 	}
+	/* A confirmation ran in a favoured sandbox of its own (exec_box_run()
+	 * took it fresh): it serves no later test. */
+	if (spec.confirm)
+		exec_box_done(ctx, box);
 	exec_owed_done(&owed);
 	node_cpu_release(&line);
 }

@@ -528,11 +528,14 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	r->res->wall_ms = pump->end_ms - start;
 	/* The node's room over the run, from outside the sandbox: what the
 	 * executor weighs against the run's share before it calls a timeout
-	 * final (src/exec/exec_confirm.c). */
-	node_idle_read(&idle_at_end);
-	r->res->node_idle_known =
-		node_idle_between(&idle_at_start, &idle_at_end, &r->res->node_idle_ms);
-	r->res->node_cpus = idle_at_end.cpus;
+	 * final (src/exec/exec_confirm.c). Only a run that timed out needs
+	 * it: no second read of /proc/stat on every run's path. */
+	if (ret == SB_PUMP_DEADLINE || r->res->wall_ms > r->timeout_ms) {
+		node_idle_read(&idle_at_end);
+		r->res->node_idle_known =
+			node_idle_between(&idle_at_start, &idle_at_end, &r->res->node_idle_ms);
+		r->res->node_cpus = idle_at_end.cpus;
+	}
 	/* Before the kill: schedstat needs the tasks alive. */
 	cgroup_cpu_read(sb->leaf.path, &cpu);
 	r->res->cpu_known = cpu.usage_known;
