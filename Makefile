@@ -68,7 +68,7 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 
 # Components, lowest layer first: a component includes only those before it
 # (tests/stages/tree_layers.py checks this).
-COMPONENTS := lib policy telemetry control sandbox exec warm serve agent cli
+COMPONENTS := lib policy telemetry control sandbox exec warm session serve agent cli
 
 BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
 # The agent's objects are also built without fetching atomics, for kernels
@@ -80,7 +80,8 @@ SKELS     := $(patsubst $(BUILD)/bpf/%.bpf.o,$(BUILD)/%.skel.h,$(BPF_OBJS))
 comp_objs  = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/$(1)/*.c))
 POLICY_BLOB := $(BUILD)/obj/policy/default_policy.o
 WARM_BLOB := $(BUILD)/obj/sandbox/warm_bootstrap.o
-ALL_OBJS  := $(foreach c,$(COMPONENTS),$(call comp_objs,$(c))) $(POLICY_BLOB) $(WARM_BLOB)
+KERNEL_BLOB := $(BUILD)/obj/session/session_kernel_py.o
+ALL_OBJS  := $(foreach c,$(COMPONENTS),$(call comp_objs,$(c))) $(POLICY_BLOB) $(WARM_BLOB) $(KERNEL_BLOB)
 # One archive per component: a test links the archives of what it tests,
 # and the linker takes only the objects it needs from them.
 comp_lib   = $(BUILD)/lib/libsg_$(1).a
@@ -126,10 +127,10 @@ test_exec_admission_LINK := exec sandbox control telemetry policy lib
 test_exec_owed_LINK := exec sandbox control telemetry policy lib
 test_sandbox_LINK       := sandbox control telemetry policy lib
 test_sandbox_seccomp_LINK := sandbox control telemetry policy lib
-test_serve_gate_LINK    := serve warm exec sandbox control telemetry policy lib
-test_serve_routes_LINK  := serve warm exec sandbox control telemetry policy lib
-test_serve_runcode_LINK := serve warm exec sandbox control telemetry policy lib
-test_serve_auth_LINK    := serve warm exec sandbox control telemetry policy lib
+test_serve_gate_LINK    := serve session warm exec sandbox control telemetry policy lib
+test_serve_routes_LINK  := serve session warm exec sandbox control telemetry policy lib
+test_serve_runcode_LINK := serve session warm exec sandbox control telemetry policy lib
+test_serve_auth_LINK    := serve session warm exec sandbox control telemetry policy lib
 test_control_LINK       := control lib
 test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.
@@ -206,6 +207,11 @@ $(WARM_BLOB): src/sandbox/warm_bootstrap.S src/sandbox/warm_bootstrap.py
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -c $< -o $@
 
+# A session's Python kernel: src/session/session_kernel.py, likewise.
+$(KERNEL_BLOB): src/session/session_kernel.S src/session/session_kernel.py
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -c $< -o $@
+
 $(BUILD)/lib/libsg_%.a:
 	@echo "  AR      $@"
 	$(Q)mkdir -p $(@D)
@@ -213,6 +219,7 @@ $(BUILD)/lib/libsg_%.a:
 $(foreach c,$(COMPONENTS),$(eval $(call comp_lib,$(c)): $(call comp_objs,$(c))))
 $(call comp_lib,policy): $(POLICY_BLOB)
 $(call comp_lib,sandbox): $(WARM_BLOB)
+$(call comp_lib,session): $(KERNEL_BLOB)
 
 $(BUILD)/sandguard: $(ALL_OBJS)
 	@echo "  LD      $@"

@@ -98,8 +98,12 @@ static int fill_set(const struct sg_bpf *b, struct sg_compiled *c, int set, uint
 			err = 0;
 			continue;
 		}
+		/* Writing /dev/null is harmless and everywhere ("2>/dev/null"):
+		 * allowed, as Landlock allows it (sandbox_landlock.c). */
+		uint32_t access = SG_PATH_READ |
+				  (!strcmp(p->read_only[i], "/dev/null") ? SG_PATH_WRITE : 0);
 		for (int j = 0; j < n && !err; j++)
-			err = add_key(b->paths_fd, &c->paths[set], set_key, &ids[j], SG_PATH_READ);
+			err = add_key(b->paths_fd, &c->paths[set], set_key, &ids[j], access);
 		*n_paths += n;
 	}
 	for (int i = 0; i < p->n_exec_allow && !err; i++) {

@@ -19,13 +19,14 @@ struct opts {
 	const char *state_dir;
 	const char *events;
 	const char *policy_dir;
+	const char *session;
 	bool json;
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sandguard explain BATCH_ID | --sandbox S | --run R [BATCH_ID]\n"
+		"usage: sandguard explain BATCH_ID | --sandbox S | --run R [BATCH_ID] | --session S\n"
 		"                         [--tenant T] [--state-dir DIR] [--events PATH]\n"
 		"                         [--policy-dir DIR] [--json]\n"
 		"\n"
@@ -35,6 +36,7 @@ static void usage(FILE *f)
 		"  BATCH_ID         the batch (the trainer's batch_id, or a request id)\n"
 		"  --sandbox S      the batch that ran in sandbox S (a result's \"sandboxes\")\n"
 		"  --run R          every batch of run R, one line each (with BATCH_ID: that one)\n"
+		"  --session S      an environment's session, step by step, and how it ended\n"
 		"  --tenant T       only tenant T's batches\n"
 		"  --state-dir DIR  the outcome journal is DIR/journal (default\n"
 		"                   $SANDGUARD_STATE_DIR, else /var/lib/sandguard)\n"
@@ -67,7 +69,7 @@ static bool id_ok(const char *s)
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { O_SANDBOX = 1, O_RUN, O_TENANT, O_STATE, O_EVENTS, O_POLICY, O_JSON };
+	enum { O_SANDBOX = 1, O_RUN, O_TENANT, O_STATE, O_EVENTS, O_POLICY, O_JSON, O_SESSION };
 	static const struct option longopts[] = {
 		{ "sandbox", required_argument, NULL, O_SANDBOX },
 		{ "run", required_argument, NULL, O_RUN },
@@ -76,6 +78,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "events", required_argument, NULL, O_EVENTS },
 		{ "policy-dir", required_argument, NULL, O_POLICY },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "session", required_argument, NULL, O_SESSION },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -109,6 +112,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_JSON:
 			o->json = true;
 			break;
+		case O_SESSION:
+			o->session = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return -1;
@@ -122,6 +128,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		o->q.batch_id = argv[optind++];
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (o->session && (o->q.batch_id || o->q.sandbox || o->q.run_id))
+		return usage_error("%s", "--session names one session: give it alone");
+	if (o->session && !id_ok(o->session))
+		return usage_error("--session '%s': not a session id", o->session);
+	if (o->session)
+		return 0;
 	if (!o->q.batch_id && !o->q.sandbox && !o->q.run_id)
 		return usage_error("%s", "which batch? give BATCH_ID, --sandbox S or --run R");
 	if (o->q.sandbox && (o->q.batch_id || o->q.run_id))
@@ -452,6 +464,8 @@ int cmd_explain(int argc, char **argv)
 		fprintf(stderr, "sandguard explain: the state directory's path is too long\n");
 		return SG_EXIT_USAGE;
 	}
+	if (o.session)
+		return explain_session(o.session, o.q.tenant, j.dir, o.events, o.json);
 	src = (struct timeline_sources){ .journal_dir = j.dir,
 					 .events_file = o.events,
 					 .policy_dir = o.policy_dir };

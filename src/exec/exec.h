@@ -374,9 +374,9 @@ void exec_run_result_free(struct exec_run_result *res);
  * error); the caller then turns its result into a platform error
  * (exec_book_failed), never returns it as if booked. */
 struct exec_booking {
-	const char *mode; /* "batch", "verify", "run" */
-	const char *batch_id;
-	uint32_t attempt; /* 0: refused before any run */
+	const char *mode;     /* "batch", "verify", "run", "session" */
+	const char *batch_id; /* a session's: its session id */
+	uint32_t attempt;     /* 0: refused before any run */
 	bool final;
 	enum sg_cause cause;
 	int rule;
@@ -389,6 +389,8 @@ struct exec_booking {
 	bool superseded;         /* a warm run its cold run replaces (SIGSYS, exec_verify.c) */
 	enum sg_confirm confirm; /* a timeout's confirmation (exec_confirm.c) */
 	uint32_t test;           /* verifier mode: 1 + the test's index; 0 = none */
+	uint32_t step;           /* session mode: the step, 1-based; 0 = none */
+	const char *session_end; /* a session's final: how it ended */
 	const struct sandbox_spec *spec; /* what ran (its limits and policy); NULL: ctx's */
 	const char *outcome_id;          /* NULL: the run's sandbox id, or a fresh one */
 	const char *sandbox;             /* when run is NULL: the sandbox it was about (a reaper) */
@@ -414,6 +416,64 @@ enum sg_cause exec_book_failed(int err, enum sg_cause cause, char *detail, size_
  * through exec_book() with the agent connection `agent` (may be NULL).
  * Returns how many were reaped, or -errno. */
 int exec_reap_orphans(struct agent_conn *agent);
+
+/* ---- an environment's session (exec_session.c; src/session/ keeps them) */
+
+/* One step: a run in the session's own sandbox, whose scratch persists. */
+struct exec_step {
+	const char *session_id; /* booked as the record's batch_id */
+	uint32_t step;          /* 1-based */
+	char *const *argv;
+	const void *stdin_data;
+	size_t stdin_len;
+	uint64_t timeout_ms;        /* the step's deadline */
+	const char *event_batch_id; /* the batch id its events carry: "<session>/<step>" */
+};
+
+struct exec_step_result {
+	enum sg_cause cause; /* ok for a step that ran to its end, whatever its status */
+	int rule;
+	bool exited, timed_out;
+	int exit_code, signal;
+	char *out, *err; /* malloc'd; the caller frees them */
+	size_t out_len, err_len;
+	bool out_truncated, err_truncated;
+	uint64_t wall_ms, cpu_ms;
+	bool ends;         /* the sandbox cannot serve another step: the session ends */
+	bool final_booked; /* and this step's record was its final (the record could not follow) */
+	char outcome_id[SG_ID_BUF];
+	char detail[EXEC_DETAIL_MAX];
+	char end_detail[EXEC_DETAIL_MAX]; /* why the session ends, when not the cause's */
+};
+
+/* How a session ended, for its final record. */
+struct exec_session_end {
+	const char *session_id, *sandbox_id;
+	uint64_t cgroup_id;
+	uint32_t steps; /* steps it ran */
+	enum sg_cause cause;
+	int rule;
+	const char *how; /* "closed", "idle", "lifetime", "cpu", "policy", "oom", "platform" */
+	uint64_t wall_ms;
+	const char *detail;
+};
+
+/* The session's in-flight record, owing its final from now on. 0, or
+ * -errno with `detail` (the session cannot be made). */
+int exec_session_open(const struct exec_ctx *ctx, const char *session_id,
+		      struct sb_run_record *owed, char *detail, size_t len);
+/* Run one step in sb and book it; then ready sb for the next step unless
+ * res->ends. Returns 0 (what happened is in res). */
+int exec_session_step(const struct exec_ctx *ctx, struct sandbox *sb, struct sb_run_record *owed,
+		      const struct exec_step *st, struct exec_step_result *res);
+/* Book the session's final record and drop its in-flight record (left for
+ * a reaper when the booking fails). 0 or -errno. */
+int exec_session_close(const struct exec_ctx *ctx, struct sb_run_record *owed,
+		       const struct exec_session_end *end);
+
+/* The session's final was booked already (a step's record, when the
+ * in-flight record could not follow): drop the record. */
+void exec_session_close_booked(struct sb_run_record *owed);
 
 /* snprintf-append to a detail buffer (truncates quietly: details are
  * human-readable). */

@@ -202,19 +202,22 @@ static int book_orphan(const struct sb_record *rec, const char *id, bool final, 
 
 	snprintf(run.sandbox_id, sizeof(run.sandbox_id), "%s", of_run ? rec->sandbox : "");
 	snprintf(run.attempt_id, sizeof(run.attempt_id), "%s", id);
-	return exec_book(&ctx, &(struct exec_booking){
-				       .mode = rec->mode[0] ? rec->mode : "batch",
-				       .batch_id = rec->batch_id,
-				       .attempt = rec->attempt,
-				       .final = final,
-				       .cause = SG_CAUSE_PLATFORM_ERROR,
-				       .rule = -1,
-				       .wall_ms = now > rec->started_ms ? now - rec->started_ms : 0,
-				       .run = &run,
-				       .outcome_id = id,
-				       .detail = of_run ? "executor died"
-							: "executor died before it booked the "
-							  "batch's final outcome" });
+	return exec_book(&ctx,
+			 &(struct exec_booking){
+				 .mode = rec->mode[0] ? rec->mode : "batch",
+				 .batch_id = rec->batch_id,
+				 .attempt = rec->attempt,
+				 .final = final,
+				 .cause = SG_CAUSE_PLATFORM_ERROR,
+				 .rule = -1,
+				 .wall_ms = now > rec->started_ms ? now - rec->started_ms : 0,
+				 .run = &run,
+				 .outcome_id = id,
+				 .session_end = final && !strcmp(rec->mode, "session") ? "platform"
+										       : NULL,
+				 .detail = of_run ? "executor died"
+						  : "executor died before it booked the "
+						    "batch's final outcome" });
 }
 
 int exec_reap_orphans(struct agent_conn *agent)
@@ -489,7 +492,12 @@ static void notes_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 				     .init_pid = b->run ? b->run->init_pid : 0,
 				     .limits = p && b->run ? &p->limits : NULL,
 				     .timeout_ms = timeout,
-				     .test = b->test };
+				     .test = b->test,
+				     .step = b->step,
+				     .session_end = b->session_end,
+				     .cpu_ms = b->step && b->run && b->run->cpu_known
+						       ? (int64_t)b->run->cpu_ms
+						       : -1 };
 }
 
 int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b)

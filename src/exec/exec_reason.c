@@ -155,6 +155,12 @@ void exec_decision(const struct exec_booking *b, const struct sg_policy *p, char
 	uint32_t budget = exec_attempt_budget(p);
 
 	buf[0] = '\0';
+	if (!strcmp(b->mode, "session")) { /* a step decides nothing; the end is the session's */
+		if (b->final)
+			snprintf(buf, len, "final: the session ended (%s)",
+				 b->session_end ? b->session_end : "unknown");
+		return;
+	}
 	if (b->attempt == 0 || b->cause == SG_CAUSE_OK || (!batch && b->final && !b->run))
 		return;
 	if (b->superseded) {

@@ -56,6 +56,9 @@ void policy_defaults(struct sg_policy *p)
 	p->enabled = true;
 	p->require_agent = false;
 	p->warm = (struct sg_warm){ .max_calls = 1000, .max_age_s = 600, .max_growth_mb = 64 };
+	p->session = (struct sg_session){ .idle_timeout_s = 300,
+					  .max_lifetime_s = 3600,
+					  .cpu_seconds = 3600 };
 	p->limits = (struct sg_limits){
 		.timeout_ms = 10000,
 		.memory_mb = 512,

@@ -61,6 +61,17 @@ struct sg_warm {
 	bool verify;
 };
 
+/* Environments (docs/environments.md): sessions, sandboxes that live
+ * across calls. Off (max_sessions 0) unless the policy has a "session"
+ * section. */
+struct sg_session {
+	uint32_t max_sessions;    /* live sessions of the tenant on this server; 0: none */
+	uint64_t step_timeout_ms; /* one step's deadline; 0: limits.timeout_ms */
+	uint32_t idle_timeout_s;  /* closed after this long without a call */
+	uint32_t max_lifetime_s;  /* closed this long after its creation */
+	uint32_t cpu_seconds;     /* the CPU time of all its steps together */
+};
+
 struct sg_health {
 	uint32_t window;       /* batches per window */
 	double constant_rate;  /* fire when constant batches / window >= this */
@@ -91,6 +102,7 @@ struct sg_policy {
 	uint32_t max_retries;
 	struct sg_health health;
 	struct sg_warm warm;
+	struct sg_session session;
 	char source[SG_POLICY_PATHLEN]; /* file it came from, or "<embedded>" */
 };
 

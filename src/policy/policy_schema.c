@@ -160,6 +160,15 @@ static const struct field warm_fields[] = {
 	{ .key = NULL },
 };
 
+static const struct field session_fields[] = {
+	INT("max_sessions", session.max_sessions, 0, 100000),
+	INT("step_timeout_ms", session.step_timeout_ms, 1, 86400000),
+	INT("idle_timeout_s", session.idle_timeout_s, 1, 86400),
+	INT("max_lifetime_s", session.max_lifetime_s, 1, 604800),
+	INT("cpu_seconds", session.cpu_seconds, 1, 604800),
+	{ .key = NULL },
+};
+
 const struct field policy_top_fields[] = {
 	{ .key = "tenant", .kind = K_TENANT, P(tenant) },
 	BOOL("enabled", enabled),
@@ -172,5 +181,6 @@ const struct field policy_top_fields[] = {
 	OBJECT("failure", failure_fields),
 	OBJECT("health", health_fields),
 	OBJECT("warm", warm_fields),
+	OBJECT("session", session_fields),
 	{ .key = NULL },
 };

@@ -206,6 +206,16 @@ void sandbox_may_keep(struct sandbox *sb);
 /* Its id (the outcomes' "sandbox"). */
 const char *sandbox_id(const struct sandbox *sb);
 
+/* sb is an environment's session (src/session/): its scratch is the
+ * session's state, so sandbox_reset() keeps it (and a relay, which
+ * serves only the session's own runs) instead of putting it back. */
+void sandbox_keep_scratch(struct sandbox *sb);
+
+/* The host's path of its scratch (a tmpfs of its own), and the slot uid
+ * that owns what is in it: for the session's files and its fork. */
+const char *sandbox_scratch_path(const struct sandbox *sb);
+uid_t sandbox_uid(const struct sandbox *sb);
+
 /* One run of spec->argv in sb (prepared, or reset since its last run):
  * returns as sandbox_run() does; the run's processes are gone, the
  * sandbox stays for sandbox_reset() or sandbox_destroy(). */

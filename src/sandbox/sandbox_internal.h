@@ -51,10 +51,11 @@ struct sandbox {
 	int pre; /* the first run's channel to its pre-forked main; -1: none, or used */
 	pid_t init;
 	bool init_reaped;
-	bool ready;  /* init said READY */
-	bool marked; /* what its root build made in the scratch is noted: resettable */
-	bool used;   /* a run happened since the last reset */
-	bool broken; /* cannot serve another run: destroy it */
+	bool ready;        /* init said READY */
+	bool marked;       /* what its root build made in the scratch is noted: resettable */
+	bool keep_scratch; /* a session's: the reset keeps the scratch (sandbox_keep_scratch()) */
+	bool used;         /* a run happened since the last reset */
+	bool broken;       /* cannot serve another run: destroy it */
 	/* The last run's DONE is still to be read from init: sandbox_reset()
 	 * reads it before another run (see start_and_watch()). */
 	bool done_owed;

@@ -34,9 +34,9 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 	}
 	/* The relay's listeners outlive a run: a connection the last run
 	 * left queued must not reach the next one. */
-	if (sb->relay)
+	if (sb->relay && !sb->keep_scratch)
 		return not_reused(sb, -EBUSY, detail, dlen, "it relays egress");
-	if (!sb->marked)
+	if (!sb->marked && !sb->keep_scratch)
 		return not_reused(sb, -EBUSY, detail, dlen,
 				  "its root build's entries in the scratch could not be noted");
 	err = sb_cgroup_leaf_remove(&sb->leaf, SB_KILL_WAIT_MS);
@@ -53,7 +53,7 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 		if (err)
 			return not_reused(sb, err, detail, dlen, why);
 	}
-	err = sb_scratch_reset(sb->scratch, &sb->marks, detail, dlen);
+	err = sb->keep_scratch ? 0 : sb_scratch_reset(sb->scratch, &sb->marks, detail, dlen);
 	if (err)
 		return not_reused(sb, err, detail, dlen, NULL);
 	/* The agent's counters (forks over the sandbox's life, trips) start
@@ -77,4 +77,19 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 	sb->pids_base = sb_cgroup_pids_max_hits(&sb->cg);
 	sb->used = false;
 	return 0;
+}
+
+void sandbox_keep_scratch(struct sandbox *sb)
+{
+	sb->keep_scratch = true;
+}
+
+const char *sandbox_scratch_path(const struct sandbox *sb)
+{
+	return sb->scratch;
+}
+
+uid_t sandbox_uid(const struct sandbox *sb)
+{
+	return sb->slot.uid;
 }

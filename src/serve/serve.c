@@ -29,6 +29,7 @@
 #include "serve_http.h"
 #include "serve_internal.h"
 #include "telemetry/journal.h"
+#include "session/session.h"
 #include "warm/warm_pool.h"
 
 #define FDS_RESERVED    64 /* logs, policy files, the agent socket, ... */
@@ -132,6 +133,7 @@ static void defaults(struct serve_config *cfg)
 
 static void serve_free(struct serve *s)
 {
+	session_mgr_stop(s->sessions);
 	warm_pool_stop(s->pool);
 	warm_agent_close(&s->agent);
 	serve_tokens_free(s->tokens);
@@ -164,6 +166,8 @@ int serve_start(const struct serve_config *cfg, struct serve **out)
 	if (!s->cfg.run) {
 		ret = warm_pool_start(&(struct warm_pool_opts){ .agent = &s->agent }, &s->pool, err,
 				      sizeof(err));
+		if (!ret)
+			ret = session_mgr_start(&s->agent, &s->sessions, err, sizeof(err));
 		if (ret) {
 			sg_error("serve: %s", err);
 			serve_free(s);

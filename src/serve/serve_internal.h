@@ -28,6 +28,8 @@
 #include "lib/ids.h"
 #include "warm/warm_agent.h"
 
+struct session_mgr;
+
 #define SERVE_TENANT_HEADER      "X-Sandguard-Tenant"
 #define SERVE_RUN_ID_HEADER      "X-Sandguard-Run-Id"
 #define SERVE_REQUEST_ID_HEADER  "X-Sandguard-Request-Id"
@@ -173,6 +175,7 @@ struct serve {
 	 * ahead of demand (NULL when cfg.run is a test's fake). */
 	struct warm_agent agent;
 	struct warm_pool *pool;
+	struct session_mgr *sessions; /* environments' sessions (NULL with a fake cfg.run) */
 	/* Counters for /healthz (and the tests). */
 	atomic_ulong n_unauthorized; /* 401 and 403 for credentials */
 	atomic_ulong n_late;         /* /run_code refused 504: could not start in time */
@@ -252,6 +255,7 @@ struct serve_endpoint {
 extern const struct serve_endpoint serve_runcode_endpoint;
 extern const struct serve_endpoint serve_score_endpoint;
 extern const struct serve_endpoint serve_verify_endpoint;
+extern const struct serve_endpoint serve_session_endpoint; /* /v1/sessions... (serve_session.c) */
 
 /* What the headers alone decide: which handler, and whose request. */
 enum serve_route_kind { ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_POST };

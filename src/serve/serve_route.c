@@ -244,6 +244,8 @@ int serve_route(struct serve *s, const struct serve_request *rq, struct serve_ro
 		rt->ep = &serve_score_endpoint;
 	else if (!strcmp(url, "/v1/verify"))
 		rt->ep = &serve_verify_endpoint;
+	else if (!strncmp(url, "/v1/sessions", 12) && (!url[12] || url[12] == '/'))
+		rt->ep = &serve_session_endpoint;
 	else if ((path_tenant = path_tenant_of(url, tenant_buf, sizeof(tenant_buf))))
 		rt->ep = &serve_runcode_endpoint;
 	if (!rt->ep) {
@@ -251,7 +253,8 @@ int serve_route(struct serve *s, const struct serve_request *rq, struct serve_ro
 
 		serve_shown_url(rq, shown, sizeof(shown));
 		serve_error(rp, 404,
-			    "no such endpoint: %s (POST /run_code, /v1/score, /v1/verify, each "
+			    "no such endpoint: %s (POST /run_code, /v1/score, /v1/verify, "
+			    "/v1/sessions[/<id>/exec|put|get|fork|close], each "
 			    "also under /t/<token>; GET /healthz, /readyz)",
 			    shown);
 		return -1;

@@ -69,6 +69,12 @@ static void put_notes(json_t *j, const struct journal_notes *n)
 	json_object_set_new(j, "limits", limits_json(n));
 	json_object_set_new(j, "policy", text_or_null_c(n->policy));
 	json_object_set_new(j, "test", n->test ? json_integer(n->test - 1) : json_null());
+	if (n->step || n->session_end) {
+		json_object_set_new(j, "step", n->step ? json_integer(n->step) : json_null());
+		json_object_set_new(j, "session_end", text_or_null_c(n->session_end));
+		json_object_set_new(j, "cpu_ms",
+				    n->cpu_ms >= 0 ? json_integer(n->cpu_ms) : json_null());
+	}
 }
 
 int journal_record_encode(const struct sg_outcome *o, const char *detail, char **line, size_t *len)
@@ -80,7 +86,7 @@ int journal_record_encode(const struct sg_outcome *o, const char *detail, char *
 int journal_record_encode_notes(const struct sg_outcome *o, const struct journal_notes *notes,
 				char **line, size_t *len)
 {
-	static const struct journal_notes none;
+	static const struct journal_notes none = { .cpu_ms = -1 };
 	const struct journal_notes *n = notes ? notes : &none;
 	json_t *j;
 	bool scored = o->n_scores > 0;

@@ -31,7 +31,13 @@
  *                        "cpu", "output_bytes"}, as the attempt ran under them
  *    "policy" (or null): the policy file it ran under ("<embedded>" for the
  *                        built-in default)
- *    "test" (or null): verifier mode, the index of the test this run was}
+ *    "test" (or null): verifier mode, the index of the test this run was
+ *    "step" (or null): session mode, the step's number (1-based); null on
+ *                      the session's final record
+ *    "session_end" (or null): the session's final record: how it ended
+ *                      ("closed", "idle", "lifetime", "cpu", "policy",
+ *                      "oom", "platform")
+ *    "cpu_ms" (or null): session mode, the CPU time the step used}
  *
  * A reader takes "class" from mode and cause (outcome_class()), so that an
  * old record is judged by today's rule; the stored one is for people. */
@@ -54,6 +60,9 @@ struct journal_notes {
 	const struct sg_limits *limits; /* NULL = not known */
 	uint64_t timeout_ms;            /* the deadline it ran under; 0 = limits' own */
 	uint32_t test;                  /* verifier mode: 1 + the test's index; 0 = none */
+	uint32_t step;                  /* session mode: the step, 1-based; 0 = none */
+	const char *session_end;        /* a session's final record: how it ended */
+	int64_t cpu_ms;                 /* a session step's CPU time; -1 = not known */
 };
 
 /* The line (malloc'd, NUL-terminated, no newline) for `o` and `notes`

@@ -65,6 +65,7 @@ static const char *const mode_names[SG_MODE__COUNT] = {
 	[SG_MODE_BATCH] = "batch",
 	[SG_MODE_VERIFY] = "verify",
 	[SG_MODE_RUN] = "run",
+	[SG_MODE_SESSION] = "session",
 };
 
 const char *mode_name(enum sg_mode m)

@@ -33,8 +33,10 @@ enum sg_fault_class {
 };
 
 /* What ran: the tenant's reward program over a batch, a model-written
- * program against tests, or one run of a model-written program. */
-enum sg_mode { SG_MODE_BATCH = 0, SG_MODE_VERIFY, SG_MODE_RUN, SG_MODE__COUNT };
+ * program against tests, one run of a model-written program, or a step
+ * of an environment's session (src/session/; its final record is the
+ * session's end). */
+enum sg_mode { SG_MODE_BATCH = 0, SG_MODE_VERIFY, SG_MODE_RUN, SG_MODE_SESSION, SG_MODE__COUNT };
 
 const char *cause_name(enum sg_cause c); /* "tenant_timeout", ... */
 int cause_from_name(const char *name);   /* -1 if unknown */
@@ -47,7 +49,7 @@ enum sg_fault_class cause_class(enum sg_cause c);
 enum sg_fault_class outcome_class(enum sg_mode mode, enum sg_cause cause);
 /* "none", "tenant_code", "platform", "verdict" */
 const char *fault_class_name(enum sg_fault_class c);
-const char *mode_name(enum sg_mode m); /* "batch", "verify", "run" */
+const char *mode_name(enum sg_mode m); /* "batch", "verify", "run", "session" */
 int mode_from_name(const char *name);  /* -1 if unknown */
 
 /* A timeout's confirmation (src/exec/exec_confirm.c): the attempt whose

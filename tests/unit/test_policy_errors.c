@@ -68,7 +68,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 		"}\n",
 		3, 3,
 		"limitz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health, warm)");
+		"egress, files, exec, actions, failure, health, warm, session)");
 	expect_error(
 		"t",
 		"{\n"
@@ -108,7 +108,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	/* The first problem in document order is the one reported. */
 	expect_error("t", "{\"zzz\": 1, \"enabled\": 1}", 1, 2,
 		     "zzz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		     "egress, files, exec, actions, failure, health, warm)");
+		     "egress, files, exec, actions, failure, health, warm, session)");
 	expect_error("t", "{\"enabled\": 1, \"zzz\": 1}", 1, 13,
 		     "enabled: expected true or false, got 1");
 	/* Keys are matched after decoding escapes: "\u0074enant" is "tenant". */
@@ -139,7 +139,7 @@ static void test_columns_count_characters(void **state)
 		     "not an absolute path (it must start with /)");
 	expect_error("t", "{\"été\": 1}", 1, 2,
 		     "été: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		     "egress, files, exec, actions, failure, health, warm)");
+		     "egress, files, exec, actions, failure, health, warm, session)");
 }
 
 /* ---- types -------------------------------------------------------------- */

@@ -1,0 +1,1 @@
+"""sandguard's Python client: the standard library only."""

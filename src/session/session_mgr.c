@@ -1,0 +1,428 @@
+/* Making sessions (create and fork), and the threads of the manager: the
+ * maker, on which every session's sandbox is prepared (a sandbox's init
+ * dies with the thread that prepared it, and a request's thread ends with
+ * its request), and the reaper, which closes sessions past their idle
+ * timeout or lifetime. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "session_files.h"
+#include "session_internal.h"
+#include "warm/warm_agent.h"
+
+#define READY_WAIT_MS 10000
+#define REAP_EVERY_MS 1000
+
+static void *maker_main(void *arg)
+{
+	struct session_mgr *m = arg;
+
+	pthread_mutex_lock(&m->lock);
+	for (;;) {
+		struct make_job *j;
+
+		while (!m->jobs && !m->stopping)
+			pthread_cond_wait(&m->cond, &m->lock);
+		if (!m->jobs)
+			break;
+		j = m->jobs;
+		m->jobs = j->next;
+		pthread_mutex_unlock(&m->lock);
+		j->err = sandbox_prepare(&j->spec, &j->sb, j->detail, sizeof(j->detail));
+		if (!j->err) {
+			j->err = sandbox_wait_ready(j->sb, READY_WAIT_MS, j->detail,
+						    sizeof(j->detail));
+			if (j->err) {
+				sandbox_destroy(j->sb);
+				j->sb = NULL;
+			}
+		}
+		pthread_mutex_lock(&m->lock);
+		j->done = true;
+		pthread_cond_broadcast(&m->cond);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+static int make_sandbox(struct session_mgr *m, const struct sandbox_spec *spec,
+			struct sandbox **sb, char *detail, size_t len)
+{
+	struct make_job j = { .spec = *spec };
+
+	pthread_mutex_lock(&m->lock);
+	if (m->stopping) {
+		pthread_mutex_unlock(&m->lock);
+		snprintf(detail, len, "the server is stopping");
+		return -ESHUTDOWN;
+	}
+	j.next = m->jobs;
+	m->jobs = &j;
+	pthread_cond_broadcast(&m->cond);
+	while (!j.done)
+		pthread_cond_wait(&m->cond, &m->lock);
+	pthread_mutex_unlock(&m->lock);
+	if (j.err)
+		snprintf(detail, len, "cannot prepare the session's sandbox: %s", j.detail);
+	*sb = j.sb;
+	return j.err;
+}
+
+static int new_id(char *buf, size_t len)
+{
+	unsigned char r[8];
+
+	if (getrandom(r, sizeof(r), 0) != sizeof(r))
+		return -errno;
+	snprintf(buf, len, SESSION_ID_PREFIX "%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2],
+		 r[3], r[4], r[5], r[6], r[7]);
+	return 0;
+}
+
+static size_t tenant_sessions(struct session_mgr *m, const char *tenant)
+{
+	size_t n = 0;
+
+	for (struct session *s = m->head; s; s = s->next)
+		n += !strcmp(s->tenant, tenant);
+	return n;
+}
+
+/* Take the table's place for a new session of who's (its turn held by
+ * the caller), or refuse: -EPERM (no sessions in the policy), -EUSERS. */
+static int enter(struct session_mgr *m, struct session *s, const struct sg_policy *p,
+		 char *detail, size_t len)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&m->lock);
+	if (!p->session.max_sessions) {
+		snprintf(detail, len,
+			 "tenant %s's policy (%s) allows no sessions: it has no \"session\" "
+			 "section with max_sessions",
+			 s->tenant, p->source);
+		err = -EPERM;
+	} else if (tenant_sessions(m, s->tenant) >= p->session.max_sessions) {
+		snprintf(detail, len,
+			 "tenant %s has %u live sessions, its policy's session.max_sessions", s->tenant,
+			 p->session.max_sessions);
+		err = -EUSERS;
+	} else if (m->stopping) {
+		snprintf(detail, len, "the server is stopping");
+		err = -ESHUTDOWN;
+	} else {
+		s->refs = 2; /* the table's and the creator's */
+		s->next = m->head;
+		m->head = s;
+		m->live++;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+/* A new session, its turn held by the caller; NULL with `detail` and *err. */
+static struct session *new_session(struct session_mgr *m, const struct session_owner *who,
+				   const struct sg_policy *p, enum session_kernel kernel, int *err,
+				   char *detail, size_t len)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	struct sandbox_spec spec = { 0 };
+	struct exec_ctx ctx = { .tenant = who->tenant, .run_id = who->run_id };
+	int scratch;
+
+	if (!s || !(s->policy = malloc(sizeof(*p)))) {
+		free(s);
+		*err = -ENOMEM;
+		snprintf(detail, len, "out of memory");
+		return NULL;
+	}
+	memcpy(s->policy, p, sizeof(*p));
+	snprintf(s->tenant, sizeof(s->tenant), "%s", who->tenant);
+	snprintf(s->run_id, sizeof(s->run_id), "%s", who->run_id ? who->run_id : "");
+	s->kernel = kernel;
+	s->created_ms = s->last_ms = clock_ms(CLOCK_MONOTONIC);
+	s->owed.lk.fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_lock(&s->lock);
+	s->busy = true;
+	if ((*err = new_id(s->id, sizeof(s->id)))) {
+		snprintf(detail, len, "cannot make a session id: %s", strerror(-*err));
+		goto fail_alone;
+	}
+	if ((*err = enter(m, s, p, detail, len)))
+		goto fail_alone;
+	spec = (struct sandbox_spec){ .policy = s->policy,
+				      .tenant = s->tenant,
+				      .run_id = who->run_id,
+				      .batch_id = s->id,
+				      .mode = "session",
+				      .attempt = 1,
+				      .cold = true,
+				      .agent = warm_agent_get(m->agent) };
+	ctx.policy = s->policy;
+	ctx.agent = spec.agent;
+	if ((*err = make_sandbox(m, &spec, &s->sb, detail, len)))
+		goto fail_listed;
+	sandbox_keep_scratch(s->sb);
+	if ((*err = exec_session_open(&ctx, s->id, &s->owed, detail, len)))
+		goto fail_listed;
+	scratch = open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	*err = scratch < 0 ? -errno : session_kernel_install(scratch, kernel, sandbox_uid(s->sb));
+	if (scratch >= 0)
+		close(scratch);
+	if (*err) {
+		snprintf(detail, len, "cannot install the %s kernel: %s",
+			 session_kernel_name(kernel), strerror(-*err));
+		session_end_locked(m, s, "platform", SG_CAUSE_PLATFORM_ERROR, -1, detail);
+		goto fail_ended;
+	}
+	sg_info("session %s (tenant %s): created in sandbox %s, kernel %s", s->id, s->tenant,
+		sandbox_id(s->sb), session_kernel_name(kernel));
+	return s;
+
+fail_listed: /* nothing booked or owed yet: it never was */
+	if (s->sb)
+		sandbox_destroy(s->sb);
+	s->sb = NULL;
+	s->ended = true;
+	pthread_mutex_lock(&m->lock);
+	for (struct session **q = &m->head; *q; q = &(*q)->next)
+		if (*q == s) {
+			*q = s->next;
+			m->live--;
+			s->refs--;
+			break;
+		}
+	pthread_mutex_unlock(&m->lock);
+fail_ended:
+	pthread_mutex_unlock(&s->lock);
+	session_unref(m, s);
+	return NULL;
+fail_alone:
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_destroy(&s->lock);
+	free(s->policy);
+	free(s);
+	return NULL;
+}
+
+static void done_with(struct session_mgr *m, struct session *s)
+{
+	s->busy = false;
+	s->last_ms = clock_ms(CLOCK_MONOTONIC);
+	pthread_mutex_unlock(&s->lock);
+	session_unref(m, s);
+}
+
+int session_create(struct session_mgr *m, const struct session_owner *who,
+		   const struct session_create *req, struct session_info *info,
+		   struct exec_step_result *setup_res, char *detail, size_t len)
+{
+	int kernel = session_kernel_from_name(req->kernel), err = 0, scratch;
+	struct session *s;
+
+	memset(setup_res, 0, sizeof(*setup_res));
+	if (kernel < 0) {
+		snprintf(detail, len, "unknown kernel \"%s\" (expected none, bash or python)",
+			 req->kernel);
+		return -EINVAL;
+	}
+	s = new_session(m, who, req->policy, kernel, &err, detail, len);
+	if (!s)
+		return err;
+	scratch = open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	err = scratch < 0 ? -errno : 0;
+	for (size_t i = 0; i < req->n_files && !err; i++)
+		err = session_file_put(scratch, req->files[i].path, req->files[i].data,
+				       req->files[i].len,
+				       req->files[i].mode ? req->files[i].mode : 0644,
+				       sandbox_uid(s->sb));
+	if (scratch >= 0)
+		close(scratch);
+	if (err) {
+		snprintf(detail, len, "cannot write the session's files: %s", strerror(-err));
+		session_end_locked(m, s, "platform", SG_CAUSE_PLATFORM_ERROR, -1, detail);
+		done_with(m, s);
+		return err == -ENOSPC ? -ENOSPC : -EIO;
+	}
+	if (req->setup) {
+		struct exec_step st = *req->setup;
+
+		session_run_step(m, s, &st, setup_res);
+	}
+	info_of_session(s, info);
+	done_with(m, s);
+	return 0;
+}
+
+int session_fork(struct session_mgr *m, const struct session_owner *who, const char *id,
+		 unsigned n, char (*ids)[SG_ID_BUF], char *detail, size_t len)
+{
+	struct session *p = session_find(m, who, id), *kids[SESSION_FORK_MAX];
+	unsigned made = 0;
+	int err = 0;
+
+	if (!p) {
+		snprintf(detail, len, "no session %s of tenant %s and this run", id, who->tenant);
+		return -ENOENT;
+	}
+	if (n < 1 || n > SESSION_FORK_MAX) {
+		snprintf(detail, len, "a fork makes 1 to %d sessions", SESSION_FORK_MAX);
+		session_unref(m, p);
+		return -EINVAL;
+	}
+	if ((err = session_take_turn(p, detail, len))) {
+		session_unref(m, p);
+		return err;
+	}
+	for (; made < n && !err; made++) {
+		struct session_copy_stats cs;
+		struct session *k = new_session(m, who, p->policy, p->kernel, &err, detail, len);
+
+		if (!k)
+			break;
+		kids[made] = k;
+		err = session_copy_tree(sandbox_scratch_path(p->sb), sandbox_scratch_path(k->sb),
+					sandbox_uid(k->sb), &cs);
+		if (err) {
+			snprintf(detail, len, "cannot copy session %s's scratch: %s", p->id,
+				 strerror(-err));
+			session_end_locked(m, k, "platform", SG_CAUSE_PLATFORM_ERROR, -1, detail);
+		}
+		snprintf(ids[made], SG_ID_BUF, "%s", k->id);
+	}
+	/* All or nothing: the forks made before a failure are closed. */
+	for (unsigned i = 0; i < made; i++) {
+		if (err)
+			session_end_locked(m, kids[i], "closed", SG_CAUSE_OK, -1,
+					   "its fork failed as a whole");
+		done_with(m, kids[i]);
+	}
+	session_give_turn(p);
+	session_unref(m, p);
+	return err;
+}
+
+/* Close what is past its idle timeout or lifetime. A session in a step
+ * is left to finish it (the step has its own deadline). */
+static void reap(struct session_mgr *m)
+{
+	struct session *due[64];
+	const char *how[64];
+	size_t n = 0;
+	uint64_t now = clock_ms(CLOCK_MONOTONIC);
+
+	pthread_mutex_lock(&m->lock);
+	for (struct session *s = m->head; s && n < 64; s = s->next) {
+		const struct sg_session *b = &s->policy->session;
+		bool idle = now - s->last_ms >= (uint64_t)b->idle_timeout_s * 1000;
+		bool old = now - s->created_ms >= (uint64_t)b->max_lifetime_s * 1000;
+
+		if (s->busy || (!idle && !old))
+			continue;
+		s->refs++;
+		how[n] = old ? "lifetime" : "idle";
+		due[n++] = s;
+	}
+	pthread_mutex_unlock(&m->lock);
+	for (size_t i = 0; i < n; i++) {
+		struct session *s = due[i];
+
+		if (!pthread_mutex_trylock(&s->lock)) {
+			session_end_locked(m, s, how[i], SG_CAUSE_OK, -1,
+					   !strcmp(how[i], "idle")
+						   ? "no call for the policy's session.idle_timeout_s"
+						   : "the policy's session.max_lifetime_s passed");
+			pthread_mutex_unlock(&s->lock);
+		}
+		session_unref(m, s);
+	}
+}
+
+static void *reaper_main(void *arg)
+{
+	struct session_mgr *m = arg;
+
+	pthread_mutex_lock(&m->lock);
+	while (!m->stopping) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += REAP_EVERY_MS / 1000;
+		pthread_cond_timedwait(&m->cond, &m->lock, &until);
+		if (m->stopping)
+			break;
+		pthread_mutex_unlock(&m->lock);
+		reap(m);
+		pthread_mutex_lock(&m->lock);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+int session_mgr_start(struct warm_agent *agent, struct session_mgr **out, char *detail,
+		      size_t len)
+{
+	struct session_mgr *m = calloc(1, sizeof(*m));
+	int ret;
+
+	if (!m) {
+		snprintf(detail, len, "out of memory");
+		return -ENOMEM;
+	}
+	m->agent = agent;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->cond, NULL);
+	ret = pthread_create(&m->maker, NULL, maker_main, m);
+	m->maker_started = !ret;
+	if (!ret) {
+		ret = pthread_create(&m->reaper, NULL, reaper_main, m);
+		m->reaper_started = !ret;
+	}
+	if (ret) {
+		snprintf(detail, len, "cannot start the session threads: %s", strerror(ret));
+		session_mgr_stop(m);
+		return -ret;
+	}
+	*out = m;
+	return 0;
+}
+
+void session_mgr_stop(struct session_mgr *m)
+{
+	if (!m)
+		return;
+	for (;;) {
+		struct session *s;
+
+		pthread_mutex_lock(&m->lock);
+		s = m->head;
+		if (s)
+			s->refs++;
+		pthread_mutex_unlock(&m->lock);
+		if (!s)
+			break;
+		pthread_mutex_lock(&s->lock);
+		session_end_locked(m, s, "platform", SG_CAUSE_PLATFORM_ERROR, -1,
+				   "the server stopped");
+		pthread_mutex_unlock(&s->lock);
+		session_unref(m, s);
+	}
+	pthread_mutex_lock(&m->lock);
+	m->stopping = true;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	if (m->maker_started)
+		pthread_join(m->maker, NULL);
+	if (m->reaper_started)
+		pthread_join(m->reaper, NULL);
+	pthread_cond_destroy(&m->cond);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
