@@ -14,6 +14,7 @@ int cmd_exec(int argc, char **argv);
 int cmd_executor(int argc, char **argv);
 int cmd_events(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
+int cmd_session(int argc, char **argv);
 /* explain --session S (cmd_explain_session.c): the session's steps from
  * the journal, each with the events of its runs, and how it ended. */
 int explain_session(const char *session, const char *tenant, const char *journal_dir,

@@ -155,6 +155,59 @@ def case_episode(agent, serve):
     return None
 
 
+def case_cli(agent, serve):
+    """The same kind of episode through `sandguard session`."""
+    d = agent.dir
+    for name, text in (("calc.py", BUGGY), ("fixed.py", FIXED), ("test_calc.py", TESTS)):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+
+    def cli(*args):
+        return agent.run(["session", args[0], "--url", serve.url, "--tenant", TENANT] + list(args[1:]))
+    made = cli("create", "--kernel", "python", "--file", "calc.py=" + os.path.join(d, "calc.py"),
+               "--file", "test_calc.py=" + os.path.join(d, "test_calc.py"))
+    if made.returncode != 0 or not made.stdout.startswith("ses-"):
+        return "create: rc %d %r %r" % (made.returncode, made.stdout, made.stderr)
+    sid = made.stdout.strip()
+    r = cli("exec", sid, "python3 test_calc.py")
+    if r.returncode != 1 or "tests fail" not in r.stdout:
+        return "exec (failing tests): rc %d %r" % (r.returncode, r.stdout)
+    r = cli("put", sid, "calc.py=" + os.path.join(d, "fixed.py"))
+    if r.returncode != 0:
+        return "put: %r" % r.stderr
+    r = cli("exec", sid, "--code", "y = 6 * 7")
+    r2 = cli("exec", sid, "--code", "print(y)")
+    if r.returncode != 0 or r2.stdout.strip() != "42":
+        return "kernel over the CLI: %r %r" % (r.stderr, r2.stdout)
+    r = cli("exec", sid, "python3 test_calc.py > result.txt")
+    got = cli("get", sid, "result.txt")
+    if r.returncode != 0 or got.stdout.strip() != "tests pass":
+        return "tests after put, get: rc %d %r %r" % (r.returncode, got.stdout, got.stderr)
+    forked = cli("fork", sid, "2")
+    kids = forked.stdout.split()
+    if forked.returncode != 0 or len(kids) != 2:
+        return "fork: %r %r" % (forked.stdout, forked.stderr)
+    ls = cli("ls")
+    if sid not in ls.stdout or not all(k in ls.stdout for k in kids):
+        return "ls: %r" % ls.stdout
+    r = cli("exec", sid, "sleep 5", "--timeout-ms", "300")
+    if r.returncode != 124:
+        return "a timed-out step's exit code over the CLI: %d" % r.returncode
+    for x in [sid] + kids:
+        if cli("rm", x).returncode != 0:
+            return "rm %s" % x
+    if cli("exec", sid, "true").returncode == 0:
+        return "exec after rm succeeded"
+    bad = cli("exec")
+    if bad.returncode != 64:
+        return "exec without an id: rc %d" % bad.returncode
+    recs = session_records(agent, sid)
+    if [r.get("step") for r in recs if not r["final"]] != [1, 2, 3, 4, 5] or \
+            [r.get("session_end") for r in recs if r["final"]] != ["closed"]:
+        return "journal after the CLI episode: %r" % [(r.get("step"), r["final"]) for r in recs]
+    return None
+
+
 def case_fork(agent, serve):
     s = Session(serve.url, tenant=TENANT, kernel="python")
     try:
@@ -303,6 +356,7 @@ def main():
             return 1
         serve = Serve(agent)
         for name, fn in [("episode over HTTP, agent enforcing", case_episode),
+                         ("the episode through the CLI (sandguard session)", case_cli),
                          ("fork: 8 forks of a 10 MiB session with a Python kernel", case_fork),
                          ("a session is its tenant's and its run's", case_owner),
                          ("a timed-out step, and the bash kernel lives on", case_step_timeout),
