@@ -37,11 +37,12 @@ static json_t *do_status(void *ctx, json_t *req)
 	for (uint32_t i = 0; i < a->reg.n_tenants; i++) {
 		struct sg_tenant *t = a->reg.tenants[i];
 		if (t)
-			json_array_append_new(tenants, json_pack("{s:s, s:i, s:s, s:b}", "tenant",
-								 t->name, "active_sandboxes",
-								 (int)t->active, "policy",
-								 t->policy ? t->policy->source : "",
-								 "policy_ok", t->policy != NULL));
+			json_array_append_new(
+				tenants, json_pack("{s:s, s:i, s:i, s:s, s:b}", "tenant", t->name,
+						   "active_sandboxes", (int)t->active,
+						   "active_sessions", (int)t->sessions, "policy",
+						   t->policy ? t->policy->source : "", "policy_ok",
+						   t->policy != NULL));
 	}
 	pthread_mutex_lock(&a->lock);
 	json_object_set_new(st, "ok", json_true());

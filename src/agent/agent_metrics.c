@@ -32,6 +32,7 @@ static struct {
 	struct metrics_family *feature, *build, *kill_latency, *detector, *sandboxes_total;
 	struct metrics_family *records, *gaps, *rebuilds, *checkpoint_failures, *disk_free;
 	struct metrics_family *disk_reserve;
+	struct metrics_family *session_steps, *sessions_ended, *sessions;
 } fam;
 
 /* A family labelled by tenant has one series per ledger row and value of
@@ -100,6 +101,16 @@ static void collect_tenant(const struct ledger_tenant *t, void *ctx)
 			    t->confirmations_overturned);
 	metrics_counter_set(fam.confirmations, (const char *[]){ t->name, "unadmitted" },
 			    t->confirmations_unadmitted);
+	/* Only where a tenant had sessions: most have none. */
+	for (int c = 0; c < SG_CAUSE__COUNT; c++) {
+		if (t->session_steps[c])
+			metrics_counter_set(fam.session_steps, (const char *[]){ t->name, cause_name(c) },
+					    t->session_steps[c]);
+		if (t->sessions_ended[c])
+			metrics_counter_set(fam.sessions_ended,
+					    (const char *[]){ t->name, cause_name(c) },
+					    t->sessions_ended[c]);
+	}
 	(void)v;
 	(void)ctx;
 }
@@ -154,10 +165,26 @@ void agent_metrics_tick(struct agent *a)
 {
 	if (!a->metrics)
 		return;
+	struct sg_sandbox_entry *e = NULL;
+
+	for (uint32_t i = 0; i < a->reg.n_tenants; i++)
+		if (a->reg.tenants[i])
+			a->reg.tenants[i]->sessions = 0;
+	/* A session's sandbox carries its session's id as its batch id. */
+	while ((e = registry_next(&a->reg, e))) {
+		struct sg_tenant *t = registry_tenant_by_idx(&a->reg, e->slot);
+
+		if (t && !strncmp(e->batch_id, SG_SESSION_ID_PREFIX, strlen(SG_SESSION_ID_PREFIX)))
+			t->sessions++;
+	}
 	for (uint32_t i = 0; i < a->reg.n_tenants; i++) {
 		struct sg_tenant *t = a->reg.tenants[i];
-		if (t)
-			metrics_gauge_set(fam.active, (const char *[]){ t->name }, t->active);
+		if (!t)
+			continue;
+		metrics_gauge_set(fam.active, (const char *[]){ t->name }, t->active);
+		t->had_sessions |= t->sessions > 0; /* its series then stays, down to 0 */
+		if (t->had_sessions)
+			metrics_gauge_set(fam.sessions, (const char *[]){ t->name }, t->sessions);
 	}
 }
 
@@ -223,6 +250,7 @@ static int register_families(struct metrics_registry *r)
 	static const char *const l_tta[] = { "tenant", "type", "action", NULL };
 	static const char *const l_ts[] = { "tenant", "status", NULL };
 	static const char *const l_t[] = { "tenant", NULL };
+	static const char *const l_tc[] = { "tenant", "cause", NULL };
 	static const char *const l_tv[] = { "tenant", "verdict", NULL };
 	static const char *const l_res[] = { "result", NULL };
 	static const char *const l_fm[] = { "feature", "mode", NULL };
@@ -252,6 +280,17 @@ static int register_families(struct metrics_registry *r)
 		   ledger_duration_bounds, LEDGER_N_BOUNDS, &fam.duration);
 	err |= add(r, METRICS_GAUGE, "sandguard_active_sandboxes",
 		   "Sandboxes enforced right now, per tenant.", l_t, NULL, 0, &fam.active);
+	err |= add(r, METRICS_COUNTER, "sandguard_session_steps_total",
+		   "Steps of environments' sessions, per tenant and cause (ok: it ran to its end, "
+		   "whatever its exit status).",
+		   l_tc, NULL, 0, &fam.session_steps);
+	err |= add(r, METRICS_COUNTER, "sandguard_sessions_ended_total",
+		   "Sessions ended, per tenant and cause (ok: closed, idle or past their lifetime; "
+		   "the journal's session_end says which).",
+		   l_tc, NULL, 0, &fam.sessions_ended);
+	err |= add(r, METRICS_GAUGE, "sandguard_active_sessions",
+		   "Environments' sessions alive right now, per tenant.", l_t, NULL, 0,
+		   &fam.sessions);
 	err |= add(r, METRICS_COUNTER, "sandguard_degenerate_batches_total",
 		   "Valid batches whose scores were all equal (a dead gradient signal).", l_t, NULL,
 		   0, &fam.degenerate);

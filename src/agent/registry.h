@@ -43,6 +43,8 @@ struct sg_tenant {
 	struct sg_policy_kept *policy; /* the one in force (NULL: none could be loaded) */
 	struct policy_file_version version;
 	uint32_t active;       /* sandboxes using the slot now */
+	uint32_t sessions;     /* of them, environments' sessions (agent_metrics_tick()) */
+	bool had_sessions;     /* ever: its sessions gauge is shown */
 	uint64_t last_used_ns; /* CLOCK_BOOTTIME: the idle slot used longest ago is evicted first */
 	bool retired;          /* its file is gone: out of the index, freed once idle */
 	struct sg_tenant *hnext; /* next in its registry.by_name bucket */

@@ -23,14 +23,15 @@
 #include "lib/rule_names.h"
 
 struct top_ctx {
-	json_t *active; /* tenant -> its active sandboxes, from the agent's status */
+	json_t *active;   /* tenant -> its active sandboxes, from the agent's status */
+	json_t *sessions; /* tenant -> its live sessions, likewise */
 	json_t *rows;   /* --json output */
 	bool as_json;
 };
 
 /* The status's tenants by name, looked up once per row: a fleet has
  * thousands, and a search of the list per row would be quadratic. */
-static json_t *active_by_tenant(json_t *status)
+static json_t *active_by_tenant(json_t *status, const char *key)
 {
 	json_t *m = json_object(), *v;
 	size_t i;
@@ -39,9 +40,18 @@ static json_t *active_by_tenant(json_t *status)
 	{
 		const char *name = json_string_value(json_object_get(v, "tenant"));
 		if (m && name)
-			json_object_set(m, name, json_object_get(v, "active_sandboxes"));
+			json_object_set(m, name, json_object_get(v, key));
 	}
 	return m;
+}
+
+static uint64_t sum(const uint64_t *v, int n)
+{
+	uint64_t s = 0;
+
+	for (int i = 0; i < n; i++)
+		s += v[i];
+	return s;
 }
 
 static long long active_of(json_t *active, const char *tenant)
@@ -65,8 +75,18 @@ static void row(const struct ledger_tenant *t, void *p)
 				json_object_set_new(verdicts, cause_name(c),
 						    json_integer(t->verdicts[c]));
 		}
+		json_t *steps = json_object(), *ended = json_object();
+
 		for (int r = 0; r < SG_RULE__COUNT; r++)
 			json_object_set_new(k, rule_name(r), json_integer(t->kills[r]));
+		for (int c = 0; c < SG_CAUSE__COUNT; c++) {
+			if (t->session_steps[c])
+				json_object_set_new(steps, cause_name(c),
+						    json_integer(t->session_steps[c]));
+			if (t->sessions_ended[c])
+				json_object_set_new(ended, cause_name(c),
+						    json_integer(t->sessions_ended[c]));
+		}
 		json_array_append_new(
 			ctx->rows,
 			json_pack(
@@ -83,14 +103,21 @@ static void row(const struct ledger_tenant *t, void *p)
 				(json_int_t)t->failures_by_class[SG_CLASS_VERDICT], "kills", k,
 				"degenerate", (json_int_t)t->degenerate, "invalid",
 				(json_int_t)t->invalid));
+		json_object_set_new(json_array_get(ctx->rows, json_array_size(ctx->rows) - 1),
+				    "sessions",
+				    json_pack("{s:I, s:o, s:o}", "active",
+					      (json_int_t)active_of(ctx->sessions, t->name), "steps",
+					      steps, "ended", ended));
 		return;
 	}
 	for (int r = 0, n = 0; r < SG_RULE__COUNT; r++)
 		if (t->violations[r])
 			n += snprintf(viol + n, sizeof(viol) - n, "%s%s:%llu", n ? "," : "",
 				      rule_name(r), (unsigned long long)t->violations[r]);
-	printf("%-16s %6lld %6llu %6llu | %5llu %5llu %5llu %5llu %5llu %-18s %5llu %5llu | %5llu | %8llu | %5llu\n",
-	       t->name, active_of(ctx->active, t->name), (unsigned long long)t->batches_ok,
+	printf("%-16s %6lld %4lld %6llu %6llu %6llu | %5llu %5llu %5llu %5llu %5llu %-18s %5llu %5llu | %5llu | %8llu | %5llu\n",
+	       t->name, active_of(ctx->active, t->name), active_of(ctx->sessions, t->name),
+	       (unsigned long long)sum(t->session_steps, SG_CAUSE__COUNT),
+	       (unsigned long long)t->batches_ok,
 	       (unsigned long long)t->batches_failed,
 	       (unsigned long long)t->failures[SG_CAUSE_TENANT_TIMEOUT],
 	       (unsigned long long)t->failures[SG_CAUSE_TENANT_BAD_OUTPUT],
@@ -197,12 +224,14 @@ static int journal_view(const char *checkpoint, struct view *v)
 static void print_json(struct view *v)
 {
 	struct top_ctx ctx = { .as_json = true,
-			       .active = active_by_tenant(v->status),
+			       .active = active_by_tenant(v->status, "active_sandboxes"),
+			       .sessions = active_by_tenant(v->status, "active_sessions"),
 			       .rows = json_array() };
 	json_t *doc;
 
 	ledger_foreach(v->l, row, &ctx);
 	json_decref(ctx.active);
+	json_decref(ctx.sessions);
 	doc = json_pack("{s:s, s:b, s:o, s:o, s:O, s:o}", "source",
 			v->from_agent ? "agent" : "journal", "agent_running", v->status != NULL,
 			"checkpoint", v->from_agent ? json_null() : json_string(v->checkpoint),
@@ -215,7 +244,8 @@ static void print_json(struct view *v)
 
 static void print_table(struct view *v)
 {
-	struct top_ctx ctx = { .active = active_by_tenant(v->status) };
+	struct top_ctx ctx = { .active = active_by_tenant(v->status, "active_sandboxes"),
+			       .sessions = active_by_tenant(v->status, "active_sessions") };
 	json_t *n;
 	size_t i;
 
@@ -227,13 +257,14 @@ static void print_table(struct view *v)
 		       v->status ? "agent running" : "AGENT NOT RUNNING", v->journal,
 		       v->checkpoint);
 	json_array_foreach(v->notes, i, n) printf("note: %s\n", json_string_value(n));
-	printf("%-16s %6s %6s %6s | %5s %5s %5s %5s %5s %-18s %5s %5s | %5s | %8s | %5s\n",
-	       "TENANT", "ACTIVE", "OK", "FAILED", "TIME", "BADOUT", "CRASH", "OOM", "VIOL",
+	printf("%-16s %6s %4s %6s %6s %6s | %5s %5s %5s %5s %5s %-18s %5s %5s | %5s | %8s | %5s\n",
+	       "TENANT", "ACTIVE", "SESS", "STEPS", "OK", "FAILED", "TIME", "BADOUT", "CRASH", "OOM", "VIOL",
 	       "VIOL BY RULE", "PAUSE", "PLATF", "VERD", "KILLS", "CONST");
 	if (ledger_tenant_count(v->l) == 0)
 		printf("(no batches or events booked yet)\n");
 	ledger_foreach(v->l, row, &ctx);
 	json_decref(ctx.active);
+	json_decref(ctx.sessions);
 }
 
 static int show(const char *sock, const char *checkpoint, bool as_json)
@@ -315,7 +346,8 @@ int cmd_top(int argc, char **argv)
 		case 'h':
 			printf("usage: sandguard top [--once] [--json] [--interval S] [--socket PATH]\n"
 			       "                     [--ledger FILE | --state-dir DIR]\n"
-			       "Per tenant: active sandboxes, batches ok/failed, failures by cause (timeout,\n"
+			       "Per tenant: active sandboxes, live sessions (SESS) and their steps, batches\n"
+			       "ok/failed, failures by cause (timeout,\n"
 			       "bad output, crash, oom, policy violation by rule, paused, platform), failed\n"
 			       "runs of model-written programs (VERD: verdicts, nobody's fault), kills and\n"
 			       "degenerate (constant) batches.\n"

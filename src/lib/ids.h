@@ -7,5 +7,8 @@
 
 #define SG_ID_MAX 127
 #define SG_ID_BUF (SG_ID_MAX + 1)
+/* An environment's session id starts so (src/session/): its sandbox's
+ * batch id, which the agent counts sessions by. */
+#define SG_SESSION_ID_PREFIX "ses-"
 
 #endif

@@ -23,7 +23,7 @@ struct warm_agent;
 struct session_mgr;
 
 #define SESSION_FORK_MAX 64
-#define SESSION_ID_PREFIX "ses-"
+#define SESSION_ID_PREFIX SG_SESSION_ID_PREFIX
 
 struct session_info {
 	char id[SG_ID_BUF];

@@ -230,6 +230,10 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 			t->confirmations_overturned += o->cause != SG_CAUSE_TENANT_TIMEOUT;
 		}
 		t->confirmations_unadmitted += o->confirm == SG_CONFIRM_UNADMITTED;
+		if (o->mode == SG_MODE_SESSION && o->final)
+			t->sessions_ended[o->cause]++;
+		else if (o->mode == SG_MODE_SESSION)
+			t->session_steps[o->cause]++;
 		if (o->final) {
 			if (o->cause == SG_CAUSE_OK || class == SG_CLASS_VERDICT)
 				t->batches_ok++;

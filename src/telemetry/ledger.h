@@ -115,6 +115,10 @@ struct ledger_tenant {
 	 * timeout was the node's). */
 	uint64_t confirmations, confirmations_overturned;
 	uint64_t confirmations_unadmitted; /* due, but no room or time to run */
+	/* Environments' sessions (mode session): their steps by cause, and
+	 * their ends (final records) by cause. */
+	uint64_t session_steps[SG_CAUSE__COUNT];
+	uint64_t sessions_ended[SG_CAUSE__COUNT];
 	struct ledger_duration duration;
 	uint64_t kills[SG_RULE__COUNT];
 	uint64_t events[SG_EV__COUNT][LEDGER_N_ACTIONS];

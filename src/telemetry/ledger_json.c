@@ -82,6 +82,23 @@ static json_t *tenant_to_json(const struct ledger_tenant *t)
 		"buckets", buckets, "sum_seconds", t->duration.sum_seconds);
 }
 
+/* The sessions' counts, kept only by a tenant that had sessions (a
+ * checkpoint written before sessions existed has none). */
+static json_t *tenant_json(const struct ledger_tenant *t)
+{
+	json_t *j = tenant_to_json(t), *steps, *ended;
+
+	steps = named_counts(t->session_steps, SG_CAUSE__COUNT, cause_key);
+	ended = named_counts(t->sessions_ended, SG_CAUSE__COUNT, cause_key);
+	if (j && steps && ended && (json_object_size(steps) || json_object_size(ended))) {
+		json_object_set(j, "session_steps", steps);
+		json_object_set(j, "sessions_ended", ended);
+	}
+	json_decref(steps);
+	json_decref(ended);
+	return j;
+}
+
 struct encode {
 	json_t *tenants;
 	bool ok;
@@ -92,7 +109,7 @@ static void encode_tenant(const struct ledger_tenant *t, void *ctx)
 	struct encode *e = ctx;
 
 	if (e->ok)
-		e->ok = !json_object_set_new(e->tenants, t->name, tenant_to_json(t));
+		e->ok = !json_object_set_new(e->tenants, t->name, tenant_json(t));
 }
 
 json_t *ledger_to_json(struct ledger *l, const struct journal_pos *pos)
@@ -298,6 +315,12 @@ static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t, i
 			err = load_named(v, t->violations, SG_RULE__COUNT, rule_key, w, name, key);
 		else if (!strcmp(key, "kills"))
 			err = load_named(v, t->kills, SG_RULE__COUNT, rule_key, w, name, key);
+		else if (!strcmp(key, "session_steps"))
+			err = load_named(v, t->session_steps, SG_CAUSE__COUNT, cause_key, w, name,
+					 key);
+		else if (!strcmp(key, "sessions_ended"))
+			err = load_named(v, t->sessions_ended, SG_CAUSE__COUNT, cause_key, w, name,
+					 key);
 		else if (!strcmp(key, "duration"))
 			err = load_duration(v, &t->duration, w, name);
 		else if (!strcmp(key, "events"))

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgagent  # noqa: E402
@@ -208,6 +209,37 @@ def case_cli(agent, serve):
     return None
 
 
+def case_counted(agent, serve):
+    """top and /metrics: live sessions and steps by cause, with bounded
+    labels (no session or run id on a metric)."""
+    s = Session(serve.url, tenant=TENANT, run_id="run-metrics")
+    try:
+        s.run("true")
+        s.run("sleep 3", timeout_ms=200)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            top = agent.run(["top", "--once", "--json"])
+            row = [r for r in json.loads(top.stdout or "{}").get("tenants", []) if r["tenant"] == TENANT] \
+                if top.returncode == 0 else []
+            if row and row[0]["sessions"]["active"] >= 1 and \
+                    row[0]["sessions"]["steps"].get("tenant_timeout", 0) >= 1:
+                break
+            time.sleep(0.5)
+        else:
+            return "top --json: %r %r" % (top.stdout[-800:], top.stderr[-300:])
+        text = urllib.request.urlopen("http://%s/metrics" % agent.metrics_addr, timeout=5).read().decode()
+        lines = [ln for ln in text.splitlines() if ln.startswith("sandguard_") and "sess" in ln]
+        want = ['sandguard_active_sessions{tenant="%s"} 1' % TENANT,
+                'sandguard_session_steps_total{tenant="%s",cause="tenant_timeout"}' % TENANT]
+        if not all(any(ln.startswith(w) for ln in lines) for w in want):
+            return "/metrics: %r" % lines
+        if "ses-" in text or "run-metrics" in text:
+            return "a session or run id is on a metric"
+    finally:
+        s.close()
+    return None
+
+
 def case_fork(agent, serve):
     s = Session(serve.url, tenant=TENANT, kernel="python")
     try:
@@ -351,12 +383,17 @@ def main():
     agent.write_policy(TENANT, policy(agent))
     serve = None
     try:
-        if not agent.start():
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        agent.metrics_addr = "127.0.0.1:%d" % probe.getsockname()[1]
+        probe.close()
+        if not agent.start("--metrics", agent.metrics_addr):
             report("FAIL", "agent start", agent.log_tail())
             return 1
         serve = Serve(agent)
         for name, fn in [("episode over HTTP, agent enforcing", case_episode),
                          ("the episode through the CLI (sandguard session)", case_cli),
+                         ("top counts live sessions and steps by cause", case_counted),
                          ("fork: 8 forks of a 10 MiB session with a Python kernel", case_fork),
                          ("a session is its tenant's and its run's", case_owner),
                          ("a timed-out step, and the bash kernel lives on", case_step_timeout),
