@@ -104,7 +104,8 @@ static void collect_tenant(const struct ledger_tenant *t, void *ctx)
 	/* Only where a tenant had sessions: most have none. */
 	for (int c = 0; c < SG_CAUSE__COUNT; c++) {
 		if (t->session_steps[c])
-			metrics_counter_set(fam.session_steps, (const char *[]){ t->name, cause_name(c) },
+			metrics_counter_set(fam.session_steps,
+					    (const char *[]){ t->name, cause_name(c) },
 					    t->session_steps[c]);
 		if (t->sessions_ended[c])
 			metrics_counter_set(fam.sessions_ended,

@@ -51,8 +51,8 @@ static void print_text(const char *session, json_t *records, json_t *events)
 			final = r;
 		if (!json_is_integer(step))
 			continue;
-		printf("\nstep %lld  %s  %s", (long long)json_integer_value(step), str(r, "started"),
-		       str(r, "cause"));
+		printf("\nstep %lld  %s  %s", (long long)json_integer_value(step),
+		       str(r, "started"), str(r, "cause"));
 		if (json_is_string(json_object_get(r, "rule")))
 			printf(" (rule %s)", str(r, "rule"));
 		printf("  wall %lld ms  cpu %lld ms\n",

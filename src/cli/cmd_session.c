@@ -130,14 +130,15 @@ static int post(const struct session_opts *o, const char *path, json_t *body, in
 		free(text);
 		return -1;
 	}
-	n = snprintf(head, sizeof(head),
-		     "POST %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
-		     "Content-Type: application/json\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s%s%s\r\n",
-		     path, host, strlen(text), o->token ? "Authorization: Bearer " : "",
-		     o->token ? o->token : "", o->token ? "\r\n" : "",
-		     o->tenant ? "X-Sandguard-Tenant: " : "", o->tenant ? o->tenant : "",
-		     o->tenant ? "\r\n" : "", o->run ? "X-Sandguard-Run-Id: " : "",
-		     o->run ? o->run : "", o->run ? "\r\n" : "");
+	n = snprintf(
+		head, sizeof(head),
+		"POST %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+		"Content-Type: application/json\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s%s%s\r\n",
+		path, host, strlen(text), o->token ? "Authorization: Bearer " : "",
+		o->token ? o->token : "", o->token ? "\r\n" : "",
+		o->tenant ? "X-Sandguard-Tenant: " : "", o->tenant ? o->tenant : "",
+		o->tenant ? "\r\n" : "", o->run ? "X-Sandguard-Run-Id: " : "", o->run ? o->run : "",
+		o->run ? "\r\n" : "");
 	buf = malloc(REPLY_MAX + 1);
 	if (!buf || n >= (int)sizeof(head) || send_all(fd, head, (size_t)n) ||
 	    send_all(fd, text, strlen(text))) {
@@ -236,7 +237,7 @@ static int print_reply(const struct session_opts *o, const char *verb, int statu
 		fprintf(stderr, "sandguard session %s: HTTP %d: %s\n", verb, status,
 			error ? error : "(no reason)");
 		return status == 429 || status == 409 || status >= 500 ? SG_EXIT_PLATFORM
-									: SG_EXIT_TENANT;
+								       : SG_EXIT_TENANT;
 	}
 	if (o->json) {
 		json_dumpf(r, stdout, JSON_INDENT(1));
@@ -288,7 +289,8 @@ static int write_got(const struct session_opts *o, const char *path, json_t *r)
 	}
 	f = o->out ? fopen(o->out, "wb") : stdout;
 	if (!f || fwrite(data, 1, len, f) != len || (o->out && fclose(f))) {
-		fprintf(stderr, "sandguard session get: cannot write %s\n", o->out ? o->out : "stdout");
+		fprintf(stderr, "sandguard session get: cannot write %s\n",
+			o->out ? o->out : "stdout");
 		free(data);
 		return SG_EXIT_PLATFORM;
 	}
@@ -298,8 +300,19 @@ static int write_got(const struct session_opts *o, const char *path, json_t *r)
 
 static int parse_opts(int argc, char **argv, struct session_opts *o)
 {
-	enum { O_URL = 1, O_TOKEN, O_TENANT, O_RUN, O_KERNEL, O_FILE, O_SETUP, O_STDIN, O_TIMEOUT,
-	       O_CODE, O_JSON };
+	enum {
+		O_URL = 1,
+		O_TOKEN,
+		O_TENANT,
+		O_RUN,
+		O_KERNEL,
+		O_FILE,
+		O_SETUP,
+		O_STDIN,
+		O_TIMEOUT,
+		O_CODE,
+		O_JSON
+	};
 	static const struct option longopts[] = {
 		{ "url", required_argument, NULL, O_URL },
 		{ "token", required_argument, NULL, O_TOKEN },
@@ -324,16 +337,36 @@ static int parse_opts(int argc, char **argv, struct session_opts *o)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
 		switch (c) {
-		case O_URL: o->url = optarg; break;
-		case O_TOKEN: o->token = optarg; break;
-		case O_TENANT: o->tenant = optarg; break;
-		case O_RUN: o->run = optarg; break;
-		case O_KERNEL: o->kernel = optarg; break;
-		case O_SETUP: o->setup = optarg; break;
-		case O_STDIN: o->stdin_file = optarg; break;
-		case O_CODE: o->code = true; break;
-		case O_JSON: o->json = true; break;
-		case 'o': o->out = optarg; break;
+		case O_URL:
+			o->url = optarg;
+			break;
+		case O_TOKEN:
+			o->token = optarg;
+			break;
+		case O_TENANT:
+			o->tenant = optarg;
+			break;
+		case O_RUN:
+			o->run = optarg;
+			break;
+		case O_KERNEL:
+			o->kernel = optarg;
+			break;
+		case O_SETUP:
+			o->setup = optarg;
+			break;
+		case O_STDIN:
+			o->stdin_file = optarg;
+			break;
+		case O_CODE:
+			o->code = true;
+			break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
 		case O_TIMEOUT:
 			o->timeout_ms = strtoull(optarg, NULL, 10);
 			if (!o->timeout_ms)
@@ -382,7 +415,8 @@ static int request(struct session_opts *o, const char *verb, char **args, int n,
 			return usage_error("%s", "exec ID CMD: give the command as one argument");
 		json_object_set_new(body, o->code ? "code" : "command", json_string(args[1]));
 		if (o->timeout_ms)
-			json_object_set_new(body, "timeout_ms", json_integer((json_int_t)o->timeout_ms));
+			json_object_set_new(body, "timeout_ms",
+					    json_integer((json_int_t)o->timeout_ms));
 		if (o->stdin_file) {
 			char *data;
 			size_t len;
@@ -416,7 +450,9 @@ static int request(struct session_opts *o, const char *verb, char **args, int n,
 		return usage_error("unknown command '%s'", verb);
 	}
 	snprintf(path, plen, "/v1/sessions/%s/%s", id,
-		 !strcmp(verb, "rm") ? "close" : !strcmp(verb, "exec") ? "exec" : verb);
+		 !strcmp(verb, "rm")     ? "close"
+		 : !strcmp(verb, "exec") ? "exec"
+					 : verb);
 	return 0;
 }
 
@@ -447,8 +483,9 @@ int cmd_session(int argc, char **argv)
 		goto out;
 	}
 	ret = !strcmp(verb, "get") && status < 400 && !o.json
-		      ? write_got(&o, json_string_value(json_array_get(
-					      json_object_get(body, "paths"), 0)),
+		      ? write_got(&o,
+				  json_string_value(
+					  json_array_get(json_object_get(body, "paths"), 0)),
 				  reply)
 		      : print_reply(&o, verb, status, reply);
 out:

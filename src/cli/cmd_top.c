@@ -25,7 +25,7 @@
 struct top_ctx {
 	json_t *active;   /* tenant -> its active sandboxes, from the agent's status */
 	json_t *sessions; /* tenant -> its live sessions, likewise */
-	json_t *rows;   /* --json output */
+	json_t *rows;     /* --json output */
 	bool as_json;
 };
 
@@ -106,8 +106,8 @@ static void row(const struct ledger_tenant *t, void *p)
 		json_object_set_new(json_array_get(ctx->rows, json_array_size(ctx->rows) - 1),
 				    "sessions",
 				    json_pack("{s:I, s:o, s:o}", "active",
-					      (json_int_t)active_of(ctx->sessions, t->name), "steps",
-					      steps, "ended", ended));
+					      (json_int_t)active_of(ctx->sessions, t->name),
+					      "steps", steps, "ended", ended));
 		return;
 	}
 	for (int r = 0, n = 0; r < SG_RULE__COUNT; r++)
@@ -117,8 +117,7 @@ static void row(const struct ledger_tenant *t, void *p)
 	printf("%-16s %6lld %4lld %6llu %6llu %6llu | %5llu %5llu %5llu %5llu %5llu %-18s %5llu %5llu | %5llu | %8llu | %5llu\n",
 	       t->name, active_of(ctx->active, t->name), active_of(ctx->sessions, t->name),
 	       (unsigned long long)sum(t->session_steps, SG_CAUSE__COUNT),
-	       (unsigned long long)t->batches_ok,
-	       (unsigned long long)t->batches_failed,
+	       (unsigned long long)t->batches_ok, (unsigned long long)t->batches_failed,
 	       (unsigned long long)t->failures[SG_CAUSE_TENANT_TIMEOUT],
 	       (unsigned long long)t->failures[SG_CAUSE_TENANT_BAD_OUTPUT],
 	       (unsigned long long)t->failures[SG_CAUSE_TENANT_CRASH],
@@ -258,8 +257,8 @@ static void print_table(struct view *v)
 		       v->checkpoint);
 	json_array_foreach(v->notes, i, n) printf("note: %s\n", json_string_value(n));
 	printf("%-16s %6s %4s %6s %6s %6s | %5s %5s %5s %5s %5s %-18s %5s %5s | %5s | %8s | %5s\n",
-	       "TENANT", "ACTIVE", "SESS", "STEPS", "OK", "FAILED", "TIME", "BADOUT", "CRASH", "OOM", "VIOL",
-	       "VIOL BY RULE", "PAUSE", "PLATF", "VERD", "KILLS", "CONST");
+	       "TENANT", "ACTIVE", "SESS", "STEPS", "OK", "FAILED", "TIME", "BADOUT", "CRASH",
+	       "OOM", "VIOL", "VIOL BY RULE", "PAUSE", "PLATF", "VERD", "KILLS", "CONST");
 	if (ledger_tenant_count(v->l) == 0)
 		printf("(no batches or events booked yet)\n");
 	ledger_foreach(v->l, row, &ctx);

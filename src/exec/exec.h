@@ -417,6 +417,10 @@ enum sg_cause exec_book_failed(int err, enum sg_cause cause, char *detail, size_
  * Returns how many were reaped, or -errno. */
 int exec_reap_orphans(struct agent_conn *agent);
 
+/* Whether the journal's disk is below its reserve (or cannot be checked):
+ * then `detail` says so, naming the path, and new runs are refused. */
+bool exec_journal_full(char *detail, size_t len);
+
 /* ---- an environment's session (exec_session.c; src/session/ keeps them) */
 
 /* One step: a run in the session's own sandbox, whose scratch persists. */

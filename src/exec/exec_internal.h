@@ -118,9 +118,6 @@ void exec_reason(const struct exec_booking *b, const struct sg_limits *lim, uint
 		 char *buf, size_t len);
 void exec_decision(const struct exec_booking *b, const struct sg_policy *p, char *buf, size_t len);
 
-/* Whether the journal's disk is below its reserve (or cannot be checked):
- * then `detail` says so, naming the path, and new runs are refused. */
-bool exec_journal_full(char *detail, size_t len);
 
 /* Admission: the journal's disk, paused or disabled tenant, agent requirement, then one
  * concurrency slot (waiting per the policy). Returns SG_CAUSE_OK with

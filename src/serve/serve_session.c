@@ -43,8 +43,11 @@ struct session_plan {
 static const struct {
 	const char *name;
 	enum session_op op;
-} calls[] = { { "exec", OP_EXEC }, { "put", OP_PUT },     { "get", OP_GET },
-	      { "fork", OP_FORK }, { "close", OP_CLOSE } };
+} calls[] = { { "exec", OP_EXEC },
+	      { "put", OP_PUT },
+	      { "get", OP_GET },
+	      { "fork", OP_FORK },
+	      { "close", OP_CLOSE } };
 
 static int parse_url(const char *url, struct session_plan *p, struct serve_reply *rp)
 {
@@ -80,7 +83,8 @@ bad:
  * "base64" for every content. */
 static int parse_files(json_t *body, struct session_plan *p, struct serve_reply *rp)
 {
-	json_t *files = json_object_get(body, "files"), *enc = json_object_get(body, "encoding"), *v;
+	json_t *files = json_object_get(body, "files"), *enc = json_object_get(body, "encoding"),
+	       *v;
 	bool b64 = false;
 	const char *path;
 
@@ -103,15 +107,16 @@ static int parse_files(json_t *body, struct session_plan *p, struct serve_reply 
 		char why[128];
 
 		if (!json_is_string(v)) {
-			serve_error(rp, 400, "\"files\": the content of \"%.200s\" must be a string",
-				    path);
+			serve_error(rp, 400,
+				    "\"files\": the content of \"%.200s\" must be a string", path);
 			return -1;
 		}
 		if (!sb_scratch_path_valid(path)) {
-			serve_error(rp, 400,
-				    "\"files\": \"%.200s\" is not a path inside the session's scratch "
-				    "(relative, without \"..\" or empty components)",
-				    path);
+			serve_error(
+				rp, 400,
+				"\"files\": \"%.200s\" is not a path inside the session's scratch "
+				"(relative, without \"..\" or empty components)",
+				path);
 			return -1;
 		}
 		f->path = path;
@@ -199,7 +204,8 @@ static int parse_paths(json_t *body, struct session_plan *p, struct serve_reply 
 	json_t *paths = json_object_get(body, "paths"), *v;
 	size_t i;
 
-	if (!json_is_array(paths) || !json_array_size(paths) || json_array_size(paths) > FILES_MAX) {
+	if (!json_is_array(paths) || !json_array_size(paths) ||
+	    json_array_size(paths) > FILES_MAX) {
 		serve_error(rp, 400, "\"paths\" must be an array of 1 to %d scratch paths",
 			    FILES_MAX);
 		return -1;
@@ -218,7 +224,8 @@ static int parse_paths(json_t *body, struct session_plan *p, struct serve_reply 
 static int session_prepare(struct serve_call *c, json_t *body, void **plan, struct serve_reply *rp)
 {
 	static const char *const keys[][8] = {
-		[OP_CREATE] = { "tenant", "kernel", "files", "encoding", "setup", "timeout_ms", NULL },
+		[OP_CREATE] = { "tenant", "kernel", "files", "encoding", "setup", "timeout_ms",
+				NULL },
 		[OP_LIST] = { "tenant", NULL },
 		[OP_EXEC] = { "tenant", "command", "argv", "code", "stdin", "timeout_ms", NULL },
 		[OP_PUT] = { "tenant", "files", "encoding", NULL },
@@ -285,8 +292,8 @@ static int session_prepare(struct serve_call *c, json_t *body, void **plan, stru
 static json_t *info_json(const struct session_info *i)
 {
 	return json_pack("{s:s, s:s, s:s, s:I, s:f, s:I, s:I, s:b}", "session", i->id, "sandbox",
-			 i->sandbox, "kernel", i->kernel, "steps", (json_int_t)i->steps,
-			 "cpu_s", i->cpu_ms / 1000.0, "age_ms", (json_int_t)i->age_ms, "idle_ms",
+			 i->sandbox, "kernel", i->kernel, "steps", (json_int_t)i->steps, "cpu_s",
+			 i->cpu_ms / 1000.0, "age_ms", (json_int_t)i->age_ms, "idle_ms",
 			 (json_int_t)i->idle_ms, "busy", i->busy);
 }
 
@@ -321,13 +328,13 @@ static json_t *step_json(const struct exec_step_result *r, const struct session_
 /* A manager's refusal as HTTP. */
 static void refused(struct serve_call *c, int err, const char *detail, struct serve_reply *rp)
 {
-	unsigned status = err == -ENOENT    ? 404
-			  : err == -EBUSY   ? 409
-			  : err == -ESRCH   ? 410
-			  : err == -EINVAL  ? 400
-			  : err == -EPERM   ? 403
-			  : err == -EUSERS  ? 429
-			  : err == -ENOSPC  ? 507
+	unsigned status = err == -ENOENT      ? 404
+			  : err == -EBUSY     ? 409
+			  : err == -ESRCH     ? 410
+			  : err == -EINVAL    ? 400
+			  : err == -EPERM     ? 403
+			  : err == -EUSERS    ? 429
+			  : err == -ENOSPC    ? 507
 			  : err == -ESHUTDOWN ? 503
 					      : 500;
 
@@ -338,8 +345,8 @@ static void refused(struct serve_call *c, int err, const char *detail, struct se
 		rp->status = 423;
 }
 
-static void do_create(struct serve_call *c, struct session_plan *p,
-		      const struct session_owner *who, struct serve_reply *rp)
+static void do_create(struct serve_call *c, struct session_plan *p, const struct session_owner *who,
+		      struct serve_reply *rp)
 {
 	struct exec_step setup = { .argv = p->setup_argv, .timeout_ms = p->timeout_ms };
 	struct session_create req = { .policy = c->policy,

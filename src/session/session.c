@@ -21,9 +21,9 @@
 static struct exec_ctx ctx_of(struct session_mgr *m, const struct session *s)
 {
 	return (struct exec_ctx){ .policy = s->policy,
-				   .tenant = s->tenant,
-				   .run_id = s->run_id[0] ? s->run_id : NULL,
-				   .agent = warm_agent_get(m->agent) };
+				  .tenant = s->tenant,
+				  .run_id = s->run_id[0] ? s->run_id : NULL,
+				  .agent = warm_agent_get(m->agent) };
 }
 
 static bool owned_by(const struct session *s, const struct session_owner *who)
@@ -161,7 +161,7 @@ static void end_after_step(struct session_mgr *m, struct session *s,
 }
 
 void session_run_step(struct session_mgr *m, struct session *s, const struct exec_step *st_in,
-		    struct exec_step_result *res)
+		      struct exec_step_result *res)
 {
 	struct exec_ctx ctx = ctx_of(m, s);
 	struct exec_step st = *st_in;
@@ -203,6 +203,11 @@ int session_exec(struct session_mgr *m, const struct session_owner *who, const c
 	}
 	if ((err = session_take_turn(s, detail, len)))
 		goto out;
+	/* A step that could not be booked must not run (the batches' rule). */
+	if (exec_journal_full(detail, len)) {
+		err = -ENOSPC;
+		goto give;
+	}
 	if (tenant_paused(s->tenant, paused, sizeof(paused)) > 0) {
 		snprintf(detail, len, "tenant %s is paused (%s): no new steps", s->tenant, paused);
 		err = -EPERM;
@@ -217,10 +222,11 @@ int session_exec(struct session_mgr *m, const struct session_owner *who, const c
 			err = -EINVAL;
 			goto give;
 		}
-		scratch = open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-								    O_CLOEXEC);
-		err = scratch < 0 ? -errno : session_kernel_cell(scratch, code, code_len,
-								  sandbox_uid(s->sb));
+		scratch = open(sandbox_scratch_path(s->sb),
+			       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		err = scratch < 0
+			      ? -errno
+			      : session_kernel_cell(scratch, code, code_len, sandbox_uid(s->sb));
 		if (scratch >= 0)
 			close(scratch);
 		if (err) {
@@ -289,7 +295,8 @@ int session_put(struct session_mgr *m, const struct session_owner *who, const ch
 				       files[i].mode ? files[i].mode : 0644, sandbox_uid(s->sb));
 		if (err)
 			snprintf(detail, len, "cannot write %s into session %s: %s", files[i].path,
-				 id, err == -EINVAL ? "not a scratch-relative path" : strerror(-err));
+				 id,
+				 err == -EINVAL ? "not a scratch-relative path" : strerror(-err));
 	}
 	close_turn(m, s, scratch);
 	return err;

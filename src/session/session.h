@@ -22,7 +22,7 @@
 struct warm_agent;
 struct session_mgr;
 
-#define SESSION_FORK_MAX 64
+#define SESSION_FORK_MAX  64
 #define SESSION_ID_PREFIX SG_SESSION_ID_PREFIX
 
 struct session_info {
@@ -53,8 +53,7 @@ struct session_create {
 	const struct exec_step *setup; /* argv, stdin, timeout; NULL: none */
 };
 
-int session_mgr_start(struct warm_agent *agent, struct session_mgr **out, char *detail,
-		      size_t len);
+int session_mgr_start(struct warm_agent *agent, struct session_mgr **out, char *detail, size_t len);
 /* Close every session (each booked final, "platform": the server
  * stopped), then stop the threads. */
 void session_mgr_stop(struct session_mgr *m);
@@ -84,8 +83,8 @@ int session_get(struct session_mgr *m, const struct session_owner *who, const ch
 		char *detail, size_t len);
 /* n new sessions of the same owner starting from this one's state (its
  * scratch, and with it its kernel's state). ids[i] are theirs. */
-int session_fork(struct session_mgr *m, const struct session_owner *who, const char *id,
-		 unsigned n, char (*ids)[SG_ID_BUF], char *detail, size_t len);
+int session_fork(struct session_mgr *m, const struct session_owner *who, const char *id, unsigned n,
+		 char (*ids)[SG_ID_BUF], char *detail, size_t len);
 /* Close it: booked final "closed". */
 int session_close(struct session_mgr *m, const struct session_owner *who, const char *id,
 		  char *detail, size_t len);

@@ -50,7 +50,8 @@ static int open_parent(int root, const char *rel, char *buf, size_t len, const c
 		int next;
 
 		*slash = '\0';
-		if (mkdirat(dfd, comp, 0700) == 0 && fchownat(dfd, comp, uid, uid, AT_SYMLINK_NOFOLLOW)) {
+		if (mkdirat(dfd, comp, 0700) == 0 &&
+		    fchownat(dfd, comp, uid, uid, AT_SYMLINK_NOFOLLOW)) {
 			close(dfd);
 			return -errno;
 		}
@@ -159,7 +160,8 @@ static int copy_entry(int sdir, int ddir, const char *name, uid_t uid, int depth
 			return -errno;
 		target[n] = '\0';
 		unlinkat(ddir, name, 0);
-		if (symlinkat(target, ddir, name) || fchownat(ddir, name, uid, uid, AT_SYMLINK_NOFOLLOW))
+		if (symlinkat(target, ddir, name) ||
+		    fchownat(ddir, name, uid, uid, AT_SYMLINK_NOFOLLOW))
 			return -errno;
 		return 0;
 	}

@@ -12,7 +12,7 @@
 struct session {
 	char id[SG_ID_BUF];
 	char tenant[SG_TENANT_MAX];
-	char run_id[SG_ID_BUF]; /* "" for the run without an id */
+	char run_id[SG_ID_BUF];   /* "" for the run without an id */
 	struct sg_policy *policy; /* a copy, as it was at creation */
 	struct sandbox *sb;
 	struct sb_run_record owed; /* owes the session's final (exec_session.c) */

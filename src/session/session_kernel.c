@@ -73,5 +73,7 @@ int session_kernel_cell(int scratch, const char *code, size_t len, uid_t uid)
 
 char *const *session_kernel_argv(enum session_kernel k)
 {
-	return k == SESSION_KERNEL_BASH ? bash_argv : k == SESSION_KERNEL_PYTHON ? python_argv : NULL;
+	return k == SESSION_KERNEL_BASH     ? bash_argv
+	       : k == SESSION_KERNEL_PYTHON ? python_argv
+					    : NULL;
 }

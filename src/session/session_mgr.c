@@ -51,8 +51,8 @@ static void *maker_main(void *arg)
 	return NULL;
 }
 
-static int make_sandbox(struct session_mgr *m, const struct sandbox_spec *spec,
-			struct sandbox **sb, char *detail, size_t len)
+static int make_sandbox(struct session_mgr *m, const struct sandbox_spec *spec, struct sandbox **sb,
+			char *detail, size_t len)
 {
 	struct make_job j = { .spec = *spec };
 
@@ -96,8 +96,8 @@ static size_t tenant_sessions(struct session_mgr *m, const char *tenant)
 
 /* Take the table's place for a new session of who's (its turn held by
  * the caller), or refuse: -EPERM (no sessions in the policy), -EUSERS. */
-static int enter(struct session_mgr *m, struct session *s, const struct sg_policy *p,
-		 char *detail, size_t len)
+static int enter(struct session_mgr *m, struct session *s, const struct sg_policy *p, char *detail,
+		 size_t len)
 {
 	int err = 0;
 
@@ -110,8 +110,8 @@ static int enter(struct session_mgr *m, struct session *s, const struct sg_polic
 		err = -EPERM;
 	} else if (tenant_sessions(m, s->tenant) >= p->session.max_sessions) {
 		snprintf(detail, len,
-			 "tenant %s has %u live sessions, its policy's session.max_sessions", s->tenant,
-			 p->session.max_sessions);
+			 "tenant %s has %u live sessions, its policy's session.max_sessions",
+			 s->tenant, p->session.max_sessions);
 		err = -EUSERS;
 	} else if (m->stopping) {
 		snprintf(detail, len, "the server is stopping");
@@ -172,7 +172,8 @@ static struct session *new_session(struct session_mgr *m, const struct session_o
 	sandbox_keep_scratch(s->sb);
 	if ((*err = exec_session_open(&ctx, s->id, &s->owed, detail, len)))
 		goto fail_listed;
-	scratch = open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	scratch =
+		open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	*err = scratch < 0 ? -errno : session_kernel_install(scratch, kernel, sandbox_uid(s->sb));
 	if (scratch >= 0)
 		close(scratch);
@@ -233,10 +234,13 @@ int session_create(struct session_mgr *m, const struct session_owner *who,
 			 req->kernel);
 		return -EINVAL;
 	}
+	if (exec_journal_full(detail, len))
+		return -ENOSPC;
 	s = new_session(m, who, req->policy, kernel, &err, detail, len);
 	if (!s)
 		return err;
-	scratch = open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	scratch =
+		open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	err = scratch < 0 ? -errno : 0;
 	for (size_t i = 0; i < req->n_files && !err; i++)
 		err = session_file_put(scratch, req->files[i].path, req->files[i].data,
@@ -261,8 +265,8 @@ int session_create(struct session_mgr *m, const struct session_owner *who,
 	return 0;
 }
 
-int session_fork(struct session_mgr *m, const struct session_owner *who, const char *id,
-		 unsigned n, char (*ids)[SG_ID_BUF], char *detail, size_t len)
+int session_fork(struct session_mgr *m, const struct session_owner *who, const char *id, unsigned n,
+		 char (*ids)[SG_ID_BUF], char *detail, size_t len)
 {
 	struct session *p = session_find(m, who, id), *kids[SESSION_FORK_MAX];
 	unsigned made = 0;
@@ -271,6 +275,10 @@ int session_fork(struct session_mgr *m, const struct session_owner *who, const c
 	if (!p) {
 		snprintf(detail, len, "no session %s of tenant %s and this run", id, who->tenant);
 		return -ENOENT;
+	}
+	if (exec_journal_full(detail, len)) {
+		session_unref(m, p);
+		return -ENOSPC;
 	}
 	if (n < 1 || n > SESSION_FORK_MAX) {
 		snprintf(detail, len, "a fork makes 1 to %d sessions", SESSION_FORK_MAX);
@@ -335,10 +343,11 @@ static void reap(struct session_mgr *m)
 		struct session *s = due[i];
 
 		if (!pthread_mutex_trylock(&s->lock)) {
-			session_end_locked(m, s, how[i], SG_CAUSE_OK, -1,
-					   !strcmp(how[i], "idle")
-						   ? "no call for the policy's session.idle_timeout_s"
-						   : "the policy's session.max_lifetime_s passed");
+			session_end_locked(
+				m, s, how[i], SG_CAUSE_OK, -1,
+				!strcmp(how[i], "idle")
+					? "no call for the policy's session.idle_timeout_s"
+					: "the policy's session.max_lifetime_s passed");
 			pthread_mutex_unlock(&s->lock);
 		}
 		session_unref(m, s);
@@ -366,8 +375,7 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
-int session_mgr_start(struct warm_agent *agent, struct session_mgr **out, char *detail,
-		      size_t len)
+int session_mgr_start(struct warm_agent *agent, struct session_mgr **out, char *detail, size_t len)
 {
 	struct session_mgr *m = calloc(1, sizeof(*m));
 	int ret;
