@@ -7,11 +7,12 @@
 #include <stdint.h>
 #include "abi/events.h"
 
-#define SG_TENANT_MAX     64 /* bytes, including the NUL */
-#define SG_POLICY_PATHS   64
-#define SG_POLICY_GLOBS   64
-#define SG_POLICY_EGRESS  32
-#define SG_POLICY_PATHLEN 256
+#define SG_TENANT_MAX         64 /* bytes, including the NUL */
+#define SG_POLICY_PATHS       64
+#define SG_POLICY_GLOBS       64
+#define SG_POLICY_EGRESS      32
+#define SG_POLICY_PATHLEN     256
+#define SG_POLICY_REWARD_ARGS 16
 
 enum sg_failure_mode { SG_FAILURE_RETRY = 1, SG_FAILURE_SKIP, SG_FAILURE_PAUSE };
 enum sg_excess_mode { SG_EXCESS_WAIT = 1, SG_EXCESS_REFUSE };
@@ -103,6 +104,11 @@ struct sg_policy {
 	struct sg_health health;
 	struct sg_warm warm;
 	struct sg_session session;
+	/* The tenant's reward program, for requests that cannot name one:
+	 * OpenRLHF's remote reward (POST /openrlhf/reward) sends only the
+	 * samples. argv of absolute paths; n_reward_command 0: none. */
+	char reward_command[SG_POLICY_REWARD_ARGS][SG_POLICY_PATHLEN];
+	int n_reward_command;
 	char source[SG_POLICY_PATHLEN]; /* file it came from, or "<embedded>" */
 };
 

@@ -169,6 +169,15 @@ static const struct field session_fields[] = {
 	{ .key = NULL },
 };
 
+static const struct field reward_fields[] = {
+	{ .key = "command",
+	  .kind = K_DIR_LIST,
+	  P(reward_command),
+	  .count_off = offsetof(struct sg_policy, n_reward_command),
+	  .max = SG_POLICY_REWARD_ARGS },
+	{ .key = NULL },
+};
+
 const struct field policy_top_fields[] = {
 	{ .key = "tenant", .kind = K_TENANT, P(tenant) },
 	BOOL("enabled", enabled),
@@ -182,5 +191,6 @@ const struct field policy_top_fields[] = {
 	OBJECT("health", health_fields),
 	OBJECT("warm", warm_fields),
 	OBJECT("session", session_fields),
+	OBJECT("reward", reward_fields),
 	{ .key = NULL },
 };

@@ -12,7 +12,10 @@
  *   serve_lang_find.c   finding the toolchains on this node
  *   serve_runcode.c     POST /run_code: the request
  *   serve_runcode_run.c POST /run_code: compile, run, the response
- *   serve_native.c      POST /v1/score, /v1/verify */
+ *   serve_native.c      POST /v1/score, /v1/verify
+ *   serve_session.c     POST /v1/sessions...: environments' sessions
+ *   serve_openrlhf.c    POST /openrlhf/get_reward: OpenRLHF's, via /v1/score
+ *   serve_tci.c         POST /tci/execute: Together's, via /run_code */
 #ifndef SG_SERVE_INTERNAL_H
 #define SG_SERVE_INTERNAL_H
 #include <jansson.h>
@@ -256,6 +259,10 @@ extern const struct serve_endpoint serve_runcode_endpoint;
 extern const struct serve_endpoint serve_score_endpoint;
 extern const struct serve_endpoint serve_verify_endpoint;
 extern const struct serve_endpoint serve_session_endpoint; /* /v1/sessions... (serve_session.c) */
+extern const struct serve_endpoint serve_openrlhf_endpoint;
+extern const struct serve_endpoint serve_tci_endpoint;
+/* The paths the together SDK posts a TCI call to (serve_tci.c). */
+bool serve_tci_path(const char *url);
 
 /* What the headers alone decide: which handler, and whose request. */
 enum serve_route_kind { ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_POST };

@@ -246,6 +246,10 @@ int serve_route(struct serve *s, const struct serve_request *rq, struct serve_ro
 		rt->ep = &serve_verify_endpoint;
 	else if (!strncmp(url, "/v1/sessions", 12) && (!url[12] || url[12] == '/'))
 		rt->ep = &serve_session_endpoint;
+	else if (!strcmp(url, "/openrlhf/get_reward"))
+		rt->ep = &serve_openrlhf_endpoint;
+	else if (serve_tci_path(url))
+		rt->ep = &serve_tci_endpoint;
 	else if ((path_tenant = path_tenant_of(url, tenant_buf, sizeof(tenant_buf))))
 		rt->ep = &serve_runcode_endpoint;
 	if (!rt->ep) {
@@ -254,8 +258,9 @@ int serve_route(struct serve *s, const struct serve_request *rq, struct serve_ro
 		serve_shown_url(rq, shown, sizeof(shown));
 		serve_error(rp, 404,
 			    "no such endpoint: %s (POST /run_code, /v1/score, /v1/verify, "
-			    "/v1/sessions[/<id>/exec|put|get|fork|close], each "
-			    "also under /t/<token>; GET /healthz, /readyz)",
+			    "/v1/sessions[/<id>/exec|put|get|fork|close], "
+			    "/openrlhf/get_reward, /tci/execute, each also under /t/<token>; "
+			    "GET /healthz, /readyz)",
 			    shown);
 		return -1;
 	}

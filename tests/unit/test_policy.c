@@ -194,12 +194,14 @@ static void test_fields_override_defaults_and_lists_replace(void **state)
 	assert_true(p.require_agent);
 
 	/* The sandbox's own bounds. */
-	expect_ok("t",
-		  "{\"limits\": {\"open_files\": 64, \"file_size_mb\": 8, \"io_read_mbps\": 100,"
-		  " \"io_write_iops\": 50},"
-		  " \"egress\": {\"allow_listen\": true, \"max_connections\": 3},"
-		  " \"files\": {\"scratch_mb\": 32, \"scratch_inodes\": 128}}",
-		  &p);
+	expect_ok(
+		"t",
+		"{\"limits\": {\"open_files\": 64, \"file_size_mb\": 8, \"io_read_mbps\": 100,"
+		" \"io_write_iops\": 50},"
+		" \"egress\": {\"allow_listen\": true, \"max_connections\": 3},"
+		" \"files\": {\"scratch_mb\": 32, \"scratch_inodes\": 128},"
+		" \"reward\": {\"command\": [\"/usr/bin/python3\", \"/srv/rewards/t/score.py\"]}}",
+		&p);
 	assert_int_equal(p.limits.open_files, 64);
 	assert_int_equal(p.limits.file_size_mb, 8);
 	assert_int_equal(p.limits.io_read_mbps, 100);
@@ -209,6 +211,8 @@ static void test_fields_override_defaults_and_lists_replace(void **state)
 	assert_int_equal(p.max_connections, 3);
 	assert_int_equal(p.scratch_mb, 32);
 	assert_int_equal(p.scratch_inodes, 128);
+	assert_int_equal(p.n_reward_command, 2);
+	assert_string_equal(p.reward_command[1], "/srv/rewards/t/score.py");
 	assert_string_equal(p.scratch_root, "/var/lib/sandguard/scratch");
 	assert_string_equal(p.tenant, "default");
 	assert_string_equal(p.source, "t");

@@ -68,7 +68,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 		"}\n",
 		3, 3,
 		"limitz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health, warm, session)");
+		"egress, files, exec, actions, failure, health, warm, session, reward)");
 	expect_error(
 		"t",
 		"{\n"
@@ -108,7 +108,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	/* The first problem in document order is the one reported. */
 	expect_error("t", "{\"zzz\": 1, \"enabled\": 1}", 1, 2,
 		     "zzz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		     "egress, files, exec, actions, failure, health, warm, session)");
+		     "egress, files, exec, actions, failure, health, warm, session, reward)");
 	expect_error("t", "{\"enabled\": 1, \"zzz\": 1}", 1, 13,
 		     "enabled: expected true or false, got 1");
 	/* Keys are matched after decoding escapes: "\u0074enant" is "tenant". */
@@ -121,6 +121,10 @@ static void test_columns_count_characters(void **state)
 	/* "é" is two bytes but one column, as in jansson's errors. */
 	expect_error("t", "{\"files\": {\"read_only\": [\"/é\", \"rel\"]}}", 1, 32,
 		     "files.read_only[1]: expected an absolute normalized path, got \"rel\": "
+		     "not an absolute path (it must start with /)");
+	/* A reward program's argv: absolute paths, as read_only. */
+	expect_error("t", "{\"reward\": {\"command\": [\"python3\"]}}", 1, 25,
+		     "reward.command[0]: expected an absolute normalized path, got \"python3\": "
 		     "not an absolute path (it must start with /)");
 	/* Echoed strings are clipped on a character boundary, controls as '?'. */
 	expect_error("t",
@@ -139,7 +143,7 @@ static void test_columns_count_characters(void **state)
 		     "not an absolute path (it must start with /)");
 	expect_error("t", "{\"été\": 1}", 1, 2,
 		     "été: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		     "egress, files, exec, actions, failure, health, warm, session)");
+		     "egress, files, exec, actions, failure, health, warm, session, reward)");
 }
 
 /* ---- types -------------------------------------------------------------- */

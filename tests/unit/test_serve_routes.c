@@ -172,6 +172,12 @@ static void test_routes(void **state)
 	assert_int_equal(after, 0);
 	json_decref(j);
 	json_decref(call("POST", "/tenants/acme/run_code/x", NULL, "{}", 404, NULL));
+	/* OpenRLHF's, and Together's where its SDK joins a base URL. */
+	json_decref(call("GET", "/openrlhf/get_reward", NULL, NULL, 405, NULL));
+	json_decref(call("GET", "/tci/execute", NULL, NULL, 405, NULL));
+	json_decref(call("GET", "//tci/execute", NULL, NULL, 405, NULL));
+	json_decref(call("GET", "/v1/tci/execute", NULL, NULL, 405, NULL));
+	json_decref(call("POST", "/tci/execute/x", NULL, "{}", 404, NULL));
 }
 
 static void test_bad_input_is_never_booked(void **state)

@@ -1,1 +1,3 @@
-"""sandguard's Python client: the standard library only."""
+"""sandguard's Python client: the standard library only. Modules:
+session (environments' sessions: Session, SessionCodeTool, SessionEnv) and
+rllm (a CodeTool for rLLM over `sandguard serve`'s /tci/execute)."""
