@@ -113,8 +113,9 @@ static json_t *runcode_request(struct serve_call *c, json_t *body, struct serve_
 		serve_error(rp, 400, "\"timeout\" must be a positive number of seconds");
 		return NULL;
 	}
-	/* /run_code lowers a longer one to the policy's deadline. */
-	run_s = timeout ? json_number_value(timeout) : policy_s;
+	/* The policy's deadline, or the request's when it is shorter. */
+	run_s = timeout && json_number_value(timeout) < policy_s ? json_number_value(timeout)
+								 : policy_s;
 	req = json_pack("{s:O, s:s, s:f, s:i, s:{}}", "code", code, "language", "python",
 			"run_timeout", run_s, "compile_timeout", COMPILE_TIMEOUT_S, "files");
 	if (!req) {
