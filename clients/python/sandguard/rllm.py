@@ -103,6 +103,7 @@ class SandguardCodeTool:
         tenant's policy may set less). Returns a CodeToolOutput; raises
         SandguardUnavailable on a platform fault, ValueError on a request
         the server refused (4xx: the message says why)."""
+        timeout = timeout or 12
         body = {"code": code, "language": "python", "timeout": timeout}
         if kwargs.get("files"):
             body["files"] = kwargs["files"]
