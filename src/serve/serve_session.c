@@ -154,6 +154,31 @@ static int string_field(json_t *body, const char *key, const char **out, size_t 
 	return 0;
 }
 
+/* "timeout_ms": at most the policy's step deadline (session.step_timeout_ms,
+ * else limits.timeout_ms), which a step without one gets. */
+static int step_timeout(struct serve_call *c, json_t *body, struct session_plan *p,
+			struct serve_reply *rp)
+{
+	const struct sg_policy *pol = c->policy;
+	uint64_t max = pol->session.step_timeout_ms ? pol->session.step_timeout_ms
+						    : pol->limits.timeout_ms;
+	json_t *v = json_object_get(body, "timeout_ms");
+
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
+	    (uint64_t)json_integer_value(v) > max) {
+		serve_error(
+			rp, 400,
+			"\"timeout_ms\" must be a positive integer of at most the step deadline, "
+			"%llu ms (%s)",
+			(unsigned long long)max, pol->source);
+		return -1;
+	}
+	p->timeout_ms = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
 /* exec: exactly one of "command" (run by sh -c), "argv" and "code" (for
  * the session's kernel); "stdin", "timeout_ms". Also create's "setup". */
 static int parse_step(struct serve_call *c, json_t *body, struct session_plan *p,
@@ -196,7 +221,7 @@ static int parse_step(struct serve_call *c, json_t *body, struct session_plan *p
 		}
 	}
 	p->argv[n] = NULL;
-	return serve_opt_timeout(body, c->policy, &p->timeout_ms, rp);
+	return step_timeout(c, body, p, rp);
 }
 
 static int parse_paths(json_t *body, struct session_plan *p, struct serve_reply *rp)
@@ -253,7 +278,7 @@ static int session_prepare(struct serve_call *c, json_t *body, void **plan, stru
 			const char *setup = NULL;
 
 			err = string_field(body, "setup", &setup, NULL, rp) ||
-			      serve_opt_timeout(body, c->policy, &p->timeout_ms, rp);
+			      step_timeout(c, body, p, rp);
 			p->setup_argv[0] = "sh";
 			p->setup_argv[1] = "-c";
 			p->setup_argv[2] = (char *)setup;
@@ -325,18 +350,19 @@ static json_t *step_json(const struct exec_step_result *r, const struct session_
 		r->ends, "outcome_id", r->outcome_id);
 }
 
-/* A manager's refusal as HTTP. */
+/* A manager's refusal as HTTP: 503 (with Retry-After) when the node has
+ * no sandbox slot left or is stopping. */
 static void refused(struct serve_call *c, int err, const char *detail, struct serve_reply *rp)
 {
-	unsigned status = err == -ENOENT      ? 404
-			  : err == -EBUSY     ? 409
-			  : err == -ESRCH     ? 410
-			  : err == -EINVAL    ? 400
-			  : err == -EPERM     ? 403
-			  : err == -EUSERS    ? 429
-			  : err == -ENOSPC    ? 507
-			  : err == -ESHUTDOWN ? 503
-					      : 500;
+	unsigned status = err == -ENOENT                        ? 404
+			  : err == -EBUSY                       ? 409
+			  : err == -ESRCH                       ? 410
+			  : err == -EINVAL                      ? 400
+			  : err == -EPERM                       ? 403
+			  : err == -EUSERS                      ? 429
+			  : err == -ENOSPC                      ? 507
+			  : err == -ESHUTDOWN || err == -EAGAIN ? 503
+								: 500;
 
 	serve_error(rp, status, "%s", detail);
 	if (status == 429 || status == 503)

@@ -167,8 +167,11 @@ static struct session *new_session(struct session_mgr *m, const struct session_o
 				      .agent = warm_agent_get(m->agent) };
 	ctx.policy = s->policy;
 	ctx.agent = spec.agent;
-	if ((*err = make_sandbox(m, &spec, &s->sb, detail, len)))
+	if ((*err = make_sandbox(m, &spec, &s->sb, detail, len))) {
+		if (*err == -EBUSY) /* every uid slot is taken: the node is full, for now */
+			*err = -EAGAIN;
 		goto fail_listed;
+	}
 	sandbox_keep_scratch(s->sb);
 	if ((*err = exec_session_open(&ctx, s->id, &s->owed, detail, len)))
 		goto fail_listed;
