@@ -355,7 +355,7 @@ static bool exec_refused_by_policy(struct run *r, const struct sb_child_report *
 	    (rep->err != EACCES && rep->err != EPERM) || !sb_exec_refusal_recorded(r->sb))
 		return false;
 	r->exec_refused = true;
-	r->sb->broken = true;
+	r->sb->broken = !r->sb->keep_scratch; /* see sandbox_outcome.c */
 	return true;
 }
 

@@ -132,7 +132,10 @@ int sb_run_decide(struct run *r, int pump_end)
 	if (r->exec_refused || (reported && refused_at_exec(sb, res))) {
 		res->end = SB_POLICY_REFUSED;
 		res->rule = SG_RULE_EXEC;
-		sb->broken = true;
+		/* A session's next step starts from a record enrolled afresh
+		 * (sandbox_reset()): its refused tool call is an error it can
+		 * handle, not the episode's end. */
+		sb->broken = !sb->keep_scratch;
 		return 0;
 	}
 	/* An OOM kill the sandbox's own limit did not cause, in a run that

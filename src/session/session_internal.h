@@ -9,6 +9,16 @@
 #include "session.h"
 #include "session_kernel.h"
 
+/* A sandbox to be prepared on a maker thread, whose death would end it. */
+struct make_job {
+	struct sandbox_spec spec;
+	struct sandbox *sb;
+	int err;
+	char detail[256];
+	bool done;
+	struct make_job *next;
+};
+
 struct session {
 	char id[SG_ID_BUF];
 	char tenant[SG_TENANT_MAX];
@@ -24,19 +34,13 @@ struct session {
 	bool busy;                    /* a call holds its turn (for listings) */
 	bool ended, final_booked;
 	char end_how[16];
-	unsigned refs; /* the table's, and each call's; under the manager's lock */
+	unsigned refs;       /* the table's, and each call's; under the manager's lock */
+	struct make_job job; /* its sandbox, asked of a maker thread */
 	struct session *next;
 };
 
-/* A sandbox to be prepared on the maker thread, whose death would end it. */
-struct make_job {
-	struct sandbox_spec spec;
-	struct sandbox *sb;
-	int err;
-	char detail[256];
-	bool done;
-	struct make_job *next;
-};
+/* Sandboxes made at once (a fork's n are made side by side). */
+#define SESSION_MAKERS 4
 
 struct session_mgr {
 	struct warm_agent *agent;
@@ -46,8 +50,9 @@ struct session_mgr {
 	size_t live;
 	struct make_job *jobs;
 	bool stopping;
-	pthread_t maker, reaper;
-	bool maker_started, reaper_started;
+	pthread_t maker[SESSION_MAKERS], reaper;
+	unsigned makers; /* started */
+	bool reaper_started;
 };
 
 /* The owner's session `id`, referenced (session_unref()); NULL if none. */

@@ -51,27 +51,39 @@ static void *maker_main(void *arg)
 	return NULL;
 }
 
-static int make_sandbox(struct session_mgr *m, const struct sandbox_spec *spec, struct sandbox **sb,
-			char *detail, size_t len)
+/* Ask a maker for j's sandbox (j->spec set); wait_made() waits for it. */
+static int submit(struct session_mgr *m, struct make_job *j, char *detail, size_t len)
 {
-	struct make_job j = { .spec = *spec };
+	struct make_job **tail;
 
+	j->done = false;
+	j->next = NULL;
+	j->sb = NULL;
 	pthread_mutex_lock(&m->lock);
 	if (m->stopping) {
 		pthread_mutex_unlock(&m->lock);
 		snprintf(detail, len, "the server is stopping");
 		return -ESHUTDOWN;
 	}
-	j.next = m->jobs;
-	m->jobs = &j;
+	for (tail = &m->jobs; *tail; tail = &(*tail)->next)
+		;
+	*tail = j;
 	pthread_cond_broadcast(&m->cond);
-	while (!j.done)
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+static int wait_made(struct session_mgr *m, struct make_job *j, struct sandbox **sb, char *detail,
+		     size_t len)
+{
+	pthread_mutex_lock(&m->lock);
+	while (!j->done)
 		pthread_cond_wait(&m->cond, &m->lock);
 	pthread_mutex_unlock(&m->lock);
-	if (j.err)
-		snprintf(detail, len, "cannot prepare the session's sandbox: %s", j.detail);
-	*sb = j.sb;
-	return j.err;
+	if (j->err)
+		snprintf(detail, len, "cannot prepare the session's sandbox: %s", j->detail);
+	*sb = j->sb;
+	return j->err;
 }
 
 static int new_id(char *buf, size_t len)
@@ -126,15 +138,28 @@ static int enter(struct session_mgr *m, struct session *s, const struct sg_polic
 	return err;
 }
 
-/* A new session, its turn held by the caller; NULL with `detail` and *err. */
-static struct session *new_session(struct session_mgr *m, const struct session_owner *who,
-				   const struct sg_policy *p, enum session_kernel kernel, int *err,
-				   char *detail, size_t len)
+/* Out of the table again: nothing of it was booked or owed, it never was. */
+static void unlist(struct session_mgr *m, struct session *s)
+{
+	pthread_mutex_lock(&m->lock);
+	for (struct session **q = &m->head; *q; q = &(*q)->next)
+		if (*q == s) {
+			*q = s->next;
+			m->live--;
+			s->refs--;
+			break;
+		}
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* A new session in the table, its turn held by the caller and its
+ * sandbox asked of a maker (finish_session() completes it); NULL with
+ * `detail` and *err. */
+static struct session *begin_session(struct session_mgr *m, const struct session_owner *who,
+				     const struct sg_policy *p, enum session_kernel kernel,
+				     int *err, char *detail, size_t len)
 {
 	struct session *s = calloc(1, sizeof(*s));
-	struct sandbox_spec spec = { 0 };
-	struct exec_ctx ctx = { .tenant = who->tenant, .run_id = who->run_id };
-	int scratch;
 
 	if (!s || !(s->policy = malloc(sizeof(*p)))) {
 		free(s);
@@ -151,69 +176,91 @@ static struct session *new_session(struct session_mgr *m, const struct session_o
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_lock(&s->lock);
 	s->busy = true;
-	if ((*err = new_id(s->id, sizeof(s->id)))) {
+	*err = new_id(s->id, sizeof(s->id));
+	if (*err)
 		snprintf(detail, len, "cannot make a session id: %s", strerror(-*err));
-		goto fail_alone;
+	else
+		*err = enter(m, s, p, detail, len);
+	if (*err) {
+		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_destroy(&s->lock);
+		free(s->policy);
+		free(s);
+		return NULL;
 	}
-	if ((*err = enter(m, s, p, detail, len)))
-		goto fail_alone;
-	spec = (struct sandbox_spec){ .policy = s->policy,
-				      .tenant = s->tenant,
-				      .run_id = who->run_id,
-				      .batch_id = s->id,
-				      .mode = "session",
-				      .attempt = 1,
-				      .cold = true,
-				      .agent = warm_agent_get(m->agent) };
-	ctx.policy = s->policy;
-	ctx.agent = spec.agent;
-	if ((*err = make_sandbox(m, &spec, &s->sb, detail, len))) {
-		if (*err == -EBUSY) /* every uid slot is taken: the node is full, for now */
-			*err = -EAGAIN;
-		goto fail_listed;
+	s->job.spec = (struct sandbox_spec){ .policy = s->policy,
+					     .tenant = s->tenant,
+					     .run_id = s->run_id[0] ? s->run_id : NULL,
+					     .batch_id = s->id,
+					     .mode = "session",
+					     .attempt = 1,
+					     .cold = true,
+					     .agent = warm_agent_get(m->agent) };
+	*err = submit(m, &s->job, detail, len);
+	if (*err) {
+		unlist(m, s);
+		s->ended = true;
+		pthread_mutex_unlock(&s->lock);
+		session_unref(m, s);
+		return NULL;
 	}
-	sandbox_keep_scratch(s->sb);
-	if ((*err = exec_session_open(&ctx, s->id, &s->owed, detail, len)))
-		goto fail_listed;
+	return s;
+}
+
+/* Its sandbox made: the session's record, then its kernel. 0; or -errno
+ * with `detail`, s out of the table (booked when it was owed) and
+ * released: the caller must not use it. */
+static int finish_session(struct session_mgr *m, struct session *s, char *detail, size_t len)
+{
+	struct exec_ctx ctx = { .policy = s->policy,
+				.tenant = s->tenant,
+				.run_id = s->run_id[0] ? s->run_id : NULL,
+				.agent = s->job.spec.agent };
+	int err = wait_made(m, &s->job, &s->sb, detail, len), scratch;
+
+	if (err == -EBUSY) /* every uid slot is taken: the node is full, for now */
+		err = -EAGAIN;
+	if (!err) {
+		sandbox_keep_scratch(s->sb);
+		err = exec_session_open(&ctx, s->id, &s->owed, detail, len);
+	}
+	if (err) { /* nothing booked or owed yet: it never was */
+		if (s->sb)
+			sandbox_destroy(s->sb);
+		s->sb = NULL;
+		s->ended = true;
+		unlist(m, s);
+		pthread_mutex_unlock(&s->lock);
+		session_unref(m, s);
+		return err;
+	}
 	scratch =
 		open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	*err = scratch < 0 ? -errno : session_kernel_install(scratch, kernel, sandbox_uid(s->sb));
+	err = scratch < 0 ? -errno : session_kernel_install(scratch, s->kernel, sandbox_uid(s->sb));
 	if (scratch >= 0)
 		close(scratch);
-	if (*err) {
+	if (err) {
 		snprintf(detail, len, "cannot install the %s kernel: %s",
-			 session_kernel_name(kernel), strerror(-*err));
+			 session_kernel_name(s->kernel), strerror(-err));
 		session_end_locked(m, s, "platform", SG_CAUSE_PLATFORM_ERROR, -1, detail);
-		goto fail_ended;
+		pthread_mutex_unlock(&s->lock);
+		session_unref(m, s);
+		return err;
 	}
 	sg_info("session %s (tenant %s): created in sandbox %s, kernel %s", s->id, s->tenant,
-		sandbox_id(s->sb), session_kernel_name(kernel));
-	return s;
+		sandbox_id(s->sb), session_kernel_name(s->kernel));
+	return 0;
+}
 
-fail_listed: /* nothing booked or owed yet: it never was */
-	if (s->sb)
-		sandbox_destroy(s->sb);
-	s->sb = NULL;
-	s->ended = true;
-	pthread_mutex_lock(&m->lock);
-	for (struct session **q = &m->head; *q; q = &(*q)->next)
-		if (*q == s) {
-			*q = s->next;
-			m->live--;
-			s->refs--;
-			break;
-		}
-	pthread_mutex_unlock(&m->lock);
-fail_ended:
-	pthread_mutex_unlock(&s->lock);
-	session_unref(m, s);
-	return NULL;
-fail_alone:
-	pthread_mutex_unlock(&s->lock);
-	pthread_mutex_destroy(&s->lock);
-	free(s->policy);
-	free(s);
-	return NULL;
+static struct session *new_session(struct session_mgr *m, const struct session_owner *who,
+				   const struct sg_policy *p, enum session_kernel kernel, int *err,
+				   char *detail, size_t len)
+{
+	struct session *s = begin_session(m, who, p, kernel, err, detail, len);
+
+	if (s && (*err = finish_session(m, s, detail, len)))
+		return NULL;
+	return s;
 }
 
 static void done_with(struct session_mgr *m, struct session *s)
@@ -272,7 +319,7 @@ int session_fork(struct session_mgr *m, const struct session_owner *who, const c
 		 char (*ids)[SG_ID_BUF], char *detail, size_t len)
 {
 	struct session *p = session_find(m, who, id), *kids[SESSION_FORK_MAX];
-	unsigned made = 0;
+	unsigned made = 0, begun = 0;
 	int err = 0;
 
 	if (!p) {
@@ -292,21 +339,29 @@ int session_fork(struct session_mgr *m, const struct session_owner *who, const c
 		session_unref(m, p);
 		return err;
 	}
-	for (; made < n && !err; made++) {
+	/* Their sandboxes are made side by side, then each is filled. */
+	for (unsigned i = 0; i < n && !err; i++) {
+		kids[i] = begin_session(m, who, p->policy, p->kernel, &err, detail, len);
+		begun += kids[i] != NULL;
+	}
+	for (unsigned i = 0; i < begun; i++) {
 		struct session_copy_stats cs;
-		struct session *k = new_session(m, who, p->policy, p->kernel, &err, detail, len);
+		int kerr = finish_session(m, kids[i], detail, len);
 
-		if (!k)
-			break;
-		kids[made] = k;
-		err = session_copy_tree(sandbox_scratch_path(p->sb), sandbox_scratch_path(k->sb),
-					sandbox_uid(k->sb), &cs);
-		if (err) {
-			snprintf(detail, len, "cannot copy session %s's scratch: %s", p->id,
-				 strerror(-err));
-			session_end_locked(m, k, "platform", SG_CAUSE_PLATFORM_ERROR, -1, detail);
+		if (kerr) { /* released by finish_session() */
+			err = err ?: kerr;
+			continue;
 		}
-		snprintf(ids[made], SG_ID_BUF, "%s", k->id);
+		kids[made++] = kids[i];
+		kerr = session_copy_tree(sandbox_scratch_path(p->sb),
+					 sandbox_scratch_path(kids[i]->sb),
+					 sandbox_uid(kids[i]->sb), &cs);
+		if (kerr) {
+			snprintf(detail, len, "cannot copy session %s's scratch: %s", p->id,
+				 strerror(-kerr));
+			err = err ?: kerr;
+		}
+		snprintf(ids[made - 1], SG_ID_BUF, "%s", kids[i]->id);
 	}
 	/* All or nothing: the forks made before a failure are closed. */
 	for (unsigned i = 0; i < made; i++) {
@@ -390,8 +445,8 @@ int session_mgr_start(struct warm_agent *agent, struct session_mgr **out, char *
 	m->agent = agent;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
-	ret = pthread_create(&m->maker, NULL, maker_main, m);
-	m->maker_started = !ret;
+	for (ret = 0; m->makers < SESSION_MAKERS && !ret; m->makers += !ret)
+		ret = pthread_create(&m->maker[m->makers], NULL, maker_main, m);
 	if (!ret) {
 		ret = pthread_create(&m->reaper, NULL, reaper_main, m);
 		m->reaper_started = !ret;
@@ -429,8 +484,8 @@ void session_mgr_stop(struct session_mgr *m)
 	m->stopping = true;
 	pthread_cond_broadcast(&m->cond);
 	pthread_mutex_unlock(&m->lock);
-	if (m->maker_started)
-		pthread_join(m->maker, NULL);
+	for (unsigned i = 0; i < m->makers; i++)
+		pthread_join(m->maker[i], NULL);
 	if (m->reaper_started)
 		pthread_join(m->reaper, NULL);
 	pthread_cond_destroy(&m->cond);

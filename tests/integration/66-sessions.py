@@ -307,6 +307,9 @@ def case_step_timeout(agent, serve):
         r = s.run("echo quiet > /dev/null && echo loud")
         if r["status"] != "ok" or r["stdout"] != "loud\n":
             return "writing /dev/null (harmless, allowed as Landlock allows it): %r" % r
+        r = s.exec_argv(["/usr/bin/whoami"])   # not in exec.allow, whose action is deny
+        if r["session_ended"] or r["cause"] != "tenant_policy_violation" or r["rule"] != "exec":
+            return "a refused command (exec deny) must be the step's error only: %r" % r
         s.code("cd sub 2>/dev/null || { mkdir sub; cd sub; }; export GREETING=hi; N=3")
         r = s.code("sleep 30", timeout_ms=500)
         if r["status"] != "timeout" or r["session_ended"]:
@@ -317,7 +320,8 @@ def case_step_timeout(agent, serve):
     finally:
         s.close()
     recs = session_records(agent, s.id)
-    if [r["cause"] for r in recs if not r["final"]] != ["ok", "ok", "tenant_timeout", "ok"]:
+    if [r["cause"] for r in recs if not r["final"]] != ["ok", "tenant_policy_violation", "ok",
+                                                        "tenant_timeout", "ok"]:
         return "records: %r" % [(r["cause"], r["final"]) for r in recs]
     return None
 
@@ -396,7 +400,7 @@ def main():
                          ("top counts live sessions and steps by cause", case_counted),
                          ("fork: 8 forks of a 10 MiB session with a Python kernel", case_fork),
                          ("a session is its tenant's and its run's", case_owner),
-                         ("a timed-out step, and the bash kernel lives on", case_step_timeout),
+                         ("a refused command and a timed-out step: the bash kernel lives on", case_step_timeout),
                          ("max_sessions (429), idle timeout, no session section (403)", case_limits),
                          ("a killed serve: the session reaped and booked", case_serve_killed)]:
             try:
