@@ -57,7 +57,8 @@
  *    admission decision of the node, never a tenant fault; the detail says
  *    to retry later (the HTTP server maps it to 429).
  *  - the node's CPUs are committed (node_cpu.h): the same, with
- *    EXEC_REFUSED_NODE_CPU(_TIMEOUT), in the time left of the same wait.
+ *    EXEC_REFUSED_NODE_CPU(_TIMEOUT), in the time left of the same wait;
+ *    then its memory (node_mem.h): EXEC_REFUSED_NODE_MEM(_TIMEOUT).
  *  - the caller hangs up while it waits in either line (a warm client's
  *    connection closes, ctx->caller_fd): it leaves the line at once, and
  *    the request is booked final, attempt 0, platform_error "the caller
@@ -119,6 +120,9 @@ enum exec_refusal {
 	 * later; the HTTP server answers 503 with Retry-After. */
 	EXEC_REFUSED_NODE_CPU,
 	EXEC_REFUSED_NODE_CPU_TIMEOUT,
+	/* platform_error: the node's memory is committed likewise (node_mem.h). */
+	EXEC_REFUSED_NODE_MEM,
+	EXEC_REFUSED_NODE_MEM_TIMEOUT,
 	/* platform_error: admitted only after ctx->start_by_ms, when the
 	 * run could no longer start in time for its caller. */
 	EXEC_REFUSED_LATE,

@@ -154,14 +154,31 @@ static uint32_t peek_used(const char *dir)
 	return used;
 }
 
+int node_line_commit(const char *sub, uint32_t amount, uint32_t cap, uint64_t wait_ms,
+		     struct node_cpu_commit *c, uint32_t *used)
+{
+	char dir[PATH_MAX];
+	struct attempt a = { .dir = dir, .c = c, .used = used, .milli = amount, .cap = cap };
+	int err;
+
+	c->fd = -1;
+	c->path[0] = '\0';
+	*used = 0;
+	err = fs_run_subdir(sub, 0755, dir, sizeof(dir));
+	if (err)
+		return err;
+	/* In arrival order: a newcomer never takes what a waiter waits for. */
+	err = ticket_queue_take(dir, wait_ms, try_commit, &a);
+	if ((err == -EBUSY || err == -ETIMEDOUT) && !a.tried)
+		*used = peek_used(dir);
+	return err;
+}
+
 /* Commit `cpu` cores in the line <run>/<sub> of capacity *cap. */
 static int commit_in(const char *sub, double cpu, uint64_t wait_ms, struct node_cpu_commit *c,
 		     uint32_t *used, const uint32_t *cap)
 {
 	uint32_t milli = millicores(cpu), node = node_cpu_count() * 1000;
-	char dir[PATH_MAX];
-	struct attempt a = { .dir = dir, .c = c, .used = used };
-	int err;
 
 	/* The whole node (or all it may commit), and no more: admissible
 	 * whenever the node is idle. */
@@ -171,16 +188,7 @@ static int commit_in(const char *sub, double cpu, uint64_t wait_ms, struct node_
 		milli = *cap;
 	if (milli == 0)
 		milli = 1;
-	err = fs_run_subdir(sub, 0755, dir, sizeof(dir));
-	if (err)
-		return err;
-	a.milli = milli;
-	a.cap = *cap;
-	/* In arrival order: a newcomer never takes the CPU a waiter waits for. */
-	err = ticket_queue_take(dir, wait_ms, try_commit, &a);
-	if ((err == -EBUSY || err == -ETIMEDOUT) && !a.tried)
-		*used = peek_used(dir);
-	return err;
+	return node_line_commit(sub, milli, *cap, wait_ms, c, used);
 }
 
 int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uint32_t *used,

@@ -219,6 +219,7 @@ int tenant_slot_acquire(const char *tenant, uint32_t cap, uint64_t wait_ms,
 	slot->fd = -1;
 	slot->index = -1;
 	slot->cpu.fd = -1;
+	slot->mem.fd = -1;
 	slot->tenant[0] = '\0';
 	if (!cap || !tenant_name_valid(tenant))
 		return -EINVAL;
@@ -243,4 +244,5 @@ void tenant_slot_release(struct tenant_slot *slot)
 	slot->fd = -1;
 	slot->index = -1;
 	node_cpu_release(&slot->cpu);
+	node_cpu_release(&slot->mem);
 }

@@ -39,6 +39,7 @@ struct tenant_slot {
 	int index;
 	char tenant[SG_TENANT_MAX]; /* whose: its release wakes that line */
 	struct node_cpu_commit cpu; /* the node CPU it commits (node_cpu.h) */
+	struct node_cpu_commit mem; /* and the node memory (node_mem.h) */
 };
 
 /* Take one of `cap` slots, first come first served (lib/ticket_queue.h:

@@ -131,6 +131,7 @@ void session_end_locked(struct session_mgr *m, struct session *s, const char *ho
 	if (s->sb)
 		sandbox_destroy(s->sb);
 	s->sb = NULL;
+	node_cpu_release(&s->mem);
 	pthread_mutex_lock(&m->lock);
 	for (struct session **p = &m->head; *p; p = &(*p)->next)
 		if (*p == s) {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "exec/node_mem.h"
 #include "sandbox/sandbox_record.h"
 #include "session.h"
 #include "session_kernel.h"
@@ -34,8 +35,9 @@ struct session {
 	bool busy;                    /* a call holds its turn (for listings) */
 	bool ended, final_booked;
 	char end_how[16];
-	unsigned refs;       /* the table's, and each call's; under the manager's lock */
-	struct make_job job; /* its sandbox, asked of a maker thread */
+	unsigned refs;              /* the table's, and each call's; under the manager's lock */
+	struct make_job job;        /* its sandbox, asked of a maker thread */
+	struct node_cpu_commit mem; /* the node memory it holds for its life (node_mem.h) */
 	struct session *next;
 };
 

@@ -141,6 +141,7 @@ static int enter(struct session_mgr *m, struct session *s, const struct sg_polic
 /* Out of the table again: nothing of it was booked or owed, it never was. */
 static void unlist(struct session_mgr *m, struct session *s)
 {
+	node_cpu_release(&s->mem);
 	pthread_mutex_lock(&m->lock);
 	for (struct session **q = &m->head; *q; q = &(*q)->next)
 		if (*q == s) {
@@ -150,6 +151,26 @@ static void unlist(struct session_mgr *m, struct session *s)
 			break;
 		}
 	pthread_mutex_unlock(&m->lock);
+}
+
+/* The node memory of its sandbox, for the session's whole life (its
+ * scratch holds memory between steps too): refused now (-EAGAIN, a 503)
+ * rather than queued, as a session holds it for long. */
+static int hold_memory(struct session *s, char *detail, size_t len)
+{
+	uint32_t used, cap;
+	int err = node_mem_commit(s->policy->limits.memory_mb, 0, &s->mem, &used, &cap);
+
+	if (err == -EBUSY) {
+		snprintf(detail, len,
+			 "node memory committed: %u of %u MiB are held by sandboxes and sessions, "
+			 "and the session needs %llu (limits.memory_mb); retry later",
+			 used, cap, (unsigned long long)s->policy->limits.memory_mb);
+		return -EAGAIN;
+	}
+	if (err)
+		snprintf(detail, len, "cannot commit node memory: %s", strerror(-err));
+	return err;
 }
 
 /* A new session in the table, its turn held by the caller and its
@@ -173,6 +194,7 @@ static struct session *begin_session(struct session_mgr *m, const struct session
 	s->kernel = kernel;
 	s->created_ms = s->last_ms = clock_ms(CLOCK_MONOTONIC);
 	s->owed.lk.fd = -1;
+	s->mem.fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_lock(&s->lock);
 	s->busy = true;
@@ -181,6 +203,8 @@ static struct session *begin_session(struct session_mgr *m, const struct session
 		snprintf(detail, len, "cannot make a session id: %s", strerror(-*err));
 	else
 		*err = enter(m, s, p, detail, len);
+	if (!*err && (*err = hold_memory(s, detail, len)))
+		unlist(m, s);
 	if (*err) {
 		pthread_mutex_unlock(&s->lock);
 		pthread_mutex_destroy(&s->lock);

@@ -22,6 +22,7 @@
 #include "exec/exec.h"
 #include "exec/exec_internal.h"
 #include "exec/node_cpu.h"
+#include "exec/node_mem.h"
 #include "sandbox/sandbox_record.h"
 #include "journal_lines.h"
 
@@ -314,6 +315,50 @@ static void test_node_cpu_dies_with_holder(void **state)
 	unsetenv("SANDGUARD_NODE_CPUS");
 }
 
+/* Memory: the sandboxes' limits together stay within the node's (node_mem.h),
+ * so that a tenant's own concurrency can never run the node out of memory. */
+static void test_node_mem_refuses_and_releases(void **state)
+{
+	struct node_cpu_commit held;
+	struct exec_result res;
+	uint32_t used, cap;
+
+	setenv("SANDGUARD_NODE_MEMORY_MB", "300", 1);
+	policy.limits.memory_mb = 256;
+	assert_int_equal(node_mem_commit(256, 0, &held, &used, &cap), 0);
+	assert_int_equal(cap, 300);
+	policy.limits.on_excess = SG_EXCESS_REFUSE;
+	run_batch(&res);
+	assert_int_equal(calls, 0);
+	assert_int_equal(res.cause, SG_CAUSE_PLATFORM_ERROR);
+	assert_int_equal(res.refusal, EXEC_REFUSED_NODE_MEM);
+	assert_non_null(strstr(res.detail, "256 of 300 MiB"));
+	exec_result_free(&res);
+	/* 32 MiB still fits beside it. */
+	policy.limits.memory_mb = 32;
+	run_batch(&res);
+	assert_int_equal(res.cause, SG_CAUSE_OK);
+	exec_result_free(&res);
+	node_cpu_release(&held);
+	policy.limits.memory_mb = 256;
+	run_batch(&res);
+	assert_int_equal(res.cause, SG_CAUSE_OK);
+	exec_result_free(&res);
+	/* Given back after the run: the whole capacity is free again. */
+	assert_int_equal(node_mem_commit(300, 0, &held, &used, &cap), 0);
+	assert_int_equal(used, 0);
+	node_cpu_release(&held);
+	/* A limit larger than the node is capped to it; a bad variable is said. */
+	assert_int_equal(node_mem_commit(1 << 20, 0, &held, &used, &cap), 0);
+	assert_int_equal(held.milli, 300);
+	node_cpu_release(&held);
+	setenv("SANDGUARD_NODE_MEMORY_MB", "lots", 1);
+	assert_int_equal(node_mem_capacity(&cap), -EINVAL);
+	unsetenv("SANDGUARD_NODE_MEMORY_MB");
+	assert_int_equal(node_mem_capacity(&cap), 0);
+	assert_true(cap > 16);
+}
+
 /* ---- orphans ---------------------------------------------------------------- */
 
 static void test_orphan_booked_once(void **state)
@@ -382,6 +427,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_node_cpu_refuses_and_queues, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_node_cpu_dies_with_holder, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_node_mem_refuses_and_releases, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_orphan_booked_once, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
