@@ -72,64 +72,49 @@ static enum sg_cause caller_gone(const struct exec_ctx *ctx, const char *line,
 	return SG_CAUSE_PLATFORM_ERROR;
 }
 
-/* The node CPU of one sandbox, in the time left of the wait. */
-static enum sg_cause admit_cpu(const struct exec_ctx *ctx, struct tenant_slot *slot,
-			       uint64_t wait_ms, enum exec_refusal *refusal, char *detail,
-			       size_t detail_len)
+/* The node's CPU (mem false) or memory of one sandbox, in the time left of
+ * the wait: the commitment in slot, or a refusal with its code and detail. */
+static enum sg_cause admit_node(const struct exec_ctx *ctx, struct tenant_slot *slot, bool mem,
+				uint64_t wait_ms, enum exec_refusal *refusal, char *detail,
+				size_t detail_len)
 {
 	const struct sg_limits *lim = &ctx->policy->limits;
 	uint32_t used, cap;
-	int ret = node_cpu_commit(lim->cpu, wait_ms, &slot->cpu, &used, &cap);
+	int ret = mem ? node_mem_commit(lim->memory_mb, wait_ms, &slot->mem, &used, &cap)
+		      : node_cpu_commit(lim->cpu, wait_ms, &slot->cpu, &used, &cap);
+	char held[96], need[64];
 
 	if (!ret)
 		return SG_CAUSE_OK;
 	if (ret == -ECONNABORTED)
-		return caller_gone(ctx, "the node's CPU", refusal, detail, detail_len);
-	*refusal = ret == -EBUSY       ? EXEC_REFUSED_NODE_CPU
-		   : ret == -ETIMEDOUT ? EXEC_REFUSED_NODE_CPU_TIMEOUT
-				       : EXEC_REFUSED_STATE;
+		return caller_gone(ctx, mem ? "the node's memory" : "the node's CPU", refusal,
+				   detail, detail_len);
+	*refusal = ret == -EBUSY ? (mem ? EXEC_REFUSED_NODE_MEM : EXEC_REFUSED_NODE_CPU)
+		   : ret == -ETIMEDOUT
+			   ? (mem ? EXEC_REFUSED_NODE_MEM_TIMEOUT : EXEC_REFUSED_NODE_CPU_TIMEOUT)
+			   : EXEC_REFUSED_STATE;
+	if (mem) {
+		snprintf(held, sizeof(held), "memory committed: %u of %u MiB", used, cap);
+		snprintf(need, sizeof(need), "%llu (limits.memory_mb)",
+			 (unsigned long long)lim->memory_mb);
+	} else {
+		snprintf(held, sizeof(held), "CPUs committed: %.2f of %.2f cores", used / 1000.0,
+			 cap / 1000.0);
+		snprintf(need, sizeof(need), "%.2f (limits.cpu)", lim->cpu);
+	}
 	if (ret == -EBUSY || ret == -ETIMEDOUT)
 		snprintf(detail, detail_len,
-			 "platform error: node CPUs committed: %.2f of %.2f cores are held by "
-			 "running sandboxes and tenant %s needs %.2f (limits.cpu)%s; retry later",
-			 used / 1000.0, cap / 1000.0, ctx->tenant, lim->cpu,
+			 "platform error: node %s are held by running sandboxes and tenant %s "
+			 "needs %s%s; retry later",
+			 held, ctx->tenant, need,
 			 ret == -ETIMEDOUT ? " after waiting queue_timeout_ms" : "");
 	else
 		snprintf(detail, detail_len,
-			 "platform error: cannot commit node CPU for tenant %s: %s%s", ctx->tenant,
-			 strerror(-ret),
-			 ret == -EINVAL ? " ($SANDGUARD_NODE_CPUS must be a number of cores)" : "");
-	return SG_CAUSE_PLATFORM_ERROR;
-}
-
-/* The node memory of one sandbox, likewise (node_mem.h). */
-static enum sg_cause admit_mem(const struct exec_ctx *ctx, struct tenant_slot *slot,
-			       uint64_t wait_ms, enum exec_refusal *refusal, char *detail,
-			       size_t detail_len)
-{
-	const struct sg_limits *lim = &ctx->policy->limits;
-	uint32_t used, cap;
-	int ret = node_mem_commit(lim->memory_mb, wait_ms, &slot->mem, &used, &cap);
-
-	if (!ret)
-		return SG_CAUSE_OK;
-	if (ret == -ECONNABORTED)
-		return caller_gone(ctx, "the node's memory", refusal, detail, detail_len);
-	*refusal = ret == -EBUSY       ? EXEC_REFUSED_NODE_MEM
-		   : ret == -ETIMEDOUT ? EXEC_REFUSED_NODE_MEM_TIMEOUT
-				       : EXEC_REFUSED_STATE;
-	if (ret == -EBUSY || ret == -ETIMEDOUT)
-		snprintf(detail, detail_len,
-			 "platform error: node memory committed: %u of %u MiB are held by running "
-			 "sandboxes and tenant %s needs %llu (limits.memory_mb)%s; retry later",
-			 used, cap, ctx->tenant, (unsigned long long)lim->memory_mb,
-			 ret == -ETIMEDOUT ? " after waiting queue_timeout_ms" : "");
-	else
-		snprintf(detail, detail_len,
-			 "platform error: cannot commit node memory for tenant %s: %s%s",
-			 ctx->tenant, strerror(-ret),
-			 ret == -EINVAL ? " ($SANDGUARD_NODE_MEMORY_MB must be MiB, at least 16)"
-					: "");
+			 "platform error: cannot commit node %s for tenant %s: %s%s",
+			 mem ? "memory" : "CPU", ctx->tenant, strerror(-ret),
+			 ret != -EINVAL ? ""
+			 : mem          ? " ($SANDGUARD_NODE_MEMORY_MB must be MiB, at least 16)"
+					: " ($SANDGUARD_NODE_CPUS must be a number of cores)");
 	return SG_CAUSE_PLATFORM_ERROR;
 }
 
@@ -183,12 +168,12 @@ static enum sg_cause admit_in_line(const struct exec_ctx *ctx, struct tenant_slo
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
 	waited = clock_ms(CLOCK_MONOTONIC) - start;
-	cause = admit_cpu(ctx, slot, wait_ms > waited ? wait_ms - waited : 0, refusal, detail,
-			  detail_len);
+	cause = admit_node(ctx, slot, false, wait_ms > waited ? wait_ms - waited : 0, refusal,
+			   detail, detail_len);
 	if (cause == SG_CAUSE_OK) {
 		waited = clock_ms(CLOCK_MONOTONIC) - start;
-		cause = admit_mem(ctx, slot, wait_ms > waited ? wait_ms - waited : 0, refusal,
-				  detail, detail_len);
+		cause = admit_node(ctx, slot, true, wait_ms > waited ? wait_ms - waited : 0,
+				   refusal, detail, detail_len);
 	}
 	if (cause != SG_CAUSE_OK) {
 		tenant_slot_release(slot);
@@ -255,4 +240,3 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 	ticket_queue_watch(-1);
 	return cause;
 }
-

@@ -49,8 +49,8 @@ int node_mem_capacity(uint32_t *mb)
 	return 0;
 }
 
-int node_mem_commit(uint64_t memory_mb, uint64_t wait_ms, struct node_cpu_commit *c,
-		    uint32_t *used, uint32_t *cap)
+int node_mem_commit(uint64_t memory_mb, uint64_t wait_ms, struct node_cpu_commit *c, uint32_t *used,
+		    uint32_t *cap)
 {
 	uint32_t mb;
 	int err;

@@ -21,7 +21,7 @@ int node_mem_capacity(uint32_t *mb);
 
 /* Commit `memory_mb`. Returns as node_cpu_commit() does, with *used and
  * *cap in MiB; node_cpu_release() gives it back. */
-int node_mem_commit(uint64_t memory_mb, uint64_t wait_ms, struct node_cpu_commit *c,
-		    uint32_t *used, uint32_t *cap);
+int node_mem_commit(uint64_t memory_mb, uint64_t wait_ms, struct node_cpu_commit *c, uint32_t *used,
+		    uint32_t *cap);
 
 #endif
