@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include "lib/clock.h"
 #include "agent.h"
+#include "agent_health.h"
 #include "agent_metrics.h"
 #include "lib/cgroup.h"
 #include "control/control_server.h"
@@ -606,8 +607,7 @@ int agent_run(struct agent_opts *opts)
 	event_log_close(a->events);
 	registry_free(&a->reg);
 	sg_bpf_close(&a->bpf);
-	for (int i = 0; i < SG_MAX_TENANTS; i++)
-		free(a->health[i]);
+	agent_health_free(a);
 	ledger_free(a->ledger);
 	if (a->epoll_fd >= 0)
 		close(a->epoll_fd);

@@ -14,6 +14,7 @@
 
 struct ledger;
 struct health_state;
+struct agent_health;
 struct metrics_registry;
 struct metrics_http;
 struct event_log;
@@ -49,6 +50,7 @@ struct agent {
 	pthread_mutex_t lock;
 	struct ledger *ledger;
 	struct health_state *health[SG_MAX_TENANTS]; /* per tenant index, lazily */
+	struct agent_health *run_health;             /* per run (agent_health.c), lazily */
 	struct metrics_registry *metrics;
 	struct metrics_http *http;
 	uint64_t kills;

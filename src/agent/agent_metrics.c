@@ -33,6 +33,7 @@ static struct {
 	struct metrics_family *records, *gaps, *rebuilds, *checkpoint_failures, *disk_free;
 	struct metrics_family *disk_reserve;
 	struct metrics_family *session_steps, *sessions_ended, *sessions;
+	struct metrics_family *canary_probes, *nondeterminism, *run_detector; /* agent_health.c */
 } fam;
 
 /* A family labelled by tenant has one series per ledger row and value of
@@ -216,6 +217,50 @@ void agent_metrics_detector(struct agent *a, const char *tenant, const char *det
 		metrics_counter_add(fam.detector, (const char *[]){ tenant, detector }, 1);
 }
 
+void agent_metrics_run_detector(struct agent *a, const char *tenant, const char *detector)
+{
+	if (a->metrics)
+		metrics_counter_add(fam.run_detector, (const char *[]){ tenant, detector }, 1);
+}
+
+void agent_metrics_canary(struct agent *a, const char *tenant, uint32_t probes, uint32_t failed,
+			  bool nondeterministic)
+{
+	if (!a->metrics)
+		return;
+	if (probes > failed)
+		metrics_counter_add(fam.canary_probes, (const char *[]){ tenant, "in_range" },
+				    probes - failed);
+	if (failed)
+		metrics_counter_add(fam.canary_probes, (const char *[]){ tenant, "out_of_range" },
+				    failed);
+	if (nondeterministic)
+		metrics_counter_add(fam.nondeterminism, (const char *[]){ tenant }, 1);
+}
+
+/* The canaries' and the per-run detectors' families: tenant-labelled,
+ * never by run (the runbook's step 6: run_id is unbounded). */
+static int register_signal_families(struct metrics_registry *r, const char *const *l_t,
+				    const char *const *l_tt)
+{
+	static const char *const l_tres[] = { "tenant", "result", NULL };
+	int err = 0;
+
+	err |= add(r, METRICS_COUNTER, "sandguard_canary_probes_total",
+		   "Canary probes judged in the tenant's batches, by result (in_range, "
+		   "out_of_range: the tenant's code scored a probe outside its accepted range).",
+		   l_tres, NULL, 0, &fam.canary_probes);
+	err |= add(r, METRICS_COUNTER, "sandguard_canary_nondeterminism_total",
+		   "Batches whose determinism probe scored a sampled item differently in a second "
+		   "sandbox.",
+		   l_t, NULL, 0, &fam.nondeterminism);
+	err |= add(r, METRICS_COUNTER, "sandguard_run_score_stream_alerts_total",
+		   "Score-stream health detectors that fired on one run's stream (the run is in "
+		   "the event, never a label), per tenant and detector type.",
+		   l_tt, NULL, 0, &fam.run_detector);
+	return err;
+}
+
 static int register_outcome_families(struct metrics_registry *r)
 {
 	static const char *const l_res[] = { "result", NULL };
@@ -329,6 +374,7 @@ static int register_families(struct metrics_registry *r)
 		   "Score-stream health detectors that fired, per tenant and detector type.", l_tt,
 		   NULL, 0, &fam.detector);
 	err |= register_outcome_families(r);
+	err |= register_signal_families(r, l_t, l_tt);
 	return err ? -EINVAL : 0;
 }
 

@@ -10,5 +10,8 @@ void agent_metrics_stop(struct agent *a);
 void agent_metrics_tick(struct agent *a);
 void agent_metrics_observe_kill_latency(struct agent *a, double seconds);
 void agent_metrics_detector(struct agent *a, const char *tenant, const char *detector);
+void agent_metrics_run_detector(struct agent *a, const char *tenant, const char *detector);
+void agent_metrics_canary(struct agent *a, const char *tenant, uint32_t probes, uint32_t failed,
+			  bool nondeterministic);
 
 #endif

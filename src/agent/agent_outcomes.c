@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "agent.h"
+#include "agent_health.h"
 #include "agent_metrics.h"
 #include "lib/clock.h"
 #include "lib/fs_util.h"
@@ -46,45 +47,6 @@ static void rebuilt(struct agent *a, enum ledger_rebuild why, const char *fmt, .
 	va_end(ap);
 	pthread_mutex_unlock(&a->lock);
 	sg_error("ledger: %s", s->last_rebuild);
-}
-
-/* Score-stream detectors run per tenant, with the tenant policy's window
- * and thresholds; a detector that fires is an event and a metric. */
-static void observe_health(void *ctx, const struct sg_outcome *o)
-{
-	struct agent *a = ctx;
-	struct sg_tenant *t = o->final ? registry_tenant(&a->reg, o->tenant, true) : NULL;
-	struct health_state **hs;
-	unsigned fired;
-
-	if (!t || !t->policy)
-		return;
-	hs = &a->health[t->idx];
-	if (!*hs) {
-		*hs = calloc(1, sizeof(**hs));
-		if (!*hs)
-			return;
-		health_init(*hs);
-	}
-	fired = health_observe(*hs, &t->policy->health, o);
-	for (int d = 0; d < HEALTH__COUNT; d++) {
-		char why[256], line[EVENT_JSON_MAX];
-		struct event_ctx ev = { .node = a->opts.node,
-					.tenant = t->name,
-					.boot_to_real_ns = a->boot_to_real_ns };
-		json_t *fields;
-
-		if (!(fired & HEALTH_BIT(d)))
-			continue;
-		health_describe(*hs, &t->policy->health, d, why, sizeof(why));
-		sg_warn("tenant %s: score stream %s: %s", t->name, health_detector_name(d), why);
-		agent_metrics_detector(a, t->name, health_detector_name(d));
-		fields = json_pack("{s:s}", "why", why);
-		if (event_health_json(&ev, clock_ns(CLOCK_REALTIME), health_detector_name(d),
-				      fields, line, sizeof(line)) > 0)
-			agent_emit_line(a, t->name, line);
-		json_decref(fields);
-	}
 }
 
 /* The checkpoint: where the counts start from, and what the log and the
@@ -174,7 +136,7 @@ int agent_outcomes_start(struct agent *a)
 	if (!err)
 		err = fold_init(&ao->fold, ao->journal.dir, a->ledger, &from);
 	if (!err) {
-		ao->fold.observe = observe_health;
+		ao->fold.observe = agent_health_observe;
 		ao->fold.observe_ctx = a;
 		primed = fold_prime(&ao->fold, rep.dropped, rep.n_dropped);
 		if (primed < 0)

@@ -19,6 +19,7 @@ int cmd_session(int argc, char **argv);
  * the journal, each with the events of its runs, and how it ended. */
 int explain_session(const char *session, const char *tenant, const char *journal_dir,
 		    const char *events, bool json);
+int cmd_health(int argc, char **argv);
 int cmd_policy(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_top(int argc, char **argv);

@@ -19,6 +19,8 @@ static const struct {
 	{ "events", cmd_events, "show enforcement events (--tenant, --type, --since, --sandbox)" },
 	{ "explain", cmd_explain,
 	  "the life of one batch: attempts, events, the policy lines that decided, a verdict" },
+	{ "health", cmd_health,
+	  "health replay SERIES...: the score-stream detectors over a series" },
 	{ "policy", cmd_policy, "policy check FILE...: validate policy files" },
 	{ "probe", cmd_probe, "print what this kernel supports and the mode chosen per feature" },
 	{ "top", cmd_top, "live per-tenant table: sandboxes, batches, failures, kills" },

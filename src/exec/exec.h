@@ -377,6 +377,7 @@ void exec_run_result_free(struct exec_run_result *res);
  * Returns 0, or -errno when the record could not be written (logged as an
  * error); the caller then turns its result into a platform error
  * (exec_book_failed), never returns it as if booked. */
+struct canary_report;
 struct exec_booking {
 	const char *mode;     /* "batch", "verify", "run", "session" */
 	const char *batch_id; /* a session's: its session id */
@@ -399,6 +400,7 @@ struct exec_booking {
 	const char *outcome_id;          /* NULL: the run's sandbox id, or a fresh one */
 	const char *sandbox;             /* when run is NULL: the sandbox it was about (a reaper) */
 	uint64_t cgroup_id;              /* likewise */
+	const struct canary_report *canary; /* the batch's probes (canary.h); NULL: none */
 };
 int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lib/clock.h"
+#include "canary_run.h"
 #include "exec_internal.h"
 #include "lib/json_text.h"
 #include "lib/log.h"
@@ -86,6 +87,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	struct node_cpu_commit line = { .fd = -1 }; /* a confirmation run's */
 	struct tenant_slot slot;
 	struct sandbox_spec spec;
+	struct canary_batch canary;
 
 	memset(res, 0, sizeof(*res));
 	res->rule = -1;
@@ -102,8 +104,11 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	}
 
 	exec_spec_init(ctx, p, "batch", batch->batch_id, timeout, &spec);
-	spec.stdin_data = batch->json;
-	spec.stdin_len = batch->json_len;
+	/* With canaries, the tenant's code reads the mixed document, and
+	 * every attempt the same one. */
+	canary_batch_start(ctx, batch, &canary);
+	spec.stdin_data = canary.on ? canary.mix.json : batch->json;
+	spec.stdin_len = canary.on ? canary.mix.json_len : batch->json_len;
 	exec_owed_init(&owed, ctx, "batch", batch->batch_id, true);
 	spec.record = &owed;
 	/* Each attempt takes a fresh sandbox and retires it after its run:
@@ -117,12 +122,22 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		char detail[EXEC_DETAIL_MAX], id[SG_ID_BUF];
 		double *scores;
 		bool invalid, again, due, confirm;
-		int rule, rc;
+		int rule, rc, cerr;
 
 		rc = exec_box_run(ctx, &box, &spec, &r);
 		exec_box_over(ctx, &box); /* every attempt a fresh sandbox */
-		enum sg_cause cause = judge(rc, &r, &spec, batch->n_items, &scores, &rule, &invalid,
-					    detail, sizeof(detail));
+		enum sg_cause cause = judge(rc, &r, &spec,
+					    canary.on ? canary.mix.n_total : batch->n_items,
+					    &scores, &rule, &invalid, detail, sizeof(detail));
+		/* The probes come out before anything else sees the scores. */
+		if (cause == SG_CAUSE_OK &&
+		    (cerr = canary_batch_scores(ctx, &canary, &spec, &scores))) {
+			free(scores);
+			scores = NULL;
+			snprintf(detail, sizeof(detail),
+				 "platform error: separating the canaries: %s", strerror(-cerr));
+			cause = SG_CAUSE_PLATFORM_ERROR;
+		}
 		if (cause == SG_CAUSE_OK)
 			scores_stats(scores, batch->n_items, &st);
 		/* A confirmation comes whatever the failure mode: a tenant that
@@ -144,7 +159,9 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 					  .spec = &spec,
 					  .stats = cause == SG_CAUSE_OK ? &st : NULL,
 					  .invalid = invalid,
-					  .detail = detail };
+					  .detail = detail,
+					  .canary = canary.on || canary.rep.detail[0] ? &canary.rep
+										      : NULL };
 		exec_owed_before_booking(&owed, &b, id, sizeof(id));
 		again = b.retried;
 		int err = exec_book(ctx, &b);
@@ -183,6 +200,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		break;
 	}
 	exec_owed_done(&owed);
+	canary_batch_end(&canary);
 	node_cpu_release(&line);
 	tenant_slot_release(&slot);
 	if (p->failure == SG_FAILURE_PAUSE && cause_class(res->cause) == SG_CLASS_TENANT_CODE)

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "control/agent_client.h"
+#include "canary.h"
 #include "exec_internal.h"
 #include "lib/log.h"
 #include "telemetry/journal.h"
@@ -250,6 +251,12 @@ static int outcome_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 		o->constant = b->stats->constant;
 	}
 	o->invalid = b->invalid;
+	if (b->canary) {
+		o->canary_probes = b->canary->probes;
+		o->canary_failed = b->canary->failed;
+		o->nondeterministic = b->canary->nondeterministic;
+		snprintf(o->canary_detail, sizeof(o->canary_detail), "%s", b->canary->detail);
+	}
 	o->ts_ms = clock_ms(CLOCK_REALTIME);
 	o->started_ms = o->ts_ms > o->wall_ms ? o->ts_ms - o->wall_ms : 0;
 	o->pid = (int)getpid();

@@ -96,6 +96,15 @@ void policy_defaults(struct sg_policy *p)
 		.invalid_rate = 0.2,
 		.dead_windows = 5,
 		.dead_epsilon = 1e-6,
+		.band_window = 50,
+		.band_k = 3,
+		.band_min_iqr = 0.01,
+	};
+	p->canary = (struct sg_canary){
+		.rate = 0.1,
+		.per_batch = 1,
+		.determinism_rate = 0,
+		.determinism_tolerance = 1e-9,
 	};
 	snprintf(p->source, sizeof(p->source), "<embedded>");
 }

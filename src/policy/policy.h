@@ -79,6 +79,23 @@ struct sg_health {
 	double invalid_rate;   /* fire when invalid batches / window >= this */
 	uint32_t dead_windows; /* M consecutive flat windows = dead stream */
 	double dead_epsilon;   /* "flat within noise": |delta| <= epsilon */
+	/* Reward explosion / collapse (src/telemetry/detectors.h): a batch
+	 * mean outside median +- band_k * IQR of the band_window batch means
+	 * before it; band_min_iqr floors the IQR. band_window 0 = off. */
+	uint32_t band_window;
+	double band_k;
+	double band_min_iqr;
+};
+
+/* Canaries (src/exec/canary.h): probe items with accepted score ranges,
+ * mixed into the tenant's score batches and stripped before the trainer
+ * sees the scores. No probe file: off. */
+struct sg_canary {
+	char probes[SG_POLICY_PATHLEN]; /* the probe set, an absolute path; "" = off */
+	double rate;                    /* share of batches that carry probes */
+	uint32_t per_batch;             /* probes in such a batch */
+	double determinism_rate;        /* share of ok batches re-scored in a second sandbox */
+	double determinism_tolerance;   /* |score - rescore| above this is non-determinism */
 };
 
 struct sg_policy {
@@ -102,6 +119,7 @@ struct sg_policy {
 	enum sg_failure_mode failure;
 	uint32_t max_retries;
 	struct sg_health health;
+	struct sg_canary canary;
 	struct sg_warm warm;
 	struct sg_session session;
 	/* The tenant's reward program, for requests that cannot name one:

@@ -139,6 +139,18 @@ static const struct field health_fields[] = {
 	REAL("invalid_rate", health.invalid_rate, 0, 1),
 	INT("dead_windows", health.dead_windows, 1, 10000),
 	REAL("dead_epsilon", health.dead_epsilon, 0, 1),
+	INT("band_window", health.band_window, 0, 10000),
+	REAL("band_k", health.band_k, 0, 1000),
+	REAL("band_min_iqr", health.band_min_iqr, 0, 1e12),
+	{ .key = NULL },
+};
+
+static const struct field canary_fields[] = {
+	{ .key = "probes", .kind = K_DIR, P(canary.probes) },
+	REAL("rate", canary.rate, 0, 1),
+	INT("per_batch", canary.per_batch, 1, 64),
+	REAL("determinism_rate", canary.determinism_rate, 0, 1),
+	REAL("determinism_tolerance", canary.determinism_tolerance, 0, 1e12),
 	{ .key = NULL },
 };
 
@@ -189,6 +201,7 @@ const struct field policy_top_fields[] = {
 	OBJECT("actions", actions_fields),
 	OBJECT("failure", failure_fields),
 	OBJECT("health", health_fields),
+	OBJECT("canary", canary_fields),
 	OBJECT("warm", warm_fields),
 	OBJECT("session", session_fields),
 	OBJECT("reward", reward_fields),

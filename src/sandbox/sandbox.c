@@ -494,8 +494,9 @@ int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t 
 	}
 static const struct skip {
 	size_t off, len;
-} executor_part[] = { SKIP(limits.on_excess), SKIP(limits.queue_timeout_ms), SKIP(failure),
-		      SKIP(max_retries), SKIP(health) };
+} executor_part[] = { SKIP(limits.on_excess), SKIP(limits.queue_timeout_ms),
+		      SKIP(failure),          SKIP(max_retries),
+		      SKIP(health),           SKIP(canary) };
 #undef SKIP
 _Static_assert(offsetof(struct sg_policy, limits.on_excess) <
 			       offsetof(struct sg_policy, limits.queue_timeout_ms) &&
@@ -503,7 +504,9 @@ _Static_assert(offsetof(struct sg_policy, limits.on_excess) <
 			       offsetof(struct sg_policy, failure) &&
 		       offsetof(struct sg_policy, failure) <
 			       offsetof(struct sg_policy, max_retries) &&
-		       offsetof(struct sg_policy, max_retries) < offsetof(struct sg_policy, health),
+		       offsetof(struct sg_policy, max_retries) <
+			       offsetof(struct sg_policy, health) &&
+		       offsetof(struct sg_policy, health) < offsetof(struct sg_policy, canary),
 	       "executor_part[] is in the order of the fields");
 
 /* The policies byte for byte (padding included, as a copy with those

@@ -9,6 +9,12 @@ void health_init(struct health_state *s)
 	memset(s, 0, sizeof(*s));
 }
 
+void health_free(struct health_state *s)
+{
+	band_free(&s->band);
+	memset(s, 0, sizeof(*s));
+}
+
 const char *health_detector_name(enum health_detector d)
 {
 	switch (d) {
@@ -18,6 +24,14 @@ const char *health_detector_name(enum health_detector d)
 		return "invalid";
 	case HEALTH_DEAD:
 		return "dead";
+	case HEALTH_EXPLOSION:
+		return "explosion";
+	case HEALTH_COLLAPSE:
+		return "collapse";
+	case HEALTH_CANARY:
+		return "canary";
+	case HEALTH_NONDETERMINISM:
+		return "nondeterminism";
 	default:
 		return "unknown";
 	}
@@ -27,6 +41,7 @@ static void window_reset(struct health_state *s, uint32_t window)
 {
 	s->window = window;
 	s->batches = s->constant = s->invalid = 0;
+	s->canary_failed = s->nondeterministic = 0;
 	s->fired = 0;
 	s->n = 0;
 	s->mean = s->m2 = 0;
@@ -99,13 +114,45 @@ static unsigned window_close(struct health_state *s, const struct sg_health *cfg
 	return fired;
 }
 
+/* The band detector: every scored ok batch's mean, its own window. */
+static unsigned band_check(struct health_state *s, const struct sg_health *cfg,
+			   const struct sg_outcome *o)
+{
+	enum health_detector d;
+	bool oom;
+
+	if (o->cause != SG_CAUSE_OK || o->n_scores == 0)
+		return 0;
+	switch (band_observe(&s->band, cfg, o->score_mean, &oom)) {
+	case BAND_ABOVE:
+		d = HEALTH_EXPLOSION;
+		break;
+	case BAND_BELOW:
+		d = HEALTH_COLLAPSE;
+		break;
+	default:
+		return 0;
+	}
+	s->fired_total[d]++;
+	return HEALTH_BIT(d);
+}
+
+/* A canary finding fires at once (a count of 1 in a window of any size). */
+static unsigned finding_check(struct health_state *s, enum health_detector d, uint32_t count)
+{
+	return rate_check(s, d, count, 0);
+}
+
 unsigned health_observe(struct health_state *s, const struct sg_health *cfg,
 			const struct sg_outcome *o)
 {
 	unsigned fired = 0;
 
-	if (cfg->window == 0 || !o->final)
+	if (!o->final)
 		return 0;
+	fired |= band_check(s, cfg, o);
+	if (cfg->window == 0)
+		return fired;
 	if (s->window != cfg->window) {
 		/* First use or a new window size: nothing before compares. */
 		window_reset(s, cfg->window);
@@ -121,6 +168,14 @@ unsigned health_observe(struct health_state *s, const struct sg_health *cfg,
 	s->constant += o->constant;
 	s->invalid += o->invalid;
 	pool_scores(s, o);
+	if (o->canary_failed || o->nondeterministic) {
+		snprintf(s->canary_batch, sizeof(s->canary_batch), "%s", o->batch_id);
+		snprintf(s->canary_detail, sizeof(s->canary_detail), "%s", o->canary_detail);
+	}
+	s->canary_failed += o->canary_failed ? 1 : 0;
+	s->nondeterministic += o->nondeterministic;
+	fired |= finding_check(s, HEALTH_CANARY, s->canary_failed);
+	fired |= finding_check(s, HEALTH_NONDETERMINISM, s->nondeterministic);
 	fired |= rate_check(s, HEALTH_CONSTANT, s->constant, cfg->constant_rate);
 	fired |= rate_check(s, HEALTH_INVALID, s->invalid, cfg->invalid_rate);
 	if (s->batches == s->window)
@@ -146,6 +201,14 @@ void health_describe(const struct health_state *s, const struct sg_health *cfg,
 			 "score mean %.6g and variance %.6g flat within %g for "
 			 "%u consecutive windows of %u batches",
 			 s->prev.mean, s->prev.var, cfg->dead_epsilon, s->flat_windows, s->window);
+		break;
+	case HEALTH_EXPLOSION:
+	case HEALTH_COLLAPSE:
+		band_describe(&s->band, cfg, buf, len);
+		break;
+	case HEALTH_CANARY:
+	case HEALTH_NONDETERMINISM:
+		snprintf(buf, len, "batch %s: %s", s->canary_batch, s->canary_detail);
 		break;
 	default:
 		snprintf(buf, len, "unknown detector %d", (int)d);

@@ -28,7 +28,18 @@
  * on every window that extends it (once per window), so its counter keeps
  * rising while the stream stays dead. dead_windows = 0 turns dead off.
  *
- * A window size of 0 turns all three off. If the window size changes (a
+ * explosion and collapse are the band detector of detectors.h, judged on
+ * every scored ok batch's mean over its own trailing window of batches
+ * (cfg->band_window, independent of the tumbling window).
+ *
+ * canary and nondeterminism come from the executor's canaries (the batch's
+ * record, src/exec/canary.h): canary fires on a batch with a probe scored
+ * outside its accepted range, nondeterminism on a batch whose determinism
+ * probe scored differently in a second sandbox; each at most once per
+ * tumbling window, so its counter counts windows with such batches.
+ *
+ * A window size of 0 turns constant, invalid, dead, canary and
+ * nondeterminism off. If the window size changes (a
  * policy reload), the current window and the dead streak start over.
  *
  * Each detector fires at most once per window; health_observe() returns the
@@ -41,10 +52,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "detectors.h"
 #include "outcome.h"
 #include "policy/policy.h"
 
-enum health_detector { HEALTH_CONSTANT = 0, HEALTH_INVALID, HEALTH_DEAD, HEALTH__COUNT };
+enum health_detector {
+	HEALTH_CONSTANT = 0,
+	HEALTH_INVALID,
+	HEALTH_DEAD,
+	HEALTH_EXPLOSION,
+	HEALTH_COLLAPSE,
+	HEALTH_CANARY,
+	HEALTH_NONDETERMINISM,
+	HEALTH__COUNT
+};
 
 #define HEALTH_BIT(d) (1u << (d))
 
@@ -57,7 +78,7 @@ struct health_window_stats {
 struct health_state {
 	/* the current window */
 	uint32_t window; /* the size it was started with */
-	uint32_t batches, constant, invalid;
+	uint32_t batches, constant, invalid, canary_failed, nondeterministic;
 	unsigned fired; /* bits fired in this window */
 	uint64_t n;     /* pooled scores: count, mean, sum of squared deviations */
 	double mean, m2;
@@ -67,15 +88,22 @@ struct health_state {
 	uint32_t flat_windows;           /* current streak of flat windows */
 	uint64_t windows;                /* windows closed */
 	uint64_t fired_total[HEALTH__COUNT];
+	struct band_state band; /* explosion / collapse */
+	/* the last batch with a canary finding (health_describe()) */
+	char canary_batch[SG_ID_BUF];
+	char canary_detail[SG_CANARY_DETAIL];
 };
 
 void health_init(struct health_state *s);
+/* Frees what the band detector allocated; the state is zeroed. */
+void health_free(struct health_state *s);
 
 /* Observe one outcome; returns the HEALTH_BIT()s that fired on it. */
 unsigned health_observe(struct health_state *s, const struct sg_health *cfg,
 			const struct sg_outcome *o);
 
-/* "constant", "invalid", "dead" (the metric label and the event's detector). */
+/* "constant", "invalid", "dead", "explosion", "collapse", "canary",
+ * "nondeterminism" (the metric label and the event's detector). */
 const char *health_detector_name(enum health_detector d);
 
 /* One line on why `d` fired, for the event and the log, e.g.

@@ -77,6 +77,16 @@ static void put_notes(json_t *j, const struct journal_notes *n)
 	}
 }
 
+/* A batch's canaries (src/exec/canary.h), null when it carried none. */
+static json_t *canary_json(const struct sg_outcome *o)
+{
+	if (!o->canary_probes && !o->nondeterministic && !o->canary_detail[0])
+		return json_null();
+	return json_pack("{s:i, s:i, s:b, s:o}", "probes", (int)o->canary_probes, "failed",
+			 (int)o->canary_failed, "nondeterministic", o->nondeterministic, "detail",
+			 text_or_null(o->canary_detail, sizeof(o->canary_detail)));
+}
+
 int journal_record_encode(const struct sg_outcome *o, const char *detail, char **line, size_t *len)
 {
 	return journal_record_encode_notes(o, &(struct journal_notes){ .detail = detail }, line,
@@ -132,6 +142,7 @@ int journal_record_encode_notes(const struct sg_outcome *o, const struct journal
 	json_object_set_new(j, "score_var", scored ? json_real_or_null(o->score_var) : json_null());
 	json_object_set_new(j, "constant", json_boolean(o->constant));
 	json_object_set_new(j, "invalid", json_boolean(o->invalid));
+	json_object_set_new(j, "canary", canary_json(o));
 	json_object_set_new(j, "detail", text_or_null_c(n->detail));
 	put_notes(j, n);
 	*line = json_dumps(j, JSON_COMPACT);
@@ -189,6 +200,25 @@ static uint64_t ts_field(json_t *root, const char *key)
 	return s && !event_parse_ts(s, &ms) && ms > 0 ? (uint64_t)ms : 0;
 }
 
+/* Absent or null in records of batches without canaries. */
+static int canary_decode(json_t *root, struct sg_outcome *o)
+{
+	json_t *c = json_object_get(root, "canary");
+	json_int_t probes = 0, failed = 0;
+	int nondet = 0;
+
+	if (!c || json_is_null(c))
+		return 0;
+	if (json_unpack(c, "{s:I, s:I, s:b}", "probes", &probes, "failed", &failed,
+			"nondeterministic", &nondet) ||
+	    probes < 0 || failed < 0 || failed > probes || probes > UINT32_MAX)
+		return -1;
+	o->canary_probes = (uint32_t)probes;
+	o->canary_failed = (uint32_t)failed;
+	o->nondeterministic = nondet;
+	return copy_field(c, "detail", o->canary_detail, sizeof(o->canary_detail), true);
+}
+
 static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 {
 	json_t *rule = json_object_get(root, "rule");
@@ -230,6 +260,10 @@ static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 	    strcmp(confirm, "unadmitted"))
 		return bad(why, why_len,
 			   "confirm: expected \"next\", \"run\", \"unadmitted\" or null");
+	if (canary_decode(root, o))
+		return bad(why, why_len,
+			   "canary: expected {probes, failed <= probes, "
+			   "nondeterministic, detail} or null");
 	mean = json_number_value(json_object_get(root, "score_mean"));
 	var = json_number_value(json_object_get(root, "score_var"));
 	o->mode = mode;

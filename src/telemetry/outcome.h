@@ -8,6 +8,8 @@
 #include "lib/ids.h"
 #include "policy/policy.h"
 
+#define SG_CANARY_DETAIL 256
+
 enum sg_cause {
 	SG_CAUSE_OK = 0,
 	SG_CAUSE_TENANT_TIMEOUT,
@@ -85,6 +87,12 @@ struct sg_outcome {
 	uint64_t ts_ms;      /* wall clock (ms since the epoch) when booked */
 	uint64_t started_ms; /* wall clock when the attempt started (ts_ms - wall_ms) */
 	int pid;             /* the executor that booked it */
+	/* Canaries (src/exec/canary.h): probes mixed into the batch, how many
+	 * scored outside their range, whether the determinism probe's second
+	 * sandbox scored its item differently, and what was found. */
+	uint32_t canary_probes, canary_failed;
+	bool nondeterministic;
+	char canary_detail[SG_CANARY_DETAIL];
 };
 
 #endif

@@ -84,6 +84,15 @@ static const struct range_case ranges[] = {
 	   "an integer in 1..10000", U32, 1, 10000),
 	RC("health", "dead_epsilon", health.dead_epsilon, "0", "1", "-1e-09", "1.5",
 	   "a number in 0..1", DBL, 0, 1),
+	RC("health", "band_window", health.band_window, "0", "10000", "-1", "10001",
+	   "an integer in 0..10000", U32, 0, 10000),
+	RC("health", "band_k", health.band_k, "0", "1000", "-0.5", "1000.5", "a number in 0..1000",
+	   DBL, 0, 1000),
+	RC("canary", "rate", canary.rate, "0", "1", "-0.1", "1.5", "a number in 0..1", DBL, 0, 1),
+	RC("canary", "per_batch", canary.per_batch, "1", "64", "0", "65", "an integer in 1..64",
+	   U32, 1, 64),
+	RC("canary", "determinism_rate", canary.determinism_rate, "0", "1", "-0.1", "2",
+	   "a number in 0..1", DBL, 0, 1),
 };
 
 static double stored(const struct sg_policy *p, const struct range_case *rc)

@@ -68,7 +68,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 		"}\n",
 		3, 3,
 		"limitz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health, warm, session, reward)");
+		"egress, files, exec, actions, failure, health, canary, warm, session, reward)");
 	expect_error(
 		"t",
 		"{\n"
@@ -97,7 +97,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	expect_error(
 		"t", "{\"health\": {\"window\": 5, \"windows\": 5}}", 1, 26,
 		"health.windows: unknown key (expected one of: window, constant_rate, invalid_rate, "
-		"dead_windows, dead_epsilon)");
+		"dead_windows, dead_epsilon, band_window, band_k, band_min_iqr)");
 	expect_error("t", "{\"failure\": {\"retries\": 5}}", 1, 14,
 		     "failure.retries: unknown key (expected one of: mode, max_retries)");
 	expect_error("t", "{\"files\": {\"scratch\": \"/tmp\"}}", 1, 12,
@@ -106,9 +106,10 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	expect_error("t", "{\"exec\": {\"deny\": []}}", 1, 11,
 		     "exec.deny: unknown key (expected one of: allow)");
 	/* The first problem in document order is the one reported. */
-	expect_error("t", "{\"zzz\": 1, \"enabled\": 1}", 1, 2,
-		     "zzz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		     "egress, files, exec, actions, failure, health, warm, session, reward)");
+	expect_error(
+		"t", "{\"zzz\": 1, \"enabled\": 1}", 1, 2,
+		"zzz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
+		"egress, files, exec, actions, failure, health, canary, warm, session, reward)");
 	expect_error("t", "{\"enabled\": 1, \"zzz\": 1}", 1, 13,
 		     "enabled: expected true or false, got 1");
 	/* Keys are matched after decoding escapes: "\u0074enant" is "tenant". */
@@ -141,9 +142,10 @@ static void test_columns_count_characters(void **state)
 		     "files.scratch_root: expected an absolute normalized path, got "
 		     "\"x?23456789012345678901234567890123456789012345678901234567é...\": "
 		     "not an absolute path (it must start with /)");
-	expect_error("t", "{\"été\": 1}", 1, 2,
-		     "été: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		     "egress, files, exec, actions, failure, health, warm, session, reward)");
+	expect_error(
+		"t", "{\"été\": 1}", 1, 2,
+		"été: unknown key (expected one of: tenant, enabled, require_agent, limits, "
+		"egress, files, exec, actions, failure, health, canary, warm, session, reward)");
 }
 
 /* ---- types -------------------------------------------------------------- */

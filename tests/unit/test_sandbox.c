@@ -403,6 +403,7 @@ static void test_policy_same(void **state)
 	b.max_retries = a.max_retries + 3;
 	b.health.window = a.health.window + 1;
 	b.health.dead_epsilon = a.health.dead_epsilon + 0.5;
+	b.canary.rate = a.canary.rate + 0.5; /* the executor's, not the sandbox's */
 	assert_true(sandbox_policy_same(&a, &b));
 	b.limits.output_bytes = a.limits.output_bytes + 1; /* between two skipped fields */
 	assert_false(sandbox_policy_same(&a, &b));
