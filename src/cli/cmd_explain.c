@@ -337,6 +337,22 @@ static void print_attempt(json_t *a)
 		printf("                 %s\n", str(a, "decision"));
 }
 
+/* The batch's canaries (src/exec/canary.h): what its probes showed. The
+ * trainer's result says nothing of them. */
+static void print_canary(json_t *c)
+{
+	if (!json_is_object(c))
+		return;
+	printf("\ncanary   %lld probe%s mixed in, %lld out of range%s", num(c, "probes"),
+	       num(c, "probes") == 1 ? "" : "s", num(c, "failed"),
+	       json_is_true(json_object_get(c, "nondeterministic")) ? ", NON-DETERMINISTIC" : "");
+	if (str(c, "detail")) {
+		printf(": ");
+		put_safe(str(c, "detail"));
+	}
+	putchar('\n');
+}
+
 static void print_batch(json_t *b, json_t *sources)
 {
 	json_t *pol = json_object_get(b, "policy"), *a,
@@ -379,6 +395,7 @@ static void print_batch(json_t *b, json_t *sources)
 		printf("\nevents of this batch in no attempt's sandbox\n");
 		json_array_foreach(json_object_get(b, "other_events"), i, a) print_event(a);
 	}
+	print_canary(json_object_get(b, "canary"));
 	if (json_is_object(json_object_get(b, "summary"))) {
 		json_t *s = json_object_get(b, "summary");
 		printf("\nrequest  %s", str(s, "cause"));

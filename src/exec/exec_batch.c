@@ -200,6 +200,14 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		break;
 	}
 	exec_owed_done(&owed);
+	/* What the tenant's code wrote to stderr could repeat the items it
+	 * read, probes and all: with canaries, an ok batch's result carries
+	 * none (docs/sandbox.md, "Canaries"). */
+	if (canary.on && res->cause == SG_CAUSE_OK) {
+		free(res->err);
+		res->err = NULL;
+		res->err_len = 0;
+	}
 	canary_batch_end(&canary);
 	node_cpu_release(&line);
 	tenant_slot_release(&slot);

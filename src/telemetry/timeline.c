@@ -123,6 +123,9 @@ static json_t *batch_of(json_t *group)
 	json_object_set(b, "detail", end ? json_object_get(end, "detail") : json_null());
 	json_object_set(b, "score_mean", end ? json_object_get(end, "score_mean") : json_null());
 	json_object_set(b, "constant", end ? json_object_get(end, "constant") : json_null());
+	json_object_set(b, "canary",
+			end && json_object_get(end, "canary") ? json_object_get(end, "canary")
+							      : json_null());
 	json_object_set_new(b, "attempts", attempts);
 	json_object_set_new(b, "other_events", json_array());
 	if (!json_object_get(b, "summary"))
@@ -139,8 +142,9 @@ static bool same_string(json_t *a, json_t *b)
 
 static json_t *unbooked_batch(json_t *e)
 {
-	static const char *const none[] = { "mode",   "executor_pid", "cause",    "class",  "rule",
-					    "detail", "score_mean",   "constant", "summary" };
+	static const char *const none[] = { "mode",    "executor_pid", "cause",      "class",
+					    "rule",    "detail",       "score_mean", "constant",
+					    "summary", "canary" };
 	json_t *b = json_object();
 
 	json_object_set(b, "batch_id", json_object_get(e, "batch_id"));

@@ -12,6 +12,8 @@
  *      "batch_id", "tenant", "run_id", "mode", "executor_pid",
  *      "cause", "class", "rule", "detail", "booked" (false: no final record),
  *      "score_mean", "constant" (of the final record: null without scores),
+ *      "canary" (the final record's: probes, failed, nondeterministic,
+ *                detail; null without canaries),
  *      "policy": {"file", "changed_after", "error"},
  *      "attempts": [{"attempt", "test" (verifier mode), "sandbox", "cgroup_id",
  *                    "uid", "init_pid", "limits",

@@ -276,6 +276,22 @@ static void put_why(struct text *t, json_t *batch, json_t *attempt)
 		put_finding(t, json_object_get(attempt, "policy"));
 }
 
+/* A canary finding is news whatever the cause: the reward can be inflated,
+ * or scores the same item differently (src/exec/canary.h). */
+static void put_canary(struct text *t, json_t *c)
+{
+	json_int_t failed = json_integer_value(json_object_get(c, "failed"));
+
+	if (failed)
+		put(t,
+		    " CANARY: %lld of its %lld probes scored outside their accepted range: "
+		    "the tenant's reward can be inflated (%s).",
+		    (long long)failed, (long long)json_integer_value(json_object_get(c, "probes")),
+		    str(c, "detail") ?: "no detail");
+	else if (json_is_true(json_object_get(c, "nondeterministic")))
+		put(t, " NON-DETERMINISM: %s.", str(c, "detail") ?: "no detail");
+}
+
 char *verdict_of(json_t *batch)
 {
 	json_t *attempts = json_object_get(batch, "attempts"), *summary, *a;
@@ -318,6 +334,7 @@ char *verdict_of(json_t *batch)
 		put_why(&t, batch, json_array_get(attempts, n ? n - 1 : 0));
 	}
 	put(&t, ". %s", class_sentence(batch));
+	put_canary(&t, json_object_get(batch, "canary"));
 	while (t.len && t.buf[t.len - 1] == ' ')
 		t.buf[--t.len] = '\0';
 	return t.buf;

@@ -1,8 +1,8 @@
-"""Scores every item 0.5 and writes the batch it read to stderr: what the
-tenant's code sees (the canary suite checks the probes' shape and ids)."""
-import json
+"""Writes the batch it read to stderr and exits 3: what the tenant's code
+sees, in the failed result's stderr excerpt (the canary suite checks the
+probes' shape and ids; an ok batch's result carries no stderr when the
+tenant has canaries)."""
 import sys
 
-text = sys.stdin.read()
-sys.stderr.write(text)
-print(json.dumps([0.5] * len(json.loads(text)["items"])))
+sys.stderr.write(sys.stdin.read())
+sys.exit(3)
