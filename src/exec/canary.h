@@ -27,7 +27,7 @@
  *
  * The random choices come from struct canary_rng: seeded from getrandom()
  * in the executor (the tenant cannot predict them), from a fixed seed in
- * tests. docs/sandbox.md, "Canaries", has the threat model.
+ * tests. docs/sandbox.md, "Canaries: threat model".
  */
 #ifndef SG_CANARY_H
 #define SG_CANARY_H

@@ -202,7 +202,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	exec_owed_done(&owed);
 	/* What the tenant's code wrote to stderr could repeat the items it
 	 * read, probes and all: with canaries, an ok batch's result carries
-	 * none (docs/sandbox.md, "Canaries"). */
+	 * none (docs/sandbox.md, "Canaries: threat model"). */
 	if (canary.on && res->cause == SG_CAUSE_OK) {
 		free(res->err);
 		res->err = NULL;
