@@ -13,9 +13,11 @@
 #include "telemetry/event_json.h"
 #include "telemetry/health.h"
 
-/* Runs watched at once; the one seen longest ago goes first. A run's
- * state is small (the band's window of means is band_window doubles). */
-#define RUNS_WATCHED 4096
+/* Runs watched at once (a node serves a few dozen at a time); the one
+ * seen longest ago goes first, and its detectors start over if it comes
+ * back. About 700 bytes a run, plus the band's window (band_window
+ * doubles), allocated with the first run seen. */
+#define RUNS_WATCHED 1024
 
 struct run_health {
 	int tenant; /* registry index; -1: free */

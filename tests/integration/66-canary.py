@@ -14,12 +14,15 @@ code in tests/unit/test_canary.c."""
 import json
 import os
 import re
+import select
+import signal
+import subprocess
 import sys
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgagent import Agent, check, finish, skip, SRC  # noqa: E402
+from sgagent import Agent, check, finish, skip, SANDGUARD, SRC  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import free_port, uid_base  # noqa: E402
@@ -118,6 +121,40 @@ def tenant_runs(a, tenant, prog, args, inflate):
     return caught
 
 
+def warm(a):
+    """The same through a long-lived executor's warm interpreters: the
+    probes go into the warm call's stdin, come out of its scores, and the
+    determinism probe's second run is warm too."""
+    ex = subprocess.Popen([SANDGUARD, "executor"], env=a.env, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        ready, _, _ = select.select([ex.stdout], [], [], 30)
+        if not ready or "executor listening" not in ex.stdout.readline().decode():
+            check(False, "warm: the executor starts", "")
+            return
+        paths, exact = set(), 0
+        for n in range(4):
+            bid, its, res, raw = run_batch(a, "warmhack", "run-warm", n, "rw_arith.py", ("--inflate",))
+            if res is None:
+                check(False, "warm: batch %d ran" % n, raw.stderr[-300:])
+                return
+            paths.add(res.get("path"))
+            exact += res["scores"] == expected(its, True)
+        if paths != {"warm"}:
+            skip("warm: canaries through warm interpreters", "the calls ran %s (no warm interpreters here)" % paths)
+            return
+        recs = records(a, "warmhack")
+        check(exact == 4 and len(recs) == 4 and all(r["canary"]["probes"] == 3 for r in recs)
+              and all(r["canary"]["failed"] == 1 for r in recs)
+              and not any(r["canary"]["nondeterministic"] for r in recs),
+              "warm: 4 warm batches of 3 probes each, the trainer's scores exact, the hack probe out of range in each, "
+              "the re-scores agree",
+              "%d exact, %s" % (exact, [r["canary"] for r in recs]))
+    finally:
+        ex.send_signal(signal.SIGTERM)
+        ex.wait(timeout=60)
+
+
 def main():
     a = Agent({}, name="canary")
     a.env["SANDGUARD_UID_BASE"] = str(uid_base(69500))
@@ -128,6 +165,8 @@ def main():
     for tenant in ("honest", "hacker", "peek"):
         a.write_policy(tenant, {"canary": canary})
     a.write_policy("dice", {"canary": dict(canary, determinism_rate=1)})
+    a.write_policy("warmhack", {"canary": dict(canary, per_batch=3, determinism_rate=1),
+                                "warm": {"interpreter": "python3"}})
     for prog in ("rw_arith.py", "rw_show_batch.py", "rw_dice.py"):
         with open(os.path.join(SRC, "tests", "programs", prog)) as f:
             a.program(prog, f.read())
@@ -194,6 +233,7 @@ def main():
         check(nd, "dice: a health event, detector nondeterminism", a.log_tail())
         check(not [r for r in records(a, "honest") if r["canary"]["nondeterministic"]],
               "honest: its re-scores agreed", "")
+        warm(a)
     finally:
         a.cleanup()
 
