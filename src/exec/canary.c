@@ -321,7 +321,8 @@ static void choose_probes(const struct canary_set *set, const struct sg_canary *
 			m->n_probes = 0;
 			return;
 		}
-		m->probes[m->n_probes++] = *p;
+		m->probes[m->n_probes] = *p;
+		m->probes[m->n_probes++].item = NULL; /* the set's, freed before the run */
 	}
 }
 

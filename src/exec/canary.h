@@ -65,7 +65,7 @@ struct canary_mix {
 	long *origin;    /* per position: the trainer item's index, or -1 - probe slot */
 	json_t *items;   /* the mixed items, in position order (for a re-shuffle) */
 	size_t n_probes; /* probes mixed in */
-	struct canary_probe probes[64]; /* their copies (item borrowed from the set) */
+	struct canary_probe probes[64]; /* their names and ranges (item NULL) */
 	char note[160];                 /* why canaries were on and the batch carries none */
 };
 

@@ -53,7 +53,7 @@ static void rescore(const struct exec_ctx *ctx, struct canary_batch *cb,
 	const struct sg_canary *cfg = &ctx->policy->canary;
 	struct sandbox_spec again = *spec;
 	struct exec_box box = { 0 };
-	struct sandbox_result r;
+	struct sandbox_result r = { 0 };
 	size_t item = (size_t)(canary_rand(&cb->rng) % cb->mix.n_trainer), pos = 0, len = 0;
 	char *doc = NULL, detail[EXEC_DETAIL_MAX];
 	double *scores = NULL;

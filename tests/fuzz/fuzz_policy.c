@@ -173,6 +173,13 @@ static void check_policy(const struct sg_policy *p, const char *name)
 	CHECK(h->invalid_rate >= 0 && h->invalid_rate <= 1);
 	CHECK(h->dead_windows >= 1 && h->dead_windows <= 10000);
 	CHECK(h->dead_epsilon >= 0 && h->dead_epsilon <= 1);
+	CHECK(h->band_window <= 10000 && h->band_k >= 0 && h->band_k <= 1000);
+	CHECK(h->band_min_iqr >= 0 && h->band_min_iqr <= 1e12);
+	CHECK(p->canary.rate >= 0 && p->canary.rate <= 1);
+	CHECK(p->canary.per_batch >= 1 && p->canary.per_batch <= 64);
+	CHECK(p->canary.determinism_rate >= 0 && p->canary.determinism_rate <= 1);
+	CHECK(terminated(p->canary.probes, SG_POLICY_PATHLEN) &&
+	      (!p->canary.probes[0] || plain_path(p->canary.probes)));
 }
 
 static bool same_policy(const struct sg_policy *a, const struct sg_policy *b, bool same_tenant)
