@@ -1,7 +1,7 @@
 /* Canaries without sandboxes: the probe set, the mixed document the
  * tenant's code reads, the trainer's scores taken back out, and the
  * canary detector over 1,000 batches of an honest and an inflating reward
- * (tests/integration/66-canary.py runs the same through real
+ * (tests/integration/57-canary.py runs the same through real
  * `sandguard exec` batches). */
 #include <errno.h>
 #include <setjmp.h>
