@@ -17,10 +17,15 @@ BUILD_PKGS=(make gcc clang llvm bpftool pkg-config libbpf-dev libelf-dev
 TEST_PKGS=(python3 python3-yaml python3-numpy busybox-static qemu-system-x86 cpio
            prometheus iproute2 curl libclang-rt-14-dev g++
            openjdk-17-jdk-headless golang-go rustc strace)
+# The libraries SandboxFusion's runtime images ship, where Debian packages
+# them, so that its programs run unchanged on /run_code: requests for
+# python, the javatuples jar on java's classpath, lodash for node
+# (src/serve/serve_lang_find.c finds them; docs/trainer-integration.md).
+RUNTIME_PKGS=(python3-requests libjavatuples-java node-lodash)
 # Benchmarks only (make bench).
 BENCH_PKGS=(bubblewrap linux-perf)
 
-want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
+want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}" "${RUNTIME_PKGS[@]}")
 # The manifests' schema check uses npm packages (tests/stages/deploy.sh),
 # and /run_code's nodejs language runs node. A machine that already has
 # node/npm from elsewhere keeps its own.

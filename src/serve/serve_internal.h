@@ -113,6 +113,10 @@ struct serve_langs {
 	char cc[PATH_MAX];     /* rustc's linker, resolved (not /etc/alternatives) */
 	char env[PATH_MAX];    /* /usr/bin/env: sets a toolchain's variables */
 	char loader[PATH_MAX]; /* runs a compiled program (see serve_lang.c) */
+	/* The libraries SandboxFusion's images ship, where this node has
+	 * them (serve_lang_find.c): "" when it has none. */
+	char java_libs[PATH_MAX]; /* jars for javac's and java's class path, ':' */
+	char node_path[PATH_MAX]; /* "NODE_PATH=<Debian's node modules>" */
 	/* Every program a language execs, for the exec.allow check. */
 	char tools[LANG__COUNT][SERVE_LANG_TOOLS][PATH_MAX];
 	int n_tools[LANG__COUNT];
@@ -129,6 +133,7 @@ struct lang_plan {
 	size_t n_setup;
 	char text[8][64]; /* storage of the formatted arguments */
 	char linker[PATH_MAX + 8];
+	char classpath[PATH_MAX + 16]; /* java's run: main.jar and the node's jars */
 };
 
 /* `list`: comma-separated names ("python,cpp"). Finds each language's

@@ -11,7 +11,8 @@
  *
  *   python  python3 main.py
  *   bash    bash main.sh
- *   nodejs  node --max-old-space-size=<3/4 mem> main.js
+ *   nodejs  [env NODE_PATH=/usr/share/nodejs] node --max-old-space-size=<3/4 mem>
+ *           main.js
  *   cpp     g++ -std=c++17 -O2 -save-temps -o main main.cpp; <ld.so> ./main
  *   rust    env TMPDIR=. rustc -O -C strip=debuginfo -C linker=<cc> -o main main.rs;
  *           <ld.so> ./main
@@ -20,7 +21,8 @@
  *           $HOME/.config/go/env);
  *           env GOMAXPROCS=<cores> GOMEMLIMIT=<9/10 mem> <ld.so> ./main
  *   java    java <jvm> SandguardJavac.java (javac and jar in one JVM:
- *           Main.java -> main.jar); java <jvm> -ea -cp main.jar Main
+ *           Main.java -> main.jar); java <jvm> -ea -cp main.jar[:<jars>] Main
+ *           (<jars>: the node's library jars, also javac's class path)
  *
  * -save-temps and TMPDIR=.: the sandbox may write nowhere but its scratch,
  * and gcc, collect2, rustc and go put temporary files in /tmp otherwise.
@@ -54,15 +56,16 @@
 /* Compiles Main.java with the JDK's own javac and jar, in one JVM, into
  * main.jar: javac writes one class file per class (Main$1.class, ...),
  * and the run's sandbox gets exactly the files we name, so they travel
- * as one jar. Run with the source launcher: no class file to install. */
+ * as one jar. Run with the source launcher: no class file to install.
+ * javac gets the launcher's class path (the node's library jars). */
 static const char java_helper[] =
 	"import java.util.spi.ToolProvider;\n"
 	"\n"
 	"class SandguardJavac {\n"
 	"    public static void main(String[] args) {\n"
 	"        int rc = ToolProvider.findFirst(\"javac\").orElseThrow().run(System.out,\n"
-	"            System.err, \"-d\", \"" JAVA_CLASSES
-	"\", \"-encoding\", \"UTF-8\", \"Main.java\");\n"
+	"            System.err, \"-d\", \"" JAVA_CLASSES "\", \"-encoding\", \"UTF-8\",\n"
+	"            \"-cp\", System.getProperty(\"java.class.path\"), \"Main.java\");\n"
 	"        if (rc == 0)\n"
 	"            rc = ToolProvider.findFirst(\"jar\").orElseThrow().run(System.out,\n"
 	"                System.err, \"--create\", \"--file\", \"main.jar\", \"-C\", \"" JAVA_CLASSES
@@ -202,7 +205,7 @@ void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id, uint64_
 {
 	uint64_t heap_mb = memory_mb * 3 / 4 ? memory_mb * 3 / 4 : 1;
 	uint64_t go_limit_mb = memory_mb * 9 / 10 ? memory_mb * 9 / 10 : 1;
-	char *procs, *xmx, *ncpu;
+	char *procs, *xmx, *ncpu, *heap;
 	int slot = 0;
 
 	memset(p, 0, sizeof(*p));
@@ -218,8 +221,11 @@ void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id, uint64_
 		argv_set(p->run, l->bash, "main.sh", NULL);
 		break;
 	case LANG_NODEJS:
-		argv_set(p->run, l->node, text(p, &slot, "--max-old-space-size=%llu", heap_mb),
-			 "main.js", NULL);
+		heap = text(p, &slot, "--max-old-space-size=%llu", heap_mb);
+		if (l->node_path[0])
+			argv_set(p->run, l->env, l->node_path, l->node, heap, "main.js", NULL);
+		else
+			argv_set(p->run, l->node, heap, "main.js", NULL);
 		break;
 	case LANG_CPP:
 		argv_set(p->compile, l->cxx, "-std=c++17", "-O2", "-save-temps", "-o", "main",
@@ -256,11 +262,15 @@ void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id, uint64_
 		 * writes one) in the scratch: /tmp is not writable here. */
 		procs = text(p, &slot, "-XX:ActiveProcessorCount=%llu", cpus);
 		xmx = text(p, &slot, "-Xmx%llum", heap_mb);
+		/* The node's library jars on both steps' class path. */
+		snprintf(p->classpath, sizeof(p->classpath), "main.jar%s%s",
+			 l->java_libs[0] ? ":" : "", l->java_libs);
 		argv_set(p->compile, l->java, "-XX:+UseSerialGC", "-XX:-UsePerfData", procs, xmx,
-			 "-Djava.io.tmpdir=.", "-XX:TieredStopAtLevel=1", JAVA_HELPER, NULL);
+			 "-Djava.io.tmpdir=.", "-XX:TieredStopAtLevel=1", "-cp",
+			 l->java_libs[0] ? l->java_libs : ".", JAVA_HELPER, NULL);
 		/* -ea as SandboxFusion: tests often check with assert */
 		argv_set(p->run, l->java, "-XX:+UseSerialGC", "-XX:-UsePerfData", procs, xmx,
-			 "-Djava.io.tmpdir=.", "-ea", "-cp", "main.jar", "Main", NULL);
+			 "-Djava.io.tmpdir=.", "-ea", "-cp", p->classpath, "Main", NULL);
 		p->artifact_mode = 0644;
 		p->setup[p->n_setup++] = (struct sandbox_file){ .path = JAVA_HELPER,
 								.data = java_helper,

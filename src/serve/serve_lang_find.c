@@ -23,6 +23,13 @@
 #define RUSTC_PATH  "/usr/bin/rustc"
 #define GO_PATH     "/usr/bin/go"
 #define ENV_PATH    "/usr/bin/env"
+/* Where Debian installs node modules (node-lodash, ...); Debian's own node
+ * looks there, other builds of node only when NODE_PATH says so. */
+#define NODE_MODULES "/usr/share/nodejs"
+
+/* Jars SandboxFusion's java image puts on the class path, as Debian
+ * packages them (libjavatuples-java). */
+static const char *const java_jars[] = { "/usr/share/java/javatuples.jar" };
 
 /* The Debian package that provides a language's toolchain. */
 static const char *const packages[LANG__COUNT] = {
@@ -185,6 +192,34 @@ static int find_go(struct serve_langs *l, char *err, size_t err_len)
 	return ret ? ret : add_loader(l, LANG_GO, err, err_len);
 }
 
+/* The JDK's launcher, and the jars of java_jars[] this node has. */
+static int find_java(struct serve_langs *l, char *err, size_t err_len)
+{
+	/* One program: the source launcher runs javac and jar in it. */
+	int ret = add_tool(l, LANG_JAVA, JAVA_PATH, l->java, err, err_len);
+	size_t len = 0;
+
+	for (size_t i = 0; !ret && i < ARRAY_LEN(java_jars); i++) {
+		if (access(java_jars[i], R_OK))
+			continue;
+		len += (size_t)snprintf(l->java_libs + len, sizeof(l->java_libs) - len, "%s%s",
+					len ? ":" : "", java_jars[i]);
+	}
+	return ret;
+}
+
+/* node, and /usr/bin/env to give it NODE_PATH when Debian's node modules
+ * are installed. */
+static int find_node(struct serve_langs *l, char *err, size_t err_len)
+{
+	int ret = add_tool(l, LANG_NODEJS, NODE_PATH, l->node, err, err_len);
+
+	if (ret || access(NODE_MODULES, R_OK | X_OK))
+		return ret;
+	snprintf(l->node_path, sizeof(l->node_path), "NODE_PATH=%s", NODE_MODULES);
+	return add_tool(l, LANG_NODEJS, ENV_PATH, l->env, err, err_len);
+}
+
 int serve_lang_find(struct serve_langs *l, enum serve_lang_id id, char *err, size_t err_len)
 {
 	switch (id) {
@@ -193,10 +228,9 @@ int serve_lang_find(struct serve_langs *l, enum serve_lang_id id, char *err, siz
 	case LANG_BASH:
 		return add_tool(l, id, BASH_PATH, l->bash, err, err_len);
 	case LANG_NODEJS:
-		return add_tool(l, id, NODE_PATH, l->node, err, err_len);
+		return find_node(l, err, err_len);
 	case LANG_JAVA:
-		/* One program: the source launcher runs javac and jar in it. */
-		return add_tool(l, id, JAVA_PATH, l->java, err, err_len);
+		return find_java(l, err, err_len);
 	case LANG_CPP:
 		return find_cpp(l, err, err_len);
 	case LANG_RUST:
