@@ -91,11 +91,12 @@ struct sg_policy_k {
 	__u32 max_forks; /* 0 = unlimited */
 	__u8 action[8];  /* enum sg_policy_action per enum sg_rule */
 	__u32 n_egress;
-	__u32 allow_unix; /* unix connect/sendmsg allowed */
-	__u32 set_gen;    /* which generation of sg_paths/sg_exec_files
+	__u32 allow_unix;   /* unix connect/sendmsg allowed */
+	__u32 set_gen;      /* which generation of sg_paths/sg_exec_files
 	                      * entries is in force (0 or 1): a reload fills
 	                      * the other one, then swaps this value */
-	__u32 pad;
+	__u32 allow_listen; /* TCP to the loopback allowed: the sandbox's own
+	                     * network namespace, its own listeners */
 	struct sg_egress_rule_k egress[SG_MAX_EGRESS];
 };
 

@@ -33,6 +33,7 @@ void policy_to_kernel(const struct sg_policy *p, struct sg_policy_k *k)
 	for (int r = 0; r < SG_RULE__COUNT; r++)
 		k->action[r] = p->action[r];
 	k->allow_unix = p->allow_unix;
+	k->allow_listen = p->allow_listen;
 	k->n_egress = p->n_egress < SG_MAX_EGRESS ? p->n_egress : SG_MAX_EGRESS;
 	for (uint32_t i = 0; i < k->n_egress; i++) {
 		memcpy(k->egress[i].addr, p->egress[i].addr, 16);

@@ -198,7 +198,9 @@ static int make_layers(struct sandbox *sb, char *detail, size_t dlen)
 	const struct sg_policy *p = &sb->policy;
 	struct sb_seccomp_rules rules = { .allow_unix = p->allow_unix,
 					  .allow_udp = egress_has_udp(p),
-					  .allow_listen = p->allow_listen };
+					  .allow_listen = p->allow_listen,
+					  /* make_plan() unshares it, always */
+					  .own_netns = true };
 	struct landlock_delegation to_agent = { 0 };
 	uint64_t proc_read = 0;
 	int fd, err;
@@ -255,6 +257,8 @@ static void make_plan(struct sandbox *sb, int ctl)
 	 * IPC that dies with the run, and a network with nothing in it but
 	 * what the relay lets through. */
 	plan->unshare_flags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET;
+	/* Listeners live on the namespace's own loopback, never the host's. */
+	plan->loopback = sb->policy.allow_listen;
 	plan->hostname = HOSTNAME;
 	plan->root = &sb->root;
 	plan->pre_chan = plan->pre_cgroup = -1;

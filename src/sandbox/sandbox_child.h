@@ -122,6 +122,9 @@ struct sb_init_plan {
 	int ctl;           /* init's end of the control socket (SOCK_SEQPACKET) */
 	int sigfd;         /* a signalfd for SIGCHLD */
 	int unshare_flags; /* CLONE_NEW* */
+	/* Bring the namespace's own loopback up (the policy allows
+	 * listeners): only ever with CLONE_NEWNET in unshare_flags. */
+	bool loopback;
 	const char *hostname;
 	const struct sb_root_plan *root;
 	uint64_t proc_read; /* Landlock read rights on the sandbox's /proc paths */

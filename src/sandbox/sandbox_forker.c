@@ -35,6 +35,7 @@ struct forker_req {
 	uint32_t tail_len;
 	int nice; /* the asking thread's: a pool prepares below the runs */
 	int unshare_flags;
+	bool loopback;
 	uint64_t proc_read;
 	uid_t uid;
 	gid_t gid;
@@ -133,6 +134,7 @@ static int unflatten(size_t got, const int *fds, int nfds)
 	plan.clone3 = true;
 	plan.ctl = fds[0];
 	plan.unshare_flags = r->unshare_flags;
+	plan.loopback = r->loopback;
 	plan.root = &root;
 	plan.proc_read = r->proc_read;
 	off = 2;
@@ -297,6 +299,7 @@ static struct forker_req *flatten(const struct sb_init_plan *p, int cgroup_fd, i
 	r->tail_len = (uint32_t)len;
 	r->nice = getpriority(PRIO_PROCESS, (id_t)gettid());
 	r->unshare_flags = p->unshare_flags;
+	r->loopback = p->loopback;
 	r->proc_read = p->proc_read;
 	r->uid = c->uid;
 	r->gid = c->gid;

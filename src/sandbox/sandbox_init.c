@@ -144,6 +144,13 @@ static void set_up(const struct sb_init_plan *p, struct init_state *st)
 		fail(p, SB_STEP_PDEATHSIG, errno, -1);
 	if (syscall(SYS_unshare, unshare_flags))
 		fail(p, SB_STEP_UNSHARE, errno, -1);
+	/* Listeners without a relay: a loopback of the sandbox's own, in the
+	 * namespace just made (a relay's set-up above brought it up). */
+	if (p->loopback && (unshare_flags & CLONE_NEWNET)) {
+		err = sb_net_setup(NULL, st->listeners, &st->n_listeners);
+		if (err)
+			fail(p, SB_STEP_NETWORK, err, -1);
+	}
 	if (sethostname(p->hostname, strlen(p->hostname)))
 		fail(p, SB_STEP_HOSTNAME, errno, -1);
 	err = sb_root_enter(p->root, p->child.landlock_fd, p->proc_read, &op);

@@ -187,7 +187,11 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 		/* No bind, unless the policy allows listeners: then any port
 		 * of the sandbox's own network namespace. */
 		attr.handled_access_net = p->allow_listen ? 0 : NET_BIND_TCP;
-		if (!to_agent->tcp_connect && tcp_ports_enforceable(p))
+		/* With listeners, connects go to them on the namespace's own
+		 * loopback, any port: the namespace routes nothing else but an
+		 * allowed network to the relay, which checks each
+		 * destination itself. */
+		if (!to_agent->tcp_connect && !p->allow_listen && tcp_ports_enforceable(p))
 			attr.handled_access_net |= NET_CONNECT_TCP;
 	}
 	if (abi >= 6) {

@@ -181,7 +181,7 @@ int sb_net_setup(const struct sb_net_plan *np, int *fds, int *n)
 	nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	if (nl < 0)
 		return -errno;
-	for (int i = 0; i < np->n_routes && !err; i++) {
+	for (int i = 0; np && i < np->n_routes && !err; i++) {
 		err = local_route(nl, &np->routes[i], ifindex);
 		/* IPv6 may be disabled on this node: then so are its rules. */
 		if (err && np->routes[i].family == AF_INET6 &&
@@ -189,7 +189,7 @@ int sb_net_setup(const struct sb_net_plan *np, int *fds, int *n)
 			err = 0;
 	}
 	close(nl);
-	for (int i = 0; i < np->n_listens && !err; i++) {
+	for (int i = 0; np && i < np->n_listens && !err; i++) {
 		int fd = listener(np->listens[i].family, np->listens[i].port);
 
 		if (fd == -EAFNOSUPPORT || fd == -EADDRNOTAVAIL)

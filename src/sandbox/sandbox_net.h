@@ -1,7 +1,8 @@
 /* The sandbox's network namespace, when its policy allows egress.
  *
  * Every sandbox has a network namespace of its own. Without an egress
- * allowlist its loopback stays down and nothing is reachable. With one,
+ * allowlist its loopback stays down (up, and nothing else, when the
+ * policy allows listeners) and nothing is reachable. With one,
  * init brings the loopback up and routes each allowed network to it as
  * local addresses (an "AnyIP" local route): a connect to an allowed
  * address lands on a listener of the sandbox's relay (sandbox_relay.c),
@@ -47,7 +48,9 @@ bool sb_net_plan(struct sb_net_plan *np, const struct sg_policy *p);
 /* Child side, as root in the sandbox's fresh network namespace: loopback
  * up, the routes, one listener per planned (family, port). fds[] gets the
  * listeners (non-blocking, close-on-exec), *n their count. A family the
- * kernel lacks (IPv6 disabled) is skipped. Async-signal-safe; 0 or -errno. */
+ * kernel lacks (IPv6 disabled) is skipped. np NULL: the loopback only (a
+ * policy that allows listeners and no egress). Async-signal-safe; 0 or
+ * -errno. */
 int sb_net_setup(const struct sb_net_plan *np, int *fds, int *n);
 
 #endif

@@ -215,8 +215,10 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 #endif
 	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NEXT);
 	/* listen() without bind() takes an ephemeral port nobody granted;
-	 * a listener is no business of a reward unless the policy says so. */
-	if (!rules->allow_listen)
+	 * a listener is no business of a reward unless the policy says so,
+	 * and never in the host's port space: only where the sandbox has a
+	 * network namespace of its own, which nothing outside reaches. */
+	if (!rules->allow_listen || !rules->own_netns)
 		emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_listen, L_EPERM, L_NEXT);
 	/* TCP Fast Open connects inside a send, where connect rules do not
 	 * look: no MSG_FASTOPEN, no TCP_FASTOPEN(_CONNECT). */

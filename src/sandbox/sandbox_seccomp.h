@@ -42,7 +42,8 @@ struct sb_seccomp {
 struct sb_seccomp_rules {
 	bool allow_unix;   /* socket(AF_UNIX, ...) */
 	bool allow_udp;    /* socket(AF_INET{,6}, SOCK_DGRAM, 0|IPPROTO_UDP) */
-	bool allow_listen; /* listen() */
+	bool allow_listen; /* listen() ... */
+	bool own_netns;    /* ... only in a network namespace of the sandbox's own */
 };
 
 /* Build the filter (in the parent). 0, or -EOPNOTSUPP on an architecture

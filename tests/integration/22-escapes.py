@@ -60,6 +60,8 @@ class World:
             "esc-unix": {"egress": {"allow_unix": True}},
             "esc-allow": {"egress": {"allow": allow_tcp}},
             "esc-listen": {"egress": {"allow": allow_tcp, "allow_listen": True}},
+            # Listeners and no egress: a loopback of its own, no relay.
+            "esc-listen-lo": {"egress": {"allow_listen": True}},
             "esc-udp": {"egress": {"allow": [{"cidr": "127.0.0.1/32", "port": self.udp_port,
                                               "proto": "udp"}]}},
             "esc-fill": {"limits": {"memory_mb": 256}, "files": {"scratch_mb": 64}},
@@ -200,11 +202,9 @@ def e3_host_ports(w, agent):
     return "; ".join(bad) or None
 
 
-def e4_inbound(w, agent):
-    """A listener in the sandbox is unreachable from the host."""
-    port = free_port()
-    refused, connected = [], []
-
+def knocker(port, connected, refused):
+    """A background(stop) that keeps connecting to the host's 127.0.0.1:port,
+    noting what it read from each connection, and each refusal."""
     def knock(stop):
         while not stop.is_set():
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -217,7 +217,15 @@ def e4_inbound(w, agent):
             finally:
                 s.close()
             time.sleep(0.05)
-    d = while_running(knock, lambda: w.run("esc-listen", ["accept:%d:1500" % port], agent))
+    return knock
+
+
+def e4_inbound(w, agent):
+    """A listener in the sandbox is unreachable from the host."""
+    port = free_port()
+    refused, connected = [], []
+    d = while_running(knocker(port, connected, refused),
+                      lambda: w.run("esc-listen", ["accept:%d:1500" % port], agent))
     bad = []
     if not contained(d, d["probes"].get("accept:%d:1500" % port), ("none",)):
         bad.append("the sandbox's listener -> %s" % d["probes"].get("accept:%d:1500" % port))
@@ -225,6 +233,35 @@ def e4_inbound(w, agent):
         bad.append("the host reached the sandbox's listener: %r" % connected)
     if not refused:
         bad.append("the host never tried")
+    return "; ".join(bad) or None
+
+
+def loopback_server(w, agent):
+    """Where listeners are allowed, a server and its client in one sandbox
+    talk over its own loopback (127.0.0.1 and ::1), with or without a
+    relay; where they are not, bind or listen is refused. The host cannot
+    reach such a listener: escape-4 for the relay's namespace, here for
+    the loopback-only one."""
+    bad = []
+    for tenant in ("esc-listen-lo", "esc-listen"):
+        d = w.run(tenant, ["loopback-echo:127.0.0.1", "loopback-echo:::1"], agent)
+        if d["end"] == "killed_by_agent":
+            bad.append("%s: killed by the agent" % tenant)
+            continue
+        if d["probes"].get("loopback-echo:127.0.0.1") != "echoed":
+            bad.append("%s over 127.0.0.1 -> %s" % (tenant, d["probes"].get("loopback-echo:127.0.0.1")))
+        if d["probes"].get("loopback-echo:::1") not in ("echoed", "EADDRNOTAVAIL", "EAFNOSUPPORT"):
+            bad.append("%s over ::1 -> %s" % (tenant, d["probes"].get("loopback-echo:::1")))
+    d = w.run("esc-closed", ["loopback-echo:127.0.0.1"], agent)
+    if not contained(d, d["probes"].get("loopback-echo:127.0.0.1"), ("EPERM", "EACCES")):
+        bad.append("without allow_listen -> %s" % d["probes"].get("loopback-echo:127.0.0.1"))
+    port = free_port()
+    reached, refused = [], []
+    d = while_running(knocker(port, reached, refused),
+                      lambda: w.run("esc-listen-lo", ["accept:%d:1500" % port], agent))
+    if d["probes"].get("accept:%d:1500" % port) != "none" or reached or not refused:
+        bad.append("the host reached the loopback-only listener (or never tried): %s %r" %
+                   (d["probes"].get("accept:%d:1500" % port), reached))
     return "; ".join(bad) or None
 
 
@@ -413,6 +450,7 @@ CASES = [
     ("escape-2-tcp-fast-open", e2_fast_open),
     ("escape-3-host-ports", e3_host_ports),
     ("escape-4-inbound-listener", e4_inbound),
+    ("loopback-server-and-client-in-one-sandbox", loopback_server),
     ("escape-5-abstract-socket-squat", e5_abstract_squat),
     ("escape-6-scratch-fill-neighbour-ok", e6_scratch_fill),
     ("weakness-nofile-utime-nodename-pids-dlopen", w_limits_and_views),

@@ -12,6 +12,8 @@
 #   (bind the name, count datagrams for MS)  tfo:PORT (sendto MSG_FASTOPEN)
 #   tfo-connect:PORT (TCP_FASTOPEN_CONNECT)  listen-auto (listen() unbound:
 #   the port)  accept:PORT:MS ("none" or "accepted")  udp-to:HOST:PORT
+#   loopback-echo:ADDR (a server and its client in this process, over
+#   ADDR: "echoed", or the errno of the step that failed)
 #   fallocate:MB  nofile:N (how many opened)  utime:PATH  hostname
 #   pids:MAX (how many pids kill(pid, 0) finds)  dlopen:SO (copied into the
 #   scratch)  ldso:BINARY (copied, run through the loader)  deep:N
@@ -196,6 +198,19 @@ def probe(p):
         s.listen(8)
         KEEP.append(s)
         return str(s.getsockname()[1])
+    elif kind == "loopback-echo":
+        family = socket.AF_INET6 if ":" in arg else socket.AF_INET
+        server = socket.socket(family, socket.SOCK_STREAM)
+        server.bind((arg, 0))
+        server.listen(1)
+        server.settimeout(5)
+        client = socket.socket(family, socket.SOCK_STREAM)
+        client.settimeout(5)
+        client.connect(server.getsockname()[:2])
+        peer = server.accept()[0]
+        client.sendall(b"ping")
+        peer.sendall(peer.recv(64))
+        return "echoed" if client.recv(64) == b"ping" else "garbled"
     elif kind == "accept":
         port, ms = arg.split(":")
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

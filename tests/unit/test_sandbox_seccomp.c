@@ -266,13 +266,19 @@ static void test_seccomp_fastopen_listen(void **state)
 	skip();
 #else
 	const uint32_t eperm = SECCOMP_RET_ERRNO | EPERM;
-	const struct sb_seccomp_rules closed = { 0 }, listening = { .allow_listen = true };
-	struct sb_seccomp f, g;
+	const struct sb_seccomp_rules closed = { 0 },
+				      listening = { .allow_listen = true, .own_netns = true },
+				      host_ports = { .allow_listen = true };
+	struct sb_seccomp f, g, h;
 
 	assert_int_equal(seccomp_filter_build(&f, &closed), 0);
 	assert_int_equal(seccomp_filter_build(&g, &listening), 0);
+	assert_int_equal(seccomp_filter_build(&h, &host_ports), 0);
 	assert_int_equal(verdict(&f, NATIVE, __NR_listen, 3), eperm);
 	assert_int_equal(verdict(&g, NATIVE, __NR_listen, 3), SECCOMP_RET_ALLOW);
+	/* Sharing the host's network namespace, the policy's word is not
+	 * enough: the ports would be the host's. */
+	assert_int_equal(verdict(&h, NATIVE, __NR_listen, 3), eperm);
 	for (int i = 0; i < 2; i++) {
 		const struct sb_seccomp *x = i ? &g : &f;
 

@@ -36,9 +36,25 @@ static __always_inline bool prefix_match(const __u32 *a, const __u8 *rule_addr, 
 	return true;
 }
 
+/* 127.0.0.0/8 (v4-mapped) or ::1. Every sandbox has a network namespace
+ * of its own, so this loopback is its own: with listeners allowed, its
+ * programs talk to each other there. (The relay, the one process of a
+ * sandbox in the host's namespace, connects only where the allowlist
+ * says: sandbox_relay.c checks each destination itself.) */
+static __always_inline bool own_loopback(const __u32 *a)
+{
+	if (a[0] || a[1])
+		return false;
+	if (a[2] == bpf_htonl(0x0000ffff))
+		return (bpf_ntohl(a[3]) >> 24) == 127;
+	return !a[2] && a[3] == bpf_htonl(1);
+}
+
 static __always_inline bool egress_allowed(const struct sg_policy_k *pol, const __u32 *addr,
 					   __u16 port, __u8 proto)
 {
+	if (pol->allow_listen && proto != IPPROTO_UDP && own_loopback(addr))
+		return true;
 	for (int i = 0; i < SG_MAX_EGRESS; i++) {
 		const struct sg_egress_rule_k *r;
 
