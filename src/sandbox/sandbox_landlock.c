@@ -162,7 +162,8 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 			   const struct landlock_delegation *to_agent, uint64_t *proc_read,
 			   char *detail, size_t dlen)
 {
-	static const char *const private_dirs[] = { "", "/" SB_SCRATCH_TMP, "/" SB_SCRATCH_SHM };
+	static const char *const private_dirs[] = { "", "/" SB_SCRATCH_TMP, "/" SB_SCRATCH_SHM,
+						    "/" SB_SCRATCH_MNT };
 	char path[PATH_MAX];
 	struct ll_ruleset_attr attr = { 0 };
 	uint64_t read_rights = FS_READ_FILE | FS_READ_DIR | FS_EXECUTE;
@@ -226,8 +227,8 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 	scratch_rights = attr.handled_access_fs & ~(FS_MAKE_CHAR | FS_MAKE_BLOCK | FS_IOCTL_DEV);
 	if (!exec_in_scratch)
 		scratch_rights &= ~FS_EXECUTE;
-	/* The scratch, and its directories that are the sandbox's /tmp and
-	 * /dev/shm: Landlock meets those bind mounts' roots, not the
+	/* The scratch, and its directories that are the sandbox's /tmp,
+	 * /dev/shm and /mnt: Landlock meets those bind mounts' roots, not the
 	 * scratch's, on its walk up from a file in them. */
 	for (size_t i = 0; i < sizeof(private_dirs) / sizeof(private_dirs[0]) && !err; i++) {
 		snprintf(path, sizeof(path), "%s%s", scratch, private_dirs[i]);

@@ -43,7 +43,8 @@ struct resolved {
 size_t sb_root_in_scratch(const struct sb_root_plan *rp, char (*rel)[PATH_MAX], size_t max)
 {
 	static const char *const in[][2] = { { "/tmp/", SB_SCRATCH_TMP "/" },
-					     { "/dev/shm/", SB_SCRATCH_SHM "/" } };
+					     { "/dev/shm/", SB_SCRATCH_SHM "/" },
+					     { "/mnt/", SB_SCRATCH_MNT "/" } };
 	size_t n = 0;
 
 	for (size_t i = 0; i < rp->n_ops; i++) {
@@ -284,7 +285,7 @@ static int resolve_all(const struct sg_policy *p, struct resolved *r, char *deta
 	return 0;
 }
 
-/* The sandbox's own /tmp, /dev and /proc, before any policy path. */
+/* The sandbox's own /tmp, /dev, /mnt and /proc, before any policy path. */
 static int plan_private(struct sb_root_plan *rp, const char *scratch, bool exec_in_scratch)
 {
 	unsigned long scratch_flags = MS_NOSUID | MS_NODEV | (exec_in_scratch ? 0 : MS_NOEXEC);
@@ -312,6 +313,9 @@ static int plan_private(struct sb_root_plan *rp, const char *scratch, bool exec_
 	snprintf(src, sizeof(src), "%s/%s", scratch, SB_SCRATCH_SHM);
 	err = err ?: add_op(rp, SB_OP_DIR, 0, "/dev/shm", NULL);
 	err = err ?: add_op(rp, SB_OP_BIND, scratch_flags, "/dev/shm", src);
+	snprintf(src, sizeof(src), "%s/%s", scratch, SB_SCRATCH_MNT);
+	err = err ?: add_op(rp, SB_OP_DIR, 0, "/mnt", NULL);
+	err = err ?: add_op(rp, SB_OP_BIND, scratch_flags, "/mnt", src);
 	err = err ?: add_op(rp, SB_OP_DIR, 0, "/proc", NULL);
 	err = err ?: add_op(rp, SB_OP_PROC, MS_NOSUID | MS_NODEV | MS_NOEXEC, "/proc", NULL);
 	return err;
@@ -329,7 +333,8 @@ static bool covered(const struct resolved *r, size_t n_bound, const size_t *boun
 /* Paths the sandbox gets privately, whatever the policy lists. */
 static bool private_path(const char *path)
 {
-	return under(path, "/dev") || under(path, "/proc") || !strcmp(path, "/tmp");
+	return under(path, "/dev") || under(path, "/proc") || !strcmp(path, "/tmp") ||
+	       !strcmp(path, "/mnt");
 }
 
 static int plan_policy(struct sb_root_plan *rp, const struct resolved *r, size_t *bound,

@@ -3,6 +3,7 @@
  *   /                 a small tmpfs, read-only once built
  *   /tmp              bind of <scratch>/.tmp     } the scratch tmpfs: one
  *   /dev/shm          bind of <scratch>/.shm     } superblock for everything
+ *   /mnt              bind of <scratch>/.mnt     }
  *   <scratch>         bind of the scratch tmpfs  } the sandbox may write
  *   /dev              a tmpfs with null, zero, urandom, random (binds of the
  *                     host's nodes) and the fd, stdin, stdout, stderr links

@@ -101,10 +101,10 @@ static int tmpfs_options(const struct sb_scratch_spec *sp, char *buf, size_t len
 	return 0;
 }
 
-/* The sandbox's /tmp and /dev/shm, inside the scratch. */
+/* The sandbox's /tmp, /dev/shm and /mnt, inside the scratch. */
 static int make_private_dirs(const char *path, uid_t uid, gid_t gid)
 {
-	static const char *const names[] = { SB_SCRATCH_TMP, SB_SCRATCH_SHM };
+	static const char *const names[] = { SB_SCRATCH_TMP, SB_SCRATCH_SHM, SB_SCRATCH_MNT };
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err = 0;
 
 	if (fd < 0)
@@ -382,13 +382,14 @@ int sb_scratch_remove(const char *root, const char *tenant, const char *id)
 
 int sb_scratch_mark(const char *path, uid_t uid, gid_t gid, struct sb_scratch_marks *m)
 {
-	struct stat root, tmp, shm;
+	struct stat root, tmp, shm, mnt;
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), err = 0;
 
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &root) || fstatat(fd, SB_SCRATCH_TMP, &tmp, AT_SYMLINK_NOFOLLOW) ||
-	    fstatat(fd, SB_SCRATCH_SHM, &shm, AT_SYMLINK_NOFOLLOW))
+	    fstatat(fd, SB_SCRATCH_SHM, &shm, AT_SYMLINK_NOFOLLOW) ||
+	    fstatat(fd, SB_SCRATCH_MNT, &mnt, AT_SYMLINK_NOFOLLOW))
 		err = -errno;
 	close(fd);
 	if (err)
@@ -400,6 +401,7 @@ int sb_scratch_mark(const char *path, uid_t uid, gid_t gid, struct sb_scratch_ma
 	m->root = root.st_ino;
 	m->tmp = tmp.st_ino;
 	m->shm = shm.st_ino;
+	m->mnt = mnt.st_ino;
 	m->uid = uid;
 	m->gid = gid;
 	m->times[0] = root.st_atim;
@@ -449,7 +451,8 @@ static int empty_dir(int dfd, const char *rel, int depth, struct walk *w)
 
 		if (!strcmp(name, ".") || !strcmp(name, "..") ||
 		    (rel && !*rel &&
-		     (!strcmp(name, SB_SCRATCH_TMP) || !strcmp(name, SB_SCRATCH_SHM))))
+		     (!strcmp(name, SB_SCRATCH_TMP) || !strcmp(name, SB_SCRATCH_SHM) ||
+		      !strcmp(name, SB_SCRATCH_MNT))))
 			continue;
 		if (rel && w->m->n_kept) {
 			snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", name);
@@ -539,7 +542,8 @@ static int restore(int fd, const struct sb_scratch_marks *m)
 	return 0;
 }
 
-/* .tmp or .shm: the very directory the sandbox's root binds, emptied. */
+/* .tmp, .shm or .mnt: the very directory the sandbox's root binds,
+ * emptied. */
 static int reset_private(int root, const char *name, ino_t ino, struct walk *w)
 {
 	struct stat st;
@@ -567,6 +571,7 @@ int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *d
 	err = fstat(root, &st) ? -errno : st.st_ino != m->root || st.st_dev != m->dev ? -EBUSY : 0;
 	err = err ?: reset_private(root, SB_SCRATCH_TMP, m->tmp, &w);
 	err = err ?: reset_private(root, SB_SCRATCH_SHM, m->shm, &w);
+	err = err ?: reset_private(root, SB_SCRATCH_MNT, m->mnt, &w);
 	err = err ?: empty_dir(root, "", 1, &w);
 	err = err ?: restore(root, m);
 	if (!err && w.seen != m->n_kept)

@@ -13,10 +13,13 @@
 #include <time.h>
 #include "sandbox.h"
 
-/* The sandbox's /tmp and /dev/shm: directories of the scratch tmpfs, so
- * that everything a sandbox may write is on one superblock. */
+/* The sandbox's /tmp, /dev/shm and /mnt: directories of the scratch
+ * tmpfs, so that everything a sandbox may write is on one superblock.
+ * /mnt: SandboxFusion's programs write there (its root is an overlay
+ * they may write anywhere in), and its clients fetch from there. */
 #define SB_SCRATCH_TMP ".tmp"
 #define SB_SCRATCH_SHM ".shm"
+#define SB_SCRATCH_MNT ".mnt"
 
 struct sb_scratch_spec {
 	const char *root, *tenant, *id;
@@ -44,12 +47,12 @@ struct sb_scratch_kept {
 };
 
 /* What a scratch is made of, to put it back between runs: the
- * identities of its root and of its .tmp and .shm (the sandbox's /tmp and
- * /dev/shm are binds of those very directories), and what the root build
- * made in them. */
+ * identities of its root and of its .tmp, .shm and .mnt (the sandbox's
+ * /tmp, /dev/shm and /mnt are binds of those very directories), and what
+ * the root build made in them. */
 struct sb_scratch_marks {
 	dev_t dev;
-	ino_t root, tmp, shm;
+	ino_t root, tmp, shm, mnt;
 	uid_t uid;
 	gid_t gid;
 	struct timespec times[2]; /* the root's atime and mtime when made */

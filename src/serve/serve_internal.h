@@ -321,6 +321,9 @@ int serve_known_keys(json_t *body, const char *const *known, struct serve_reply 
 
 /* ---- /run_code internals, for unit tests (serve_runcode*.c) ----------- */
 
+#define RUNCODE_MAX_FILES 256
+#define RUNCODE_MAX_FETCH 16
+
 struct runcode_plan {
 	enum serve_lang_id lang;
 	double compile_timeout_s; /* as the client sent them (it waits for their sum) */
@@ -334,13 +337,13 @@ struct runcode_plan {
 	size_t stdin_len;
 	struct sandbox_file *files; /* the code file first, then the request's */
 	size_t n_files;
-	const char **fetch;
+	const char **fetch;                    /* scratch-relative, what the sandbox reads back */
+	const char **fetch_names;              /* as the request named them, the reply's keys */
+	char *fetch_mapped[RUNCODE_MAX_FETCH]; /* owned: absolute names mapped */
 	size_t n_fetch;
 	json_t *body; /* holds the strings above */
 };
 
-#define RUNCODE_MAX_FILES 256
-#define RUNCODE_MAX_FETCH 16
 
 /* Parse and check a /run_code body. 0, or -1 with a 400 in rp. */
 int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, const char *tenant,

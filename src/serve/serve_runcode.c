@@ -238,6 +238,48 @@ static int parse_files(json_t *body, struct runcode_plan *plan, struct serve_rep
 	return 0;
 }
 
+/* SandboxFusion reads a fetched path relative to the run's working
+ * directory, so an absolute one names a file wherever the program could
+ * write it. In a sandbox that is the scratch (the working directory, at a
+ * path of its own), and /tmp, /dev/shm and /mnt, which are directories of
+ * the scratch (sandbox_scratch.h): an absolute path under one of those is
+ * read from there. The scratch-relative path, or NULL (the 400's reason in
+ * why). */
+static const char *fetch_path(const char *path, char **owned, char *why, size_t wlen)
+{
+	static const char *const dirs[][2] = { { "/tmp/", SB_SCRATCH_TMP },
+					       { "/dev/shm/", SB_SCRATCH_SHM },
+					       { "/mnt/", SB_SCRATCH_MNT } };
+
+	*owned = NULL;
+	if (path[0] != '/') {
+		if (sb_scratch_path_valid(path))
+			return path;
+		snprintf(why, wlen,
+			 "\"%.200s\" is not a path inside the working directory "
+			 "(no '.', '..' or empty components)",
+			 path);
+		return NULL;
+	}
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		size_t n = strlen(dirs[i][0]);
+
+		if (strncmp(path, dirs[i][0], n) || !sb_scratch_path_valid(path + n))
+			continue;
+		if (asprintf(owned, "%s/%s", dirs[i][1], path + n) < 0) {
+			*owned = NULL;
+			snprintf(why, wlen, "out of memory");
+			return NULL;
+		}
+		return *owned;
+	}
+	snprintf(why, wlen,
+		 "\"%.200s\" is outside what a program can write: its working directory "
+		 "(relative paths), /tmp, /dev/shm and /mnt (no '.', '..' or empty components)",
+		 path);
+	return NULL;
+}
+
 static int parse_fetch(json_t *body, struct runcode_plan *plan, struct serve_reply *rp)
 {
 	json_t *fetch = json_object_get(body, "fetch_files");
@@ -253,20 +295,27 @@ static int parse_fetch(json_t *body, struct runcode_plan *plan, struct serve_rep
 		return -1;
 	}
 	plan->fetch = n ? calloc(n, sizeof(*plan->fetch)) : NULL;
-	if (n && !plan->fetch) {
+	plan->fetch_names = n ? calloc(n, sizeof(*plan->fetch_names)) : NULL;
+	if (n && (!plan->fetch || !plan->fetch_names)) {
 		serve_error(rp, 500, "out of memory");
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const char *path = json_string_value(json_array_get(fetch, i));
+		const char *path = json_string_value(json_array_get(fetch, i)), *rel;
+		char why[512];
 
-		if (!path || !sb_scratch_path_valid(path)) {
-			serve_error(rp, 400,
-				    "fetch_files[%zu] must be a relative path inside the scratch",
-				    i);
+		if (!path) {
+			serve_error(rp, 400, "fetch_files[%zu] must be a string", i);
 			return -1;
 		}
-		plan->fetch[plan->n_fetch++] = path;
+		rel = fetch_path(path, &plan->fetch_mapped[i], why, sizeof(why));
+		if (!rel) {
+			serve_error(rp, strcmp(why, "out of memory") ? 400 : 500,
+				    "fetch_files[%zu]: %s", i, why);
+			return -1;
+		}
+		plan->fetch_names[plan->n_fetch] = path;
+		plan->fetch[plan->n_fetch++] = rel;
 	}
 	return 0;
 }
@@ -325,6 +374,9 @@ void runcode_plan_free(struct runcode_plan *plan)
 		free((void *)plan->files[i].data);
 	free(plan->files);
 	free(plan->fetch);
+	free(plan->fetch_names);
+	for (size_t i = 0; i < RUNCODE_MAX_FETCH; i++)
+		free(plan->fetch_mapped[i]);
 	json_decref(plan->body);
 	memset(plan, 0, sizeof(*plan));
 }

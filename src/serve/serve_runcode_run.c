@@ -213,7 +213,8 @@ static void add_sandguard(struct serve_call *c, json_t *resp, const struct exec_
 
 /* Fetched files: whole ones go to "files"; the others are named in
  * sandguard.fetch_errors rather than passed on cut short. */
-static void add_files(json_t *resp, const struct exec_run_result *r, const struct sg_policy *p)
+static void add_files(json_t *resp, const struct exec_run_result *r, const char *const *names,
+		      const struct sg_policy *p)
 {
 	json_t *files = json_object_get(resp, "files"), *errors = json_object();
 	char why[128];
@@ -227,11 +228,11 @@ static void add_files(json_t *resp, const struct exec_run_result *r, const struc
 				 f->data ? "larger than the output cap of %llu bytes"
 					 : "missing, or not a regular file of the run",
 				 (unsigned long long)p->limits.output_bytes);
-			json_object_set_new(errors, f->path, json_string(why));
+			json_object_set_new(errors, names[i], json_string(why));
 			continue;
 		}
 		b64 = base64_encode(f->data, f->len, NULL);
-		json_object_set_new(files, f->path, b64 ? json_string(b64) : json_null());
+		json_object_set_new(files, names[i], b64 ? json_string(b64) : json_null());
 		free(b64);
 	}
 	if (json_object_size(errors))
@@ -384,7 +385,7 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 	attempts += r.attempts;
 	add_result(resp, "run_result", &r);
 	add_ending(c, resp, &r, attempts, batch_ids);
-	add_files(resp, &r, c->policy);
+	add_files(resp, &r, plan->fetch_names, c->policy);
 	exec_run_result_free(&r);
 done:
 	if (end == STEP_ENOMEM) {

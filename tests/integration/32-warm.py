@@ -155,7 +155,7 @@ def t_cold_fallbacks(env, ex):
 
 def t_verifier_isolated(env, ex):
     """Issue 14 item 4: one sandbox for a program's tests, each test a fresh
-    process. Test 1 leaves a file (scratch, /tmp, /dev/shm), a daemon and
+    process. Test 1 leaves a file (scratch, /tmp, /dev/shm, /mnt), a daemon and
     SysV objects; test 2, in the same sandbox, sees none of them. Cold and
     warm. The control: the same probe in one run finds all of it."""
     bad = []

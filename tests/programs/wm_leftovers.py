@@ -1,7 +1,7 @@
 # What one run leaves for the next, and what the next finds of it.
 #
-#   leave: a file in the scratch (the working directory), in /tmp and in
-#          /dev/shm; a daemon (double fork, setsid) holding a file open; a
+#   leave: a file in the scratch (the working directory), in /tmp, in
+#          /dev/shm and in /mnt; a daemon (double fork, setsid) holding a file open; a
 #          SysV shared memory segment, semaphore set and message queue and a
 #          POSIX message queue under fixed names; a child of the process
 #          with a pipe it keeps open.
@@ -22,7 +22,7 @@ import time
 
 KEY = 0x5347574D  # "SGWM"
 MQ = b"/sg-leftover"
-FILES = ["left.txt", "/tmp/left.txt", "/dev/shm/left.txt"]
+FILES = ["left.txt", "/tmp/left.txt", "/dev/shm/left.txt", "/mnt/left.txt"]
 IPC_CREAT, O_CREAT, O_RDWR = 0o1000, 0o100, 0o2
 ENV = {"PATH", "LANG", "HOME"}
 

@@ -106,6 +106,8 @@ static int tree_setup(void **state)
 	assert_int_equal(mkdir(path, 0700), 0);
 	snprintf(path, sizeof(path), "%s/.shm", t->scratch);
 	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.mnt", t->scratch);
+	assert_int_equal(mkdir(path, 0700), 0);
 	snprintf(t->outside, sizeof(t->outside), "%s/outside.txt", t->root);
 	write_text(t->outside, "keep me");
 	*state = t;
@@ -302,17 +304,19 @@ static void test_root_plan(void **state)
 	/* /proc paths are Landlock rules on the sandbox's own procfs. */
 	assert_true(has_op(&rp, SB_OP_LANDLOCK_RD, "/proc/cpuinfo", NULL));
 	assert_true(has_op(&rp, SB_OP_PROC, "/proc", NULL));
-	/* The private /dev, /tmp and /dev/shm, and the scratch. */
+	/* The private /dev, /tmp, /dev/shm and /mnt, and the scratch. */
 	assert_true(has_op(&rp, SB_OP_BIND, "/dev/null", "/dev/null"));
 	assert_true(has_op(&rp, SB_OP_TMPFS, "/dev", NULL));
 	snprintf(link, sizeof(link), "%s/.tmp", t->scratch);
 	assert_true(has_op(&rp, SB_OP_BIND, "/tmp", link));
 	snprintf(link, sizeof(link), "%s/.shm", t->scratch);
 	assert_true(has_op(&rp, SB_OP_BIND, "/dev/shm", link));
+	snprintf(link, sizeof(link), "%s/.mnt", t->scratch);
+	assert_true(has_op(&rp, SB_OP_BIND, "/mnt", link));
 	assert_true(has_op(&rp, SB_OP_BIND, t->scratch, t->scratch));
-	/* 4 devices, /tmp, /dev/shm, the real dir, the scratch: no missing
-	 * path, no FIFO. */
-	assert_int_equal(count_binds(&rp), 8);
+	/* 4 devices, /tmp, /dev/shm, /mnt, the real dir, the scratch: no
+	 * missing path, no FIFO. */
+	assert_int_equal(count_binds(&rp), 9);
 	for (size_t i = 0; i < rp.n_ops; i++)
 		if (rp.ops[i].kind == SB_OP_BIND && !(rp.ops[i].flags & MS_NOSUID))
 			fail_msg("bind %s without nosuid", sb_root_str(&rp, rp.ops[i].path));

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -94,7 +95,8 @@ static void test_files(void **state)
 	struct serve_reply rp = { 0 };
 	json_t *body = load("{\"code\": \"x\", \"language\": \"python\", "
 			    "\"files\": {\"data/in.txt\": \"aGVsbG8=\", \"empty\": \"\"}, "
-			    "\"fetch_files\": [\"out.txt\", \"data/in.txt\"]}");
+			    "\"fetch_files\": [\"out.txt\", \"data/in.txt\", \"/mnt/b\", "
+			    "\"/tmp/d/x\", \"/dev/shm/y\"]}");
 
 	assert_int_equal(runcode_parse(&langs, &policy, "acme", body, &plan, &rp), 0);
 	assert_int_equal(plan.n_files, 3);
@@ -102,8 +104,16 @@ static void test_files(void **state)
 	assert_int_equal(plan.files[1].len, 5);
 	assert_memory_equal(plan.files[1].data, "hello", 5);
 	assert_int_equal(plan.files[2].len, 0);
-	assert_int_equal(plan.n_fetch, 2);
+	assert_int_equal(plan.n_fetch, 5);
 	assert_string_equal(plan.fetch[1], "data/in.txt");
+	/* Absolute paths, as SandboxFusion's clients send them: read from the
+	 * scratch directory that is that directory in the sandbox, answered
+	 * under the name the request gave. */
+	assert_string_equal(plan.fetch[2], ".mnt/b");
+	assert_string_equal(plan.fetch_names[2], "/mnt/b");
+	assert_string_equal(plan.fetch[3], ".tmp/d/x");
+	assert_string_equal(plan.fetch[4], ".shm/y");
+	assert_string_equal(plan.fetch_names[1], "data/in.txt");
 	runcode_plan_free(&plan);
 	json_decref(body);
 }
@@ -166,7 +176,33 @@ static void test_bad_requests(void **state)
 		   "\"fetch_files\" must be an array of paths");
 	expect_400(
 		"{\"code\": \"x\", \"language\": \"python\", \"fetch_files\": [\"ok\", \"a/../b\"]}",
-		"fetch_files[1] must be a relative path inside the scratch");
+		"fetch_files[1]: \"a/../b\" is not a path inside the working directory (no '.', "
+		"'..' or empty components)");
+	/* Traversal out of a writable directory, and places a program cannot
+	 * write (the host's files are never read back). */
+	static const char *const outside[] = { "/mnt/../etc/passwd",
+					       "/etc/passwd",
+					       "/mnt/",
+					       "/mnt",
+					       "/tmp//x",
+					       "/tmp/./x",
+					       "/",
+					       "/usr/bin/python3",
+					       "/proc/self/environ" };
+	for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
+		char text[256], want[512];
+
+		snprintf(text, sizeof(text),
+			 "{\"code\": \"x\", \"language\": \"python\", \"fetch_files\": [\"%s\"]}",
+			 outside[i]);
+		snprintf(
+			want, sizeof(want),
+			"fetch_files[0]: \"%s\" is outside what a program can write: its working "
+			"directory (relative paths), /tmp, /dev/shm and /mnt (no '.', '..' or empty "
+			"components)",
+			outside[i]);
+		expect_400(text, want);
+	}
 }
 
 static void test_policy_exec_allow(void **state)
