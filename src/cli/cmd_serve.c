@@ -37,7 +37,7 @@ static void usage(FILE *f)
 		"                         (a Kubernetes Secret); every request must carry one\n"
 		"  --policy-dir D         policies (default $SANDGUARD_POLICY_DIR or %s)\n"
 		"  --languages LIST       /run_code languages (default %s): python, cpp, java,\n"
-		"                         nodejs, go, rust, bash\n"
+		"                         nodejs, go, rust, bash; or all\n"
 		"  --max-concurrency N    requests running at once, all tenants (default: 2 per core)\n"
 		"  --queue N              requests waiting for a place, all tenants (default %u)\n"
 		"  --tenant-queue N       requests waiting, one tenant (default %u)\n"

@@ -295,6 +295,14 @@ int serve_langs_init(struct serve_langs *l, const char *list, char *err, size_t 
 		snprintf(err, err_len, "--languages: expected a list such as \"python,cpp\"");
 		return -EINVAL;
 	}
+	/* "all": every language, each of which must then be installed. */
+	if (!strcmp(list, "all")) {
+		known[0] = '\0';
+		for (int i = 0; i < LANG__COUNT; i++)
+			snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s",
+				 i ? "," : "", langs[i].name);
+		list = known;
+	}
 	snprintf(buf, sizeof(buf), "%s", list);
 	for (char *name = strtok_r(buf, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
 		int id = serve_lang_lookup(name);

@@ -458,6 +458,27 @@ static void test_language_owned_paths(void **state)
 	json_decref(body);
 }
 
+/* --languages all: every language, or the error naming the first one
+ * this node lacks and its package; never an unknown name. */
+static void test_languages_all(void **state)
+{
+	struct serve_langs *all = calloc(1, sizeof(*all));
+	char err[512] = "";
+	int ret;
+
+	assert_non_null(all);
+	ret = serve_langs_init(all, "all", err, sizeof(err));
+	if (ret == 0) {
+		for (int i = 0; i < LANG__COUNT; i++)
+			assert_true(all->enabled[i]);
+	} else {
+		assert_int_equal(ret, -ENOENT);
+		assert_non_null(strstr(err, "apt-get install"));
+	}
+	assert_int_equal(serve_langs_init(all, "all,python", err, sizeof(err)), -EINVAL);
+	free(all);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -470,6 +491,7 @@ int main(void)
 		cmocka_unit_test(test_client_budget),
 		cmocka_unit_test(test_language_plans),
 		cmocka_unit_test(test_language_owned_paths),
+		cmocka_unit_test(test_languages_all),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
