@@ -1,8 +1,8 @@
 # Warm verifier tests: nothing of one test reaches the next. Input "leave":
-# leave a file in the working directory and in /tmp, a daemon that keeps
-# touching /tmp/heartbeat, a changed module global, environment and
-# recursion limit, the times of the working directory, /tmp and /dev/shm
-# (a channel of 2 x 64 bits each), then look again (the control: each is seen where it
+# leave a file in the working directory, in /tmp and in /mnt, a daemon that
+# keeps touching /tmp/heartbeat, a changed module global, environment and
+# recursion limit, the times of the working directory, /tmp, /dev/shm and
+# /mnt (a channel of 2 x 64 bits each), then look again (the control: each is seen where it
 # was left). Every test prints what it sees of an earlier one first
 # ("clean": nothing).
 import builtins
@@ -12,7 +12,7 @@ import sys
 import time
 
 MARK = 1234567890  # the times a test leaves on its directories
-SHARED_DIRS = (".", "/tmp", "/dev/shm")
+SHARED_DIRS = (".", "/tmp", "/dev/shm", "/mnt")
 
 
 def look():
@@ -21,6 +21,8 @@ def look():
         seen.append("file")
     if os.path.exists("/tmp/left.txt"):
         seen.append("tmp")
+    if os.path.exists("/mnt/left.txt"):
+        seen.append("mnt")
     if hasattr(builtins, "left_by_test") or hasattr(sys, "left_by_test") or \
             hasattr(json, "left_by_test"):
         seen.append("global")
@@ -41,7 +43,7 @@ def look():
 
 
 def leave():
-    for path in ("left.txt", "/tmp/left.txt"):
+    for path in ("left.txt", "/tmp/left.txt", "/mnt/left.txt"):
         with open(path, "w") as f:
             f.write("left")
     builtins.left_by_test = sys.left_by_test = json.left_by_test = 1
