@@ -47,12 +47,16 @@ static int find_mount(const char *fstype, const char *option, char *buf, size_t 
 			if (!found)
 				continue;
 		}
+		/* The shortest mount point wins: in a pod that mounts the
+		 * node's / at /host, /host/sys/fs/cgroup may be listed before
+		 * /sys/fs/cgroup, the mount the pod's own paths are below. */
+		if (ret == 0 && strlen(mnt) >= strlen(buf))
+			continue;
 		if ((size_t)snprintf(buf, len, "%s", mnt) >= len) {
 			ret = -ENAMETOOLONG;
 			break;
 		}
 		ret = 0;
-		break;
 	}
 	fclose(f);
 	return ret;
