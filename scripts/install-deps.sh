@@ -14,9 +14,13 @@ BUILD_PKGS=(make gcc clang llvm bpftool pkg-config libbpf-dev libelf-dev
 # nodejs (below; bash and python3 are there already). Those three add
 # about 250 MB to download and a minute to a fresh install. strace: the
 # executor's order of steps and its races (30-exec, 33-warm-prerun).
+# podman, runc, debootstrap: the deploy stage builds deploy/Dockerfile and
+# runs the agent and serve from it (deploy/build-image.sh; podman's default
+# runtime, crun, refuses hybrid cgroup hosts, so runc).
 TEST_PKGS=(python3 python3-yaml python3-numpy busybox-static qemu-system-x86 cpio
            prometheus iproute2 curl libclang-rt-14-dev g++
-           openjdk-17-jdk-headless golang-go rustc strace)
+           openjdk-17-jdk-headless golang-go rustc strace
+           podman runc debootstrap)
 # The libraries SandboxFusion's runtime images ship, where Debian packages
 # them, so that its programs run unchanged on /run_code: requests for
 # python, the javatuples jar on java's classpath, lodash for node
