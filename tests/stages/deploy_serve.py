@@ -19,10 +19,15 @@ socket, state), on this machine's kernel:
       static check of the container's memory limit.
 
 usage: deploy_serve.py SRC SANDGUARD_BIN
-Prints PASS/FAIL/SKIP lines, and "measured-serve-peak-kb N"."""
+Prints PASS/FAIL/SKIP lines, and "measured-serve-peak-kb N".
+With SG_SERVE_IMAGE set, serve runs in a podman container of that image
+instead, with the flags deploy_podman.py reads from deploy/serve.yaml
+(securityContext, hostPID, mounts, memory limit, command and args); the
+checks' names then start with $SG_DEPLOY_PREFIX (default "live")."""
 import http.client
 import json
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -36,10 +41,24 @@ import yaml
 SRC, BIN = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+sys.path.insert(0, os.path.join(SRC, "tests", "stages"))
 os.environ.setdefault("SANDGUARD_BIN", BIN)
 os.environ.setdefault("SANDGUARD_SRC", SRC)
 from sgtest import exit_code, free_port, report, uid_base  # noqa: E402
 from sgagent import Agent  # noqa: E402
+import deploy_podman  # noqa: E402
+
+IMAGE = os.environ.get("SG_SERVE_IMAGE", "")
+
+
+def named(suffix):
+    """A check's name: live-serve-caps-sufficient, image-live-serve-..."""
+    return os.environ.get("SG_DEPLOY_PREFIX", "live") + "-serve" + suffix
+
+# As tests/stages/deploy_image.sh runs podman.
+PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs"]
+ULIMITS = ["--ulimit", "nofile=%d:%d" % ((resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2),
+           "--ulimit", "nproc=4096:4096"]
 
 UID_BASE = uid_base(63800)
 # Not shown necessary here: the SIGKILL fallback for kernels without
@@ -87,15 +106,36 @@ class Serve:
         setup = "mount -t tmpfs -o mode=0755 none %s && cp -a %s %s && cp -a %s %s" % (
             self.visible, agent.policy_dir, pol, os.path.join(root, "tokens"), tok)
         bounding = ",".join(["-all"] + ["+" + c.lower() for c in caps])
-        cmd = ["unshare", "--mount", "--cgroup", "--propagation", "private", "--fork", "sh", "-c",
-               setup + ' && exec "$@"', "sh", "setpriv", "--bounding-set", bounding, "--inh-caps", "-all",
-               "--no-new-privs", "--", BIN, "serve"] + args_for_here(pol, tok, self.port)
+        env = dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE))
+        self.name = None
+        if IMAGE:
+            cmd = self.container_cmd(agent, caps, root, env)
+        else:
+            cmd = ["unshare", "--mount", "--cgroup", "--propagation", "private", "--fork", "sh", "-c",
+                   setup + ' && exec "$@"', "sh", "setpriv", "--bounding-set", bounding, "--inh-caps", "-all",
+                   "--no-new-privs", "--", BIN, "serve"] + args_for_here(pol, tok, self.port)
         self.log = open(os.path.join(root, "serve-%d.log" % self.port), "w+")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL,
-                                     env=dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE)))
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL, env=env)
         line = self.proc.stdout.readline().decode()
         self.up = line.startswith("listening on ")
-        self.pid = child_of(self.proc.pid)   # unshare --fork's child: sandguard itself
+        if IMAGE:
+            out = subprocess.run(PODMAN + ["inspect", "-f", "{{.State.Pid}}", self.name], capture_output=True, text=True)
+            self.pid = int(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() not in ("", "0") else None
+        else:
+            self.pid = child_of(self.proc.pid)   # unshare --fork's child: sandguard itself
+
+    def container_cmd(self, agent, caps, root, env):
+        """podman run of serve.yaml's container: its policies and tokens
+        volumes are this run's directories, its port published here, and
+        --host-namespaces names this process (as args_for_here does)."""
+        self.name = "sg-deploy-serve-%d" % self.port
+        extra = {k: v for k, v in env.items() if k.startswith("SANDGUARD_")}
+        flags, command = deploy_podman.run_args(
+            os.path.join(SRC, "deploy", "serve.yaml"), CONTAINER["name"],
+            {"policies": agent.policy_dir, "tokens": os.path.join(root, "tokens")}, extra,
+            {int(CONTAINER["ports"][0]["containerPort"]): self.port}, caps=caps, seccomp_dir=root)
+        command = ["--host-namespaces=%d" % os.getpid() if a == "--host-namespaces" else a for a in command]
+        return PODMAN + ["run", "--rm", "--name", self.name] + ULIMITS + flags + [IMAGE] + command
 
     def request(self, method, path, body=None, timeout=60):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -128,6 +168,8 @@ class Serve:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.name:
+            subprocess.run(PODMAN + ["rm", "-f", self.name], capture_output=True)
         self.log.close()
 
 
@@ -166,12 +208,12 @@ def works(agent, srv, token):
 
 def main():
     if os.geteuid() != 0:
-        for t in ("live-serve-caps-sufficient", "live-serve-probes", "live-serve-drain", "live-serve-memory"):
+        for t in (named("-caps-sufficient"), named("-probes"), named("-drain"), named("-memory")):
             report("SKIP", t, "needs root")
         return 0
     for tool in ("unshare", "setpriv"):
         if not shutil.which(tool):
-            report("SKIP", "live-serve", "%s (util-linux) not installed" % tool)
+            report("SKIP", named(""), "%s (util-linux) not installed" % tool)
             return 0
     # 32 sandboxes at once at most (the memory check): their CPU shares fit
     # the node's CPUs, so the executor's CPU admission never holds one back.
@@ -188,13 +230,13 @@ def main():
     servers = []
     try:
         if not agent.start():
-            report("SKIP", "live-serve", "the agent does not start here")
+            report("SKIP", named(""), "the agent does not start here")
             return exit_code()
 
         srv = Serve(agent, CAPS, root)
         servers.append(srv)
         why = works(agent, srv, token)
-        report("FAIL" if why else "PASS", "live-serve-caps-sufficient",
+        report("FAIL" if why else "PASS", named("-caps-sufficient"),
                why or "with only %s, no_new_privs, its own mount and cgroup namespaces, "
                       "--host-namespaces: /t/<token>/run_code ran under the agent" % ",".join(CAPS))
 
@@ -206,10 +248,10 @@ def main():
         agent.start()
         s4, _ = srv.request("GET", "/readyz")
         if (s1, s2, s3, s4) == (200, 200, 503, 200) and "require_agent" in r3.get("reason", ""):
-            report("PASS", "live-serve-probes", "/healthz 200; /readyz 200, 503 without the agent (%s), 200 again"
+            report("PASS", named("-probes"), "/healthz 200; /readyz 200, 503 without the agent (%s), 200 again"
                    % r3["reason"])
         else:
-            report("FAIL", "live-serve-probes", "healthz %d, readyz %d %s / %d %s / %d" % (s1, s2, r2, s3, r3, s4))
+            report("FAIL", named("-probes"), "healthz %d, readyz %d %s / %d %s / %d" % (s1, s2, r2, s3, r3, s4))
 
         # Memory: peak RSS after 32 concurrent requests.
         threads = [threading.Thread(target=run_code, args=(srv, token)) for _ in range(32)]
@@ -220,7 +262,7 @@ def main():
         with open("/proc/%d/status" % srv.pid) as f:
             peak = [int(line.split()[1]) for line in f if line.startswith("VmHWM")][0]
         print("measured-serve-peak-kb %d" % peak)
-        report("PASS", "live-serve-memory", "peak RSS %.1f MiB after 32 concurrent requests" % (peak / 1024))
+        report("PASS", named("-memory"), "peak RSS %.1f MiB after 32 concurrent requests" % (peak / 1024))
 
         # Drain: one running (3 s), one queued behind it (max-concurrency 1).
         drain(agent, srv, token)
@@ -228,16 +270,16 @@ def main():
 
         for cap in CAPS:
             if cap in NOT_PROBED:
-                report("SKIP", "live-serve-cap-needed-%s" % cap.lower(), NOT_PROBED[cap])
+                report("SKIP", named("-cap-needed-%s" % cap.lower()), NOT_PROBED[cap])
                 continue
             s = Serve(agent, [c for c in CAPS if c != cap], root)
             servers.append(s)
             why = works(agent, s, token)
             s.stop()
             if why:
-                report("PASS", "live-serve-cap-needed-%s" % cap.lower(), "without CAP_%s: %s" % (cap, why[:160]))
+                report("PASS", named("-cap-needed-%s" % cap.lower()), "without CAP_%s: %s" % (cap, why[:160]))
             else:
-                report("FAIL", "live-serve-cap-needed-%s" % cap.lower(), "CAP_%s is granted but nothing needs it" % cap)
+                report("FAIL", named("-cap-needed-%s" % cap.lower()), "CAP_%s is granted but nothing needs it" % cap)
     finally:
         for s in servers:
             s.stop()
@@ -283,10 +325,10 @@ def drain(agent, srv, token):
     rc = srv.proc.wait(60)
     ok_running = all(out.get("run%d" % i, (0, {}))[0] == 200 for i in range(places))
     if ok_running and out.get("queued", (0,))[0] == 504 and ready == 503 and rc == 0:
-        report("PASS", "live-serve-drain", "SIGTERM: /readyz 503, %d running answered 200, the queued one 504, "
+        report("PASS", named("-drain"), "SIGTERM: /readyz 503, %d running answered 200, the queued one 504, "
                "exit 0" % places)
     else:
-        report("FAIL", "live-serve-drain", "readyz %s, running %s, queued %s, exit %s" % (
+        report("FAIL", named("-drain"), "readyz %s, running %s, queued %s, exit %s" % (
             ready, [out.get("run%d" % i, (0,))[0] for i in range(places)], out.get("queued"), rc) + " first: %s" % (out.get("run0"),))
 
 

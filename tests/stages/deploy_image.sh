@@ -1,0 +1,104 @@
+# Sourced by tests/stages/deploy.sh (not a stage of its own: not executable).
+# The container image, built and run: deploy/build-image.sh builds
+# deploy/Dockerfile with podman from a debootstrap base, and the agent runs
+# from it with the flags tests/stages/deploy_podman.py reads from
+# deploy/daemonset.yaml (securityContext, mounts, memory limit, args), so
+# that the live checks run once more against the containerised agent.
+# Uses deploy.sh's SRC, TMP, CGROOT, PINROOT, free_port and http_code.
+
+IMAGE=localhost/sandguard:deploy-test
+# crun, Debian 12's default runtime, refuses hybrid cgroup hosts; runc works
+# on both kinds (see deploy/build-image.sh).
+PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)
+# podman's default limits (a million open files) exceed what runc may set
+# here (EPERM): this stage's own open-file limit, and 4096 processes.
+ULIMITS=(--ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=4096:4096)
+AGENT_CTR=""
+
+# Builds the image. Prints "" when it was built and runs, "skip: WHY" where
+# podman cannot run (tools missing, no Debian mirror for debootstrap, no
+# container can start) and "fail: WHY" when podman runs but the build fails.
+image_status() {
+    local t
+    for t in podman runc debootstrap; do
+        command -v "$t" >/dev/null || { echo "skip: $t not installed (scripts/install-deps.sh installs podman, runc, debootstrap)"; return; }
+    done
+    if ! deploy/build-image.sh "$IMAGE" >"$TMP/image-build.log" 2>&1; then
+        local why
+        why=$(grep 'build-image:' "$TMP/image-build.log" | tail -n 1)
+        if grep -q 'debootstrap failed' "$TMP/image-build.log"; then
+            echo "skip: $why"
+        elif ! "${PODMAN[@]}" run --rm "${ULIMITS[@]}" --network none localhost/debian:12 true >"$TMP/image-run.log" 2>&1; then
+            echo "skip: podman cannot run a container here: $(tail -n 1 "$TMP/image-run.log")"
+        else
+            echo "fail: $why: $(grep -v 'build-image:' "$TMP/image-build.log" | tail -n 2 | tr '\n' ' ')"
+        fi
+        return
+    fi
+    if ! "${PODMAN[@]}" run --rm "${ULIMITS[@]}" --network none --entrypoint /usr/local/bin/sandguard "$IMAGE" \
+        --version >"$TMP/image-run.log" 2>&1; then
+        echo "fail: the image's sandguard does not run: $(tail -n 1 "$TMP/image-run.log")"
+        return
+    fi
+    echo ""
+}
+
+# podman run flags (before the image) and the command (after it) for the
+# DaemonSet's agent container, this run's directories in place of the
+# node's: AGENT_FLAGS and AGENT_CMD. $1: the policy dir, $2: the metrics
+# port on 127.0.0.1, then extra deploy_podman.py arguments.
+agent_container_args() {
+    local policy_dir=$1 port=$2 out i
+    shift 2
+    out=$(python3 tests/stages/deploy_podman.py deploy/daemonset.yaml agent policies="$policy_dir" \
+        run="$TMP/run" state="$TMP/state" -p "9464=$port" --node deploy-stage --seccomp-dir "$TMP" \
+        -e "SANDGUARD_CGROUP_ROOT=$CGROOT" -e "SANDGUARD_PIN_ROOT=$PINROOT" "$@") || return 1
+    mapfile -t AGENT_FLAGS < <(printf '%s\n' "$out" | sed '/^--$/,$d')
+    mapfile -t AGENT_CMD < <(printf '%s\n' "$out" | sed '1,/^--$/d')
+}
+
+# `sandguard probe` in the agent's container, with capabilities $1
+# (comma-separated, as the manifest spells them) in place of its own.
+probe_in_container() {
+    agent_container_args "$TMP/cm" "$(free_port)" --caps "${1^^}" || return 1
+    "${PODMAN[@]}" run --rm "${ULIMITS[@]}" "${AGENT_FLAGS[@]}" --entrypoint /usr/local/bin/sandguard \
+        "$IMAGE" probe
+}
+
+# Starts the agent's container in the background; sets AGENT_PID (the
+# agent, as this host sees it), AGENT_JOB (podman run) and PORT.
+start_agent_container() {
+    local policy_dir=$1 log=$2 i
+    PORT=$(free_port)
+    AGENT_CTR=sg-deploy-agent-$$
+    agent_container_args "$policy_dir" "$PORT" >"$log" 2>&1 || return 1
+    "${PODMAN[@]}" run --rm --name "$AGENT_CTR" "${ULIMITS[@]}" "${AGENT_FLAGS[@]}" "$IMAGE" "${AGENT_CMD[@]}" \
+        >"$log" 2>&1 &
+    AGENT_JOB=$!
+    AGENT_PID=""
+    for i in $(seq 1 150); do
+        [ -n "$AGENT_PID" ] || AGENT_PID=$("${PODMAN[@]}" inspect -f '{{.State.Pid}}' "$AGENT_CTR" 2>/dev/null | grep -v '^0$')
+        [ -n "$AGENT_PID" ] && [ "$(http_code "http://127.0.0.1:$PORT/readyz")" = 200 ] && return 0
+        kill -0 "$AGENT_JOB" 2>/dev/null || return 1
+        sleep 0.2
+    done
+    return 1
+}
+
+# The kubelet's livenessProbe, run in the container as the kubelet would.
+liveness_in_container() {
+    local cmd
+    mapfile -t cmd < <(python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "DaemonSet":
+        c = [c for c in d["spec"]["template"]["spec"]["containers"] if c["name"] == "agent"][0]
+        print("\n".join(c["livenessProbe"]["exec"]["command"]))' deploy/daemonset.yaml)
+    "${PODMAN[@]}" exec "$AGENT_CTR" "${cmd[@]}"
+}
+
+# Containers this run left behind (an interrupted run): removed by name.
+remove_agent_container() {
+    [ -n "$AGENT_CTR" ] && "${PODMAN[@]}" rm -f "$AGENT_CTR" >/dev/null 2>&1
+    AGENT_CTR=""
+}
