@@ -380,6 +380,7 @@ if [ "$LIVE_OK" = 1 ]; then
         stop_agent
         remove_agent_container
         RUNTIME=host
+        init_container_check
         echo "image-live: the live checks in containers took $((SECONDS - image_t0)) s"
     elif [ "${image_why%%:*}" = skip ]; then
         skip "image-live" "${image_why#skip: }"

@@ -45,23 +45,30 @@ image_status() {
 
 # podman run flags (before the image) and the command (after it) for the
 # DaemonSet's agent container, this run's directories in place of the
-# node's: AGENT_FLAGS and AGENT_CMD. $1: the policy dir, $2: the metrics
+# node's: FLAGS and CMD (container_args). $1: the policy dir, $2: the metrics
 # port on 127.0.0.1, then extra deploy_podman.py arguments.
 agent_container_args() {
-    local policy_dir=$1 port=$2 out i
+    local policy_dir=$1 port=$2
     shift 2
-    out=$(python3 tests/stages/deploy_podman.py deploy/daemonset.yaml agent policies="$policy_dir" \
-        run="$TMP/run" state="$TMP/state" -p "9464=$port" --node deploy-stage --seccomp-dir "$TMP" \
-        -e "SANDGUARD_CGROUP_ROOT=$CGROOT" -e "SANDGUARD_PIN_ROOT=$PINROOT" "$@") || return 1
-    mapfile -t AGENT_FLAGS < <(printf '%s\n' "$out" | sed '/^--$/,$d')
-    mapfile -t AGENT_CMD < <(printf '%s\n' "$out" | sed '1,/^--$/d')
+    container_args deploy/daemonset.yaml agent policies="$policy_dir" run="$TMP/run" state="$TMP/state" \
+        -p "9464=$port" --node deploy-stage -e "SANDGUARD_CGROUP_ROOT=$CGROOT" -e "SANDGUARD_PIN_ROOT=$PINROOT" "$@"
+}
+# deploy_podman.py's flags and command for MANIFEST CONTAINER [ARGS...]:
+# FLAGS and CMD.
+container_args() {
+    local all i
+    python3 tests/stages/deploy_podman.py "$@" --seccomp-dir "$TMP" >"$TMP/podman-args" || return 1
+    mapfile -d '' -t all <"$TMP/podman-args"
+    for i in "${!all[@]}"; do [ "${all[$i]}" = -- ] && break; done
+    FLAGS=("${all[@]:0:$i}")
+    CMD=("${all[@]:$((i + 1))}")
 }
 
 # `sandguard probe` in the agent's container, with capabilities $1
 # (comma-separated, as the manifest spells them) in place of its own.
 probe_in_container() {
     agent_container_args "$TMP/cm" "$(free_port)" --caps "${1^^}" || return 1
-    "${PODMAN[@]}" run --rm "${ULIMITS[@]}" "${AGENT_FLAGS[@]}" --entrypoint /usr/local/bin/sandguard \
+    "${PODMAN[@]}" run --rm "${ULIMITS[@]}" "${FLAGS[@]}" --entrypoint /usr/local/bin/sandguard \
         "$IMAGE" probe
 }
 
@@ -72,7 +79,7 @@ start_agent_container() {
     PORT=$(free_port)
     AGENT_CTR=sg-deploy-agent-$$
     agent_container_args "$policy_dir" "$PORT" >"$log" 2>&1 || return 1
-    "${PODMAN[@]}" run --rm --name "$AGENT_CTR" "${ULIMITS[@]}" "${AGENT_FLAGS[@]}" "$IMAGE" "${AGENT_CMD[@]}" \
+    "${PODMAN[@]}" run --rm --name "$AGENT_CTR" "${ULIMITS[@]}" "${FLAGS[@]}" "$IMAGE" "${CMD[@]}" \
         >"$log" 2>&1 &
     AGENT_JOB=$!
     AGENT_PID=""
@@ -101,4 +108,30 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
 remove_agent_container() {
     [ -n "$AGENT_CTR" ] && "${PODMAN[@]}" rm -f "$AGENT_CTR" >/dev/null 2>&1
     AGENT_CTR=""
+}
+
+# The DaemonSet's check-host-mounts init container, from the image with its
+# own securityContext: its verdict (exit status, and each mount it names)
+# is what this host's filesystems say.
+init_container_check() {
+    local want_rc=0 bad="" want dir fs got rc
+    container_args deploy/daemonset.yaml check-host-mounts 2>"$TMP/init.log" || {
+        fail "image-init-container" "$(cat "$TMP/init.log")"
+        return
+    }
+    for want in /sys/fs/bpf:bpf_fs /sys/kernel/tracing:tracefs /sys/kernel/security:securityfs /sys/fs/cgroup:cgroup2fs; do
+        dir=${want%%:*}; fs=${want#*:}
+        got=$(stat -f -c %T "$dir" 2>/dev/null)
+        [ "$got" = "$fs" ] || { want_rc=1; bad="$bad $dir"; }
+    done
+    [ -r /sys/kernel/btf/vmlinux ] || { want_rc=1; bad="$bad btf"; }
+    "${PODMAN[@]}" run --rm "${ULIMITS[@]}" "${FLAGS[@]}" "$IMAGE" "${CMD[@]}" >"$TMP/init.log" 2>&1
+    rc=$?
+    local named=""
+    for dir in $bad; do grep -q "$dir" "$TMP/init.log" && named="$named $dir"; done
+    if [ "$rc" -eq "$want_rc" ] && [ "$named" = "$bad" ]; then
+        pass "image-init-container" "as uid 65534, read-only, no capabilities: exit $rc${bad:+, naming$bad} (as this host's mounts say)"
+    else
+        fail "image-init-container" "exit $rc (want $want_rc for the host's mounts: ${bad:-all present}): $(tr '\n' ' ' <"$TMP/init.log")"
+    fi
 }

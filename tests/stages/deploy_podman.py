@@ -7,8 +7,9 @@ command and args) the manifests declare.
 usage: deploy_podman.py MANIFEST CONTAINER [VOLUME=HOSTDIR | -e NAME=VALUE
                         | -p CONTAINERPORT=HOSTPORT | --node NAME
                         | --caps A,B | --seccomp-dir DIR]...
-Prints the flags between `podman run` and the image, then the image's
-command, one argument per line, after a line "--". VOLUME=HOSTDIR puts a
+Prints the flags between `podman run` and the image, then "--", then the
+image's command: each argument ended by a NUL byte (a script in a manifest
+spans lines). VOLUME=HOSTDIR puts a
 directory of this machine where the manifest has a volume (a ConfigMap,
 a Secret, or a hostPath moved to a private test root); -e adds an
 environment variable (the tests' private roots); -p publishes a container
@@ -207,7 +208,7 @@ def main(argv):
     except (ManifestError, OSError, KeyError, StopIteration) as e:
         sys.stderr.write("deploy_podman.py: %s\n" % e)
         return 2
-    print("\n".join(flags + ["--"] + command))
+    sys.stdout.write("".join(a + "\0" for a in flags + ["--"] + command))
     return 0
 
 
