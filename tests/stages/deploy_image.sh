@@ -6,7 +6,8 @@
 # that the live checks run once more against the containerised agent.
 # Uses deploy.sh's SRC, TMP, CGROOT, PINROOT, free_port and http_code.
 
-IMAGE=localhost/sandguard:deploy-test
+# A tag per checkout: two checkouts on one machine may run the stage at once.
+IMAGE=localhost/sandguard:deploy-test-$(printf '%s' "$SRC" | md5sum | cut -c1-8)
 # crun, Debian 12's default runtime, refuses hybrid cgroup hosts; runc works
 # on both kinds (see deploy/build-image.sh).
 PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)
