@@ -149,7 +149,10 @@ def run_args(manifest, name, host_dirs=None, env=None, ports=None, node="deploy-
              seccomp_dir=None):
     """(podman run flags, command after the image) for container `name`."""
     pod, c = find_container(manifest, name)
-    out = []
+    # A cgroup namespace of its own, as containerd gives every container on
+    # the cgroup v2 nodes the manifests require (podman shares the host's
+    # on cgroup v1 and hybrid hosts).
+    out = ["--cgroupns=private"]
     for field, flag in (("hostPID", "--pid=host"), ("hostNetwork", "--network=host"), ("hostIPC", "--ipc=host")):
         if pod.get(field):
             out.append(flag)
