@@ -1,10 +1,12 @@
 # Sourced by tests/stages/deploy.sh (not a stage of its own: not executable).
 # The container image, built and run: deploy/build-image.sh builds
-# deploy/Dockerfile with podman from a debootstrap base, and the agent runs
-# from it with the flags tests/stages/deploy_podman.py reads from
-# deploy/daemonset.yaml (securityContext, mounts, memory limit, args), so
-# that the live checks run once more against the containerised agent.
-# Uses deploy.sh's SRC, TMP, CGROOT, PINROOT, free_port and http_code.
+# deploy/Dockerfile with podman from a debootstrap base, and the agent and
+# its init container run from it with the flags tests/stages/deploy_podman.py
+# reads from deploy/daemonset.yaml (securityContext, mounts, memory limit,
+# args), so that the live checks run once more against the containerised
+# agent (serve's container: deploy_serve.py with SG_SERVE_IMAGE).
+# Uses deploy.sh's SRC, TMP, CGROOT, PINROOT, pass, fail, free_port and
+# http_code.
 
 # A tag per checkout: two checkouts on one machine may run the stage at once.
 IMAGE=localhost/sandguard:deploy-test-$(printf '%s' "$SRC" | md5sum | cut -c1-8)

@@ -149,6 +149,8 @@ def run_args(manifest, name, host_dirs=None, env=None, ports=None, node="deploy-
              seccomp_dir=None):
     """(podman run flags, command after the image) for container `name`."""
     pod, c = find_container(manifest, name)
+    if "securityContext" in pod:
+        raise ManifestError("a pod-level securityContext: this test applies the containers' only")
     # A cgroup namespace of its own, as containerd gives every container on
     # the cgroup v2 nodes the manifests require (podman shares the host's
     # on cgroup v1 and hybrid hosts).
