@@ -20,10 +20,11 @@ socket, state), on this machine's kernel:
 
 usage: deploy_serve.py SRC SANDGUARD_BIN
 Prints PASS/FAIL/SKIP lines, and "measured-serve-peak-kb N".
-With SG_SERVE_IMAGE set, serve runs in a podman container of that image
-instead, with the flags deploy_podman.py reads from deploy/serve.yaml
-(securityContext, hostPID, mounts, memory limit, command and args); the
-checks' names then start with $SG_DEPLOY_PREFIX (default "live")."""
+With SG_SERVE_IMAGE set, serve and its agent run in podman containers of
+that image instead, with the flags deploy_podman.py reads from
+deploy/serve.yaml and deploy/daemonset.yaml (securityContext, hostPID,
+mounts, memory limit, command and args); the checks' names then start with
+$SG_DEPLOY_PREFIX (default "live")."""
 import http.client
 import json
 import os
@@ -173,6 +174,54 @@ class Serve:
         self.log.close()
 
 
+class ContainerAgent(Agent):
+    """The agent as deploy/daemonset.yaml runs it, in a container of IMAGE:
+    its run volume (socket, events) and state volume are directories of
+    this test, its policies the test's, its metrics port published."""
+
+    def __init__(self, tenants, name):
+        super().__init__(tenants, name=name)
+        self.run_dir = os.path.join(self.dir, "node-run")
+        os.makedirs(self.run_dir)
+        self.env["SANDGUARD_AGENT_SOCK"] = os.path.join(self.run_dir, "agent.sock")
+        self.events = os.path.join(self.run_dir, "events.jsonl")   # the manifest's --events, as the node sees it
+        self.port = free_port()
+        self.name = "sg-deploy-serve-agent-%d" % os.getpid()
+        # The cgroup root exists on the node (deploy/README.md, known issues).
+        os.makedirs(self.env["SANDGUARD_CGROUP_ROOT"], exist_ok=True)
+
+    def start(self, *extra, timeout=30):
+        flags, command = deploy_podman.run_args(
+            os.path.join(SRC, "deploy", "daemonset.yaml"), "agent",
+            {"policies": self.policy_dir, "run": self.run_dir, "state": self.env["SANDGUARD_STATE_DIR"]},
+            {k: self.env[k] for k in ("SANDGUARD_CGROUP_ROOT", "SANDGUARD_PIN_ROOT")}, {9464: self.port},
+            seccomp_dir=self.dir)
+        self.log = open(os.path.join(self.dir, "agent.log"), "a")
+        self.proc = subprocess.Popen(PODMAN + ["run", "--rm", "--name", self.name] + ULIMITS + flags + [IMAGE] + command,
+                                     stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.proc.poll() is None:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/readyz")
+                if c.getresponse().status == 200:
+                    return True
+            except OSError:
+                pass
+            time.sleep(0.2)
+        return False
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            subprocess.run(PODMAN + ["kill", "--signal", "TERM", self.name], capture_output=True)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                subprocess.run(PODMAN + ["rm", "-f", self.name], capture_output=True)
+                self.proc.wait()
+        self.proc = None
+
+
 def child_of(ppid):
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -218,9 +267,9 @@ def main():
     # 32 sandboxes at once at most (the memory check): their CPU shares fit
     # the node's CPUs, so the executor's CPU admission never holds one back.
     share = max(0.01, len(os.sched_getaffinity(0)) / 32)
-    agent = Agent({"acme": {"require_agent": True, "limits": {"timeout_ms": 10000, "concurrency": 64,
-                                                               "queue_timeout_ms": 30000, "cpu": share}}},
-                  name="deploy-serve")
+    tenants = {"acme": {"require_agent": True, "limits": {"timeout_ms": 10000, "concurrency": 64,
+                                                          "queue_timeout_ms": 30000, "cpu": share}}}
+    agent = (ContainerAgent if IMAGE else Agent)(tenants, name="deploy-serve")
     token = secrets.token_urlsafe(32)
     root = agent.dir
     os.makedirs(os.path.join(root, "tokens"))
