@@ -117,6 +117,7 @@ test_policy_bounds_LINK := policy lib
 test_policy_locate_LINK := policy lib
 test_scores_LINK        := exec lib
 test_lcb_LINK           := exec lib
+test_py_equal_LINK      := exec lib
 test_tenant_state_LINK  := exec policy lib
 test_ticket_queue_LINK  := lib
 test_warm_proto_LINK    := warm lib

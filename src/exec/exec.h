@@ -196,17 +196,22 @@ struct exec_batch {
 	size_t json_len;
 };
 
-/* Verifier tests: [{"input": "...", "output": "..."}, ...]. */
+/* Verifier tests: [{"input": "...", "output": "...", "fn_name"?: "..."}, ...].
+ * With fn_name the test is call-based (src/exec/verify_judge.h): input is
+ * one JSON argument per line, output the JSON of the return value. */
 struct verify_case {
 	char *input;
 	size_t input_len;
 	char *output;
 	size_t output_len;
+	char *fn_name; /* NULL: a stdin/stdout test */
 };
 
 struct verify_cases {
 	struct verify_case *v;
 	size_t n;
+	bool grader_set; /* the request chose a grader; else the policy's */
+	uint8_t grader;  /* enum sg_grader */
 };
 
 /* Parse and validate. Returns 0, or -EINVAL with `err` saying exactly what

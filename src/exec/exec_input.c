@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec.h"
+#include "verify_judge.h"
 
 #define BATCH_ID_MAX 127 /* fits struct sg_outcome.batch_id untruncated */
 
@@ -214,6 +215,11 @@ int verify_cases_parse(const char *text, size_t len, const char *name, struct ve
 			ret = -ENOMEM;
 			goto out;
 		}
+		int call = verify_case_call_parse(t, c, where, name, err, err_len);
+		if (call) {
+			ret = call;
+			goto out;
+		}
 	}
 	ret = 0;
 out:
@@ -228,6 +234,7 @@ void verify_cases_free(struct verify_cases *c)
 	for (size_t i = 0; i < c->n; i++) {
 		free(c->v[i].input);
 		free(c->v[i].output);
+		free(c->v[i].fn_name);
 	}
 	free(c->v);
 	memset(c, 0, sizeof(*c));

@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include "lib/clock.h"
 #include "exec_internal.h"
-#include "lcb.h"
+#include "verify_judge.h"
 #include "lib/log.h"
 #include "lib/array_len.h"
 
@@ -156,8 +156,12 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 	struct sb_run_record owed; /* the test's runs; the request owes the final */
 	struct node_cpu_commit line = { .fd = -1 }; /* a confirmation run's */
 	struct sandbox_spec spec;
+	int grader = verify_grader(ctx->policy, job->tests);
+	char **argv = verify_test_argv(grader, tc, ctx->argv); /* NULL: ctx->argv */
 
 	exec_spec_init(ctx, ctx->policy, "verify", job->batch_id, job->timeout_ms, &spec);
+	if (argv)
+		spec.argv = argv;
 	spec.stdin_data = tc->input;
 	spec.stdin_len = tc->input_len;
 	exec_owed_init(&owed, ctx, "verify", job->batch_id, false);
@@ -192,8 +196,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 				 "oversized: stdout exceeded the cap of %llu bytes",
 				 (unsigned long long)ctx->policy->limits.output_bytes);
 		} else if (cause == SG_CAUSE_OK &&
-			   !lcb_match(r.out ? r.out : "", r.out ? r.out_len : 0, tc->output,
-				      tc->output_len, detail, sizeof(detail))) {
+			   !verify_judge(grader, tc, r.out, r.out_len, detail, sizeof(detail))) {
 			status =
 				VERIFY_FAIL; /* a wrong answer: the run itself was fine (cause ok) */
 		}
@@ -238,6 +241,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		exec_box_done(ctx, box);
 	exec_owed_done(&owed);
 	node_cpu_release(&line);
+	free(argv);
 }
 
 static void *worker(void *arg)

@@ -73,6 +73,12 @@ struct sg_session {
 	uint32_t cpu_seconds;     /* the CPU time of all its steps together */
 };
 
+/* How verifier mode judges a test (docs/policy.md "verify"). */
+enum sg_grader {
+	SG_GRADER_STRICT = 0, /* the program as a process: its exit status counts */
+	SG_GRADER_LCB,        /* LiveCodeBench's grader, in-process (src/exec/verify_judge.h) */
+};
+
 struct sg_health {
 	uint32_t window;       /* batches per window */
 	double constant_rate;  /* fire when constant batches / window >= this */
@@ -127,6 +133,7 @@ struct sg_policy {
 	 * samples. argv of absolute paths; n_reward_command 0: none. */
 	char reward_command[SG_POLICY_REWARD_ARGS][SG_POLICY_PATHLEN];
 	int n_reward_command;
+	uint8_t grader;                 /* enum sg_grader: verifier mode's default */
 	char source[SG_POLICY_PATHLEN]; /* file it came from, or "<embedded>" */
 };
 

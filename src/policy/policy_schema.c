@@ -190,6 +190,15 @@ static const struct field reward_fields[] = {
 	{ .key = NULL },
 };
 
+static const struct choice graders[] = { { "strict", SG_GRADER_STRICT },
+					 { "lcb", SG_GRADER_LCB },
+					 { NULL, 0 } };
+
+static const struct field verify_fields[] = {
+	CHOICE("grader", grader, graders),
+	{ .key = NULL },
+};
+
 const struct field policy_top_fields[] = {
 	{ .key = "tenant", .kind = K_TENANT, P(tenant) },
 	BOOL("enabled", enabled),
@@ -205,5 +214,6 @@ const struct field policy_top_fields[] = {
 	OBJECT("warm", warm_fields),
 	OBJECT("session", session_fields),
 	OBJECT("reward", reward_fields),
+	OBJECT("verify", verify_fields),
 	{ .key = NULL },
 };

@@ -12,6 +12,7 @@
 #include "control/agent_client.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
+#include "exec/verify_judge.h"
 #include "warm_command.h"
 
 #define ID_MAX     127 /* run and batch ids fit a booking untruncated */
@@ -25,6 +26,7 @@ struct exec_opts {
 	const char *run_id;
 	const char *batch_id;
 	uint64_t timeout_ms;
+	int grader; /* enum sg_grader + 1; 0: the policy's */
 	char **argv;
 };
 
@@ -34,18 +36,21 @@ static void usage(FILE *f)
 		"usage: sandguard exec --tenant T [--policy-dir D] --batch FILE|- [--timeout-ms N]\n"
 		"                      [--run-id R] -- CMD [ARGS...]\n"
 		"       sandguard exec --tenant T [--policy-dir D] --tests FILE|- [--timeout-ms N]\n"
-		"                      [--run-id R] [--batch-id B] -- CMD [ARGS...]\n"
+		"                      [--run-id R] [--batch-id B] [--grader strict|lcb] -- CMD [ARGS...]\n"
 		"\n"
 		"Batch mode: CMD gets the batch {\"batch_id\", \"items\": [{\"prompt\", \"completion\"}]} on\n"
 		"stdin and must print one JSON array of len(items) finite numbers.\n"
 		"Verifier mode: CMD runs once per test [{\"input\", \"output\"}] with the input on stdin;\n"
-		"reward 1 iff every output matches (LiveCodeBench comparison).\n"
+		"reward 1 iff every output matches (LiveCodeBench comparison). A test with \"fn_name\"\n"
+		"is call-based: one JSON argument per input line, the return value's JSON as output.\n"
 		"\n"
 		"  --tenant T        tenant name ([a-z0-9][a-z0-9_-]{0,62})\n"
 		"  --policy-dir D    policies (default $SANDGUARD_POLICY_DIR or %s)\n"
 		"  --timeout-ms N    deadline per run, at most the policy's timeout_ms\n"
 		"  --run-id R        training run, for attribution\n"
 		"  --batch-id B      verifier mode: the request's id (default: made up)\n"
+		"  --grader G        verifier mode: strict (the program's exit status counts) or lcb\n"
+		"                    (LiveCodeBench's grader, in-process); default: the policy's\n"
 		"\n"
 		"Prints one JSON result: {tenant, batch_id, status, cause, rule, scores, detail,\n"
 		"attempts, wall_ms, stderr, path} (+ tests, reward in verifier mode). \"path\" is\n"
@@ -99,6 +104,11 @@ static int parse_option(const struct warm_io *io, int c, struct exec_opts *o, ch
 		return parse_id(io, "--run-id", optarg, &o->run_id);
 	case 'B':
 		return parse_id(io, "--batch-id", optarg, &o->batch_id);
+	case 'g':
+		if (strcmp(optarg, "strict") && strcmp(optarg, "lcb"))
+			return usage_error(io, "--grader must be strict or lcb, got '%s'", optarg);
+		o->grader = 1 + (strcmp(optarg, "lcb") ? SG_GRADER_STRICT : SG_GRADER_LCB);
+		return 0;
 	case 'm':
 		errno = 0;
 		v = strtoull(optarg, &end, 10);
@@ -133,6 +143,7 @@ static int parse_args(const struct warm_io *io, int argc, char **argv, struct ex
 						  { "timeout-ms", required_argument, NULL, 'm' },
 						  { "run-id", required_argument, NULL, 'r' },
 						  { "batch-id", required_argument, NULL, 'B' },
+						  { "grader", required_argument, NULL, 'g' },
 						  { "help", no_argument, NULL, 'h' },
 						  { 0 } };
 	int c, ret = 0, end;
@@ -157,6 +168,8 @@ static int parse_args(const struct warm_io *io, int argc, char **argv, struct ex
 	if (o->batch_id && o->batch_path)
 		return usage_error(io,
 				   "--batch-id is for --tests: a batch carries its own batch_id");
+	if (o->grader && o->batch_path)
+		return usage_error(io, "--grader is for --tests");
 	if (end == argc || strcmp(argv[end - 1], "--"))
 		return usage_error(
 			io, end == argc ? "missing the command: ... -- CMD [ARGS...]"
@@ -279,6 +292,8 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 		return usage_error(io, "%s", err);
 	}
 
+	tests.grader_set = o.grader > 0;
+	tests.grader = (uint8_t)(o.grader > 0 ? o.grader - 1 : 0);
 	ctx.tenant = o.tenant;
 	ctx.run_id = o.run_id;
 	ctx.argv = o.argv;
@@ -292,6 +307,9 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 				   "--timeout-ms %llu exceeds the policy's timeout_ms %llu (%s)",
 				   (unsigned long long)o.timeout_ms,
 				   (unsigned long long)policy->limits.timeout_ms, policy->source);
+	} else if (!o.batch_path &&
+		   verify_harness_check(policy, &tests, o.argv, err, sizeof(err))) {
+		code = usage_error(io, "%s", err);
 	} else {
 		ctx.policy = policy;
 		ctx.timeout_ms = o.timeout_ms;
