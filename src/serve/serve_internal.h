@@ -341,7 +341,9 @@ struct runcode_plan {
 	const char **fetch_names;              /* as the request named them, the reply's keys */
 	char *fetch_mapped[RUNCODE_MAX_FETCH]; /* owned: absolute names mapped */
 	size_t n_fetch;
-	json_t *body; /* holds the strings above */
+	json_t *body;   /* holds the strings above */
+	char *fn_name;  /* call-based (serve_runcode_call.c); NULL: a plain run */
+	uint8_t grader; /* enum sg_grader, with fn_name */
 };
 
 
@@ -349,6 +351,13 @@ struct runcode_plan {
 int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, const char *tenant,
 		  json_t *body, struct runcode_plan *plan, struct serve_reply *rp);
 void runcode_plan_free(struct runcode_plan *plan);
+/* "fn_name" and "grader" (serve_runcode_call.c): 0, or -1 with a 400. */
+int runcode_call_parse(const struct sg_policy *p, json_t *body, struct runcode_plan *plan,
+		       struct serve_reply *rp);
+/* The run's command under the harness, and its stdout without the
+ * harness's first line; both do nothing without fn_name. */
+void runcode_call_argv(const struct runcode_plan *plan, struct lang_plan *lp);
+void runcode_call_stdout(const struct runcode_plan *plan, struct exec_run_result *r);
 /* When a request arriving at arrived_ms stops being worth starting. */
 void runcode_budget(const struct runcode_plan *plan, uint64_t arrived_ms, struct serve_budget *b);
 /* Compile (when the language has that step) and run (serve_runcode_run.c). */

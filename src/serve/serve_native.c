@@ -3,10 +3,10 @@
  * POST /v1/score   {tenant?, run_id?, timeout_ms?, command: [argv], batch: {...}}
  *                  = sandguard exec --tenant T [--run-id R] [--timeout-ms N]
  *                    --batch <batch> -- argv...
- * POST /v1/verify  {tenant?, run_id?, batch_id?, timeout_ms?, tests: [...],
+ * POST /v1/verify  {tenant?, run_id?, batch_id?, timeout_ms?, grader?, tests: [...],
  *                   command: [argv] | code: "...", language: "python"}
- *                  = sandguard exec --tests <tests> -- argv... (with code:
- *                    python3 -c <code>)
+ *                  = sandguard exec --tests <tests> [--grader G] -- argv...
+ *                    (with code: python3 -c <code>)
  *
  * The command names a program on this node: command[0] must be allowed by
  * the tenant's exec.allow, and every absolute path among the arguments
@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "exec/exec.h"
+#include "exec/verify_judge.h"
 #include "lib/json_locate.h"
 #include "lib/json_text.h"
 #include "serve_internal.h"
@@ -38,7 +39,7 @@ static const char *const score_keys[] = {
 	"tenant", "run_id", "timeout_ms", "command", "batch", NULL
 };
 static const char *const verify_keys[] = { "tenant",  "run_id", "batch_id", "timeout_ms", "tests",
-					   "command", "code",   "language", NULL };
+					   "command", "code",   "language", "grader",     NULL };
 
 struct native_plan {
 	bool verify;
@@ -309,9 +310,41 @@ static int score_prepare(struct serve_call *c, json_t *body, void **plan, struct
 	return native_prepare(c, body, false, plan, rp);
 }
 
+/* "grader": "strict" | "lcb" (src/exec/verify_judge.h), else the
+ * policy's; a test that needs the harness needs a Python command. */
+static int verify_grader_of(struct serve_call *c, json_t *body, struct native_plan *plan,
+			    struct serve_reply *rp)
+{
+	json_t *g = json_object_get(body, "grader");
+	char err[512];
+	int ret;
+
+	if (g && !json_is_null(g)) {
+		const char *v = json_is_string(g) ? json_string_value(g) : "";
+
+		if (strcmp(v, "strict") && strcmp(v, "lcb")) {
+			serve_error(rp, 400, "\"grader\" must be \"strict\" or \"lcb\"");
+			return -1;
+		}
+		plan->tests.grader_set = true;
+		plan->tests.grader = strcmp(v, "lcb") ? SG_GRADER_STRICT : SG_GRADER_LCB;
+	}
+	ret = verify_harness_check(c->policy, &plan->tests, plan->argv, err, sizeof(err));
+	if (ret)
+		serve_error(rp, ret == -EINVAL ? 400 : 500, "%s", err);
+	return ret ? -1 : 0;
+}
+
 static int verify_prepare(struct serve_call *c, json_t *body, void **plan, struct serve_reply *rp)
 {
-	return native_prepare(c, body, true, plan, rp);
+	if (native_prepare(c, body, true, plan, rp))
+		return -1;
+	if (verify_grader_of(c, body, *plan, rp)) {
+		native_free(*plan);
+		*plan = NULL;
+		return -1;
+	}
+	return 0;
 }
 
 /* exec's admission said "not now": the tenant's node-wide slots (429) or

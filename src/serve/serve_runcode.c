@@ -37,11 +37,10 @@
 #define DEFAULT_TIMEOUT_S 10.0  /* SandboxFusion's default for both */
 #define TIMEOUT_MAX_S     86400 /* keeps the client's budget in range */
 
-static const char *const known_keys[] = { "code",        "language",
-					  "stdin",       "compile_timeout",
-					  "run_timeout", "memory_limit_MB",
-					  "files",       "fetch_files",
-					  "args",        NULL };
+static const char *const known_keys[] = {
+	"code",  "language",    "stdin", "compile_timeout", "run_timeout", "memory_limit_MB",
+	"files", "fetch_files", "args",  "fn_name",         "grader",      NULL
+};
 
 /* ---- the request ------------------------------------------------------ */
 
@@ -363,7 +362,8 @@ int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, co
 			    "send [] or leave it out");
 		return -1;
 	}
-	if (parse_files(body, plan, rp) || parse_fetch(body, plan, rp))
+	if (parse_files(body, plan, rp) || parse_fetch(body, plan, rp) ||
+	    runcode_call_parse(p, body, plan, rp))
 		return -1;
 	return 0;
 }
@@ -377,6 +377,7 @@ void runcode_plan_free(struct runcode_plan *plan)
 	free(plan->fetch_names);
 	for (size_t i = 0; i < RUNCODE_MAX_FETCH; i++)
 		free(plan->fetch_mapped[i]);
+	free(plan->fn_name);
 	json_decref(plan->body);
 	memset(plan, 0, sizeof(*plan));
 }

@@ -356,6 +356,7 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 	rp->real_digits = TIME_DIGITS;
 	run_limits(c, plan, &memory_mb, &cpus);
 	serve_lang_plan(&c->srv->langs, plan->lang, memory_mb, cpus, &lp);
+	runcode_call_argv(plan, &lp);
 	if (lp.compile[0]) {
 		end = compile(c, plan, &lp, resp, batch_ids, &attempts, &artifact, rp);
 		if (end != STEP_RAN || !artifact.data)
@@ -383,6 +384,7 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 		goto done;
 	json_array_append_new(batch_ids, json_string(c->request_id));
 	attempts += r.attempts;
+	runcode_call_stdout(plan, &r);
 	add_result(resp, "run_result", &r);
 	add_ending(c, resp, &r, attempts, batch_ids);
 	add_files(resp, &r, plan->fetch_names, c->policy);

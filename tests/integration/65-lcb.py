@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import uid_base  # noqa: E402
 from sgexecutor import PYTHON, SRC, exec_cli, run_suite  # noqa: E402
+from sglcb import harness_policy  # noqa: E402
 
 UID_BASE = uid_base(70000)
 CORPUS = os.path.join(SRC, "tests", "lcb", "corpus.json")
-HARNESS_DIR = os.path.join(SRC, "share", "sandguard")
 COLD, WARM, BYPOLICY = "lcb-cold", "lcb-warm", "lcb-policy"
 
 
@@ -32,16 +32,7 @@ def load_pairs():
 
 def write_policy(env, tenant, warm=False, grader=None):
     env.policy(tenant, memory_mb=256, concurrency=2)
-    path = os.path.join(env.policies, tenant + ".json")
-    with open(path) as f:
-        p = json.load(f)
-    p["files"]["read_only"].append(HARNESS_DIR)
-    if warm:
-        p["warm"] = {"interpreter": "python3", "verify": True}
-    if grader:
-        p["verify"] = {"grader": grader}
-    with open(path, "w") as f:
-        json.dump(p, f)
+    harness_policy(os.path.join(env.policies, tenant + ".json"), SRC, warm, grader)
 
 
 def setup(env):
