@@ -169,6 +169,18 @@ class StdinText:
         return getattr(self.lines, name)
 
 
+def lazy_mock_open(text):
+    """builtins.open as the grader patches it, unittest.mock's mock_open
+    over the input, made at its first call: importing unittest.mock costs
+    more than most tests, and few programs call builtins.open itself (the
+    prelude's `from builtins import *` binds the real open as a global)."""
+    def first_call(*args, **kwargs):
+        from unittest import mock
+        builtins.open = mock.mock_open(read_data=text)
+        return builtins.open(*args, **kwargs)
+    return first_call
+
+
 def run_lcb_stdio(source, text):
     """One stdio test as the grader runs it; the captured output."""
     code = as_function(without_main_guard(source))
@@ -176,15 +188,13 @@ def run_lcb_stdio(source, text):
     if fn is None:
         raise HarnessFail("the program defines no wrapped_function target (a `class Solution` "
                           "in a stdio program)")
-    from unittest import mock
-
     lines = iter(text.split("\n"))
     real = sys.stdin  # what a name bound at import time (from sys import stdin) still reads
     real.read = lambda *a: text
     real.readlines = lambda *a: text.split("\n")
     real.readline = lambda *a: next(lines)
     sys.stdin = StdinText(text)
-    builtins.open = mock.mock_open(read_data=text)
+    builtins.open = lazy_mock_open(text)
     captured = io.StringIO()
     captured.close = lambda x: 1
     sys.stdout = captured
