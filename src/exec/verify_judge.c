@@ -113,10 +113,13 @@ int verify_harness_check(const struct sg_policy *p, const struct verify_cases *t
 char **verify_test_argv(int grader, const struct verify_case *tc, char *const *argv)
 {
 	char err[8];
+	const char *path = verify_harness_path(err, sizeof(err));
 	size_t n = 0;
 	char **out;
 
-	if (!verify_uses_harness(grader, tc))
+	/* Without the harness (verify_harness_check() refuses such a request
+	 * first), the program runs as it is, and leaves no report: a fail. */
+	if (!verify_uses_harness(grader, tc) || !path)
 		return NULL;
 	while (argv[n])
 		n++;
@@ -124,7 +127,7 @@ char **verify_test_argv(int grader, const struct verify_case *tc, char *const *a
 	if (!out)
 		return NULL;
 	out[0] = argv[0];
-	out[1] = (char *)verify_harness_path(err, sizeof(err));
+	out[1] = (char *)path;
 	out[2] = grader == SG_GRADER_LCB ? "lcb" : "strict";
 	out[3] = tc->fn_name ? tc->fn_name : "";
 	for (size_t i = 1; i < n; i++)

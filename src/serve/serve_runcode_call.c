@@ -57,12 +57,13 @@ int runcode_call_parse(const struct sg_policy *p, json_t *body, struct runcode_p
 void runcode_call_argv(const struct runcode_plan *plan, struct lang_plan *lp)
 {
 	char err[8];
+	const char *path = verify_harness_path(err, sizeof(err));
 
-	if (!plan->fn_name)
+	if (!plan->fn_name || !path) /* runcode_call_parse() found it, once for all */
 		return;
 	lp->run[4] = lp->run[1]; /* python3 main.py -> python3 HARNESS GRADER FN main.py */
 	lp->run[5] = NULL;
-	lp->run[1] = (char *)verify_harness_path(err, sizeof(err));
+	lp->run[1] = (char *)path;
 	lp->run[2] = plan->grader == SG_GRADER_LCB ? "lcb" : "strict";
 	lp->run[3] = plan->fn_name;
 }

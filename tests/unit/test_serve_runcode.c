@@ -146,7 +146,7 @@ static void test_bad_requests(void **state)
 	expect_400(
 		"{\"code\": \"x\", \"language\": \"python\", \"timeout\": 3, \"lang\": 1}",
 		"unknown keys \"timeout\", \"lang\" (expected: code, language, stdin, compile_timeout, "
-		"run_timeout, memory_limit_MB, files, fetch_files, args)");
+		"run_timeout, memory_limit_MB, files, fetch_files, args, fn_name, grader)");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"files\": []}",
 		   "\"files\" must be an object {path: base64 content}");
 	expect_400("{\"code\": \"x\", \"language\": \"python\", \"files\": {\"a\": \"aGVsbG8\"}}",
