@@ -177,6 +177,9 @@ int verify_cases_parse(const char *text, size_t len, const char *name, struct ve
 	doc = load(text, len, name, err, err_len);
 	if (!doc)
 		return -EINVAL;
+	if (json_is_object(doc) && (ret = verify_in_outs_to_tests(&doc, name, err, err_len)))
+		goto out;
+	ret = -EINVAL;
 	if (!json_is_array(doc)) {
 		input_error(
 			err, err_len,

@@ -43,6 +43,7 @@ static void usage(FILE *f)
 		"Verifier mode: CMD runs once per test [{\"input\", \"output\"}] with the input on stdin;\n"
 		"reward 1 iff every output matches (LiveCodeBench comparison). A test with \"fn_name\"\n"
 		"is call-based: one JSON argument per input line, the return value's JSON as output.\n"
+		"LiveCodeBench's {\"inputs\", \"outputs\", \"fn_name\"} is taken too.\n"
 		"\n"
 		"  --tenant T        tenant name ([a-z0-9][a-z0-9_-]{0,62})\n"
 		"  --policy-dir D    policies (default $SANDGUARD_POLICY_DIR or %s)\n"

@@ -41,14 +41,18 @@ def setup(env):
     write_policy(env, BYPOLICY, grader="lcb")
 
 
-def run_pair(env, tenant, pair, grader="lcb", warm=False):
-    """(rc, result) of one pair under `grader` (None: the policy's)."""
+def run_pair(env, tenant, pair, grader="lcb", warm=False, in_outs=False):
+    """(rc, result) of one pair under `grader` (None: the policy's); with
+    in_outs, its tests as LiveCodeBench's input_output object."""
     name = pair["name"]
     prog = os.path.join(env.progs, "lcb-%s.py" % name)
     with open(prog, "w") as f:
         f.write(pair["program"])
     os.chmod(prog, 0o644)
     tests = [dict(t, fn_name=pair["fn_name"]) if pair.get("fn_name") else t for t in pair["tests"]]
+    if in_outs:
+        tests = {"inputs": [t["input"] for t in pair["tests"]],
+                 "outputs": [t["output"] for t in pair["tests"]], "fn_name": pair.get("fn_name")}
     path = os.path.join(env.dir, "lcb-%s.json" % name)
     with open(path, "w") as f:
         json.dump(tests, f)
@@ -136,6 +140,16 @@ def case_policy_grader(env, ex):
     return None
 
 
+def case_input_output_form(env, ex):
+    """The tests as LCB stores them, verl and SandboxFusion read them."""
+    for pair in by_name(["call_solution_method", "call_multiple_tests_second_wrong", "sum_exact",
+                         "second_test_wrong"]):
+        rc, res, err = run_pair(env, COLD, pair, in_outs=True)
+        if res is None or res.get("reward") != want_reward(pair):
+            return "%s: %s, want reward %d" % (pair["name"], res or err[-300:], want_reward(pair))
+    return None
+
+
 def usage(env, tests, argv, want_in_err):
     path = os.path.join(env.dir, "bad-tests.json")
     with open(path, "w") as f:
@@ -163,6 +177,7 @@ def case_bad_call_tests(env, ex):
 
 CASES = [("corpus-cold", case_corpus_cold), ("corpus-warm", case_corpus_warm),
          ("strict-is-default", case_strict_is_default), ("policy-grader", case_policy_grader),
+         ("input-output-form", case_input_output_form),
          ("bad-call-tests", case_bad_call_tests)]
 
 if __name__ == "__main__":

@@ -54,6 +54,16 @@ def case_verify_call_based(env, srv):
     return None
 
 
+def case_verify_input_output(env, srv):
+    """The tests as LiveCodeBench's input_output object."""
+    in_outs = {"inputs": [t["input"] for t in TWO_SUM_TESTS], "outputs": ["[0, 1]", "[2, 1]"],
+               "fn_name": "twoSum"}
+    status, res = verify(srv, {"code": TWO_SUM, "language": "python", "grader": "lcb", "tests": in_outs})
+    if status != 200 or res.get("reward") != 0 or [t["status"] for t in res["tests"]] != ["pass", "fail"]:
+        return "%d %s" % (status, res)
+    return None
+
+
 def case_verify_warm(env, srv):
     prog = os.path.join(env.progs, "two_sum.py")
     res = None
@@ -122,6 +132,7 @@ if __name__ == "__main__":
     sys.exit(run_suite("serve lcb", [
         ("verify: call-based tests under both graders", case_verify_call_based),
         ("verify: call-based tests run warm", case_verify_warm),
+        ("verify: tests as LiveCodeBench's input_output", case_verify_input_output),
         ("verify: the policy's grader, the request's over it", case_verify_policy_grader),
         ("verify: bad call-based requests are 400s", case_verify_bad_requests),
         ("run_code: fn_name answers the return value as JSON", case_run_code_fn_name),

@@ -73,9 +73,29 @@ static void test_verify_parse(void **state)
 	assert_int_equal(verify_cases_parse("[]", 2, "t.json", &c, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "t.json: no tests: the array is empty");
 	assert_int_equal(verify_cases_parse("{}", 2, "t.json", &c, err, sizeof(err)), -EINVAL);
-	assert_string_equal(
-		err,
-		"t.json: expected an array of tests [{\"input\": ..., \"output\": ...}], got an object");
+	assert_string_equal(err, "t.json: \"inputs\" must be an array of strings");
+	/* LiveCodeBench's input_output object, as verl and SandboxFusion read it. */
+	const char *in_outs = "{\"inputs\": [\"1\\n2\", \"3\\n4\"], \"outputs\": [\"3\", \"7\"], "
+			      "\"fn_name\": \"add\"}";
+	assert_int_equal(
+		verify_cases_parse(in_outs, strlen(in_outs), "t.json", &c, err, sizeof(err)), 0);
+	assert_int_equal(c.n, 2);
+	assert_string_equal(c.v[1].input, "3\n4");
+	assert_string_equal(c.v[1].output, "7");
+	assert_string_equal(c.v[1].fn_name, "add");
+	verify_cases_free(&c);
+	in_outs = "{\"inputs\": [\"1\"], \"outputs\": [], \"fn_name\": null}";
+	assert_int_equal(verify_cases_parse(in_outs, strlen(in_outs), "t.json", &c, err,
+					    sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "t.json: 1 inputs but 0 outputs");
+	in_outs = "{\"input\": \"1\"}";
+	assert_int_equal(verify_cases_parse(in_outs, strlen(in_outs), "t.json", &c, err,
+					    sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err,
+			    "t.json: unknown key \"input\" (tests are an array [{\"input\", "
+			    "\"output\"}] or an object {\"inputs\", \"outputs\", \"fn_name\"})");
 	const char *bad =
 		"[{\"input\": \"1\", \"output\": \"1\"}, {\"input\": \"1\", \"output\": 1}]";
 	assert_int_equal(verify_cases_parse(bad, strlen(bad), "t.json", &c, err, sizeof(err)),
