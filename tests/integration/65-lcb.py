@@ -4,7 +4,9 @@
 (program, tests) pair of tests/lcb/corpus.json runs through
 `sandguard exec --tests --grader lcb`, and its reward must be the verdict
 LiveCodeBench's own grader gave it (recorded in the corpus), or, for a
-pair marked "differs", the documented other one. Once cold in the CLI's
+pair marked "differs", the documented other one; and the first test that
+fails must be LiveCodeBench's first, failing the same way (wrong answer,
+timeout, crash). Once cold in the CLI's
 own process, once through an executor with warm verifier interpreters
 (most tests must then run warm). Also: strict stays the default, a
 policy's "verify": {"grader": "lcb"} applies without the flag, and
@@ -65,6 +67,27 @@ def run_pair(env, tenant, pair, grader="lcb", warm=False, in_outs=False):
     return rc, res, err
 
 
+# LiveCodeBench's per-test result -> sandguard's test status.
+LCB_KIND = {-2: "fail", -3: "timeout", -4: "crash"}
+# Where the first failing test's kind differs, both failing: LCB books a
+# dead worker (os._exit) as a test-runner error, sandguard as a fail (no
+# report); LCB's alarm during the module's import is a runtime error
+# there, sandguard's deadline a timeout.
+KIND_EXCEPTIONS = {"os_exit_after_output": "fail", "call_module_level_loop": "timeout"}
+
+
+def first_failure(pair, statuses):
+    """None when the first failing test and its kind are LiveCodeBench's
+    (LCB stops at it; sandguard runs every test), else why not."""
+    res = pair["lcb"]["results"]
+    lcb = next(((k, "crash" if pair["lcb"]["error_code"] == -5 else LCB_KIND.get(r, "fail"))
+                for k, r in enumerate(res) if r is not True), None)
+    ours = next(((k, s) for k, s in enumerate(statuses) if s != "pass"), None)
+    if lcb and pair["name"] in KIND_EXCEPTIONS:
+        lcb = (lcb[0], KIND_EXCEPTIONS[pair["name"]])
+    return None if lcb == ours else "first failing test %s, LiveCodeBench's %s" % (ours, lcb)
+
+
 def want_reward(pair):
     ok = pair["lcb"]["pass"]
     if pair.get("differs"):
@@ -76,7 +99,7 @@ def corpus(env, tenant, warm):
     pairs = load_pairs()
     with ThreadPoolExecutor(2) as pool:
         got = list(pool.map(lambda p: run_pair(env, tenant, p, warm=warm), pairs))
-    wrong, agree, ways = [], 0, []
+    wrong, agree, ways, kinds = [], 0, [], 0
     for pair, (rc, res, err) in zip(pairs, got):
         if res is None or res.get("cause") != "ok":
             wrong.append("%s: no verdict (exit %d): %s %s" % (pair["name"], rc, res and res.get("detail"),
@@ -87,10 +110,16 @@ def corpus(env, tenant, warm):
         if res["reward"] != want_reward(pair):
             wrong.append("%s: reward %s, LiveCodeBench %s (%s)" % (
                 pair["name"], res["reward"], "pass" if pair["lcb"]["pass"] else "fail", res.get("detail")))
+        elif not pair.get("differs"):
+            why = first_failure(pair, [t["status"] for t in res["tests"]])
+            kinds += not why
+            if why:
+                wrong.append("%s: %s" % (pair["name"], why))
     differs = sum(1 for p in pairs if p.get("differs"))
     print("agreement with LiveCodeBench's grader (%s): %d/%d pairs; %d documented differences; "
-          "%d call-based; %d of %d tests ran warm" % (
-              "warm" if warm else "cold", agree, len(pairs), differs,
+          "first failing test and kind as LCB's in %d of %d others; %d call-based; "
+          "%d of %d tests ran warm" % (
+              "warm" if warm else "cold", agree, len(pairs), differs, kinds, len(pairs) - differs,
               sum(1 for p in pairs if p.get("fn_name")), ways.count("warm"), len(ways)))
     if wrong:
         return "; ".join(wrong[:6]) + (" (+%d more)" % (len(wrong) - 6) if len(wrong) > 6 else "")
