@@ -20,7 +20,6 @@
 # the program ended the process before the harness could report: a fail.
 # An exception, or a SystemExit where the grader does not absorb it, ends
 # the harness with status 1 and the traceback on stderr.
-import ast
 import builtins
 import io
 import json
@@ -90,6 +89,7 @@ def lcb_process_state():
 def without_main_guard(code):
     """A trailing `if __name__ == '__main__':` becomes its body (its else
     branch is dropped), as the grader rewrites stdio programs."""
+    import ast  # here: only stdio programs under the lcb grader pay for it
     try:
         tree = ast.parse(code)
         last = tree.body[-1]
@@ -105,6 +105,7 @@ def as_function(code):
     as the body of `def wrapped_function():`, called once per test: the
     program's globals become that function's locals. Unparsable code is
     left as it is (it then fails to compile)."""
+    import ast
     try:
         tree = ast.parse(code)
         imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
