@@ -131,6 +131,9 @@ enum exec_refusal {
 	EXEC_REFUSED_GONE,
 };
 
+struct exec_build;
+struct verify_compile_result;
+
 typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_result *result);
 
 /* Where a mode's sandboxes come from. Without one (ctx->sandboxes NULL)
@@ -184,6 +187,9 @@ struct exec_ctx {
 	 * waits in an admission line (EXEC_REFUSED_GONE); 0: none (never a
 	 * server's connection: fd 0 is its stdin). */
 	int caller_fd;
+	/* Verifier mode: build the program once first (verify_compile.h);
+	 * argv then runs the built program for each test. NULL: none. */
+	const struct exec_build *build;
 };
 
 /* A batch as the trainer sends it: {"batch_id": "...", "items":
@@ -294,8 +300,9 @@ struct exec_result {
 	bool verify;
 	struct verify_result *tests;
 	size_t n_tests;
-	int reward;       /* 0 or 1; -1 when there is none (failed) */
-	const char *path; /* ctx->path */
+	int reward;                            /* 0 or 1; -1 when there is none (failed) */
+	const char *path;                      /* ctx->path */
+	struct verify_compile_result *compile; /* with ctx->build (verify_compile.h) */
 };
 
 int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struct exec_result *res);

@@ -11,6 +11,7 @@
 #include "lib/json_text.h"
 #include "lib/log.h"
 #include "lib/rule_names.h"
+#include "verify_compile.h"
 
 int exec_exit_code(enum sg_cause cause)
 {
@@ -222,6 +223,7 @@ void exec_result_free(struct exec_result *res)
 	free(res->scores);
 	free(res->err);
 	free(res->tests);
+	free(res->compile);
 	exec_attempts_free(&res->runs);
 	memset(res, 0, sizeof(*res));
 }
@@ -293,6 +295,8 @@ json_t *exec_result_json(const char *tenant, const struct exec_result *res)
 					      json_real_or_null(res->stats.variance), "constant",
 					      res->stats.constant));
 	if (res->verify) {
+		if (res->compile)
+			json_object_set_new(j, "compile", verify_compile_json(res->compile));
 		json_object_set_new(j, "tests", tests_json(res));
 		json_object_set_new(j, "reward",
 				    res->reward >= 0 ? json_integer(res->reward) : json_null());

@@ -31,6 +31,8 @@
 #include "lib/clock.h"
 #include "exec_internal.h"
 #include "verify_judge.h"
+#include "lcb.h"
+#include "verify_compile.h"
 #include "lib/log.h"
 #include "lib/array_len.h"
 
@@ -60,6 +62,7 @@ struct verify_job {
 	 * together: the policy's max_retries bounds what one request can
 	 * cost the node, however many of its tests meet a platform error. */
 	uint32_t retries_left;
+	struct sandbox_file program; /* ctx->build's, for every test */
 };
 
 /* One platform retry from the request's pool, if any is left. */
@@ -164,6 +167,11 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		spec.argv = argv;
 	spec.stdin_data = tc->input;
 	spec.stdin_len = tc->input_len;
+	if (job->program.data) { /* built once (verify_compile.c) */
+		spec.files = &job->program;
+		spec.n_files = 1;
+		spec.allow_exec_in_scratch = ctx->build->compile != NULL;
+	}
 	exec_owed_init(&owed, ctx, "verify", job->batch_id, false);
 	spec.record = &owed;
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
@@ -371,6 +379,20 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 					       res->wall_ms, res->detail, sizeof(res->detail));
 		return 0;
 	}
+	if (ctx->build) {
+		int built = verify_compile(ctx, batch_id, &job.program, res);
+
+		job.cold = true; /* a warm interpreter runs Python alone */
+		if (built < 0) {
+			tenant_slot_release(&slots[0]);
+			exec_owed_done(&owed);
+			return built;
+		}
+		if (built) {
+			tenant_slot_release(&slots[0]);
+			goto final;
+		}
+	}
 	/* More slots only if free right now: never wait or refuse for them. */
 	while (n_slots < want && exec_admit_more(ctx, &slots[n_slots]))
 		n_slots++;
@@ -387,7 +409,8 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		tenant_slot_release(&slots[k]);
 
 	summarize(tests, res);
-	res->attempts = job.runs;
+final:
+	res->attempts += job.runs;
 	if (res->cause == SG_CAUSE_OK) {
 		res->scores = malloc(sizeof(double));
 		if (res->scores) {
@@ -418,5 +441,6 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		res->n_scores = 0;
 	}
 	pthread_mutex_destroy(&job.lock);
+	free((void *)job.program.data);
 	return 0;
 }

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "exec/exec.h"
+#include "exec/verify_compile.h"
 #include "policy/policy.h"
 #include "serve.h"
 #include "serve_auth.h"
@@ -347,6 +348,11 @@ struct runcode_plan {
 };
 
 
+/* The request's "language": known, enabled here, allowed by the tenant's
+ * exec.allow, fits its output cap; plan->lang set. 0, or -1 with a 400. */
+int runcode_parse_language(const struct serve_langs *langs, const struct sg_policy *p,
+			   const char *tenant, json_t *body, struct runcode_plan *plan,
+			   struct serve_reply *rp);
 /* Parse and check a /run_code body. 0, or -1 with a 400 in rp. */
 int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, const char *tenant,
 		  json_t *body, struct runcode_plan *plan, struct serve_reply *rp);
@@ -370,5 +376,20 @@ json_t *runcode_response_new(struct serve_call *c, const char *status, const cha
 json_t *runcode_result_json(const struct exec_run_result *r);
 /* "Success", "Failed" or "SandboxError" for a run's cause. */
 const char *runcode_status(enum sg_cause cause);
+
+/* ---- /v1/verify in any language (serve_verify_lang.c) ----------------- */
+
+/* How a verifier request's code is built and run: ctx.build, and
+ * lp.run as its argv. */
+struct verify_lang {
+	struct lang_plan lp;
+	struct sandbox_file files[3]; /* the source, then the language's setup */
+	struct exec_build build;
+};
+
+/* For "code" with a "language" other than python. 0 with *out
+ * (free()), or -1 with a 4xx in rp. */
+int verify_lang_plan(struct serve_call *c, json_t *body, struct verify_lang **out,
+		     struct serve_reply *rp);
 
 #endif

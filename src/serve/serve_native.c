@@ -4,9 +4,10 @@
  *                  = sandguard exec --tenant T [--run-id R] [--timeout-ms N]
  *                    --batch <batch> -- argv...
  * POST /v1/verify  {tenant?, run_id?, batch_id?, timeout_ms?, grader?, tests: [...],
- *                   command: [argv] | code: "...", language: "python"}
+ *                   command: [argv] | code: "...", language: "python"|...}
  *                  = sandguard exec --tests <tests> [--grader G] -- argv...
- *                    (with code: python3 -c <code>)
+ *                    (with code: python3 -c <code>; any /run_code language is
+ *                    built once and its tests run the program: serve_verify_lang.c)
  *
  * The command names a program on this node: command[0] must be allowed by
  * the tenant's exec.allow, and every absolute path among the arguments
@@ -48,6 +49,7 @@ struct native_plan {
 	const char *batch_id; /* verify */
 	struct exec_batch batch;
 	struct verify_cases tests;
+	struct verify_lang *lang; /* code in another language than python */
 };
 
 /* The exact text of the body's member `key`: jansson keeps no positions,
@@ -162,10 +164,14 @@ static int parse_code(struct serve_call *c, json_t *body, struct native_plan *pl
 	json_t *code = json_object_get(body, "code"), *lang = json_object_get(body, "language");
 	const char *denied;
 
-	if (!json_is_string(lang) || strcmp(json_string_value(lang), "python")) {
-		serve_error(rp, 400,
-			    "\"language\" must be \"python\" with \"code\" (/v1/verify runs python "
-			    "code; other languages go through /run_code, one test per request)");
+	if (json_is_string(lang) && strcmp(json_string_value(lang), "python")) {
+		if (verify_lang_plan(c, body, &plan->lang, rp))
+			return -1;
+		plan->argv = plan->lang->lp.run;
+		return 0;
+	}
+	if (!json_is_string(lang)) {
+		serve_error(rp, 400, "\"language\" is required with \"code\": a string");
 		return -1;
 	}
 	if (!langs->enabled[LANG_PYTHON]) {
@@ -256,7 +262,9 @@ static void native_free(void *p)
 
 	if (!plan)
 		return;
-	free(plan->argv);
+	if (!plan->lang)
+		free(plan->argv);
+	free(plan->lang);
 	exec_batch_free(&plan->batch);
 	verify_cases_free(&plan->tests);
 	free(plan);
@@ -391,6 +399,7 @@ static void native_execute(struct serve_call *c, void *p, struct serve_reply *rp
 		.path = "warm",
 		.reap_elsewhere = c->srv->pool != NULL,
 		.run = c->srv->cfg.run,
+		.build = plan->lang ? &plan->lang->build : NULL,
 	};
 	struct exec_result res;
 	int ret = plan->verify ? exec_verify(&ctx, plan->batch_id ? plan->batch_id : c->request_id,

@@ -63,9 +63,9 @@ static int parse_timeout(json_t *body, const char *key, const struct sg_policy *
 	return 0;
 }
 
-static int parse_language(const struct serve_langs *langs, const struct sg_policy *p,
-			  const char *tenant, json_t *body, struct runcode_plan *plan,
-			  struct serve_reply *rp)
+int runcode_parse_language(const struct serve_langs *langs, const struct sg_policy *p,
+			   const char *tenant, json_t *body, struct runcode_plan *plan,
+			   struct serve_reply *rp)
 {
 	json_t *v = json_object_get(body, "language");
 	const char *name = json_string_value(v), *denied;
@@ -336,7 +336,7 @@ int runcode_parse(const struct serve_langs *langs, const struct sg_policy *p, co
 	}
 	plan->code = json_string_value(code);
 	plan->code_len = json_string_length(code);
-	if (parse_language(langs, p, tenant, body, plan, rp))
+	if (runcode_parse_language(langs, p, tenant, body, plan, rp))
 		return -1;
 	if (in && !json_is_null(in) && !json_is_string(in)) {
 		serve_error(rp, 400, "\"stdin\" must be a string or null");

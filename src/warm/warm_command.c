@@ -25,6 +25,8 @@ struct exec_opts {
 	const char *tests_path;
 	const char *run_id;
 	const char *batch_id;
+	const char *language; /* with code_path: no command */
+	const char *code_path;
 	uint64_t timeout_ms;
 	int grader; /* enum sg_grader + 1; 0: the policy's */
 	char **argv;
@@ -37,6 +39,8 @@ static void usage(FILE *f)
 		"                      [--run-id R] -- CMD [ARGS...]\n"
 		"       sandguard exec --tenant T [--policy-dir D] --tests FILE|- [--timeout-ms N]\n"
 		"                      [--run-id R] [--batch-id B] [--grader strict|lcb] -- CMD [ARGS...]\n"
+		"       sandguard exec --tenant T [--policy-dir D] --tests FILE|- [--timeout-ms N]\n"
+		"                      [--run-id R] [--batch-id B] --language L --code FILE\n"
 		"\n"
 		"Batch mode: CMD gets the batch {\"batch_id\", \"items\": [{\"prompt\", \"completion\"}]} on\n"
 		"stdin and must print one JSON array of len(items) finite numbers.\n"
@@ -44,6 +48,9 @@ static void usage(FILE *f)
 		"reward 1 iff every output matches (LiveCodeBench comparison). A test with \"fn_name\"\n"
 		"is call-based: one JSON argument per input line, the return value's JSON as output.\n"
 		"LiveCodeBench's {\"inputs\", \"outputs\", \"fn_name\"} is taken too.\n"
+		"reward 1 iff every output matches (LiveCodeBench comparison). With --language, the\n"
+		"code in FILE (any /run_code language: python, cpp, java, nodejs, go, rust, bash)\n"
+		"is compiled once, in a sandbox of its own, and each test runs the program.\n"
 		"\n"
 		"  --tenant T        tenant name ([a-z0-9][a-z0-9_-]{0,62})\n"
 		"  --policy-dir D    policies (default $SANDGUARD_POLICY_DIR or %s)\n"
@@ -52,6 +59,7 @@ static void usage(FILE *f)
 		"  --batch-id B      verifier mode: the request's id (default: made up)\n"
 		"  --grader G        verifier mode: strict (the program's exit status counts) or lcb\n"
 		"                    (LiveCodeBench's grader, in-process); default: the policy's\n"
+		"  --language L      verifier mode: the code's language, with --code FILE\n"
 		"\n"
 		"Prints one JSON result: {tenant, batch_id, status, cause, rule, scores, detail,\n"
 		"attempts, wall_ms, stderr, path} (+ tests, reward in verifier mode). \"path\" is\n"
@@ -110,6 +118,12 @@ static int parse_option(const struct warm_io *io, int c, struct exec_opts *o, ch
 			return usage_error(io, "--grader must be strict or lcb, got '%s'", optarg);
 		o->grader = 1 + (strcmp(optarg, "lcb") ? SG_GRADER_STRICT : SG_GRADER_LCB);
 		return 0;
+	case 'L':
+		o->language = optarg;
+		return 0;
+	case 'C':
+		o->code_path = optarg;
+		return 0;
 	case 'm':
 		errno = 0;
 		v = strtoull(optarg, &end, 10);
@@ -145,6 +159,8 @@ static int parse_args(const struct warm_io *io, int argc, char **argv, struct ex
 						  { "run-id", required_argument, NULL, 'r' },
 						  { "batch-id", required_argument, NULL, 'B' },
 						  { "grader", required_argument, NULL, 'g' },
+						  { "language", required_argument, NULL, 'L' },
+						  { "code", required_argument, NULL, 'C' },
 						  { "help", no_argument, NULL, 'h' },
 						  { 0 } };
 	int c, ret = 0, end;
@@ -171,6 +187,14 @@ static int parse_args(const struct warm_io *io, int argc, char **argv, struct ex
 				   "--batch-id is for --tests: a batch carries its own batch_id");
 	if (o->grader && o->batch_path)
 		return usage_error(io, "--grader is for --tests");
+	if (!o->language != !o->code_path)
+		return usage_error(io, "--language and --code go together");
+	if (o->language && !o->tests_path)
+		return usage_error(io, "--language is for --tests");
+	if (o->language && end != argc)
+		return usage_error(io, "--language runs its --code: no command after it");
+	if (o->language)
+		return 0;
 	if (end == argc || strcmp(argv[end - 1], "--"))
 		return usage_error(
 			io, end == argc ? "missing the command: ... -- CMD [ARGS...]"
@@ -232,6 +256,31 @@ static int policy_failure(const struct warm_io *io, const struct exec_ctx *ctx,
 	return print_result(io, ctx->tenant, &res);
 }
 
+static const struct warm_languages *languages;
+
+void warm_exec_set_languages(const struct warm_languages *l)
+{
+	languages = l;
+}
+
+/* --language L --code FILE: ctx->argv and ctx->build for L, *hold to
+ * release. 0, or an exit code (a usage error: the caller's request). */
+static int language_plan(const struct warm_io *io, const struct exec_opts *o, struct exec_ctx *ctx,
+			 char **code, void **hold)
+{
+	char err[512];
+	size_t len;
+	int ret;
+
+	if (!languages)
+		return usage_error(io, "--language: no languages in this build");
+	if ((ret = read_input(io, "code", o->code_path, code, &len)))
+		return ret;
+	ret = languages->plan(o->language, *code, len, ctx->policy, o->tenant, ctx, hold, err,
+			      sizeof(err));
+	return ret ? usage_error(io, "--language %s: %s", o->language, err) : 0;
+}
+
 /* The run itself, with the input parsed and the policy loaded. */
 static int run(const struct warm_io *io, const struct exec_opts *o, struct exec_ctx *ctx,
 	       const struct exec_batch *batch, const struct verify_cases *tests)
@@ -271,7 +320,8 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 				.reap_elsewhere = io->reap_elsewhere,
 				.caller_fd = io->caller_fd };
 	const char *path, *name;
-	char *text = NULL, err[512];
+	char *text = NULL, *code_text = NULL, err[512];
+	void *hold = NULL;
 	size_t len;
 	int code, ret;
 
@@ -314,8 +364,13 @@ int warm_exec_command(int argc, char **argv, const struct warm_io *io)
 	} else {
 		ctx.policy = policy;
 		ctx.timeout_ms = o.timeout_ms;
-		code = run(io, &o, &ctx, &batch, &tests);
+		code = o.language ? language_plan(io, &o, &ctx, &code_text, &hold) : 0;
+		if (!code)
+			code = run(io, &o, &ctx, &batch, &tests);
 	}
+	if (hold)
+		languages->release(hold);
+	free(code_text);
 	if (ctx.agent != io->agent)
 		agent_close(ctx.agent);
 	exec_batch_free(&batch);

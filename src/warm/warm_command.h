@@ -21,6 +21,19 @@ struct warm_io {
 	int caller_fd;       /* a warm client's connection (exec_ctx.caller_fd); 0: none */
 };
 
+/* `exec --tests FILE --language L --code FILE`: how L's code is built
+ * and run. The languages are src/serve's, above this component: the
+ * command line sets them (warm_exec_set_languages()). plan() sets
+ * ctx->argv and ctx->build, and *hold for release(); or returns -errno
+ * with `err` (unknown or missing language, refused by the policy). */
+struct warm_languages {
+	int (*plan)(const char *language, const char *code, size_t len, const struct sg_policy *p,
+		    const char *tenant, struct exec_ctx *ctx, void **hold, char *err,
+		    size_t err_len);
+	void (*release)(void *hold);
+};
+void warm_exec_set_languages(const struct warm_languages *l);
+
 /* Run `sandguard exec` with argv[0] = "exec". Returns the exit code: 0 ok,
  * 1 a tenant cause, 2 a platform error, 64 usage. */
 int warm_exec_command(int argc, char **argv, const struct warm_io *io);

@@ -113,3 +113,51 @@ def policy(src, language, tenant, scratch, extra_limits=None):
 
 def have(tool):
     return shutil.which(tool) is not None
+
+
+def serve_each(suite, prefix, one, says, extra_limits=None, after=None, languages=None):
+    """The language suites' main: a private agent enforcing, a policy per
+    language (tenant prefix + language, policy() above), one `sandguard
+    serve` running them all; one(lang, srv, agent) -> None or why it
+    failed, reported per language as "<suite> <lang>: <says>"; after(langs, srv, agent,
+    env) for more cases. A missing toolchain is a SKIP."""
+    from sgagent import Agent
+    from sgserve import SRC, UID_BASE, Env, Server, can_run
+    from sgtest import exit_code, report
+    import sys
+    if not can_run(suite):
+        return 0
+    langs = [lang for lang in (languages or LANGUAGES) if not missing(lang)]
+    for lang in languages or LANGUAGES:
+        if missing(lang):
+            report("SKIP", "%s %s" % (suite, lang), missing(lang))
+    if not langs:
+        return exit_code()
+    agent = Agent({}, name=prefix.strip("-"))
+    env = Env()
+    srv = None
+    try:
+        for lang in langs:
+            with open(os.path.join(agent.policy_dir, prefix + lang + ".json"), "w") as f:
+                json.dump(policy(SRC, lang, prefix + lang, agent.scratch, extra_limits), f, indent=1)
+        if not agent.start():
+            report("SKIP", suite, "the agent did not start: %s" % agent.log_tail())
+            return exit_code()
+        srv = Server(env, "--languages", ",".join(langs), "--policy-dir", agent.policy_dir,
+                     env_override=dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE)))
+        for lang in langs:
+            try:
+                why = one(lang, srv, agent)
+            except Exception as e:   # noqa: BLE001 - every failure is a finding
+                why = "exception: %r" % e
+            report("FAIL" if why else "PASS", "%s %s%s" % (suite, lang, "" if why else ": " + says), why or "")
+            if why:
+                print("server log: " + srv.log_tail(), file=sys.stderr, flush=True)
+        if after:
+            after(langs, srv, agent, env)
+    finally:
+        if srv:
+            srv.stop()
+        env.cleanup()
+        agent.cleanup()
+    return exit_code()
