@@ -96,6 +96,7 @@ HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/%,$(HELPER_SRCS))
 # The components each unit test links (highest first), and nothing else:
 # test_base64 builds without clang, bpftool or kernel BTF.
 test_base64_LINK        := lib
+test_sha256_LINK        := lib
 test_fs_util_LINK       := lib
 test_event_json_LINK    := telemetry lib
 test_event_json_decode_LINK := telemetry lib

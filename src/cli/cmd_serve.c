@@ -16,6 +16,7 @@
 #include "sandbox/sandbox_forker.h"
 #include "serve/serve.h"
 #include "serve/serve_hostns.h"
+#include "serve/run_build_cache.h"
 
 static void usage(FILE *f)
 {
@@ -45,6 +46,9 @@ static void usage(FILE *f)
 		"  --max-body BYTES       largest request body (default %u)\n"
 		"  --max-buffered BYTES   request bodies held at once (default %u)\n"
 		"  --max-tests N          tests in one /v1/verify request (default %u)\n"
+		"  --build-cache-mb N     /run_code compiled programs kept per tenant, MiB\n"
+		"                         (default %u; 0: off)\n"
+		"  --build-cache DIR      where (default $SANDGUARD_STATE_DIR/build-cache)\n"
 		"  --header-timeout S     request line and headers due within S s (default %u)\n"
 		"  --body-timeout S       body due within S s of the headers (default %u)\n"
 		"  --idle-timeout S       a connection silent for S s is closed (default %u)\n"
@@ -55,8 +59,8 @@ static void usage(FILE *f)
 		"See docs/trainer-integration.md.\n",
 		SG_POLICY_DIR_DEFAULT, SERVE_LANGUAGES_DEFAULT, SERVE_QUEUE_DEFAULT,
 		SERVE_TENANT_QUEUE_DEFAULT, SERVE_MAX_CONNECTIONS_DEFAULT, SERVE_MAX_BODY_DEFAULT,
-		SERVE_MAX_BUFFERED_DEFAULT, SERVE_MAX_TESTS_DEFAULT, SERVE_HEADER_TIMEOUT_S,
-		SERVE_BODY_TIMEOUT_S, SERVE_IDLE_TIMEOUT_S);
+		SERVE_MAX_BUFFERED_DEFAULT, SERVE_MAX_TESTS_DEFAULT, RUN_BUILD_CACHE_MB_DEFAULT,
+		SERVE_HEADER_TIMEOUT_S, SERVE_BODY_TIMEOUT_S, SERVE_IDLE_TIMEOUT_S);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -105,6 +109,8 @@ static int parse_args(int argc, char **argv, struct serve_config *cfg, int *host
 		{ "body-timeout", required_argument, NULL, 'D' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ "host-namespaces", optional_argument, NULL, 'N' },
+		{ "build-cache-mb", required_argument, NULL, 'C' },
+		{ "build-cache", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -135,6 +141,13 @@ static int parse_args(int argc, char **argv, struct serve_config *cfg, int *host
 		case 'm':
 			if (!(ret = parse_count("--max-tests", optarg, 1, 100000, &v)))
 				cfg->max_tests = v;
+			break;
+		case 'C':
+			if (!(ret = parse_count("--build-cache-mb", optarg, 0, 1u << 20, &v)))
+				cfg->build_cache_mb = v;
+			break;
+		case 'K':
+			cfg->build_cache_dir = optarg;
 			break;
 		case 'H':
 			if (!(ret = parse_count("--header-timeout", optarg, 1, 3600, &v)))
@@ -207,6 +220,7 @@ int cmd_serve(int argc, char **argv)
 		.body_timeout_s = SERVE_BODY_TIMEOUT_S,
 		.idle_timeout_s = SERVE_IDLE_TIMEOUT_S,
 		.languages = SERVE_LANGUAGES_DEFAULT,
+		.build_cache_mb = RUN_BUILD_CACHE_MB_DEFAULT,
 	};
 	static char policy_fd[64], tokens_fd[64];
 	const char *policy_shown;

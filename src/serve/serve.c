@@ -30,6 +30,7 @@
 #include "serve_internal.h"
 #include "telemetry/journal.h"
 #include "session/session.h"
+#include "run_build_cache.h"
 #include "warm/warm_pool.h"
 
 #define FDS_RESERVED    64 /* logs, policy files, the agent socket, ... */
@@ -136,6 +137,7 @@ static void serve_free(struct serve *s)
 	session_mgr_stop(s->sessions);
 	warm_pool_stop(s->pool);
 	warm_agent_close(&s->agent);
+	run_build_cache_free(s->build_cache);
 	serve_tokens_free(s->tokens);
 	gate_free(s->gate);
 	free(s);
@@ -173,6 +175,14 @@ int serve_start(const struct serve_config *cfg, struct serve **out)
 			serve_free(s);
 			return ret;
 		}
+	}
+	/* A test's fake runner builds nothing worth keeping. */
+	ret = run_build_cache_open(s->cfg.build_cache_dir, s->cfg.run ? 0 : s->cfg.build_cache_mb,
+				   &s->build_cache, err, sizeof(err));
+	if (ret) {
+		sg_error("serve: --build-cache: %s", err);
+		serve_free(s);
+		return ret;
 	}
 	ret = setup_auth(s);
 	if (ret) {

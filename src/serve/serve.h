@@ -70,7 +70,11 @@ struct serve_config {
 	uint32_t max_tests; /* tests in one /v1/verify request */
 	uint32_t header_timeout_s, body_timeout_s, idle_timeout_s;
 	const char *languages; /* "python" or "python,cpp,java,..." */
-	sandbox_runner run;    /* NULL = sandbox_run (tests inject a fake) */
+	/* The /run_code build cache (src/serve/run_build_cache.h): MiB per
+	 * tenant (0: off), in build_cache_dir (NULL: <state dir>/build-cache). */
+	uint64_t build_cache_mb;
+	const char *build_cache_dir;
+	sandbox_runner run; /* NULL = sandbox_run (tests inject a fake) */
 };
 
 struct serve;

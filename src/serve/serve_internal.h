@@ -184,7 +184,8 @@ struct serve {
 	 * ahead of demand (NULL when cfg.run is a test's fake). */
 	struct warm_agent agent;
 	struct warm_pool *pool;
-	struct session_mgr *sessions; /* environments' sessions (NULL with a fake cfg.run) */
+	struct session_mgr *sessions;        /* environments' sessions (NULL with a fake cfg.run) */
+	struct run_build_cache *build_cache; /* NULL: off (run_build_cache.h) */
 	/* Counters for /healthz (and the tests). */
 	atomic_ulong n_unauthorized; /* 401 and 403 for credentials */
 	atomic_ulong n_late;         /* /run_code refused 504: could not start in time */

@@ -13,7 +13,9 @@
  * The response's "sandguard" object names every sandbox the request ran
  * in (sandbox_ids, the ids of the agent's events) and every booking
  * (batch_ids, the batch_id of the outcome log and the ledger), so that
- * on-call can join a trainer's report to the node's records. */
+ * on-call can join a trainer's report to the node's records. A compile
+ * may come from the build cache (run_build_cache.h): then nothing runs or
+ * is booked for it, and sandguard.build_cached says so. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 #include "lib/clock.h"
 #include "lib/json_text.h"
 #include "lib/rule_names.h"
+#include "run_build_cache.h"
 #include "serve_internal.h"
 #include "warm/warm_pool.h"
 
@@ -313,6 +316,41 @@ static enum step_end compile(struct serve_call *c, const struct runcode_plan *pl
 	return STEP_RAN; /* out->data stays NULL: the response is complete */
 }
 
+/* The compile step through the build cache (run_build_cache.h): a
+ * verified entry of this tenant's identical compile stands for it, with
+ * the compile_result of the compile that made it; *cached says so. */
+static enum step_end compile_cached(struct serve_call *c, const struct runcode_plan *plan,
+				    const struct lang_plan *lp, json_t *resp, json_t *batch_ids,
+				    uint32_t *attempts, struct sandbox_file *out, bool *cached,
+				    struct serve_reply *rp)
+{
+	struct run_build_cache *bc = c->srv->build_cache;
+	uint64_t wait = c->budget.latest_start_ms
+				? c->budget.latest_start_ms
+				: clock_ms(CLOCK_MONOTONIC) + plan->compile_timeout_ms;
+	struct run_build_key key;
+	json_t *result;
+	void *program;
+	size_t len;
+	enum step_end end;
+
+	if (!bc || run_build_cache_key(bc, c->tenant, &c->srv->langs, plan->lang, lp, plan->files,
+				       plan->n_files, &key))
+		return compile(c, plan, lp, resp, batch_ids, attempts, out, rp);
+	if (run_build_cache_get(bc, &key, wait, &program, &len, &result)) {
+		json_object_set_new(resp, "compile_result", result);
+		*out = (struct sandbox_file){
+			.path = lp->artifact, .data = program, .len = len, .mode = lp->artifact_mode
+		};
+		*cached = true;
+		return STEP_RAN;
+	}
+	end = compile(c, plan, lp, resp, batch_ids, attempts, out, rp);
+	run_build_cache_done(bc, &key, end == STEP_RAN ? out->data : NULL, out->len,
+			     json_object_get(resp, "compile_result"));
+	return end;
+}
+
 static bool client_gone(const struct serve_call *c)
 {
 	return c->rq->client_gone && c->rq->client_gone(c->rq->gone_arg);
@@ -349,6 +387,7 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 	struct exec_run_result r;
 	enum step_end end = STEP_RAN;
 	uint32_t attempts = 0;
+	bool cached = false;
 	uint64_t memory_mb;
 	unsigned cpus;
 
@@ -358,7 +397,8 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 	serve_lang_plan(&c->srv->langs, plan->lang, memory_mb, cpus, &lp);
 	runcode_call_argv(plan, &lp);
 	if (lp.compile[0]) {
-		end = compile(c, plan, &lp, resp, batch_ids, &attempts, &artifact, rp);
+		end = compile_cached(c, plan, &lp, resp, batch_ids, &attempts, &artifact, &cached,
+				     rp);
 		if (end != STEP_RAN || !artifact.data)
 			goto done;
 		if (client_gone(c)) { /* nobody waits for the run any more */
@@ -390,6 +430,9 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 	add_files(resp, &r, plan->fetch_names, c->policy);
 	exec_run_result_free(&r);
 done:
+	if (lp.compile[0] && json_object_get(resp, "sandguard"))
+		json_object_set_new(json_object_get(resp, "sandguard"), "build_cached",
+				    json_boolean(cached));
 	if (end == STEP_ENOMEM) {
 		serve_error(rp, 500, "out of memory");
 	} else if (end == STEP_RAN) {
