@@ -26,10 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import exit_code, report  # noqa: E402
-from sgagent import Agent  # noqa: E402
-from sgserve import (SRC, UID_BASE, Env, Server, can_run, used_scratch_left, verl_request,  # noqa: E402
-                     verl_verdict)
+from sgserve import used_scratch_left, verl_request, verl_verdict  # noqa: E402
 import sgjournal  # noqa: E402
 import sglangs  # noqa: E402
 
@@ -120,45 +117,10 @@ def agent_policy(agent, tenant):
 
 
 def main():
-    if not can_run("serve languages"):
-        return 0
-    langs = [lang for lang in sglangs.LANGUAGES if not sglangs.missing(lang)]
-    for lang in sglangs.LANGUAGES:
-        if sglangs.missing(lang):
-            report("SKIP", "language %s" % lang, sglangs.missing(lang))
-    if not langs:
-        return exit_code()
-    agent = Agent({}, name="langs")
-    env = Env()
-    srv = None
-    try:
-        for lang in langs:
-            p = sglangs.policy(SRC, lang, "lang-" + lang, agent.scratch,
-                               extra_limits={"timeout_ms": HOG_DEADLINE_S * 1000})
-            with open(os.path.join(agent.policy_dir, "lang-%s.json" % lang), "w") as f:
-                json.dump(p, f, indent=1)
-        if not agent.start():
-            report("SKIP", "serve languages", "the agent did not start: %s" % agent.log_tail())
-            return exit_code()
-        srv = Server(env, "--languages", ",".join(langs), "--policy-dir", agent.policy_dir,
-                     env_override=dict(agent.env, SANDGUARD_UID_BASE=str(UID_BASE)))
-        for lang in langs:
-            try:
-                why = one_language(lang, srv, agent, agent.scratch)
-            except Exception as e:   # noqa: BLE001 - every failure is a finding
-                why = "exception: %r" % e
-            if why:
-                report("FAIL", "language %s" % lang, why)
-                note("server log: " + srv.log_tail())
-            else:
-                report("PASS", "language %s: correct, compile error, runtime error, timeout, memory hog "
-                       "under the documented policy, agent enforcing" % lang)
-    finally:
-        if srv:
-            srv.stop()
-        env.cleanup()
-        agent.cleanup()
-    return exit_code()
+    # The memory hog's deadline is the policy's too.
+    return sglangs.serve_each("language", "lang-", lambda lang, srv, agent: one_language(lang, srv, agent, agent.scratch),
+                              "correct, compile error, runtime error, timeout, memory hog under the "
+                              "documented policy, agent enforcing", extra_limits={"timeout_ms": HOG_DEADLINE_S * 1000})
 
 
 if __name__ == "__main__":
