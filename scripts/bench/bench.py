@@ -4,7 +4,7 @@ shapes a fallback file hook could take. Every figure is a ratio
 against a baseline measured in the same run; the two arms of each
 comparison are interleaved. Prints one table and writes results.json.
 
-    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11,12]
+    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11,12,13,14]
 
 Run through scripts/bench/run.sh (make bench), which builds the helpers."""
 import argparse
@@ -39,6 +39,7 @@ QUICK = {
     "layer_rounds": 20,
     "warm_rounds": 10, "warm_callers": 128, "warm_each": 2,
     "integrity_each": 8,
+    "compile_programs": 4,
 }
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
@@ -51,6 +52,7 @@ FULL = {
     "layer_rounds": 100,
     "warm_rounds": 40, "warm_callers": 128, "warm_each": 4,
     "integrity_each": 64,
+    "compile_programs": 16,
 }
 
 
@@ -73,7 +75,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -179,6 +181,15 @@ def main():
                 " and ".join(str(n) for n in tenants.COUNTS))
             doc["tenants"] = tenants.measure(a.sandguard)
             doc["rows"] += tenants.rows(doc["tenants"])
+        if "14" in only:
+            # Its own agent and two servers (issue 35: one compile per
+            # verify, the /run_code build cache).
+            log("scenario 14: C++ verify and verl-style /run_code, %d programs x %d tests" %
+                (cfg["compile_programs"], 15))
+            os.environ["SANDGUARD_BIN"] = a.sandguard  # the integration tests' harness
+            import build_cache
+            doc["compile"] = build_cache.measure(cfg["compile_programs"], 2 * nproc)
+            doc["rows"] += build_cache.rows(doc["compile"])
         if "2" in only or "3" in only:
             log("scenarios 2+3: hook overhead, %d on/off cycles" % cfg["hook_cycles"])
             agent.stop()
@@ -204,7 +215,7 @@ def main():
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5, "13": 9.7}
+    order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5, "13": 9.7, "14": 9.8}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 10))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))
