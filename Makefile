@@ -127,6 +127,7 @@ test_exec_input_LINK    := exec lib
 test_exec_batch_LINK    := exec sandbox control telemetry policy lib
 test_exec_result_LINK   := exec sandbox control telemetry policy lib
 test_exec_verify_LINK   := exec sandbox control telemetry policy lib
+test_verify_compile_LINK := exec sandbox control telemetry policy lib
 test_exec_admission_LINK := exec sandbox control telemetry policy lib
 test_exec_owed_LINK := exec sandbox control telemetry policy lib
 test_sandbox_LINK       := sandbox control telemetry policy lib
