@@ -146,8 +146,9 @@ static void hash_field(struct sha256 *s, const void *data, size_t len)
 	sha256_update(s, data, len);
 }
 
-/* The language's programs, hashed again when one changed on disk. Under
- * bc->lock. */
+/* The language's programs, hashed again when one changed on disk: at
+ * first use, outside the lock (g++'s 37 MB take 0.8 s on a 2-core VM), so
+ * that other requests are not held up meanwhile. */
 static int compiler_identity(struct run_build_cache *bc, const struct serve_langs *l, int lang,
 			     char hex[SHA256_HEX])
 {
@@ -155,6 +156,7 @@ static int compiler_identity(struct run_build_cache *bc, const struct serve_lang
 	struct tool_seen now[SERVE_LANG_TOOLS] = { 0 };
 	uint8_t d[SHA256_BYTES];
 	struct sha256 s;
+	bool known;
 
 	for (int i = 0; i < l->n_tools[lang]; i++) {
 		struct stat st;
@@ -163,23 +165,30 @@ static int compiler_identity(struct run_build_cache *bc, const struct serve_lang
 			return -errno;
 		now[i] = (struct tool_seen){ st.st_dev, st.st_ino, st.st_size, st.st_mtim };
 	}
-	if (!ci->known || memcmp(now, ci->seen, sizeof(now))) {
-		sha256_init(&s);
-		for (int i = 0; i < l->n_tools[lang]; i++) {
-			char tool[SHA256_HEX];
-			int ret = sha256_file(l->tools[lang][i], tool);
+	pthread_mutex_lock(&bc->lock);
+	known = ci->known && !memcmp(now, ci->seen, sizeof(now));
+	if (known)
+		memcpy(hex, ci->hex, SHA256_HEX);
+	pthread_mutex_unlock(&bc->lock);
+	if (known)
+		return 0;
+	sha256_init(&s);
+	for (int i = 0; i < l->n_tools[lang]; i++) {
+		char tool[SHA256_HEX];
+		int ret = sha256_file(l->tools[lang][i], tool);
 
-			if (ret)
-				return ret;
-			hash_field(&s, l->tools[lang][i], strlen(l->tools[lang][i]));
-			hash_field(&s, tool, strlen(tool));
-		}
-		sha256_final(&s, d);
-		sha256_to_hex(d, ci->hex);
-		memcpy(ci->seen, now, sizeof(now));
-		ci->known = true;
+		if (ret)
+			return ret;
+		hash_field(&s, l->tools[lang][i], strlen(l->tools[lang][i]));
+		hash_field(&s, tool, strlen(tool));
 	}
-	memcpy(hex, ci->hex, SHA256_HEX);
+	sha256_final(&s, d);
+	sha256_to_hex(d, hex);
+	pthread_mutex_lock(&bc->lock);
+	memcpy(ci->hex, hex, SHA256_HEX);
+	memcpy(ci->seen, now, sizeof(now));
+	ci->known = true;
+	pthread_mutex_unlock(&bc->lock);
 	return 0;
 }
 
@@ -192,9 +201,7 @@ int run_build_cache_key(struct run_build_cache *bc, const char *tenant, const st
 	struct sha256 s;
 	int ret;
 
-	pthread_mutex_lock(&bc->lock);
 	ret = compiler_identity(bc, l, lang, compiler);
-	pthread_mutex_unlock(&bc->lock);
 	if (ret)
 		return ret;
 	sha256_init(&s);

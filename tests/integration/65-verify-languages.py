@@ -149,6 +149,9 @@ def cli_cases(agent, scratch_dir):
         why = check_case("cpp", name, res, bookings(state, res["batch_id"]))
         if why:
             return "exec " + why
+    rc, res, err = exec_cli(agent, "vl-python", sglangs.CORRECT["python"], TESTS, language="python")
+    if rc != 0 or not res or res["reward"] != 1 or "compile" in res:
+        return "exec --language python: exit %d, %s %s" % (rc, res, err[-800:])
     for args, says in [(["--language", "cpp"], "--language and --code go together"),
                        (["--language", "cobol", "--code", "/dev/null"], "unknown language"),
                        (["--language", "cpp", "--code", "/dev/null", "--", "/bin/true"], "no command")]:
@@ -162,14 +165,14 @@ def cli_cases(agent, scratch_dir):
 
 def main():
     def cli(langs, srv, agent, env):
-        if "cpp" in langs:
+        if "cpp" in langs and "python" in langs:
             why = cli_cases(agent, env.dir)
-            report("FAIL" if why else "PASS", "exec --tests --language cpp --code FILE: the same verdicts "
-                   "and bookings as /v1/verify; usage errors exit 64", why or "")
+            report("FAIL" if why else "PASS", "exec --tests --language cpp|python --code FILE: the same "
+                   "verdicts and bookings as /v1/verify; usage errors exit 64", why or "")
 
     only = os.environ.get("SG_VERIFY_LANGS")  # a subset, while working on one
     return sglangs.serve_each("verify", "vl-", one_language,
-                              "pass, fail, compile error, timeout, crash; one compile, a run per test, "
+                              "pass, fail, compile error, timeout, crash; one compile (compiled languages), a run per test, "
                               "booked final once", after=cli,
                               languages=only.split(",") if only else None)
 

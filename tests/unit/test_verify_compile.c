@@ -74,10 +74,10 @@ static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
 	pthread_mutex_lock(&lock);
 	tests_run++;
 	if (!f || !spec->cold ||
-	    (interpreted ? strcmp(f->path, "main.js") || f->mode != 0444 || spec->allow_exec_in_scratch
-			 : strcmp(f->path, "main") || f->mode != 0555 ||
-				   f->len != strlen(PROGRAM) || memcmp(f->data, PROGRAM, f->len) ||
-				   !spec->allow_exec_in_scratch))
+	    (interpreted
+		     ? strcmp(f->path, "main.js") || f->mode != 0444 || spec->allow_exec_in_scratch
+		     : strcmp(f->path, "main") || f->mode != 0555 || f->len != strlen(PROGRAM) ||
+			       memcmp(f->data, PROGRAM, f->len) || !spec->allow_exec_in_scratch))
 		wrong_handoff++;
 	pthread_mutex_unlock(&lock);
 	snprintf(in, sizeof(in), "%.*s", (int)spec->stdin_len, (const char *)spec->stdin_data);
@@ -135,9 +135,8 @@ static void verify(const char *code, struct exec_result *res, json_t **lines)
 				 .argv = run_argv,
 				 .run = fake_run,
 				 .build = &build };
-	assert_int_equal(verify_cases_parse(two_tests, strlen(two_tests), "tests", &c, err,
-					    sizeof(err)),
-			 0);
+	assert_int_equal(
+		verify_cases_parse(two_tests, strlen(two_tests), "tests", &c, err, sizeof(err)), 0);
 	journal_clear();
 	assert_int_equal(exec_verify(&ctx, "vc", &c, res), 0);
 	*lines = journal_lines();
@@ -238,20 +237,22 @@ static void test_program_over_the_cap(void **state)
 static void test_interpreted_source(void **state)
 {
 	static struct sandbox_file js = { .path = "main.js", .data = "x", .len = 1, .mode = 0444 };
-	struct exec_build node = { .files = &js, .n_files = 1, .artifact = "main.js",
-				   .artifact_mode = 0444 };
+	struct exec_build node = {
+		.files = &js, .n_files = 1, .artifact = "main.js", .artifact_mode = 0444
+	};
 	struct verify_cases c;
 	struct exec_result res;
 	char err[256];
 
 	(void)state;
 	compiles = tests_run = wrong_handoff = 0;
-	ctx = (struct exec_ctx){
-		.policy = &policy, .tenant = "coder", .argv = node_argv, .run = fake_run, .build = &node
-	};
-	assert_int_equal(verify_cases_parse(two_tests, strlen(two_tests), "tests", &c, err,
-					    sizeof(err)),
-			 0);
+	ctx = (struct exec_ctx){ .policy = &policy,
+				 .tenant = "coder",
+				 .argv = node_argv,
+				 .run = fake_run,
+				 .build = &node };
+	assert_int_equal(
+		verify_cases_parse(two_tests, strlen(two_tests), "tests", &c, err, sizeof(err)), 0);
 	assert_int_equal(exec_verify(&ctx, "vn", &c, &res), 0);
 	assert_int_equal(res.reward, 1);
 	assert_int_equal(compiles, 0);
