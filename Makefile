@@ -136,6 +136,7 @@ test_serve_gate_LINK    := serve session warm exec sandbox control telemetry pol
 test_serve_routes_LINK  := serve session warm exec sandbox control telemetry policy lib
 test_serve_runcode_LINK := serve session warm exec sandbox control telemetry policy lib
 test_serve_auth_LINK    := serve session warm exec sandbox control telemetry policy lib
+test_run_build_cache_LINK := serve session warm exec sandbox control telemetry policy lib
 test_control_LINK       := control lib
 test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.
