@@ -102,15 +102,16 @@ int run_build_cache_open(const char *dir, uint64_t tenant_mb, struct run_build_c
 		free(bc);
 		return ret;
 	}
-	if (!dir) {
-		ret = own_dir(state, err, err_len);
-		snprintf(bc->dir, sizeof(bc->dir), "%s/%s", state, RUN_BUILD_CACHE_SUBDIR);
-	} else {
-		ret = 0;
+	/* Only the cache's own directory must be ours alone: a directory of
+	 * someone else's cannot be swapped in for it (we check its owner),
+	 * and every entry is checked again before use. */
+	if (dir) {
 		snprintf(bc->dir, sizeof(bc->dir), "%s", dir);
+	} else {
+		fs_mkdir_p(state, 0755); /* as the journal makes it */
+		snprintf(bc->dir, sizeof(bc->dir), "%s/%s", state, RUN_BUILD_CACHE_SUBDIR);
 	}
-	if (!ret)
-		ret = own_dir(bc->dir, err, err_len);
+	ret = own_dir(bc->dir, err, err_len);
 	if (ret) {
 		free(bc);
 		return ret;

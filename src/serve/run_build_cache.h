@@ -46,7 +46,9 @@ struct lang_plan;
 struct sandbox_file;
 
 /* dir: NULL for <state dir>/build-cache; tenant_mb 0: no cache (*out
- * NULL). 0, or -errno with `err` (a directory that is not ours alone). */
+ * NULL). The directory is made 0700 if missing. 0, or -errno with `err`
+ * (a directory that is not ours alone: another owner, or writable by
+ * others). */
 int run_build_cache_open(const char *dir, uint64_t tenant_mb, struct run_build_cache **out,
 			 char *err, size_t err_len);
 void run_build_cache_free(struct run_build_cache *bc);

@@ -179,7 +179,9 @@ int serve_start(const struct serve_config *cfg, struct serve **out)
 	/* A test's fake runner builds nothing worth keeping. */
 	ret = run_build_cache_open(s->cfg.build_cache_dir, s->cfg.run ? 0 : s->cfg.build_cache_mb,
 				   &s->build_cache, err, sizeof(err));
-	if (ret) {
+	if (ret && !s->cfg.build_cache_dir) { /* the default place: run without */
+		sg_warn("serve: no /run_code build cache: %s", err);
+	} else if (ret) {
 		sg_error("serve: --build-cache: %s", err);
 		serve_free(s);
 		return ret;
