@@ -18,7 +18,11 @@
  * or broke the sandbox's seccomp filter) is not what a cold run would
  * have done: it is booked as a platform error and runs again, cold,
  * without counting against the retry budget, and so do the request's
- * later tests. */
+ * later tests.
+ *
+ * With ctx->build (a compiled language), the program is built once in the
+ * request's first slot before any test (verify_compile.c) and handed to
+ * every test's sandbox; a compile that fails is the request's verdict. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
