@@ -8,7 +8,7 @@
 #include <string.h>
 #include "commands.h"
 #include "policy/policy.h"
-#include "exec/tenant_state.h"
+#include "node/tenant_state.h"
 
 static void usage(FILE *f)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include "canary_run.h"
 #include "lib/log.h"
-#include "scores.h"
+#include "judge/scores.h"
 
 void canary_batch_start(const struct exec_ctx *ctx, const struct exec_batch *batch,
 			struct canary_batch *cb)

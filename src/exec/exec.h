@@ -98,7 +98,7 @@
 #include "telemetry/outcome.h"
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
-#include "scores.h"
+#include "judge/scores.h"
 #include "lib/ids.h"
 
 #define EXEC_DETAIL_MAX     512

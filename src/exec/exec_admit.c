@@ -13,8 +13,8 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/ticket_queue.h"
-#include "node_cpu.h"
-#include "node_mem.h"
+#include "node/node_cpu.h"
+#include "node/node_mem.h"
 
 #define REAP_EVERY_MS 1000
 

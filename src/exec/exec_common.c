@@ -21,7 +21,7 @@
 #include "lib/first_trace.h"
 #include "lib/rule_names.h"
 #include "lib/ticket_queue.h"
-#include "node_cpu.h"
+#include "node/node_cpu.h"
 #include "sandbox/sandbox_record.h"
 
 

@@ -21,7 +21,7 @@
  *     look), the test or batch is run once more, as a confirmation run: a
  *     fresh cold sandbox with the highest CPU weight among its tenant's
  *     sandboxes, under the commitment admission already holds for it
- *     (src/exec/node_cpu.h), while every other sandbox is held to its own
+ *     (src/node/node_cpu.h), while every other sandbox is held to its own
  *     commitment by its CPU quota. Its verdict is final: a timeout there
  *     is the tenant's timeout, whatever the evidence says.
  *
@@ -34,7 +34,7 @@
 #include <string.h>
 #include "exec_internal.h"
 #include "lib/clock.h"
-#include "node_cpu.h"
+#include "node/node_cpu.h"
 
 #define ROOM_OF_SHARE  0.9 /* room at least 90% of the share: the node gave it */
 #define WANTED_OF_WALL 0.5 /* ran or waited to run half its time: it wanted the CPU */

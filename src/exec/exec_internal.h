@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "exec.h"
-#include "tenant_state.h"
+#include "node/tenant_state.h"
 
 
 /* The deadline of one run: ctx->timeout_ms (or the policy's), never above

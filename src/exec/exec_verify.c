@@ -35,7 +35,7 @@
 #include "lib/clock.h"
 #include "exec_internal.h"
 #include "verify_judge.h"
-#include "lcb.h"
+#include "judge/lcb.h"
 #include "verify_compile.h"
 #include "lib/log.h"
 #include "lib/array_len.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include "exec_internal.h"
 #include "lib/json_text.h"
-#include "node_cpu.h"
+#include "node/node_cpu.h"
 #include "verify_compile.h"
 
 #define MESSAGE_IN_DETAIL 300 /* bytes of the compiler's message in the detail */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "lcb.h"
-#include "py_equal.h"
+#include "judge/lcb.h"
+#include "judge/py_equal.h"
 #include "verify_judge.h"
 
 #define HARNESS_NAME "verify_harness.py"

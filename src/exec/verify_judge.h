@@ -8,10 +8,10 @@
  * expected output). The harness reports what the program produced; the
  * comparison happens here, in the executor:
  *  - stdio under the LCB grader: the captured output, compared by
- *    lcb_match() (src/exec/lcb.h). The exit status after the output does
+ *    lcb_match() (src/judge/lcb.h). The exit status after the output does
  *    not count (SystemExit is absorbed, as LCB absorbs it).
  *  - call-based: the return value's JSON, compared with the expected JSON
- *    by Python's == (src/exec/py_equal.h; a tuple returned is a list). A
+ *    by Python's == (src/judge/py_equal.h; a tuple returned is a list). A
  *    value that is not JSON (a set, an object) equals nothing.
  * Without the harness's first line the program ended the process before
  * the harness could report (os._exit): the test fails.

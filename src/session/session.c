@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "exec/tenant_state.h"
+#include "node/tenant_state.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "sandbox/sandbox_scratch.h"

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "exec/node_mem.h"
+#include "node/node_mem.h"
 #include "sandbox/sandbox_record.h"
 #include "session.h"
 #include "session_kernel.h"

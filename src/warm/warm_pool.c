@@ -11,7 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-#include "exec/node_cpu.h"
+#include "node/node_cpu.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "warm_agent.h"

@@ -22,7 +22,7 @@
  * (a policy reload) retires every ready sandbox of the old one.
  *
  * Node CPU: a ready sandbox holds no CPU commitment (admission commits CPU
- * to running requests only, src/exec/node_cpu.h) and uses none (its init
+ * to running requests only, src/node/node_cpu.h) and uses none (its init
  * sleeps). Preparing one takes CPU: the pool's thread runs at nice
  * WARM_POOL_NICE, so that on a node whose CPUs are all committed it takes
  * little from the running sandboxes (their inits reset to nice 0 before

@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "exec/scores.h"
+#include "judge/scores.h"
 
 #define CHECK(cond)                                                                         \
 	do {                                                                                \

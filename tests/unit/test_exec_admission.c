@@ -21,8 +21,8 @@
 #include "tmp_dir.h"
 #include "exec/exec.h"
 #include "exec/exec_internal.h"
-#include "exec/node_cpu.h"
-#include "exec/node_mem.h"
+#include "node/node_cpu.h"
+#include "node/node_mem.h"
 #include "sandbox/sandbox_record.h"
 #include "journal_lines.h"
 

@@ -15,7 +15,7 @@
 #include "exec/exec.h"
 #include "exec/exec_internal.h"
 #include "journal_lines.h"
-#include "exec/tenant_state.h"
+#include "node/tenant_state.h"
 #include "tmp_dir.h"
 #include "exec_batch_fixture.h"
 

@@ -16,7 +16,7 @@
 #include "tmp_dir.h"
 #include "exec/exec.h"
 #include "journal_lines.h"
-#include "exec/tenant_state.h"
+#include "node/tenant_state.h"
 #include "lib/clock.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

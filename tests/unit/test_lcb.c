@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "exec/lcb.h"
+#include "judge/lcb.h"
 
 static bool match(const char *got, const char *want)
 {

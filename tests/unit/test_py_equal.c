@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "exec/py_equal.h"
+#include "judge/py_equal.h"
 #include "exec/verify_judge.h"
 
 static int eq(const char *a, const char *b)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "exec/scores.h"
+#include "judge/scores.h"
 
 static void expect_bad(const char *out, size_t n, const char *want)
 {

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 #include "tmp_dir.h"
-#include "exec/tenant_state.h"
+#include "node/tenant_state.h"
 #include "queue_lines.h"
 
 static char tmp[64];

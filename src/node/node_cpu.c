@@ -1,4 +1,4 @@
-/* Node-wide CPU commitments (see src/exec/node_cpu.h). */
+/* Node-wide CPU commitments (see src/node/node_cpu.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

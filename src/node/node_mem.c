@@ -1,4 +1,4 @@
-/* Node-wide memory commitments (see src/exec/node_mem.h). */
+/* Node-wide memory commitments (see src/node/node_mem.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* LiveCodeBench-style output comparison (see src/exec/lcb.h for the exact
+/* LiveCodeBench-style output comparison (see src/judge/lcb.h for the exact
  * rules and where they come from). Works on bytes; nothing is copied
  * except a number token while it is being normalized. */
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* Python's == over json.loads() values (src/exec/py_equal.h): the text is
+/* Python's == over json.loads() values (src/judge/py_equal.h): the text is
  * parsed into a small tree (integers kept as their digits, so that any
  * size compares exactly), then the trees are compared. */
 #include <errno.h>

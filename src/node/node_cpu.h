@@ -39,7 +39,7 @@ int node_cpu_commit(double cpu, uint64_t wait_ms, struct node_cpu_commit *c, uin
 		    uint32_t *cap);
 void node_cpu_release(struct node_cpu_commit *c);
 
-/* The same mechanism for any amount (src/exec/node_mem.c's MiB): commit
+/* The same mechanism for any amount (src/node/node_mem.c's MiB): commit
  * `amount` in the line <run>/<sub> of capacity `cap`, first come first
  * served. Same returns; node_cpu_release() gives it back. */
 int node_line_commit(const char *sub, uint32_t amount, uint32_t cap, uint64_t wait_ms,
