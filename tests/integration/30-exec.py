@@ -144,13 +144,18 @@ def bad_output_case(program, detail=None, detail_has=None):
 def timeout_case(program):
     def t(env):
         rc, res, err, elapsed = run_batch(env, "rw-skip", program, batch("slow"))
-        # The detail goes on with what the run got of the CPU.
+        # The detail goes on with what the run got of the CPU. A node with
+        # no idle CPU for the run's share (other work on a shared machine)
+        # owes it one confirmation run (exec_confirm.c): then two runs,
+        # and the detail says the deadline passed again.
+        runs = 2 if res and "passed again in its confirmation run" in (res.get("detail") or "") else 1
         why = expect(env, "rw-skip", rc, res, "tenant_timeout", 1,
-                     detail_has="deadline of %d ms passed: the sandbox was killed (it got " % TIMEOUT_MS)
+                     detail_has="deadline of %d ms passed%s: the sandbox was killed (it got " % (
+                         TIMEOUT_MS, " again in its confirmation run with guaranteed CPU" if runs == 2 else ""))
         if why:
             return why
-        if not TIMEOUT_MS - 100 <= elapsed <= TIMEOUT_MS + SLACK_MS:
-            return "took %d ms, want %d ms + at most %d" % (elapsed, TIMEOUT_MS, SLACK_MS)
+        if not TIMEOUT_MS - 100 <= elapsed <= runs * TIMEOUT_MS + SLACK_MS:
+            return "took %d ms, want %d ms + at most %d" % (elapsed, runs * TIMEOUT_MS, SLACK_MS)
         if slot_uid_procs(env):
             return "processes left: %s" % slot_uid_procs(env)
     return t
@@ -276,7 +281,10 @@ def t_flaky_retry(env):
             return "batch %s booked final %d times" % (bid, len(finals))
         if [o["attempt"] for o in mine] != list(range(1, len(mine) + 1)):
             return "batch %s: attempts %s" % (bid, [o["attempt"] for o in mine])
-        if not mine[-1]["final"] or len(mine) != res["attempts"] or len(mine) > 3:
+        # A timeout's confirmation run (a node without idle CPU) is one
+        # attempt more than the policy's budget of 3.
+        confirmations = sum(o.get("confirm") == "run" for o in mine)
+        if not mine[-1]["final"] or len(mine) != res["attempts"] or len(mine) - confirmations > 3:
             return "batch %s: %d bookings for %d attempts" % (bid, len(mine), res["attempts"])
         if finals[0]["cause"] != res["cause"]:
             return "batch %s: final booked %s, result %s" % (bid, finals[0]["cause"], res["cause"])
