@@ -376,6 +376,7 @@ if [ "$LIVE_OK" = 1 ]; then
         "$BIN" agent --cleanup >/dev/null 2>&1   # the host run's pins: the container attaches its own
         RUNTIME=container
         image_t0=$SECONDS
+        cgroup_init_check
         live_checks image-live
         stop_agent
         remove_agent_container

@@ -1,7 +1,7 @@
 # Sourced by tests/stages/deploy.sh (not a stage of its own: not executable).
 # The container image, built and run: deploy/build-image.sh builds
 # deploy/Dockerfile with podman from a debootstrap base, and the agent and
-# its init container run from it with the flags tests/stages/deploy_podman.py
+# its init containers run from it with the flags tests/stages/deploy_podman.py
 # reads from deploy/daemonset.yaml (securityContext, mounts, memory limit,
 # args), so that the live checks run once more against the containerised
 # agent (serve's container: deploy_serve.py with SG_SERVE_IMAGE).
@@ -137,4 +137,65 @@ init_container_check() {
     else
         fail "image-init-container" "exit $rc (want $want_rc for the host's mounts: ${bad:-all present}): $(tr '\n' ' ' <"$TMP/init.log")"
     fi
+}
+
+# The DaemonSet's create-sandguard-cgroup init container, on a node where
+# the agent's cgroup root does not exist yet (the host run's is removed
+# first): the agent alone cannot create it (the cgroup2 root is 0555 and it
+# has no DAC capability), the init container without its one capability
+# cannot either, with it it does (owned by uid 0, the agent's uid), again
+# idempotently, and it refuses a root the agent could not write. The
+# image-live checks that follow then start the agent on the root it made.
+cgroup_init_check() {
+    local L=image-cgroup-init rc owner
+    [ -d "$CGROOT" ] && find "$CGROOT" -depth -type d -exec rmdir {} + 2>/dev/null
+    if [ -d "$CGROOT" ]; then
+        fail "$L" "cannot remove the host run's cgroup root $CGROOT"
+        return
+    fi
+    # The agent alone.
+    agent_container_args "$TMP/cm" "$(free_port)" || { fail "$L-needed" "deploy_podman.py refused the agent"; return; }
+    # (the policies: the host run's; it stops before it reads them)
+    timeout 60 "${PODMAN[@]}" run --rm --name "sg-deploy-noinit-$$" "${ULIMITS[@]}" "${FLAGS[@]}" "$IMAGE" "${CMD[@]}" \
+        >"$TMP/noinit.log" 2>&1
+    rc=$?
+    "${PODMAN[@]}" rm -f "sg-deploy-noinit-$$" >/dev/null 2>&1
+    if [ "$rc" -ne 0 ] && grep -q "cannot create cgroup $CGROOT: Permission denied" "$TMP/noinit.log" && [ ! -d "$CGROOT" ]; then
+        pass "$L-needed" "without it the agent's container exits $rc: cannot create cgroup ...: Permission denied"
+    else
+        fail "$L-needed" "the agent alone exited $rc on a node without $CGROOT: $(tail -n 2 "$TMP/noinit.log" | tr '\n' ' ')"
+    fi
+    # Its capability is needed.
+    run_cgroup_init --caps "" >"$TMP/cginit.log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "Permission denied" "$TMP/cginit.log" && [ ! -d "$CGROOT" ]; then
+        pass "$L-cap-needed-dac_override" "without CAP_DAC_OVERRIDE: exit $rc, mkdir Permission denied"
+    else
+        fail "$L-cap-needed-dac_override" "without CAP_DAC_OVERRIDE: exit $rc, $(tr '\n' ' ' <"$TMP/cginit.log")"
+    fi
+    # The manifest's container, twice (the kubelet runs it at every pod start).
+    run_cgroup_init >"$TMP/cginit.log" 2>&1 && run_cgroup_init >>"$TMP/cginit.log" 2>&1
+    rc=$?
+    owner=$(stat -c %u:%g:%a "$CGROOT" 2>/dev/null)
+    if [ "$rc" -eq 0 ] && [ "$owner" = 0:0:755 ] && [ "$(stat -f -c %T "$CGROOT")" = cgroup2fs ]; then
+        pass "$L" "with only CAP_DAC_OVERRIDE: created $CGROOT (uid:gid:mode $owner), exit 0 again once it exists"
+    else
+        fail "$L" "exit $rc, $CGROOT is '${owner:-missing}': $(tr '\n' ' ' <"$TMP/cginit.log")"
+    fi
+    # A root the agent could not write: refused, by name.
+    chown 65534 "$CGROOT"
+    run_cgroup_init >"$TMP/cginit.log" 2>&1
+    rc=$?
+    chown 0 "$CGROOT"
+    if [ "$rc" -ne 0 ] && grep -q "$CGROOT is 65534:" "$TMP/cginit.log"; then
+        pass "$L-refuses-foreign-owner" "a root owned by uid 65534: exit $rc, naming it"
+    else
+        fail "$L-refuses-foreign-owner" "a root owned by uid 65534: exit $rc, $(tr '\n' ' ' <"$TMP/cginit.log")"
+    fi
+}
+# The create-sandguard-cgroup init container, this run's cgroup root in
+# place of <cgroup2>/sandguard; extra deploy_podman.py arguments.
+run_cgroup_init() {
+    container_args deploy/daemonset.yaml create-sandguard-cgroup -e "SANDGUARD_CGROUP_ROOT=$CGROOT" "$@" || return 2
+    timeout 60 "${PODMAN[@]}" run --rm "${ULIMITS[@]}" "${FLAGS[@]}" "$IMAGE" "${CMD[@]}"
 }

@@ -41,6 +41,9 @@ AGENT_FLAGS = {
     "--metrics": "0.0.0.0:9464",
     "--state-dir": "/var/lib/sandguard",
 }
+# The init container that creates the agent's cgroup root, and its one capability.
+CGROUP_INIT = "create-sandguard-cgroup"
+CGROUP_INIT_CAPS = ["DAC_OVERRIDE"]
 REWARD_LABEL = "sandguard.io/reward-node"
 BINARY = "/usr/local/bin/sandguard"
 MIB = 1024 * 1024
@@ -121,7 +124,9 @@ def t_privileges():
     assert REQUIRED_CAPS <= add, "agent lacks %s" % sorted(REQUIRED_CAPS - add)
     assert add <= ALLOWED_CAPS, "agent adds %s beyond what it needs" % sorted(add - ALLOWED_CAPS)
     for c in pod.get("initContainers", []):
-        assert not c["securityContext"]["capabilities"].get("add"), "%s adds capabilities" % c["name"]
+        want = CGROUP_INIT_CAPS if c["name"] == CGROUP_INIT else []
+        assert c["securityContext"]["capabilities"].get("add", []) == want, \
+            "%s adds %s, want %s" % (c["name"], c["securityContext"]["capabilities"].get("add"), want)
     for k in ("hostPID", "hostNetwork", "hostIPC"):
         assert pod.get(k) is False, "%s must be false (see deploy/README.md)" % k
     assert pod.get("automountServiceAccountToken") is False, "service account token mounted"
@@ -135,6 +140,31 @@ def t_caps_documented():
     assert not missing, "deploy/README.md does not explain %s" % missing
     for word in ("hostPID", "appArmorProfile", "seLinuxOptions", "CAP_SYS_ADMIN"):
         assert word in text, "deploy/README.md does not discuss %s" % word
+
+
+def t_cgroup_init():
+    """The agent (no DAC capability) cannot add a directory to the 0555
+    cgroup2 root: an init container does, as the agent's uid so that the
+    agent owns it, with the node's cgroupfs as its only mount, after
+    check-host-mounts has seen a cgroup2 /sys/fs/cgroup."""
+    inits = pod.get("initContainers", [])
+    names = [c["name"] for c in inits]
+    assert CGROUP_INIT in names, "no %s init container: the agent cannot create its cgroup root" % CGROUP_INIT
+    assert names.index(CGROUP_INIT) > names.index("check-host-mounts"), "%s runs before check-host-mounts" % CGROUP_INIT
+    c = inits[names.index(CGROUP_INIT)]
+    sc, asc = c["securityContext"], agent["securityContext"]
+    assert sc.get("capabilities", {}).get("add") == CGROUP_INIT_CAPS, "%s adds %s, want %s" % (
+        CGROUP_INIT, sc.get("capabilities", {}).get("add"), CGROUP_INIT_CAPS)
+    assert sc.get("runAsUser") == asc.get("runAsUser") == 0, "%s must run as the agent's uid 0" % CGROUP_INIT
+    cg = mounts["/sys/fs/cgroup"]["name"]
+    got = [(m["name"], m["mountPath"], bool(m.get("readOnly"))) for m in c.get("volumeMounts", [])]
+    assert got == [(cg, "/sys/fs/cgroup", False)], "%s mounts %s, want only the cgroup volume, writable" % (CGROUP_INIT, got)
+    script = " ".join(c.get("command", []))
+    assert "/sys/fs/cgroup/sandguard" in script and "SANDGUARD_CGROUP_ROOT" in script, \
+        "%s does not create the agent's root (<cgroup2>/sandguard, or $SANDGUARD_CGROUP_ROOT)" % CGROUP_INIT
+    text = open(os.path.join(DEPLOY, "README.md")).read()
+    assert CGROUP_INIT in text and "CAP_DAC_OVERRIDE" in text, "deploy/README.md does not explain %s" % CGROUP_INIT
+    return "%s adds only %s, mounts only the cgroup volume" % (CGROUP_INIT, ",".join(CGROUP_INIT_CAPS))
 
 
 def t_host_mounts():
@@ -434,6 +464,7 @@ def t_serve_resources():
 check_fn("daemonset-node-selection", t_node_selection)
 check_fn("daemonset-privileges", t_privileges)
 check_fn("daemonset-privileges-documented", t_caps_documented)
+check_fn("daemonset-cgroup-init", t_cgroup_init)
 check_fn("daemonset-host-mounts", t_host_mounts)
 check_fn("daemonset-host-root", t_host_root)
 check_fn("daemonset-policies-configmap", t_policies)

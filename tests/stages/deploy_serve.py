@@ -187,10 +187,25 @@ class ContainerAgent(Agent):
         self.events = os.path.join(self.run_dir, "events.jsonl")   # the manifest's --events, as the node sees it
         self.port = free_port()
         self.name = "sg-deploy-serve-agent-%d" % os.getpid()
-        # The cgroup root exists on the node (deploy/README.md, known issues).
-        os.makedirs(self.env["SANDGUARD_CGROUP_ROOT"], exist_ok=True)
+        self.init_error = None
+
+    def create_cgroup(self):
+        """The pod's create-sandguard-cgroup init container, as the kubelet
+        runs it before each start: None once the cgroup root is there, else why."""
+        flags, command = deploy_podman.run_args(
+            os.path.join(SRC, "deploy", "daemonset.yaml"), "create-sandguard-cgroup", {},
+            {"SANDGUARD_CGROUP_ROOT": self.env["SANDGUARD_CGROUP_ROOT"]}, seccomp_dir=self.dir)
+        r = subprocess.run(PODMAN + ["run", "--rm"] + ULIMITS + flags + [IMAGE] + command,
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode:
+            return "the create-sandguard-cgroup init container exited %d: %s" % (
+                r.returncode, (r.stdout + r.stderr).strip().replace("\n", " ")[-300:])
+        return None
 
     def start(self, *extra, timeout=30):
+        self.init_error = self.create_cgroup()
+        if self.init_error:
+            return False
         flags, command = deploy_podman.run_args(
             os.path.join(SRC, "deploy", "daemonset.yaml"), "agent",
             {"policies": self.policy_dir, "run": self.run_dir, "state": self.env["SANDGUARD_STATE_DIR"]},
@@ -279,7 +294,10 @@ def main():
     servers = []
     try:
         if not agent.start():
-            report("SKIP", named(""), "the agent does not start here")
+            if getattr(agent, "init_error", None):
+                report("FAIL", named(""), agent.init_error)
+            else:
+                report("SKIP", named(""), "the agent does not start here")
             return exit_code()
 
         srv = Serve(agent, CAPS, root)
