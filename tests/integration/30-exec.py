@@ -70,7 +70,7 @@ def t_stopped_before_booking(env):
                  if ln[0] == me and ln[1].startswith("clone3(") and "CLONE_NEWPID" in ln[1]), None)
     order = [i for i, ln in enumerate(lines) if ln[0] == me and (
         ln[1].startswith("kill(%s, SIGKILL)" % init) or
-        (ln[1].startswith("flock(") and "journal/.lock" in ln[1]) or ln[1].startswith("write(1"))]
+        (ln[1].startswith("flock(") and "journal/.lock" in ln[1]) or ln[1].startswith("write(1<"))]
     seen = [lines[i][1].split("(")[0] + ("(journal)" if "journal" in lines[i][1] else "") for i in order]
     if not init or not seen or not seen[0].startswith("kill"):
         return "init %s: want its kill before the journal's lock and the result, got %s" % (init, seen)
