@@ -211,8 +211,8 @@ def case_daemon_outlives_step(agent, serve):
         uid = int(s.run("python3 -c 'import os; print(os.getuid())'")["stdout"])
         time.sleep(0.3)
         pids = procs_of_uid(uid)
-        # The sandbox's init may run as the slot uid; a daemon would be a second one.
-        if len(pids) > 1:
+        # Between steps nothing runs as the slot uid (the init is not its).
+        if pids:
             return "processes of the session's uid %d after its step: %r" % (uid, pids)
         n1 = len(s.read("beat") or b"")
         time.sleep(0.5)
@@ -364,6 +364,46 @@ def case_escape_calls(agent, serve):
     return None
 
 
+def case_deep_tree_close(agent, serve):
+    """A 2000-deep tree (put makes each directory): the close removes the
+    scratch on the host, the server lives on."""
+    s = Session(serve.url, tenant=TENANT)
+    sandbox = s.info()["sandbox"]
+    try:
+        s.write("/".join(["d"] * 2000) + "/f", b"deep")
+        if s.read("/".join(["d"] * 2000) + "/f") != b"deep":
+            return "the deep file does not read back"
+    finally:
+        s.close()
+    if os.path.exists(os.path.join(agent.scratch, TENANT, sandbox)):
+        return "the deep scratch is left on the host"
+    finals = [r for r in session_records(agent, s.id) if r["final"]]
+    if [f.get("session_end") for f in finals] != ["closed"]:
+        return "the final record: %r" % finals
+    return None
+
+
+def case_run_id_near_collision(agent, serve):
+    """Two runs whose ids differ in their last (127th) character are two
+    owners: neither lists nor reaches the other's session."""
+    a, b = "r" * 126 + "A", "r" * 126 + "B"
+    s = Session(serve.url, tenant=TENANT, run_id=a)
+    try:
+        if any(x["session"] == s.id for x in Session.list(serve.url, tenant=TENANT, run_id=b)):
+            return "the other run lists the session"
+        try:
+            Session.attach(serve.url, s.id, tenant=TENANT, run_id=b).run("true")
+            return "the other run ran a step in it"
+        except SessionError as e:
+            if e.status != 404:
+                return "the other run: %s" % e
+        if s.run("echo mine")["stdout"] != "mine\n":
+            return "its own run cannot use it"
+    finally:
+        s.close()
+    return None
+
+
 CASES = [
     ("put through planted links, a FIFO, a dir link: nothing of the host written", case_put_through_links),
     ("get through planted links and a FIFO: nothing of the host read", case_get_through_links),
@@ -375,6 +415,8 @@ CASES = [
     ("racing exec, fork, put, get and close", case_racing_calls),
     ("a step signals the sandbox's init: refused, booked the client's", case_signal_init),
     ("io_uring, a user+mount namespace and ptrace refused in a step", case_escape_calls),
+    ("a 2000-deep tree: closed, its scratch gone from the host", case_deep_tree_close),
+    ("run ids differing in their 127th character are two owners", case_run_id_near_collision),
 ]
 
 
