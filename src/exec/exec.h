@@ -462,6 +462,7 @@ struct exec_step_result {
 	bool out_truncated, err_truncated;
 	uint64_t wall_ms, cpu_ms;
 	bool ends;         /* the sandbox cannot serve another step: the session ends */
+	bool session_over; /* the session has ended after it (ends, or a budget it used up) */
 	bool final_booked; /* and this step's record was its final (the record could not follow) */
 	char outcome_id[SG_ID_BUF];
 	char detail[EXEC_DETAIL_MAX];

@@ -132,6 +132,14 @@ static int parse_files(json_t *body, struct session_plan *p, struct serve_reply 
 			f->data = json_string_value(v);
 			f->len = json_string_length(v);
 		}
+		for (size_t i = 0; i < p->n_files; i++)
+			if (sb_scratch_paths_conflict(p->files[i].path, path)) {
+				serve_error(rp, 400,
+					    "\"files\": \"%.200s\" and \"%.200s\" cannot both be "
+					    "written (one is inside the other)",
+					    p->files[i].path, path);
+				return -1;
+			}
 		p->n_files++;
 	}
 	return 0;
@@ -241,6 +249,12 @@ static int parse_paths(json_t *body, struct session_plan *p, struct serve_reply 
 			serve_error(rp, 400, "\"paths\" must hold strings");
 			return -1;
 		}
+		for (size_t j = 0; j < p->n_paths; j++)
+			if (!strcmp(p->paths[j], json_string_value(v))) {
+				serve_error(rp, 400, "\"paths\": \"%.200s\" is asked for twice",
+					    json_string_value(v));
+				return -1;
+			}
 		p->paths[p->n_paths++] = json_string_value(v);
 	}
 	return 0;
@@ -347,28 +361,52 @@ static json_t *step_json(const struct exec_step_result *r, const struct session_
 		rule_name(r->rule) ? json_string(rule_name(r->rule)) : json_null(), "detail",
 		r->detail[0] ? json_string_lossy(r->detail, strlen(r->detail)) : json_null(),
 		"wall_ms", (json_int_t)r->wall_ms, "cpu_s", r->cpu_ms / 1000.0, "session_ended",
-		r->ends, "outcome_id", r->outcome_id);
+		r->session_over, "outcome_id", r->outcome_id);
 }
 
 /* A manager's refusal as HTTP: 503 (with Retry-After) when the node has
  * no sandbox slot left or is stopping. */
+static unsigned status_of(int err, const char *detail)
+{
+	switch (-err) {
+	case ENOENT:
+		return 404;
+	case EBUSY:
+		return 409;
+	case ENOTDIR: /* the tree the session made is in the way */
+	case EISDIR:
+	case ELOOP:
+	case EEXIST:
+	case ENAMETOOLONG:
+		return 409;
+	case ESRCH:
+		return 410;
+	case EFBIG:
+		return 413;
+	case EINVAL:
+		return 400;
+	case EPERM:
+		return strstr(detail, "paused") ? 423 : 403;
+	case EUSERS:
+		return 429;
+	case ENOSPC:
+	case EDQUOT:
+		return 507;
+	case ESHUTDOWN:
+	case EAGAIN:
+		return 503;
+	default:
+		return 500;
+	}
+}
+
 static void refused(struct serve_call *c, int err, const char *detail, struct serve_reply *rp)
 {
-	unsigned status = err == -ENOENT                        ? 404
-			  : err == -EBUSY                       ? 409
-			  : err == -ESRCH                       ? 410
-			  : err == -EINVAL                      ? 400
-			  : err == -EPERM                       ? 403
-			  : err == -EUSERS                      ? 429
-			  : err == -ENOSPC                      ? 507
-			  : err == -ESHUTDOWN || err == -EAGAIN ? 503
-								: 500;
+	unsigned status = status_of(err, detail);
 
 	serve_error(rp, status, "%s", detail);
 	if (status == 429 || status == 503)
 		rp->retry_after_s = serve_retry_after(c->policy);
-	if (err == -EPERM && strstr(detail, "paused"))
-		rp->status = 423;
 }
 
 static void do_create(struct serve_call *c, struct session_plan *p, const struct session_owner *who,

@@ -62,19 +62,25 @@ void session_unref(struct session_mgr *m, struct session *s)
 }
 
 /* Take the session's turn: -EBUSY while another call of it runs, -ESRCH
- * once it has ended. */
-int session_take_turn(struct session *s, char *detail, size_t len)
+ * once it has ended, or now ends because its lifetime is over (a busy
+ * session must not outlive it: the reaper skips busy ones). */
+int session_take_turn(struct session_mgr *m, struct session *s, char *detail, size_t len)
 {
+	uint64_t now = clock_ms(CLOCK_MONOTONIC);
+
 	if (pthread_mutex_trylock(&s->lock)) {
 		snprintf(detail, len, "session %s is busy: another call of it is under way", s->id);
 		return -EBUSY;
 	}
+	if (!s->ended && now - s->created_ms >= (uint64_t)s->policy->session.max_lifetime_s * 1000)
+		session_end_locked(m, s, "lifetime", SG_CAUSE_OK, -1,
+				   "the policy's session.max_lifetime_s passed");
 	if (s->ended) {
 		pthread_mutex_unlock(&s->lock);
 		snprintf(detail, len, "session %s has ended (%s)", s->id, s->end_how);
 		return -ESRCH;
 	}
-	s->last_ms = clock_ms(CLOCK_MONOTONIC);
+	s->last_ms = now;
 	s->busy = true;
 	return 0;
 }
@@ -174,10 +180,17 @@ void session_run_step(struct session_mgr *m, struct session *s, const struct exe
 	/* The events of the step name it: "<session>/<step>". */
 	snprintf(batch, sizeof(batch), "%s/%u", s->id, st.step);
 	st.event_batch_id = batch;
+	uint64_t life_ms = (uint64_t)s->policy->session.max_lifetime_s * 1000,
+		 age_ms = clock_ms(CLOCK_MONOTONIC) - s->created_ms;
+
 	if (!st.timeout_ms)
 		st.timeout_ms = s->policy->session.step_timeout_ms
 					? s->policy->session.step_timeout_ms
 					: s->policy->limits.timeout_ms;
+	/* No step runs past the session's lifetime (session_take_turn()
+	 * made sure some is left). */
+	if (age_ms < life_ms && st.timeout_ms > life_ms - age_ms)
+		st.timeout_ms = life_ms - age_ms;
 	exec_session_step(&ctx, s->sb, &s->owed, &st, res);
 	s->steps = st.step;
 	s->cpu_ms += res->cpu_ms;
@@ -186,6 +199,7 @@ void session_run_step(struct session_mgr *m, struct session *s, const struct exe
 	else if (s->cpu_ms >= budget_ms)
 		session_end_locked(m, s, "cpu", SG_CAUSE_TENANT_TIMEOUT, -1,
 				   "its steps used the policy's session.cpu_seconds");
+	res->session_over = s->ended;
 }
 
 int session_exec(struct session_mgr *m, const struct session_owner *who, const char *id,
@@ -202,7 +216,7 @@ int session_exec(struct session_mgr *m, const struct session_owner *who, const c
 		snprintf(detail, len, "no session %s of tenant %s and this run", id, who->tenant);
 		return -ENOENT;
 	}
-	if ((err = session_take_turn(s, detail, len)))
+	if ((err = session_take_turn(m, s, detail, len)))
 		goto out;
 	/* A step that could not be booked must not run (the batches' rule). */
 	if (exec_journal_full(detail, len)) {
@@ -260,7 +274,7 @@ static int open_turn(struct session_mgr *m, const struct session_owner *who, con
 		snprintf(detail, len, "no session %s of tenant %s and this run", id, who->tenant);
 		return -ENOENT;
 	}
-	err = session_take_turn(s, detail, len);
+	err = session_take_turn(m, s, detail, len);
 	if (!err) {
 		*scratch = open(sandbox_scratch_path(s->sb),
 				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -308,14 +322,29 @@ int session_get(struct session_mgr *m, const struct session_owner *who, const ch
 		char *detail, size_t len)
 {
 	struct session *s;
+	size_t left = SESSION_GET_MAX;
 	int scratch, err = open_turn(m, who, id, &s, &scratch, detail, len);
 
 	if (err)
 		return err;
-	for (size_t i = 0; i < n && !err; i++)
-		err = sb_scratch_fetch(scratch, paths[i], sandbox_uid(s->sb), cap, &out[i]);
-	if (err)
-		snprintf(detail, len, "cannot read session %s's files: %s", id, strerror(-err));
+	/* Each file within cap, all of them within SESSION_GET_MAX: what
+	 * the server holds for one call is bounded, whatever is asked. */
+	for (size_t i = 0; i < n && !err; i++) {
+		size_t this_cap = cap < left ? cap : left;
+
+		err = sb_scratch_fetch(scratch, paths[i], sandbox_uid(s->sb), this_cap, &out[i]);
+		if (err)
+			snprintf(detail, len, "cannot read session %s's files: %s", id,
+				 strerror(-err));
+		else if (out[i].truncated) {
+			err = -EFBIG;
+			snprintf(detail, len,
+				 "%s is larger than a get returns (%zu MiB a file, %d MiB a call): "
+				 "ask for fewer files, or split it in a step",
+				 paths[i], cap >> 20, SESSION_GET_MAX >> 20);
+		}
+		left -= out[i].len;
+	}
 	close_turn(m, s, scratch);
 	return err;
 }

@@ -23,6 +23,7 @@ struct warm_agent;
 struct session_mgr;
 
 #define SESSION_FORK_MAX  64
+#define SESSION_GET_MAX   (64 << 20) /* bytes one get returns, all files together */
 #define SESSION_ID_PREFIX SG_SESSION_ID_PREFIX
 
 struct session_info {
@@ -77,7 +78,8 @@ int session_exec(struct session_mgr *m, const struct session_owner *who, const c
 int session_put(struct session_mgr *m, const struct session_owner *who, const char *id,
 		const struct sandbox_file *files, size_t n, char *detail, size_t len);
 /* out[i] as sb_scratch_fetch() fills it (data NULL: missing); the caller
- * frees each path and data. */
+ * frees each path and data. -EFBIG when a file is past cap, or all of
+ * them past SESSION_GET_MAX. */
 int session_get(struct session_mgr *m, const struct session_owner *who, const char *id,
 		const char *const *paths, size_t n, size_t cap, struct sandbox_fetched *out,
 		char *detail, size_t len);

@@ -12,13 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "sandbox/sandbox_scratch.h"
 #include "session_files.h"
 
-#define COPY_DEPTH_MAX 64
+/* Directory levels a fork copies; a deeper scratch cannot be forked
+ * (-ELOOP). The walk itself uses no stack per level. */
+#define COPY_DEPTH_MAX 256
 
 static int write_all(int fd, const char *data, size_t len)
 {
@@ -101,9 +104,65 @@ int session_file_put(int root, const char *rel, const void *data, size_t len, un
 	return err;
 }
 
+/* The file's data, holes kept as holes: a sparse file the tenant made
+ * costs its fork no more than it cost the parent. sendfile() copies in
+ * the kernel between any two files (two tmpfs scratches, where
+ * copy_file_range() refuses the cross-device copy). */
+bool session_file_err_tenants(int err)
+{
+	switch (-err) {
+	case ENOSPC:
+	case EDQUOT:
+	case EFBIG:
+	case ENOTDIR:
+	case EISDIR:
+	case ELOOP:
+	case EEXIST:
+	case ENAMETOOLONG:
+	case EINVAL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int copy_data(int in, int out, off_t size)
+{
+	off_t at = 0;
+
+	if (ftruncate(out, size))
+		return -errno;
+	while (at < size) {
+		off_t data = lseek(in, at, SEEK_DATA), hole;
+
+		if (data < 0)
+			return errno == ENXIO ? 0 : -errno; /* the rest is a hole */
+		hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0)
+			return -errno;
+		at = data;
+		while (at < hole) {
+			off_t from = at;
+			ssize_t n;
+
+			if (lseek(out, at, SEEK_SET) < 0)
+				return -errno;
+			n = sendfile(out, in, &from, (size_t)(hole - at));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return -errno;
+			if (n == 0)
+				return 0; /* it shrank under us: what was there is copied */
+			at += n;
+		}
+	}
+	return 0;
+}
+
 static int copy_file(int sdir, int ddir, const char *name, const struct stat *st, uid_t uid)
 {
-	int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), out, err = 0;
+	int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), out, err;
 
 	if (in < 0)
 		return -errno;
@@ -113,18 +172,7 @@ static int copy_file(int sdir, int ddir, const char *name, const struct stat *st
 		close(in);
 		return err;
 	}
-	/* sendfile() copies in the kernel between any two files (two tmpfs
-	 * scratches: copy_file_range() would refuse the cross-device copy). */
-	for (;;) {
-		ssize_t n = sendfile(out, in, NULL, 1 << 30);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			err = -errno;
-		if (n <= 0)
-			break;
-	}
+	err = copy_data(in, out, st->st_size);
 	if (!err && (fchown(out, uid, uid) || fchmod(out, st->st_mode & 07777 & ~06000)))
 		err = -errno;
 	if (close(out) && !err)
@@ -133,97 +181,138 @@ static int copy_file(int sdir, int ddir, const char *name, const struct stat *st
 	return err;
 }
 
-static int copy_dir(int sdir, int ddir, uid_t uid, int depth, struct session_copy_stats *cs);
+/* One directory being copied: its entries are read one at a time, so the
+ * walk holds a frame per level, on the heap, and never recurses (a tree
+ * as deep as the tenant likes must not overflow a server thread's stack:
+ * the depth is bounded, with an error, at COPY_DEPTH_MAX). */
+struct frame {
+	DIR *src; /* owns the source directory's fd */
+	int dst;
+	mode_t mode; /* the source directory's, applied once it is filled */
+};
 
-static int copy_entry(int sdir, int ddir, const char *name, uid_t uid, int depth,
-		      struct session_copy_stats *cs)
+/* A link, a regular file or nothing (FIFOs and sockets are a live
+ * process's, not state). 1 when `name` is a directory (not copied here). */
+static int copy_leaf(int sdir, int ddir, const char *name, uid_t uid, struct stat *st,
+		     struct session_copy_stats *cs)
 {
-	struct stat st;
-	char target[PATH_MAX];
+	char *target;
 	ssize_t n;
-	int s, d, err;
+	int err = 0;
 
-	if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW))
+	if (fstatat(sdir, name, st, AT_SYMLINK_NOFOLLOW))
 		return -errno;
-	if (S_ISREG(st.st_mode)) {
+	if (S_ISDIR(st->st_mode))
+		return 1;
+	if (S_ISREG(st->st_mode)) {
 		cs->files++;
-		cs->bytes += (uint64_t)st.st_size;
-		return copy_file(sdir, ddir, name, &st, uid);
+		cs->bytes += (uint64_t)st->st_size;
+		return copy_file(sdir, ddir, name, st, uid);
 	}
-	if (S_ISLNK(st.st_mode)) {
-		n = readlinkat(sdir, name, target, sizeof(target) - 1);
-		if (n < 0)
-			return -errno;
+	if (!S_ISLNK(st->st_mode)) {
+		cs->skipped++;
+		return 0;
+	}
+	target = malloc(PATH_MAX);
+	if (!target)
+		return -ENOMEM;
+	n = readlinkat(sdir, name, target, PATH_MAX - 1);
+	if (n < 0) {
+		err = -errno;
+	} else {
 		target[n] = '\0';
 		unlinkat(ddir, name, 0);
 		if (symlinkat(target, ddir, name) ||
 		    fchownat(ddir, name, uid, uid, AT_SYMLINK_NOFOLLOW))
-			return -errno;
-		return 0;
+			err = -errno;
 	}
-	if (!S_ISDIR(st.st_mode)) {
-		cs->skipped++; /* a FIFO, a socket: a live process's, not state */
-		return 0;
-	}
-	if (depth >= COPY_DEPTH_MAX)
-		return -ELOOP;
+	free(target);
+	return err;
+}
+
+/* Open `name` below both directories as a new frame. 0 or -errno. */
+static int push(struct frame *f, int sdir, int ddir, const char *name, mode_t mode)
+{
+	int s, d;
+
 	if (mkdirat(ddir, name, 0700) && errno != EEXIST)
 		return -errno;
 	s = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s < 0)
 		return -errno;
 	d = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (d < 0) {
-		err = -errno;
+	if (d < 0 || !(f->src = fdopendir(s))) {
+		int err = -errno;
+
 		close(s);
+		if (d >= 0)
+			close(d);
 		return err;
 	}
-	err = copy_dir(s, d, uid, depth + 1, cs);
-	if (!err && (fchown(d, uid, uid) || fchmod(d, st.st_mode & 07777 & ~06000)))
-		err = -errno;
-	close(d);
-	close(s);
-	return err;
+	f->dst = d;
+	f->mode = mode;
+	return 0;
 }
 
-static int copy_dir(int sdir, int ddir, uid_t uid, int depth, struct session_copy_stats *cs)
+static int pop(struct frame *f, uid_t uid, bool apply)
 {
-	int fd = dup(sdir), err = 0;
-	DIR *dir;
-	struct dirent *e;
+	int err = 0;
 
-	if (fd < 0)
-		return -errno;
-	dir = fdopendir(fd);
-	if (!dir) {
+	if (apply && (fchown(f->dst, uid, uid) || fchmod(f->dst, f->mode & 07777 & ~06000)))
 		err = -errno;
-		close(fd);
-		return err;
-	}
-	while (!err && (e = readdir(dir))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		err = copy_entry(sdir, ddir, e->d_name, uid, depth, cs);
-	}
-	closedir(dir);
+	close(f->dst);
+	closedir(f->src);
 	return err;
 }
 
 int session_copy_tree(const char *from, const char *to, uid_t uid, struct session_copy_stats *cs)
 {
-	int s = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), d, err;
+	struct frame *stack = calloc(COPY_DEPTH_MAX + 1, sizeof(*stack));
+	int depth = 0, err = 0, s, d;
 
 	memset(cs, 0, sizeof(*cs));
-	if (s < 0)
-		return -errno;
-	d = open(to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (d < 0) {
+	if (!stack)
+		return -ENOMEM;
+	s = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	d = s < 0 ? -1 : open(to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d < 0 || !(stack[0].src = fdopendir(s))) {
 		err = -errno;
-		close(s);
+		if (s >= 0)
+			close(s);
+		if (d >= 0)
+			close(d);
+		free(stack);
 		return err;
 	}
-	err = copy_dir(s, d, uid, 0, cs);
-	close(d);
-	close(s);
+	stack[0].dst = d;
+	while (depth >= 0 && !err) {
+		struct frame *f = &stack[depth];
+		struct dirent *e = readdir(f->src);
+		struct stat st;
+		int r;
+
+		if (!e) { /* this directory is done; the root keeps its own mode */
+			err = pop(f, uid, depth > 0);
+			depth--;
+			continue;
+		}
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		r = copy_leaf(dirfd(f->src), f->dst, e->d_name, uid, &st, cs);
+		if (r <= 0) {
+			err = r;
+			continue;
+		}
+		if (depth + 1 > COPY_DEPTH_MAX) {
+			err = -ELOOP;
+			continue;
+		}
+		err = push(&stack[depth + 1], dirfd(f->src), f->dst, e->d_name, st.st_mode);
+		if (!err)
+			depth++;
+	}
+	while (depth >= 0) /* after an error: close what is open */
+		pop(&stack[depth--], uid, false);
+	free(stack);
 	return err;
 }

@@ -2,6 +2,7 @@
  * scratch copied into a fork's (src/session/session_files.c). */
 #ifndef SG_SESSION_FILES_H
 #define SG_SESSION_FILES_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -12,6 +13,11 @@
  * a component is not a directory, -ENOSPC: the scratch is full). */
 int session_file_put(int root, const char *rel, const void *data, size_t len, unsigned mode,
 		     uid_t uid);
+
+/* Whether session_file_put()'s error is the request's or the tree's the
+ * tenant made (a full scratch, a path through a file or a link, a bad
+ * path), not the node's. */
+bool session_file_err_tenants(int err);
 
 struct session_copy_stats {
 	uint64_t files, bytes, skipped;

@@ -62,8 +62,9 @@ struct session *session_find(struct session_mgr *m, const struct session_owner *
 			     const char *id);
 void session_unref(struct session_mgr *m, struct session *s);
 /* Take the session's turn: 0, -EBUSY while another call of it runs, or
- * -ESRCH once it has ended (`detail` says which). */
-int session_take_turn(struct session *s, char *detail, size_t len);
+ * -ESRCH once it has ended, its lifetime over included (`detail` says
+ * which). */
+int session_take_turn(struct session_mgr *m, struct session *s, char *detail, size_t len);
 void session_give_turn(struct session *s);
 void info_of_session(const struct session *s, struct session_info *info);
 /* Run one step (its turn held) and apply the session's budgets after it. */

@@ -4,6 +4,7 @@
  * its request), and the reaper, which closes sessions past their idle
  * timeout or lifetime. */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "node/tenant_state.h"
 #include "session_files.h"
 #include "session_internal.h"
 #include "warm/warm_agent.h"
@@ -153,19 +155,36 @@ static void unlist(struct session_mgr *m, struct session *s)
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* A paused tenant makes no session and no fork (`sandguard tenant pause`):
+ * -EPERM with "paused" in `detail` (a 423). */
+static int refuse_paused(const char *tenant, char *detail, size_t len)
+{
+	char info[256];
+
+	if (tenant_paused(tenant, info, sizeof(info)) <= 0)
+		return 0;
+	snprintf(detail, len, "tenant %s is paused (%s): no new sessions, forks or steps", tenant,
+		 info);
+	return -EPERM;
+}
+
 /* The node memory of its sandbox, for the session's whole life (its
  * scratch holds memory between steps too): refused now (-EAGAIN, a 503)
  * rather than queued, as a session holds it for long. */
 static int hold_memory(struct session *s, char *detail, size_t len)
 {
+	/* Its scratch too: the server's own writes into it (put, a fork's
+	 * copy) are charged to the server's cgroup, not the session's. */
+	uint64_t need = s->policy->limits.memory_mb + s->policy->scratch_mb;
 	uint32_t used, cap;
-	int err = node_mem_commit(s->policy->limits.memory_mb, 0, &s->mem, &used, &cap);
+	int err = node_mem_commit(need, 0, &s->mem, &used, &cap);
 
 	if (err == -EBUSY) {
 		snprintf(detail, len,
 			 "node memory committed: %u of %u MiB are held by sandboxes and sessions, "
-			 "and the session needs %llu (limits.memory_mb); retry later",
-			 used, cap, (unsigned long long)s->policy->limits.memory_mb);
+			 "and the session needs %llu (limits.memory_mb + files.scratch_mb); retry "
+			 "later",
+			 used, cap, (unsigned long long)need);
 		return -EAGAIN;
 	}
 	if (err)
@@ -310,6 +329,8 @@ int session_create(struct session_mgr *m, const struct session_owner *who,
 	}
 	if (exec_journal_full(detail, len))
 		return -ENOSPC;
+	if ((err = refuse_paused(who->tenant, detail, len)))
+		return err;
 	s = new_session(m, who, req->policy, kernel, &err, detail, len);
 	if (!s)
 		return err;
@@ -324,10 +345,16 @@ int session_create(struct session_mgr *m, const struct session_owner *who,
 	if (scratch >= 0)
 		close(scratch);
 	if (err) {
+		/* Files that do not fit the scratch, or conflict with each
+		 * other, are the request's: the session closes, nobody's fault;
+		 * anything else is the node's. */
+		bool theirs = session_file_err_tenants(err);
+
 		snprintf(detail, len, "cannot write the session's files: %s", strerror(-err));
-		session_end_locked(m, s, "platform", SG_CAUSE_PLATFORM_ERROR, -1, detail);
+		session_end_locked(m, s, theirs ? "closed" : "platform",
+				   theirs ? SG_CAUSE_OK : SG_CAUSE_PLATFORM_ERROR, -1, detail);
 		done_with(m, s);
-		return err == -ENOSPC ? -ENOSPC : -EIO;
+		return theirs ? err : -EIO;
 	}
 	if (req->setup) {
 		struct exec_step st = *req->setup;
@@ -350,16 +377,16 @@ int session_fork(struct session_mgr *m, const struct session_owner *who, const c
 		snprintf(detail, len, "no session %s of tenant %s and this run", id, who->tenant);
 		return -ENOENT;
 	}
-	if (exec_journal_full(detail, len)) {
+	if (exec_journal_full(detail, len) || (err = refuse_paused(who->tenant, detail, len))) {
 		session_unref(m, p);
-		return -ENOSPC;
+		return err ? err : -ENOSPC;
 	}
 	if (n < 1 || n > SESSION_FORK_MAX) {
 		snprintf(detail, len, "a fork makes 1 to %d sessions", SESSION_FORK_MAX);
 		session_unref(m, p);
 		return -EINVAL;
 	}
-	if ((err = session_take_turn(p, detail, len))) {
+	if ((err = session_take_turn(m, p, detail, len))) {
 		session_unref(m, p);
 		return err;
 	}
@@ -377,6 +404,10 @@ int session_fork(struct session_mgr *m, const struct session_owner *who, const c
 			continue;
 		}
 		kids[made++] = kids[i];
+		/* A fork goes on with its parent's budgets (CPU used, lifetime),
+		 * or a chain of forks would renew them. */
+		kids[i]->cpu_ms = p->cpu_ms;
+		kids[i]->created_ms = p->created_ms;
 		kerr = session_copy_tree(sandbox_scratch_path(p->sb),
 					 sandbox_scratch_path(kids[i]->sb),
 					 sandbox_uid(kids[i]->sb), &cs);
@@ -406,12 +437,16 @@ static void reap(struct session_mgr *m)
 	struct session *due[64];
 	const char *how[64];
 	size_t n = 0;
-	uint64_t now = clock_ms(CLOCK_MONOTONIC);
+	uint64_t now;
 
 	pthread_mutex_lock(&m->lock);
+	/* Read under the lock, after any call's last_ms it could see: a
+	 * last_ms ahead of it is a session in use, never an idle one. */
+	now = clock_ms(CLOCK_MONOTONIC);
 	for (struct session *s = m->head; s && n < 64; s = s->next) {
 		const struct sg_session *b = &s->policy->session;
-		bool idle = now - s->last_ms >= (uint64_t)b->idle_timeout_s * 1000;
+		bool idle = now > s->last_ms &&
+			    now - s->last_ms >= (uint64_t)b->idle_timeout_s * 1000;
 		bool old = now - s->created_ms >= (uint64_t)b->max_lifetime_s * 1000;
 
 		if (s->busy || (!idle && !old))

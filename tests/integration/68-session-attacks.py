@@ -356,7 +356,10 @@ def case_escape_calls(agent, serve):
         want = "io_uring_setup -1\nunshare -1\nptrace -1\n"
         if r["stdout"] != want:
             return "escape calls from a step: %r" % r
-        mine = [ln for ln in host_mounts().splitlines() if ln not in before and agent.scratch not in ln]
+        # Other executors' scratches come and go (a shared machine): only a
+        # mount that is not a sandguard scratch, or is one under ours, counts.
+        mine = [ln for ln in host_mounts().splitlines() if ln not in before and agent.scratch not in ln
+                and " - tmpfs sandguard-scratch " not in ln]
         if mine:
             return "new host mounts after the step: %r" % mine
     finally:
@@ -404,6 +407,140 @@ def case_run_id_near_collision(agent, serve):
     return None
 
 
+def expect_refused(fn, statuses, what):
+    """None when fn() raised a SessionError with one of statuses."""
+    try:
+        fn()
+        return "%s was served" % what
+    except SessionError as e:
+        return None if e.status in statuses else "%s: %s" % (what, e)
+
+
+def case_deep_fork(agent, serve):
+    """A scratch deeper than a fork copies (256 levels) is refused as the
+    request's (409), and the server lives; a 200-deep one is copied whole.
+    (The copy once recursed on a server thread's 256 KiB stack: a 29-deep
+    tree and a fork crashed serve for every tenant.)"""
+    s = Session(serve.url, tenant=TENANT)
+    try:
+        s.run("python3 -c \"import os; os.makedirs('/'.join(['d'] * 300))\"")
+        why = expect_refused(lambda: s.fork(1), (409,), "a fork of a 300-deep scratch")
+        if why or serve.proc.poll() is not None:
+            return why or "serve died"
+        s.run("python3 -c \"import os, shutil; shutil.rmtree('d'); p = '/'.join(['e'] * 200); "
+              "os.makedirs(p); open(p + '/f', 'w').write('deep')\"")
+        kid = s.fork(1)[0]
+        try:
+            if kid.read("/".join(["e"] * 200) + "/f") != b"deep":
+                return "the fork lacks the 200-deep file"
+        finally:
+            kid.close()
+    finally:
+        s.close()
+    return None
+
+
+def case_busy_past_lifetime(agent, serve):
+    """A session kept busy does not outlive max_lifetime_s (3 s here): a
+    call after it is a 410, the end is booked "lifetime", and no step ran
+    past it."""
+    s = Session(serve.url, tenant="envlife")
+    start = time.monotonic()
+    ended = None
+    try:
+        while time.monotonic() - start < 8:
+            try:
+                s.run("sleep 0.2")
+            except SessionError as e:
+                ended = e
+                break
+    finally:
+        s.close()
+    if not ended or ended.status != 410 or time.monotonic() - start > 5:
+        return "steps went on for %.1f s: %r" % (time.monotonic() - start, ended)
+    finals = [r for r in session_records(agent, s.id) if r["final"]]
+    if [f.get("session_end") for f in finals] != ["lifetime"]:
+        return "the final record: %r" % finals
+    return None
+
+
+def case_fork_keeps_budget(agent, serve):
+    """A fork goes on with its parent's CPU used: burn, fork, close the
+    parent, burn again, and the fork's session ends "cpu" (cpu_seconds 1)."""
+    burn = "python3 -c \"import time; t = time.process_time()\nwhile time.process_time() - t < 0.7: pass\""
+    s = Session(serve.url, tenant="envcpu")
+    try:
+        s.run(burn)
+        kid = s.fork(1)[0]
+    finally:
+        s.close()
+    try:
+        r = kid.run(burn)
+        if not r["session_ended"]:
+            return "the fork's budget started over: %r" % r
+    finally:
+        kid.close()
+    finals = [x for x in session_records(agent, kid.id) if x["final"]]
+    if [f.get("session_end") for f in finals] != ["cpu"]:
+        return "the fork's final record: %r" % finals
+    return None
+
+
+def case_create_files_are_the_requests(agent, serve):
+    """Files that conflict are a 400 before anything is made; files larger
+    than the scratch are a 507 and the session's end is booked nobody's
+    fault ("closed"), never the platform's."""
+    why = expect_refused(lambda: Session(serve.url, tenant=TENANT, files={"a": "x", "a/b": "y"}),
+                         (400,), "files a and a/b")
+    if why:
+        return why
+    before = len(sessions.sgjournal.read(agent.env["SANDGUARD_STATE_DIR"]))
+    why = expect_refused(lambda: Session(serve.url, tenant="envsmall", files={"big": b"x" * (3 << 20)}),
+                         (507,), "files past scratch_mb")
+    if why:
+        return why
+    new = [r for r in sessions.sgjournal.read(agent.env["SANDGUARD_STATE_DIR"])[before:]
+           if r.get("mode") == "session"]
+    if not new or any(r["class"] == "platform" for r in new):
+        return "booked: %r" % [(r["cause"], r["class"], r.get("session_end")) for r in new]
+    s = Session(serve.url, tenant=TENANT)
+    try:
+        s.run("echo x > afile")
+        why = expect_refused(lambda: s.write("afile/x", "y"), (409,), "put under a file")
+    finally:
+        s.close()
+    return why
+
+
+def case_paused_makes_nothing(agent, serve):
+    """A paused tenant gets no session with a setup, no fork (423)."""
+    s = Session(serve.url, tenant="envpause")
+    try:
+        agent.run(["tenant", "pause", "envpause", "--reason", "attack test"])
+        why = (expect_refused(lambda: Session(serve.url, tenant="envpause", setup="echo ran"), (423,),
+                              "create with a setup while paused") or
+               expect_refused(lambda: s.fork(2), (423,), "a fork while paused"))
+        if why:
+            return why
+    finally:
+        agent.run(["tenant", "resume", "envpause"])
+        s.close()
+    return None
+
+
+def case_get_bounded(agent, serve):
+    """One get holds a bounded amount: a path asked twice is a 400, a file
+    past 16 MiB a 413."""
+    s = Session(serve.url, tenant=TENANT)
+    try:
+        s.run("python3 -c \"open('big', 'wb').write(b'x' * 20971520)\"")
+        why = (expect_refused(lambda: s._call("get", {"paths": ["big", "big"]}), (400,), "a path twice") or
+               expect_refused(lambda: s.read("big"), (413,), "a 20 MiB file"))
+    finally:
+        s.close()
+    return why
+
+
 CASES = [
     ("put through planted links, a FIFO, a dir link: nothing of the host written", case_put_through_links),
     ("get through planted links and a FIFO: nothing of the host read", case_get_through_links),
@@ -417,6 +554,12 @@ CASES = [
     ("io_uring, a user+mount namespace and ptrace refused in a step", case_escape_calls),
     ("a 2000-deep tree: closed, its scratch gone from the host", case_deep_tree_close),
     ("run ids differing in their 127th character are two owners", case_run_id_near_collision),
+    ("a fork of a scratch deeper than 256 levels: 409, serve lives", case_deep_fork),
+    ("a busy session does not outlive max_lifetime_s", case_busy_past_lifetime),
+    ("a fork goes on with its parent's CPU budget", case_fork_keeps_budget),
+    ("bad or oversized create files are the request's, never the platform's", case_create_files_are_the_requests),
+    ("a paused tenant: no create with a setup, no fork", case_paused_makes_nothing),
+    ("a get is bounded: no path twice, no file past 16 MiB", case_get_bounded),
 ]
 
 
@@ -445,6 +588,10 @@ def main():
         return 0
     agent = sgagent.Agent({}, name="session-attacks")
     agent.write_policy(TENANT, policy(agent))
+    agent.write_policy("envlife", policy(agent, {"session": {"max_lifetime_s": 3}}))
+    agent.write_policy("envcpu", policy(agent, {"session": {"cpu_seconds": 1}}))
+    agent.write_policy("envsmall", policy(agent, {"files": {"scratch_mb": 1}}))
+    agent.write_policy("envpause", policy(agent))
     try:
         if agent.start():
             attack_all(agent)
