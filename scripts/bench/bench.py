@@ -4,7 +4,7 @@ shapes a fallback file hook could take. Every figure is a ratio
 against a baseline measured in the same run; the two arms of each
 comparison are interleaved. Prints one table and writes results.json.
 
-    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11,12,13,14]
+    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11,12,13,14,15]
 
 Run through scripts/bench/run.sh (make bench), which builds the helpers."""
 import argparse
@@ -23,6 +23,7 @@ import layers
 import pipeline
 import report
 import ringpipe
+import sessions
 import syscost
 import verifier
 import tenants
@@ -40,6 +41,7 @@ QUICK = {
     "warm_rounds": 10, "warm_callers": 128, "warm_each": 2,
     "integrity_each": 8,
     "compile_programs": 4,
+    "session_rounds": 100, "session_idle": 64,
 }
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
@@ -53,6 +55,7 @@ FULL = {
     "warm_rounds": 40, "warm_callers": 128, "warm_each": 4,
     "integrity_each": 64,
     "compile_programs": 16,
+    "session_rounds": 1000, "session_idle": 256,
 }
 
 
@@ -75,7 +78,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -190,6 +193,11 @@ def main():
             import build_cache
             doc["compile"] = build_cache.measure(cfg["compile_programs"], 2 * nproc)
             doc["rows"] += build_cache.rows(doc["compile"])
+        if "15" in only:
+            # Environments' sessions (issue 33), on the bench's agent.
+            rows, doc["sessions"] = sessions.measure(env, agent, cfg["session_rounds"],
+                                                     cfg["session_idle"])
+            doc["rows"] += rows
         if "2" in only or "3" in only:
             log("scenarios 2+3: hook overhead, %d on/off cycles" % cfg["hook_cycles"])
             agent.stop()
@@ -215,7 +223,8 @@ def main():
     finally:
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
-    order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5, "13": 9.7, "14": 9.8}
+    order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5, "13": 9.7, "14": 9.8,
+             "15": 9.9}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 10))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))
