@@ -10,8 +10,9 @@ session's final record in the journal.
   - a client asking for MANY idle sessions is bounded by max_sessions
     (429 with Retry-After), and the idle timeout closes every session it
     got, each booked final "idle";
-  - a client that opens sessions and vanishes (SIGKILL, one create in
-    flight): the idle timeout reaps them, each booked;
+  - a client that opens sessions and vanishes (SIGKILL, a create and a
+    step in flight): the step runs to its end and is booked, the idle
+    timeout reaps every session, each booked;
   - `sandguard tenant pause` refuses new steps (423, nothing booked, nothing
     run), resume lets them run again;
   - the journal's disk below its reserve (a small tmpfs as the state
@@ -57,7 +58,7 @@ def policy(agent, max_sessions=4, idle_s=60, memory_mb=256):
         "limits": {"timeout_ms": 5000, "memory_mb": memory_mb, "max_tasks": 32, "max_forks": 200,
                    "concurrency": 16},
         "exec": {"allow": ["/usr/bin/python3*", "/usr/bin/sh", "/usr/bin/dash", "/usr/bin/touch",
-                           "/usr/bin/true", "/usr/bin/echo"]},
+                           "/usr/bin/true", "/usr/bin/echo", "/usr/bin/sleep"]},
         "actions": {"egress": "deny", "file": "deny", "fork": "kill", "exec": "deny"},
         "session": {"max_sessions": max_sessions, "idle_timeout_s": idle_s, "max_lifetime_s": 600,
                     "cpu_seconds": 600},
@@ -267,13 +268,16 @@ def case_many_idle_node(agent, serve):
 
 
 VANISHER = r"""
-import sys
+import sys, threading
 sys.path.insert(0, sys.argv[2])
 from sandguard.session import Session
-for _ in range(5):
-    print(Session(sys.argv[1], tenant="f-vanish", run_id="vanisher").id, flush=True)
+made = [Session(sys.argv[1], tenant="f-vanish", run_id="vanisher") for _ in range(5)]
+for s in made:
+    print(s.id, flush=True)
+# Killed with a step and a create in flight.
+threading.Thread(target=made[0].run, args=("sleep 2; echo done > slept",), daemon=True).start()
 print("last", flush=True)
-Session(sys.argv[1], tenant="f-vanish", run_id="vanisher")  # killed in flight, or soon after
+Session(sys.argv[1], tenant="f-vanish", run_id="vanisher")
 """
 
 
@@ -287,7 +291,11 @@ def case_vanish(agent, serve):
         if line.strip() == "last":
             break
         ids.append(line.strip())
-    time.sleep(0.005)
+    deadline = time.time() + 10  # kill it once its step runs
+    while time.time() < deadline and not any(
+            x["session"] == ids[0] and x["busy"]
+            for x in Session.list(serve.url, tenant=tenant, run_id="vanisher")):
+        time.sleep(0.02)
     p.kill()
     p.wait()
     if len(ids) != 5:
@@ -305,10 +313,14 @@ def case_vanish(agent, serve):
         return "not booked exactly once as idle: %r" % bad
     if Session.list(serve.url, tenant=tenant, run_id="vanisher"):
         return "the vanished client's sessions are still listed"
+    steps = [r for r in records(agent) if r.get("batch_id") == ids[0] and not r["final"]]
+    if [(r.get("step"), r["cause"]) for r in steps] != [(1, "ok")]:
+        return "the step in flight when its client vanished: %r" % steps
     left = leftovers(agent, tenant)
     if left:
         return "left behind: %r" % left
-    case_vanish.summary = "%d sessions (%d from the create in flight), each booked idle" % (
+    case_vanish.summary = "%d sessions (%d from the create in flight), each booked idle; " \
+        "the step in flight ran to its end and was booked" % (
         len(every), len(every) - len(ids))
     return None
 
