@@ -116,8 +116,9 @@ struct serve_langs {
 	char loader[PATH_MAX]; /* runs a compiled program (see serve_lang.c) */
 	/* The libraries SandboxFusion's images ship, where this node has
 	 * them (serve_lang_find.c): "" when it has none. */
-	char java_libs[PATH_MAX]; /* jars for javac's and java's class path, ':' */
-	char node_path[PATH_MAX]; /* "NODE_PATH=<Debian's node modules>" */
+	char java_libs[PATH_MAX];   /* jars for javac's and java's class path, ':' */
+	char node_path[PATH_MAX];   /* "NODE_PATH=<Debian's node modules>" */
+	char python_path[PATH_MAX]; /* "PYTHONPATH=<requests and its imports>" */
 	/* Every program a language execs, for the exec.allow check. */
 	char tools[LANG__COUNT][SERVE_LANG_TOOLS][PATH_MAX];
 	int n_tools[LANG__COUNT];
@@ -150,9 +151,15 @@ uint64_t serve_lang_min_output(enum serve_lang_id id);
 /* LANG_* for a request's "language" (SandboxFusion's names and aliases),
  * or -1 when sandguard knows no such language. */
 int serve_lang_lookup(const char *name);
-/* The steps of `id` for a run with memory_mb of memory and cpus cores. */
-void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id, uint64_t memory_mb,
-		     unsigned cpus, struct lang_plan *p);
+/* The steps of `id` for a run with memory_mb of memory and cpus cores,
+ * for a tenant with policy `policy` (NULL: one that may exec anything). */
+void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id,
+		     const struct sg_policy *policy, uint64_t memory_mb, unsigned cpus,
+		     struct lang_plan *p);
+/* python's argv up to the script: "<env> PYTHONPATH=<dir> <python3>" when
+ * this node has the runtime libraries and the policy (NULL: any) lets
+ * its tenant run env, else "<python3>". Sets argv[0..], returns how many. */
+int serve_lang_python(const struct serve_langs *l, const struct sg_policy *policy, char **argv);
 /* The scratch paths the language writes itself (the source, what the
  * compiler leaves, its setup files): a request's files may not use them. */
 #define SERVE_LANG_PATHS 5

@@ -9,7 +9,9 @@
  * it, and the JVM and Go are told the sandbox's memory and cores, which
  * they cannot see (their cgroup is outside Landlock's read paths):
  *
- *   python  python3 main.py
+ *   python  [env PYTHONPATH=/usr/lib/sandguard/python3-runtime] python3 main.py
+ *           (env: where the node has that directory and the tenant's
+ *           exec.allow allows env; see serve_lang_find.c)
  *   bash    bash main.sh
  *   nodejs  [env NODE_PATH=/usr/share/nodejs] node --max-old-space-size=<3/4 mem>
  *           main.js
@@ -200,8 +202,21 @@ static char *text(struct lang_plan *p, int *slot, const char *fmt, unsigned long
 	return s;
 }
 
-void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id, uint64_t memory_mb,
-		     unsigned cpus, struct lang_plan *p)
+int serve_lang_python(const struct serve_langs *l, const struct sg_policy *policy, char **argv)
+{
+	int n = 0;
+
+	if (l->python_path[0] && (!policy || serve_exec_allowed(policy, l->env))) {
+		argv[n++] = (char *)l->env;
+		argv[n++] = (char *)l->python_path;
+	}
+	argv[n++] = (char *)l->python;
+	return n;
+}
+
+void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id,
+		     const struct sg_policy *policy, uint64_t memory_mb, unsigned cpus,
+		     struct lang_plan *p)
 {
 	uint64_t heap_mb = memory_mb * 3 / 4 ? memory_mb * 3 / 4 : 1;
 	uint64_t go_limit_mb = memory_mb * 9 / 10 ? memory_mb * 9 / 10 : 1;
@@ -215,7 +230,7 @@ void serve_lang_plan(const struct serve_langs *l, enum serve_lang_id id, uint64_
 	cpus = cpus ? cpus : 1;
 	switch (id) {
 	case LANG_PYTHON:
-		argv_set(p->run, l->python, "main.py", NULL);
+		p->run[serve_lang_python(l, policy, p->run)] = "main.py";
 		break;
 	case LANG_BASH:
 		argv_set(p->run, l->bash, "main.sh", NULL);

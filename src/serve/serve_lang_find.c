@@ -26,6 +26,10 @@
 /* Where Debian installs node modules (node-lodash, ...); Debian's own node
  * looks there, other builds of node only when NODE_PATH says so. */
 #define NODE_MODULES "/usr/share/nodejs"
+/* python's requests and its imports, extracted from Debian's packages by
+ * scripts/install-deps.sh: not installed system-wide, where a host's
+ * every python start would see them (serve_lang.c: PYTHONPATH). */
+#define PYTHON_RUNTIME "/usr/lib/sandguard/python3-runtime"
 
 /* Jars SandboxFusion's java image puts on the class path, as Debian
  * packages them (libjavatuples-java). */
@@ -208,6 +212,22 @@ static int find_java(struct serve_langs *l, char *err, size_t err_len)
 	return ret;
 }
 
+/* python3, and /usr/bin/env to give it PYTHONPATH when the runtime
+ * libraries are installed. env is not one of python's programs: a tenant
+ * whose exec.allow has python3 alone still runs python, without them. */
+static int find_python(struct serve_langs *l, char *err, size_t err_len)
+{
+	char env[PATH_MAX];
+	int ret = add_tool(l, LANG_PYTHON, PYTHON_PATH, l->python, err, err_len);
+
+	if (ret || access(PYTHON_RUNTIME, R_OK | X_OK) || access(ENV_PATH, X_OK) ||
+	    !realpath(ENV_PATH, env))
+		return ret;
+	snprintf(l->env, sizeof(l->env), "%s", env);
+	snprintf(l->python_path, sizeof(l->python_path), "PYTHONPATH=%s", PYTHON_RUNTIME);
+	return 0;
+}
+
 /* node, and /usr/bin/env to give it NODE_PATH when Debian's node modules
  * are installed. */
 static int find_node(struct serve_langs *l, char *err, size_t err_len)
@@ -224,7 +244,7 @@ int serve_lang_find(struct serve_langs *l, enum serve_lang_id id, char *err, siz
 {
 	switch (id) {
 	case LANG_PYTHON:
-		return add_tool(l, id, PYTHON_PATH, l->python, err, err_len);
+		return find_python(l, err, err_len);
 	case LANG_BASH:
 		return add_tool(l, id, BASH_PATH, l->bash, err, err_len);
 	case LANG_NODEJS:

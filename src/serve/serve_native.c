@@ -6,7 +6,8 @@
  * POST /v1/verify  {tenant?, run_id?, batch_id?, timeout_ms?, grader?, tests: [...],
  *                   command: [argv] | code: "...", language: "python"|...}
  *                  = sandguard exec --tests <tests> [--grader G] -- argv...
- *                    (with code: python3 -c <code>; any /run_code language is
+ *                    (with code: [env PYTHONPATH=<dir>] python3 -c <code>, as
+ *                    serve_lang_python() says; any other /run_code language is
  *                    built once and its tests run the program: serve_verify_lang.c)
  *
  * The command names a program on this node: command[0] must be allowed by
@@ -155,7 +156,8 @@ static int parse_command(struct serve_call *c, json_t *cmd, struct native_plan *
 	return 0;
 }
 
-/* /v1/verify with code: python3 -c <code>. The verifier feeds each test
+/* /v1/verify with code: python3 -c <code>, with /run_code's python's
+ * runtime libraries (serve_lang_python()). The verifier feeds each test
  * on stdin and has no files, so the code travels as one argument. */
 static int parse_code(struct serve_call *c, json_t *body, struct native_plan *plan,
 		      struct serve_reply *rp)
@@ -163,6 +165,7 @@ static int parse_code(struct serve_call *c, json_t *body, struct native_plan *pl
 	const struct serve_langs *langs = &c->srv->langs;
 	json_t *code = json_object_get(body, "code"), *lang = json_object_get(body, "language");
 	const char *denied;
+	int n;
 
 	if (json_is_string(lang) && strcmp(json_string_value(lang), "python")) {
 		if (verify_lang_plan(c, body, &plan->lang, rp))
@@ -192,14 +195,14 @@ static int parse_code(struct serve_call *c, json_t *body, struct native_plan *pl
 			    ARG_BYTES_MAX);
 		return -1;
 	}
-	plan->argv = calloc(4, sizeof(*plan->argv));
+	plan->argv = calloc(6, sizeof(*plan->argv));
 	if (!plan->argv) {
 		serve_error(rp, 500, "out of memory");
 		return -1;
 	}
-	plan->argv[0] = c->srv->langs.python;
-	plan->argv[1] = "-c";
-	plan->argv[2] = (char *)json_string_value(code);
+	n = serve_lang_python(langs, c->policy, plan->argv); /* and its runtime libraries */
+	plan->argv[n++] = "-c";
+	plan->argv[n] = (char *)json_string_value(code);
 	return 0;
 }
 

@@ -394,7 +394,7 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 	record = &rec;
 	rp->real_digits = TIME_DIGITS;
 	run_limits(c, plan, &memory_mb, &cpus);
-	serve_lang_plan(&c->srv->langs, plan->lang, memory_mb, cpus, &lp);
+	serve_lang_plan(&c->srv->langs, plan->lang, c->policy, memory_mb, cpus, &lp);
 	runcode_call_argv(plan, &lp);
 	if (lp.compile[0]) {
 		end = compile_cached(c, plan, &lp, resp, batch_ids, &attempts, &artifact, &cached,

@@ -25,7 +25,7 @@ static void plan_of(const struct serve_langs *langs, enum serve_lang_id lang,
 	struct lang_plan *lp = &vl->lp;
 	bool compiled = serve_lang_compiled(lang);
 
-	serve_lang_plan(langs, lang, p->limits.memory_mb, cpus, lp);
+	serve_lang_plan(langs, lang, p, p->limits.memory_mb, cpus, lp);
 	vl->files[0] =
 		(struct sandbox_file){ .path = lp->source, .data = code, .len = len, .mode = 0444 };
 	memcpy(vl->files + 1, lp->setup, lp->n_setup * sizeof(*lp->setup));

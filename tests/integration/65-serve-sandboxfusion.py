@@ -6,8 +6,13 @@ private agent enforcing:
 
   every-language-under-code-rl      each language's program reads stdin and
                                     answers, the agent kills nothing
-  runtime-libraries                 python's requests, java's javatuples,
-                                    node's lodash (scripts/install-deps.sh)
+  runtime-libraries                 python's requests (from sandguard's
+                                    python3-runtime directory, which the
+                                    program cannot write; in /v1/verify's
+                                    python too), java's javatuples, node's
+                                    lodash (scripts/install-deps.sh); a
+                                    tenant whose exec.allow lacks env runs
+                                    python without requests
   fetch-absolute-and-relative       files the program wrote in its working
                                     directory, /mnt and /tmp come back under
                                     the names asked; a missing one is named
@@ -40,9 +45,22 @@ from sgserve import SRC, UID_BASE, Env, Server, can_run, run_cases  # noqa: E402
 import sgjournal  # noqa: E402
 import sglangs  # noqa: E402
 
-TENANT, CLOSED = "sfusion", "sfusion-closed"
+TENANT, CLOSED, NO_ENV = "sfusion", "sfusion-closed", "sfusion-no-env"
 JAR = "/usr/share/java/javatuples.jar"
 LODASH = "/usr/share/nodejs/lodash"
+PY_RUNTIME = "/usr/lib/sandguard/python3-runtime"
+ENV = "/usr/bin/env"
+
+# Where requests comes from, and whether the program can change it.
+REQUESTS = """
+import os, requests
+print(os.path.dirname(os.path.dirname(requests.__file__)))
+try:
+    open(os.path.join(%r, "planted.py"), "w").close()
+    print("writable")
+except OSError:
+    print("read-only")
+""" % PY_RUNTIME
 
 # A TCP server on a thread, its client in the main thread; the program then
 # lingers so that the host can try to reach the server meanwhile.
@@ -100,12 +118,33 @@ def every_language(env, srv):
     return "; ".join(bad) or None
 
 
+def python_runtime(srv):
+    """None, or why requests is not where and as it should be."""
+    status, _, resp = post(srv, TENANT, body("python", REQUESTS))
+    why = ran_ok(status, resp, PY_RUNTIME + "\nread-only\n")
+    if why:
+        return "python: " + why
+    tests = [{"input": "", "output": "2.28.1\n"}]
+    status, _, res = srv.post("/v1/verify", {"tenant": TENANT, "language": "python", "tests": tests,
+                                             "code": "import requests\nprint(requests.__version__)"})
+    if status != 200 or res.get("reward") != 1:
+        return "/v1/verify: HTTP %d %s" % (status, json.dumps(res)[:1200])
+    status, _, resp = post(srv, NO_ENV, body("python", "import requests\n"))
+    run = (resp or {}).get("run_result") or {}
+    if status != 200 or "No module named 'requests'" not in (run.get("stderr") or ""):
+        return "a tenant without env: HTTP %d %s" % (status, json.dumps(resp)[:1200])
+    status, _, resp = post(srv, NO_ENV, body("python", "print(6 * 7)\n"))
+    return ran_ok(status, resp, "42\n")
+
+
 def runtime_libraries(env, srv):
-    missing = [p for p in (JAR, LODASH) if not os.path.exists(p)]
+    missing = [p for p in (JAR, LODASH, PY_RUNTIME) if not os.path.exists(p)]
     if missing:
         return ("SKIP", "%s not installed (scripts/install-deps.sh)" % ", ".join(missing))
+    why = python_runtime(srv)
+    if why:
+        return why
     cases = [
-        ("python", "import requests\nprint(requests.__name__)\n", "requests\n"),
         ("java", "import org.javatuples.Triplet;\n\npublic class Main {\n"
                  "    public static void main(String[] a) {\n"
                  "        Triplet<String, Integer, Boolean> t = Triplet.with(\"x\", 7, true);\n"
@@ -204,8 +243,10 @@ def write_policies(agent):
     with open(os.path.join(SRC, "policies", "examples", "code-rl.json")) as f:
         p = json.load(f)
     p["files"]["scratch_root"] = agent.scratch
-    for tenant, listen in ((TENANT, True), (CLOSED, False)):
+    for tenant, listen in ((TENANT, True), (CLOSED, False), (NO_ENV, False)):
         p["egress"]["allow_listen"] = listen
+        if tenant == NO_ENV:
+            p["exec"]["allow"] = [x for x in p["exec"]["allow"] if x != ENV]
         with open(os.path.join(agent.policy_dir, tenant + ".json"), "w") as f:
             json.dump(p, f)
 

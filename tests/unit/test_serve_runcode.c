@@ -361,35 +361,35 @@ static void test_language_plans(void **state)
 	snprintf(l.loader, sizeof(l.loader), "/ld.so");
 	snprintf(l.cc, sizeof(l.cc), "/gcc-12");
 
-	serve_lang_plan(&l, LANG_PYTHON, 512, 1, &p);
+	serve_lang_plan(&l, LANG_PYTHON, NULL, 512, 1, &p);
 	assert_null(p.compile[0]);
 	assert_string_equal(p.run[0], "/py");
 	assert_string_equal(p.run[1], "main.py");
 	assert_int_equal(argv_len(p.run), 2);
 
-	serve_lang_plan(&l, LANG_BASH, 512, 1, &p);
+	serve_lang_plan(&l, LANG_BASH, NULL, 512, 1, &p);
 	assert_null(p.compile[0]);
 	assert_string_equal(p.run[1], "main.sh");
 
-	serve_lang_plan(&l, LANG_NODEJS, 512, 1, &p);
+	serve_lang_plan(&l, LANG_NODEJS, NULL, 512, 1, &p);
 	assert_true(has_arg(p.run, "--max-old-space-size=384")); /* 3/4 of the memory */
 	assert_string_equal(p.source, "main.js");
 
-	serve_lang_plan(&l, LANG_CPP, 512, 1, &p);
+	serve_lang_plan(&l, LANG_CPP, NULL, 512, 1, &p);
 	assert_string_equal(p.compile[0], "/g++");
 	assert_true(has_arg(p.compile, "-save-temps")); /* no temporary files in /tmp */
 	assert_string_equal(p.run[0], "/ld.so");
 	assert_string_equal(p.artifact, "main");
 	assert_int_equal(p.artifact_mode, 0755);
 
-	serve_lang_plan(&l, LANG_RUST, 512, 1, &p);
+	serve_lang_plan(&l, LANG_RUST, NULL, 512, 1, &p);
 	assert_string_equal(p.compile[0], "/env");
 	assert_string_equal(p.compile[1], "TMPDIR=."); /* rustc and collect2 write temporaries */
 	assert_string_equal(p.compile[2], "/rustc");
 	assert_true(has_arg(p.compile, "linker=/gcc-12")); /* not /usr/bin/cc's alternatives link */
 	assert_string_equal(p.run[0], "/ld.so");
 
-	serve_lang_plan(&l, LANG_GO, 1000, 3, &p);
+	serve_lang_plan(&l, LANG_GO, NULL, 1000, 3, &p);
 	assert_string_equal(p.compile[0], "/env");
 	assert_string_equal(p.compile[1], "GOMAXPROCS=3");
 	assert_string_equal(p.compile[2], "TMPDIR=.");
@@ -402,7 +402,7 @@ static void test_language_plans(void **state)
 	assert_string_equal(p.setup[1].path, "sandguard_dynamic.go"); /* see serve_lang.c */
 	assert_string_equal(p.compile[argv_len(p.compile) - 1], "sandguard_dynamic.go");
 
-	serve_lang_plan(&l, LANG_JAVA, 256, 2, &p);
+	serve_lang_plan(&l, LANG_JAVA, NULL, 256, 2, &p);
 	assert_string_equal(p.compile[0], "/java");
 	assert_true(has_arg(p.compile, "-Xmx192m"));
 	assert_true(has_arg(p.compile, "-XX:ActiveProcessorCount=2"));
@@ -413,6 +413,45 @@ static void test_language_plans(void **state)
 	assert_string_equal(p.artifact, "main.jar");
 	assert_int_equal(p.n_setup, 1);
 	assert_non_null(strstr(p.setup[0].data, "ToolProvider.findFirst(\"javac\")"));
+}
+
+/* python's runtime libraries (requests): through env's PYTHONPATH when
+ * the node has them, for a tenant whose exec.allow allows env; a tenant
+ * with python3 alone still runs python, without them. */
+static void test_python_runtime_libraries(void **state)
+{
+	struct serve_langs l = { 0 };
+	struct sg_policy with_env = policy, python_only = policy;
+	struct lang_plan p;
+	char *argv[4] = { 0 };
+
+	snprintf(l.python, sizeof(l.python), "/py");
+	snprintf(l.env, sizeof(l.env), "/usr/bin/env");
+	snprintf(l.python_path, sizeof(l.python_path), "PYTHONPATH=/rt");
+	with_env.n_exec_allow = 2;
+	snprintf(with_env.exec_allow[0], sizeof(with_env.exec_allow[0]), "/py");
+	snprintf(with_env.exec_allow[1], sizeof(with_env.exec_allow[1]), "/usr/bin/env");
+	python_only.n_exec_allow = 1;
+	snprintf(python_only.exec_allow[0], sizeof(python_only.exec_allow[0]), "/py");
+
+	serve_lang_plan(&l, LANG_PYTHON, &with_env, 512, 1, &p);
+	assert_int_equal(argv_len(p.run), 4);
+	assert_string_equal(p.run[0], "/usr/bin/env");
+	assert_string_equal(p.run[1], "PYTHONPATH=/rt");
+	assert_string_equal(p.run[2], "/py");
+	assert_string_equal(p.run[3], "main.py");
+	/* env is not one of python's programs: python3 alone runs it. */
+	assert_null(serve_lang_denied(&l, LANG_PYTHON, &python_only));
+	serve_lang_plan(&l, LANG_PYTHON, &python_only, 512, 1, &p);
+	assert_int_equal(argv_len(p.run), 2);
+	assert_string_equal(p.run[0], "/py");
+	assert_int_equal(serve_lang_python(&l, &python_only, argv), 1);
+	assert_int_equal(serve_lang_python(&l, &with_env, argv), 3);
+	/* A node without the directory: python3 alone, whatever the tenant. */
+	l.python_path[0] = '\0';
+	assert_int_equal(serve_lang_python(&l, &with_env, argv), 1);
+	assert_string_equal(argv[0], "/py");
+	(void)state;
 }
 
 static void test_language_owned_paths(void **state)
@@ -490,6 +529,7 @@ int main(void)
 		cmocka_unit_test(test_output_whole_and_flagged),
 		cmocka_unit_test(test_client_budget),
 		cmocka_unit_test(test_language_plans),
+		cmocka_unit_test(test_python_runtime_libraries),
 		cmocka_unit_test(test_language_owned_paths),
 		cmocka_unit_test(test_languages_all),
 	};
