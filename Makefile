@@ -52,7 +52,7 @@ CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE \
 # `sandguard exec`, a warm one included, starts without loading and
 # relocating 5 more shared libraries (docs/performance.md, section 9).
 # tests/stages/tree.sh checks it.
-LDLIBS  := -Wl,-Bstatic -lbpf -lelf -lz -ljansson -Wl,-Bdynamic -lpthread
+LDLIBS  := -Wl,-Bstatic -lbpf -lelf -lz -ljansson -lcrypto -Wl,-Bdynamic -lpthread
 # -z now: every symbol is bound at the start, once, in the executor,
 # rather than lazily in each forked init and main, where every first call
 # of a libc function wrote the GOT (a copy-on-write page fault, tens of

@@ -25,6 +25,7 @@ int cmd_probe(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_tenant(int argc, char **argv);
+int cmd_artifact(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
 #endif

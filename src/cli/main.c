@@ -27,6 +27,8 @@ static const struct {
 	{ "top", cmd_top, "live per-tenant table: sandboxes, batches, failures, kills" },
 	{ "status", cmd_status, "agent health, feature modes, drops, policy generation" },
 	{ "tenant", cmd_tenant, "tenant resume|pause|list: paused tenants" },
+	{ "artifact", cmd_artifact,
+	  "artifact revoke|unrevoke|ls|digest: pinned reward artifacts and their revocation" },
 	{ "serve", cmd_serve, "HTTP trainer API (/run_code, /v1/score, /v1/verify, /v1/sessions)" },
 	{ "session", cmd_session,
 	  "create|exec|put|get|fork|ls|rm: environments' sessions on a serve" },

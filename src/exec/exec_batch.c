@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "artifact.h"
 #include "lib/clock.h"
 #include "canary_run.h"
 #include "exec_internal.h"
@@ -89,6 +90,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	struct tenant_slot slot;
 	struct sandbox_spec spec;
 	struct canary_batch canary;
+	struct artifact_run art;
 
 	memset(res, 0, sizeof(*res));
 	res->rule = -1;
@@ -104,7 +106,10 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		return 0;
 	}
 
+	if (exec_artifacts_refused(ctx, batch->batch_id, &art, &slot, start, res))
+		return 0;
 	exec_spec_init(ctx, p, "batch", batch->batch_id, timeout, &spec);
+	exec_artifacts_apply(&art, &spec);
 	/* With canaries, the tenant's code reads the mixed document, and
 	 * every attempt the same one. */
 	canary_batch_start(ctx, batch, &canary);
@@ -147,6 +152,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
 		confirm = due && exec_confirm_admit(ctx, &spec, &line, detail, sizeof(detail));
 		again = confirm || (attempt < budget && exec_retryable(p->failure, cause));
+		again = again && !exec_artifacts_revoked(ctx, &art, detail, sizeof(detail));
 		struct exec_booking b = { .mode = "batch",
 					  .batch_id = batch->batch_id,
 					  .attempt = attempt,
@@ -210,6 +216,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		res->err_len = 0;
 	}
 	canary_batch_end(&canary);
+	artifact_run_free(&art);
 	node_cpu_release(&line);
 	tenant_slot_release(&slot);
 	if (p->failure == SG_FAILURE_PAUSE && cause_class(res->cause) == SG_CLASS_TENANT_CODE)

@@ -104,6 +104,21 @@ struct sg_canary {
 	double determinism_tolerance;   /* |score - rescore| above this is non-determinism */
 };
 
+/* Reward artifacts pinned by SHA-256 (docs/policy.md "artifacts",
+ * src/exec/artifact.h): a file, or a directory through the manifest of its
+ * files. */
+#define SG_ARTIFACT_PINS 16
+#define SG_SHA256_HEX    65 /* 64 hex digits and the NUL */
+struct sg_artifact_pin {
+	char path[SG_POLICY_PATHLEN];
+	char sha256[SG_SHA256_HEX];
+};
+struct sg_artifacts {
+	bool require; /* every file the command names outside /usr must be pinned */
+	struct sg_artifact_pin pins[SG_ARTIFACT_PINS];
+	int n_pins;
+};
+
 struct sg_policy {
 	char tenant[SG_TENANT_MAX];
 	bool enabled;
@@ -133,7 +148,8 @@ struct sg_policy {
 	 * samples. argv of absolute paths; n_reward_command 0: none. */
 	char reward_command[SG_POLICY_REWARD_ARGS][SG_POLICY_PATHLEN];
 	int n_reward_command;
-	uint8_t grader;                 /* enum sg_grader: verifier mode's default */
+	uint8_t grader; /* enum sg_grader: verifier mode's default */
+	struct sg_artifacts artifacts;
 	char source[SG_POLICY_PATHLEN]; /* file it came from, or "<embedded>" */
 };
 

@@ -248,6 +248,20 @@ static int check_module(struct ctx *c, const json_t *v, char *dst)
 	return 0;
 }
 
+static int check_sha256(struct ctx *c, const json_t *v, char *dst)
+{
+	const char *hex = json_string_value(v);
+	char got[96];
+
+	if (want_string(c, v, "a SHA-256 digest (64 lowercase hex digits)"))
+		return -EINVAL;
+	if (strlen(hex) != SG_SHA256_HEX - 1 || strspn(hex, "0123456789abcdef") != strlen(hex))
+		return fail(c, false, "expected a SHA-256 digest (64 lowercase hex digits), got %s",
+			    describe(v, got, sizeof(got)));
+	snprintf(dst, SG_SHA256_HEX, "%s", hex);
+	return 0;
+}
+
 /* Arrays: each list replaces the default list, it does not extend it. */
 static int walk_list(struct ctx *c, const struct field *f, const json_t *arr, char *base)
 {
@@ -258,6 +272,7 @@ static int walk_list(struct ctx *c, const struct field *f, const json_t *arr, ch
 	if (!json_is_array(arr))
 		return fail(c, false, "expected an array, got %s", describe(arr, got, sizeof(got)));
 	stride = f->kind == K_EGRESS_LIST   ? sizeof(struct sg_egress_allow)
+		 : f->kind == K_PIN_LIST    ? sizeof(struct sg_artifact_pin)
 		 : f->kind == K_MODULE_LIST ? SG_WARM_MODULELEN
 					    : SG_POLICY_PATHLEN;
 	if (n > (size_t)f->max) {
@@ -275,6 +290,8 @@ static int walk_list(struct ctx *c, const struct field *f, const json_t *arr, ch
 			r = check_glob(c, v, slot);
 		else if (f->kind == K_MODULE_LIST)
 			r = check_module(c, v, slot);
+		else if (f->kind == K_PIN_LIST)
+			r = walk_object(c, v, policy_pin_entry_fields, slot);
 		else
 			r = walk_object(c, v, policy_egress_entry_fields, slot);
 		if (!r)
@@ -335,7 +352,10 @@ static int walk_field(struct ctx *c, const struct field *f, const json_t *v, cha
 	case K_GLOB_LIST:
 	case K_EGRESS_LIST:
 	case K_MODULE_LIST:
+	case K_PIN_LIST:
 		return walk_list(c, f, v, base);
+	case K_SHA256:
+		return check_sha256(c, v, base + f->off);
 	case K_CIDR:
 		if (want_string(c, v, "a CIDR such as \"10.0.0.0/8\" or \"fd00::/8\""))
 			return -EINVAL;

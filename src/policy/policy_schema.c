@@ -199,6 +199,25 @@ static const struct field verify_fields[] = {
 	{ .key = NULL },
 };
 
+const struct field policy_pin_entry_fields[] = {
+	{ .key = "path", .kind = K_DIR, MEMBER(struct sg_artifact_pin, path), .required = true },
+	{ .key = "sha256",
+	  .kind = K_SHA256,
+	  MEMBER(struct sg_artifact_pin, sha256),
+	  .required = true },
+	{ .key = NULL },
+};
+
+static const struct field artifacts_fields[] = {
+	BOOL("require", artifacts.require),
+	{ .key = "pins",
+	  .kind = K_PIN_LIST,
+	  P(artifacts.pins),
+	  .count_off = offsetof(struct sg_policy, artifacts.n_pins),
+	  .max = SG_ARTIFACT_PINS },
+	{ .key = NULL },
+};
+
 const struct field policy_top_fields[] = {
 	{ .key = "tenant", .kind = K_TENANT, P(tenant) },
 	BOOL("enabled", enabled),
@@ -215,5 +234,6 @@ const struct field policy_top_fields[] = {
 	OBJECT("session", session_fields),
 	OBJECT("reward", reward_fields),
 	OBJECT("verify", verify_fields),
+	OBJECT("artifacts", artifacts_fields),
 	{ .key = NULL },
 };

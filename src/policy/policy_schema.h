@@ -22,6 +22,8 @@ enum kind {
 	K_EGRESS_LIST, /* array of {cidr, port, proto} */
 	K_CIDR,
 	K_MODULE_LIST, /* array of dotted Python module names (warm.preload) */
+	K_PIN_LIST,    /* array of {path, sha256} (artifacts.pins) */
+	K_SHA256,      /* 64 lowercase hex digits */
 };
 
 struct choice {
@@ -45,5 +47,7 @@ struct field {
 extern const struct field policy_top_fields[];
 /* One entry of egress.allow ({cidr, port, proto}): walked per array item. */
 extern const struct field policy_egress_entry_fields[];
+/* One entry of artifacts.pins ({path, sha256}). */
+extern const struct field policy_pin_entry_fields[];
 
 #endif

@@ -1,0 +1,261 @@
+/* Pinned reward artifacts (see src/exec/artifact.h for the design). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include "artifact.h"
+#include "artifact_revoked.h"
+#include "artifact_store.h"
+
+/* Files of the system image: the interpreter and its libraries, trusted
+ * as the node's image is (docs/policy.md "artifacts"). */
+static bool system_path(const char *path)
+{
+	return !strncmp(path, "/usr/", 5) || !strncmp(path, "/bin/", 5) ||
+	       !strncmp(path, "/lib", 4) || !strncmp(path, "/sbin/", 6);
+}
+
+static const struct sg_artifact_pin *pin_of(const struct sg_policy *p, const char *path)
+{
+	for (int i = 0; i < p->artifacts.n_pins; i++)
+		if (!strcmp(p->artifacts.pins[i].path, path))
+			return &p->artifacts.pins[i];
+	return NULL;
+}
+
+/* artifacts.require: the command names a pinned file, and no file outside
+ * the system image that is not pinned. */
+static int check_required(const struct sg_policy *p, char *const *argv, char *detail, size_t len)
+{
+	bool pinned = false;
+	struct stat st;
+
+	for (size_t i = 0; argv[i]; i++) {
+		if (pin_of(p, argv[i])) {
+			pinned = true;
+			continue;
+		}
+		if (argv[i][0] != '/' || system_path(argv[i]) || stat(argv[i], &st))
+			continue;
+		snprintf(detail, len,
+			 "the command names %s, which the policy does not pin (artifacts.require "
+			 "is set): add it to artifacts.pins with its sha256",
+			 argv[i]);
+		return -EPERM;
+	}
+	if (pinned)
+		return 0;
+	snprintf(detail, len,
+		 "the command names no pinned file (artifacts.require is set): run a program "
+		 "listed in artifacts.pins");
+	return -EPERM;
+}
+
+static int revoked(const char *dir, const struct sg_policy *p, const char *path, const char *hex,
+		   char *detail, size_t len)
+{
+	struct artifact_revocation r;
+	char when[32] = "?";
+	time_t at;
+	int ret = artifact_revoked_find(dir, p->tenant, hex, &r);
+
+	if (ret < 0) {
+		snprintf(detail, len, "platform error: cannot read %s/%s: %s", dir,
+			 ARTIFACT_REVOKED_FILE,
+			 ret == -EBADMSG ? "a malformed line" : strerror(-ret));
+		return ret;
+	}
+	if (!ret)
+		return 0;
+	at = (time_t)r.at;
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&at));
+	snprintf(detail, len,
+		 "artifact %s (sha256:%s) is revoked for tenant %s since %s: %s; "
+		 "'sandguard artifact unrevoke %s --tenant %s' re-admits it",
+		 path, hex, p->tenant, when, r.reason[0] ? r.reason : "(no reason given)", hex,
+		 p->tenant);
+	return -EPERM;
+}
+
+/* argv[0] is the pinned program itself: the scratch cannot execute it, so
+ * its #! line's interpreter runs the copy. */
+static int shebang(const char *data, size_t n, char **interp, char **arg, char *detail, size_t len)
+{
+	size_t end = 0;
+	char *line, *sp;
+
+	while (end < n && end < 256 && data[end] != '\n')
+		end++;
+	if (n < 3 || data[0] != '#' || data[1] != '!' || end == 256) {
+		snprintf(detail, len,
+			 "a pinned program named as the command itself must start with a #! line; "
+			 "or name its interpreter first");
+		return -EPERM;
+	}
+	line = strndup(data + 2, end - 2);
+	if (!line)
+		return -ENOMEM;
+	line[strcspn(line, "\r")] = '\0';
+	*interp = line + strspn(line, " \t");
+	sp = strpbrk(*interp, " \t");
+	*arg = NULL;
+	if (sp) {
+		*sp++ = '\0';
+		sp += strspn(sp, " \t");
+		*arg = *sp ? sp : NULL;
+	}
+	if (**interp != '/') {
+		snprintf(detail, len, "the #! line of a pinned program must name an absolute path");
+		free(line);
+		return -EPERM;
+	}
+	return 0; /* *interp is line: the caller frees it */
+}
+
+/* The command with pinned file `k` (argv index i) replaced by its copy in
+ * the scratch. */
+static int replace(struct artifact_run *a, char *const *argv, size_t i, size_t k, char *detail,
+		   size_t len)
+{
+	size_t n = 0, at = 0;
+	char *interp = NULL, *arg = NULL;
+	int ret;
+
+	while (argv[n])
+		n++;
+	if (!a->argv) {
+		if (!(a->argv = calloc(n + 3, sizeof(*a->argv))))
+			return -ENOMEM;
+		memcpy(a->argv, argv, n * sizeof(*argv));
+	}
+	if (i > 0) {
+		a->argv[i] = a->names[k];
+		return 0;
+	}
+	ret = shebang(a->data[k], a->lens[k], &interp, &arg, detail, len);
+	if (ret)
+		return ret;
+	a->shebang = interp;
+	memmove(a->argv + 1 + !!arg, a->argv, (n + 1) * sizeof(*a->argv));
+	a->argv[at++] = interp;
+	if (arg)
+		a->argv[at++] = arg;
+	a->argv[at] = a->names[k];
+	return 0;
+}
+
+static int mismatch(const char *path, const char *want, const char *got, char *detail, size_t len)
+{
+	snprintf(detail, len,
+		 "artifact %s: sha256 expected %s, found %s; not run (a changed artifact runs "
+		 "only once the policy pins its new digest)",
+		 path, want, got);
+	return -EPERM;
+}
+
+/* One pin: its digest checked, and its bytes kept when the command names
+ * it (argv index *i, else -1). */
+static int check_pin(const char *dir, const struct sg_policy *p, const struct sg_artifact_pin *pin,
+		     char *const *argv, struct artifact_run *a, char *detail, size_t len)
+{
+	size_t k = a->n_digests, i = 0;
+	char hex[SHA256_HEX];
+	struct stat st;
+	int ret;
+
+	while (argv[i] && strcmp(argv[i], pin->path))
+		i++;
+	if (stat(pin->path, &st)) {
+		ret = -errno;
+		snprintf(detail, len, "artifact %s: %s; not run", pin->path, strerror(-ret));
+		return -EPERM;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		ret = artifact_dir(pin->path, true, hex, detail, len);
+	} else if (argv[i]) {
+		ret = artifact_file(pin->path, true, hex, &a->data[k], &a->lens[k], detail, len);
+	} else {
+		ret = artifact_file(pin->path, true, hex, NULL, NULL, detail, len);
+	}
+	if (ret)
+		return ret == -EINVAL || ret == -EFBIG || ret == -ENOENT ? -EPERM : ret;
+	snprintf(a->digests[k], SHA256_HEX, "%s", hex);
+	snprintf(a->paths[k], SG_POLICY_PATHLEN, "%s", pin->path);
+	a->n_digests++;
+	if (strcmp(hex, pin->sha256))
+		return mismatch(pin->path, pin->sha256, hex, detail, len);
+	if ((ret = revoked(dir, p, pin->path, hex, detail, len)))
+		return ret;
+	if (!argv[i] || S_ISDIR(st.st_mode))
+		return 0;
+	const char *base = strrchr(pin->path, '/') + 1;
+
+	if (asprintf(&a->names[k], "sg-pinned-%zu-%s", k, base) < 0) {
+		a->names[k] = NULL;
+		return -ENOMEM;
+	}
+	a->files[a->n_files] = (struct sandbox_file){
+		.path = a->names[k], .data = a->data[k], .len = a->lens[k], .mode = 0444
+	};
+	a->n_files++;
+	return replace(a, argv, i, k, detail, len);
+}
+
+int artifact_prepare(const struct sg_policy *p, char *const *argv, struct artifact_run *a,
+		     char *detail, size_t len)
+{
+	char dir[PATH_MAX];
+	int ret = 0;
+
+	memset(a, 0, sizeof(*a));
+	if (!p->artifacts.n_pins && !p->artifacts.require)
+		return 0;
+	if (p->artifacts.require && (ret = check_required(p, argv, detail, len)))
+		return ret;
+	artifact_policy_dir(p, dir, sizeof(dir));
+	for (int i = 0; i < p->artifacts.n_pins && !ret; i++)
+		ret = check_pin(dir, p, &p->artifacts.pins[i], argv, a, detail, len);
+	return ret;
+}
+
+int artifact_recheck(const struct sg_policy *p, const struct artifact_run *a, char *detail,
+		     size_t len)
+{
+	char dir[PATH_MAX];
+	int ret = 0;
+
+	if (!a->n_digests)
+		return 0;
+	artifact_policy_dir(p, dir, sizeof(dir));
+	for (size_t k = 0; k < a->n_digests && !ret; k++)
+		ret = revoked(dir, p, a->paths[k], a->digests[k], detail, len);
+	return ret;
+}
+
+void artifact_run_free(struct artifact_run *a)
+{
+	for (size_t k = 0; k < SG_ARTIFACT_PINS; k++) {
+		free(a->names[k]);
+		free(a->data[k]);
+	}
+	free(a->shebang);
+	free(a->argv);
+	memset(a, 0, sizeof(*a));
+}
+
+int artifact_digest_path(const char *path, bool use_cache, char hex[SHA256_HEX], char *detail,
+			 size_t len)
+{
+	struct stat st;
+
+	if (stat(path, &st)) {
+		snprintf(detail, len, "cannot stat %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (S_ISDIR(st.st_mode))
+		return artifact_dir(path, use_cache, hex, detail, len);
+	return artifact_file(path, use_cache, hex, NULL, NULL, detail, len);
+}

@@ -1,0 +1,26 @@
+/* The verified-digest cache and the store of verified files behind
+ * src/exec/artifact.h (whose header comment gives the design). Private to
+ * src/exec. */
+#ifndef SG_ARTIFACT_STORE_H
+#define SG_ARTIFACT_STORE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include "lib/sha256.h"
+
+/* $SANDGUARD_ARTIFACT_DIR, else <state>/artifacts. */
+int artifact_store_dir(char *buf, size_t len);
+
+/* Opens `path` once: its digest, and (data set) the bytes that digest is
+ * of, malloc'd: the store's copy on a cache hit, else what was read from
+ * that one descriptor. use_cache false: hashed, neither read from nor
+ * written to the cache (the benchmark's uncached figure). 0, or -errno
+ * with `detail`. */
+int artifact_file(const char *path, bool use_cache, char hex[SHA256_HEX], char **data, size_t *len,
+		  char *detail, size_t dlen);
+
+/* A directory's manifest digest (artifact.h), each file through the cache
+ * when use_cache. 0, or -errno with `detail` (a symlink, device or FIFO
+ * inside it is -EINVAL: what it would show is not pinned). */
+int artifact_dir(const char *path, bool use_cache, char hex[SHA256_HEX], char *detail, size_t dlen);
+
+#endif
