@@ -68,7 +68,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 		"}\n",
 		3, 3,
 		"limitz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify)");
+		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify, artifacts)");
 	expect_error(
 		"t",
 		"{\n"
@@ -109,7 +109,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	expect_error(
 		"t", "{\"zzz\": 1, \"enabled\": 1}", 1, 2,
 		"zzz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify)");
+		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify, artifacts)");
 	expect_error("t", "{\"enabled\": 1, \"zzz\": 1}", 1, 13,
 		     "enabled: expected true or false, got 1");
 	/* Keys are matched after decoding escapes: "\u0074enant" is "tenant". */
@@ -145,7 +145,7 @@ static void test_columns_count_characters(void **state)
 	expect_error(
 		"t", "{\"été\": 1}", 1, 2,
 		"été: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify)");
+		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify, artifacts)");
 	expect_error("t", "{\"verify\": {\"grader\": \"exact\"}}", 1, 23,
 		     "verify.grader: expected one of \"strict\", \"lcb\", got \"exact\"");
 }
