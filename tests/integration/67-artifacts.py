@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""Pinned reward artifacts and accelerator devices (issue 37), each case
+without the agent and with it: a pinned program runs; a one-byte change is
+refused before it runs, with the expected and found digests; a file
+swapped while it is checked is refused or runs the checked bytes, never
+the new ones; a revoked digest is refused by a second executor that shares
+only the policy directory, and re-admitted by unrevoke; a batch whose
+artifact is revoked while it runs gets no retry; GPU and accelerator
+device nodes made on the host with their real numbers are neither seen nor
+opened in a sandbox. Signatures are not built yet (issue 37, item 2)."""
+import hashlib
+import json
+import os
+import shutil
+import stat
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgagent import PY, Agent  # noqa: E402
+from sgtest import exit_code, report, uid_base  # noqa: E402
+
+UID_BASE = uid_base(69500)
+
+GOOD = """import json, sys
+b = json.load(sys.stdin)
+print(json.dumps([0.5] * len(b["items"])))
+"""
+EVIL = GOOD.replace("0.5", "0.9")
+# Exits 1 after a while: under failure mode retry, each attempt is retried.
+SLOW_FAIL = """import sys, time
+sys.stdin.read()
+time.sleep(1.5)
+sys.exit(1)
+"""
+# (path, major, minor): the numbers the drivers register (nvidia 195,
+# DRM 226, amdkfd's usual dynamic 235 on these kernels, accel 261).
+DEVICES = [("/dev/nvidia0", 195, 0), ("/dev/nvidiactl", 195, 255), ("/dev/nvidia-uvm", 235, 1),
+           ("/dev/dri/card0", 226, 0), ("/dev/dri/renderD128", 226, 128), ("/dev/kfd", 235, 0),
+           ("/dev/accel/accel0", 261, 0)]
+PROBE = """import json, os, sys
+paths = PATHS + ["/dev/dri", "/dev/accel", "/proc/driver/nvidia", "/sys/class/drm", "/sys/fs/cgroup/devices"]
+seen = [p for p in paths if os.path.lexists(p)]
+opened = []
+for p in paths:
+    try:
+        os.close(os.open(p, os.O_RDONLY))
+        opened.append(p)
+    except OSError:
+        pass
+made = None
+try:  # a node made inside: the sandbox's mounts are nodev
+    os.mknod("/tmp/nv", 0o600 | 0o020000, os.makedev(195, 0))
+    try:
+        os.close(os.open("/tmp/nv", os.O_RDWR))
+        made = "opened"
+    except OSError as e:
+        made = "made, not opened: %s" % e
+except OSError as e:
+    made = None
+try:
+    listing = sorted(os.listdir("/dev"))
+except OSError as e:
+    listing = str(e)
+sys.stderr.write(json.dumps({"seen": seen, "opened": opened, "dev": listing, "mknod": made}))
+b = json.load(sys.stdin)
+print(json.dumps([0.0 if (seen or opened or made == "opened") else 1.0] * len(b["items"])))
+""".replace("PATHS", repr([d[0] for d in DEVICES]))
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def pin(a, tenant, paths, **extra):
+    a.write_policy(tenant, dict({"artifacts": {"require": True,
+                                               "pins": [{"path": p, "sha256": sha(p)} for p in paths]}},
+                                **extra))
+
+
+def why_not(r, raw, cause, detail_has=()):
+    if r is None:
+        return "no result: %s" % (raw.stdout[-300:] + raw.stderr[-300:])
+    if r["cause"] != cause:
+        return "cause %s (%s), want %s" % (r["cause"], r["detail"], cause)
+    for s in detail_has:
+        if s not in (r["detail"] or ""):
+            return "detail %r lacks %r" % (r["detail"], s)
+    return None
+
+
+def case_pinned_runs(a, tag):
+    prog = a.program("ok-%s.py" % tag, GOOD)
+    pin(a, "art-ok", [prog])
+    r, raw = a.exec_batch("art-ok", prog)
+    bad = why_not(r, raw, "ok")
+    if bad or r["scores"] != [0.5] * 3:
+        return bad or "scores %s" % r["scores"]
+    # Unpinned, with artifacts.require: refused, nothing ran.
+    other = a.program("unpinned-%s.py" % tag, GOOD)
+    r, raw = a.exec_batch("art-ok", other)
+    return why_not(r, raw, "tenant_policy_violation", ["does not pin", other]) or \
+        (r["attempts"] != 0 and "the unpinned program ran: %s" % r["sandboxes"]) or None
+
+
+def case_one_byte(a, tag):
+    prog = a.program("flip-%s.py" % tag, GOOD)
+    pin(a, "art-flip", [prog], failure={"mode": "retry", "max_retries": 2})
+    want = sha(prog)
+    r, raw = a.exec_batch("art-flip", prog)
+    if why_not(r, raw, "ok"):
+        return "before the change: " + why_not(r, raw, "ok")
+    with open(prog, "r+b") as f:  # one byte, same length, in place
+        f.seek(GOOD.index("0.5") + 2)
+        f.write(b"9")
+    found = sha(prog)
+    r, raw = a.exec_batch("art-flip", prog)
+    bad = why_not(r, raw, "tenant_policy_violation", ["expected " + want, "found " + found])
+    if bad:
+        return bad
+    if r["attempts"] != 0 or r["sandboxes"]:
+        return "a refused artifact ran (or was retried): %s" % r
+    return None
+
+
+def case_swap(a, tag):
+    """A large pinned file (hashing takes a while) and a thread that swaps
+    an evil one in and the good one back, by rename and by writing in
+    place, while batches run: every batch is refused or scores 0.5."""
+    pad = "#" + "x" * 1023 + "\n"
+    good_text = GOOD + pad * (16 << 10)  # 16 MiB
+    prog = a.program("swap-%s.py" % tag, good_text)
+    pin(a, "art-swap", [prog])
+    evil_path = a.program("swap-evil-%s.py" % tag, EVIL + pad * (16 << 10))
+    good_copy = a.program("swap-good-%s.py" % tag, good_text)
+    stop = threading.Event()
+
+    def swapper():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 2:
+                shutil.copyfile(evil_path, prog + ".new")
+                os.rename(prog + ".new", prog)
+            else:
+                with open(prog, "r+b") as f:  # in place: same inode
+                    f.write(open(good_copy if n % 4 == 0 else evil_path, "rb").read())
+            time.sleep(0.003)
+    t = threading.Thread(target=swapper)
+    t.start()
+    results = []
+    try:
+        for _ in range(12):
+            r, raw = a.exec_batch("art-swap", prog)
+            results.append((r and r["cause"], r and r["scores"], r and r["detail"]))
+    finally:
+        stop.set()
+        t.join()
+    for cause, scores, detail in results:
+        if cause == "ok" and scores != [0.5] * 3:
+            return "the swapped-in bytes ran: scores %s" % scores
+        if cause not in ("ok", "tenant_policy_violation"):
+            return "cause %s: %s" % (cause, detail)
+    refused = sum(1 for c, _, _ in results if c == "tenant_policy_violation")
+    if refused == 0:
+        return "no batch was refused while the file was swapped 12 times: %s" % results
+    return None
+
+
+def case_revoked_elsewhere(a, tag):
+    prog = a.program("rev-%s.py" % tag, GOOD)
+    pin(a, "art-rev", [prog])
+    digest = sha(prog)
+    r, raw = a.exec_batch("art-rev", prog)
+    if why_not(r, raw, "ok"):
+        return "before revocation: " + why_not(r, raw, "ok")
+    out = a.run(["artifact", "revoke", digest, "--tenant", "art-rev", "--reason", "finding SEC-12",
+                 "--policy-dir", a.policy_dir])
+    if out.returncode:
+        return "revoke: exit %d: %s" % (out.returncode, out.stderr)
+    # A second executor: its own state and run directories (journal,
+    # cache, slots); the policy directory is what it shares (the node's
+    # cgroup root is the agent's, one per node).
+    second = os.path.join(a.dir, "second-%s" % tag)
+    saved = dict(a.env)
+    a.env.update({"SANDGUARD_STATE_DIR": second + "/state", "SANDGUARD_RUN_DIR": second + "/run"})
+    try:
+        r, raw = a.exec_batch("art-rev", prog)
+        bad = why_not(r, raw, "tenant_policy_violation", ["revoked", "finding SEC-12", digest])
+        if not bad and r["attempts"]:
+            bad = "a revoked artifact ran: %s" % r
+        ls = json.loads(a.run(["artifact", "ls", "--json", "--policy-dir", a.policy_dir]).stdout)
+        if not bad and [(x["sha256"], x["tenant"], x["reason"]) for x in ls] != \
+                [(digest, "art-rev", "finding SEC-12")]:
+            bad = "artifact ls: %s" % ls
+        out = a.run(["artifact", "unrevoke", digest, "--tenant", "art-rev", "--policy-dir", a.policy_dir])
+        r, raw = a.exec_batch("art-rev", prog)
+        if not bad and (out.returncode or why_not(r, raw, "ok")):
+            bad = "after unrevoke: exit %d, %s" % (out.returncode, why_not(r, raw, "ok"))
+    finally:
+        a.env.clear()
+        a.env.update(saved)
+    return bad
+
+
+def case_revoked_mid_batch(a, tag):
+    prog = a.program("mid-%s.py" % tag, SLOW_FAIL)
+    pin(a, "art-mid", [prog], failure={"mode": "retry", "max_retries": 2},
+        limits={"timeout_ms": 5000})
+    got = {}
+
+    def run():
+        got["r"] = a.exec_batch("art-mid", prog)
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.7)  # the first attempt is running
+    out = a.run(["artifact", "revoke", sha(prog), "--tenant", "art-mid", "--reason", "pulled mid-batch",
+                 "--policy-dir", a.policy_dir])
+    t.join()
+    r, raw = got["r"]
+    if out.returncode:
+        return "revoke: %s" % out.stderr
+    bad = why_not(r, raw, "tenant_crash", ["the retry is refused", "pulled mid-batch"])
+    if not bad and r["attempts"] != 1:
+        bad = "%d attempts after the revocation, want 1" % r["attempts"]
+    a.run(["artifact", "unrevoke", sha(prog), "--tenant", "art-mid", "--policy-dir", a.policy_dir])
+    return bad
+
+
+def case_no_devices(a, tag):
+    made = []
+    try:
+        for path, major, minor in DEVICES:
+            if os.path.lexists(path):
+                continue
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+            made.append(path)
+        prog = a.program("dev-%s.py" % tag, PROBE)
+        # Even a policy that names them: /dev is the sandbox's own.
+        a.write_policy("art-dev", {"files": {"read_only": ["/usr", "/lib", "/lib64", "/bin",
+                                                           "/etc/ld.so.cache", "/dev/dri", "/dev/nvidia0",
+                                                           "/dev/kfd", "/dev/accel", a.programs]},
+                                   # denied, not killed: the probe reports every path
+                                   "actions": {"file": "deny"}})
+        r, raw = a.exec_batch("art-dev", prog)
+        if r is None or r["cause"] != "ok":
+            return "probe: %r" % ((r["cause"], r["detail"], r["stderr"]) if r else raw.stderr[-300:],)
+        if r["scores"] != [1.0] * 3:
+            return "a device is visible or opens in the sandbox: %s" % r["stderr"]
+        return None
+    finally:
+        for path in made:
+            os.unlink(path)
+        for d in ("/dev/dri", "/dev/accel"):
+            if os.path.isdir(d) and not os.listdir(d) and any(p.startswith(d + "/") for p in made):
+                os.rmdir(d)
+
+
+CASES = [("pinned program runs", case_pinned_runs),
+         ("one-byte change refused with both digests", case_one_byte),
+         ("file swapped during the check never runs", case_swap),
+         ("revoked digest refused by a second executor", case_revoked_elsewhere),
+         ("retry of a batch revoked mid-batch refused", case_revoked_mid_batch),
+         ("GPU/accelerator nodes absent and unopenable", case_no_devices)]
+
+
+def main():
+    if os.geteuid() != 0:
+        for name, _ in CASES:
+            report("SKIP", name, "needs root")
+        return 0
+    only = sys.argv[1:]
+    for with_agent in (False, True):
+        mode = "agent" if with_agent else "no agent"
+        a = Agent({}, name="artifacts")
+        a.env["SANDGUARD_UID_BASE"] = str(UID_BASE)
+        try:
+            if with_agent and not a.start():
+                for name, _ in CASES:
+                    report("SKIP", "%s (%s)" % (name, mode), "the agent does not start: " + a.log_tail())
+                continue
+            for name, fn in CASES:
+                if only and name not in only:
+                    continue
+                try:
+                    why = fn(a, "a" if with_agent else "n")
+                except Exception as e:  # a crash in a case is that case's failure
+                    why = "%s: %s" % (type(e).__name__, e)
+                report("FAIL" if why else "PASS", "%s (%s)" % (name, mode), why or "")
+        finally:
+            a.cleanup()
+    return exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
