@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import artifacts
 import cpumeter
 import hooks
 import integrity
@@ -42,6 +43,7 @@ QUICK = {
     "integrity_each": 8,
     "compile_programs": 4,
     "session_rounds": 100, "session_idle": 64,
+    "artifact_rounds": 20,
 }
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
@@ -56,6 +58,7 @@ FULL = {
     "integrity_each": 64,
     "compile_programs": 16,
     "session_rounds": 1000, "session_idle": 256,
+    "artifact_rounds": 60,
 }
 
 
@@ -78,7 +81,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
@@ -198,6 +201,10 @@ def main():
             rows, doc["sessions"] = sessions.measure(env, agent, cfg["session_rounds"],
                                                      cfg["session_idle"])
             doc["rows"] += rows
+        if "16" in only:
+            # Pinned reward artifacts (issue 37).
+            log("scenario 16: pinned artifacts, %d rounds" % cfg["artifact_rounds"])
+            doc["rows"] += artifacts.measure(env, cfg["artifact_rounds"])
         if "2" in only or "3" in only:
             log("scenarios 2+3: hook overhead, %d on/off cycles" % cfg["hook_cycles"])
             agent.stop()
@@ -224,7 +231,8 @@ def main():
         env.cleanup()
     doc["duration_s"] = time.monotonic() - t_start
     order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5, "13": 9.7, "14": 9.8,
-             "15": 9.9}
+             "15": 9.9,
+             "16": 9.95}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 10))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))

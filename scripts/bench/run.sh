@@ -4,7 +4,7 @@
 # measured in the same run. Prints one table; writes <build>/bench/results.json.
 # By hand only (never in CI); the machine should be as idle as you can get it.
 #
-#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15] [--programs N]
+#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16] [--programs N]
 #
 # --quick: about a minute, scaled down (fewer rounds, cycles, events and 16
 # verifier programs instead of 1024). Without it: the full run, ~10 minutes.
