@@ -31,6 +31,10 @@ static void refusal_reason(enum sg_cause cause, char *buf, size_t len)
 		snprintf(buf, len,
 			 "refused at admission, before any sandbox ran: the tenant is paused or "
 			 "its policy disables it");
+	else if (cause == SG_CAUSE_TENANT_POLICY_VIOLATION) /* src/exec/artifact.h */
+		snprintf(buf, len,
+			 "refused before any sandbox ran: a pinned artifact did not match its "
+			 "digest, was revoked or was not pinned (see the detail); never retried");
 	else
 		snprintf(buf, len,
 			 "refused at admission, before any sandbox ran: the node could not take it "

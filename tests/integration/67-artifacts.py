@@ -191,6 +191,9 @@ def case_revoked_elsewhere(a, tag):
         bad = why_not(r, raw, "tenant_policy_violation", ["revoked", "finding SEC-12", digest])
         if not bad and r["attempts"]:
             bad = "a revoked artifact ran: %s" % r
+        ex = a.run(["explain", a.last_batch_id, "--tenant", "art-rev", "--policy-dir", a.policy_dir])
+        if not bad and ("revoked" not in ex.stdout or "finding SEC-12" not in ex.stdout):
+            bad = "explain does not name the revocation: %s" % (ex.stdout[-400:] + ex.stderr[-200:])
         ls = json.loads(a.run(["artifact", "ls", "--json", "--policy-dir", a.policy_dir]).stdout)
         if not bad and [(x["sha256"], x["tenant"], x["reason"]) for x in ls] != \
                 [(digest, "art-rev", "finding SEC-12")]:
