@@ -388,6 +388,35 @@ static void test_bad_paths(void **state)
 		"files.scratch_root: \"/\" would allow every file; name the directories instead");
 }
 
+/* artifacts.pins: {path, sha256}, both required, a digest of 64
+ * lowercase hex digits (src/exec/artifact.h). */
+static void test_artifact_pins(void **state)
+{
+	static const char hex[] =
+		"bb36a291dbe285fd9bf7454f5f8218ffceee13a7b94947354720b085570b6906";
+	char doc[512];
+	struct sg_policy p;
+
+	(void)state;
+	snprintf(doc, sizeof(doc),
+		 "{\"artifacts\": {\"require\": true, \"pins\": [{\"path\": \"/srv/r.py\", "
+		 "\"sha256\": \"%s\"}]}}",
+		 hex);
+	expect_ok("acme.json", doc, &p);
+	assert_true(p.artifacts.require);
+	assert_int_equal(p.artifacts.n_pins, 1);
+	assert_string_equal(p.artifacts.pins[0].path, "/srv/r.py");
+	assert_string_equal(p.artifacts.pins[0].sha256, hex);
+	expect_error(
+		"acme.json",
+		"{\"artifacts\": {\"pins\": [{\"path\": \"/srv/r.py\", \"sha256\": \"AB\"}]}}", 1,
+		57,
+		"artifacts.pins[0].sha256: expected a SHA-256 digest (64 lowercase hex digits), "
+		"got \"AB\"");
+	expect_error("acme.json", "{\"artifacts\": {\"pins\": [{\"path\": \"/srv/r.py\"}]}}", 1, 25,
+		     "artifacts.pins[0]: missing key \"sha256\"");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -401,6 +430,7 @@ int main(void)
 		cmocka_unit_test(test_egress_entry_needs_a_cidr),
 		cmocka_unit_test(test_bad_globs),
 		cmocka_unit_test(test_bad_paths),
+		cmocka_unit_test(test_artifact_pins),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
