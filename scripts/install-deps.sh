@@ -5,9 +5,10 @@
 # PY_RUNTIME is rebuilt only when its packages' versions or python's change.
 set -euo pipefail
 
-# Build: compiler, BPF toolchain and the libraries the binary links.
+# Build: compiler, BPF toolchain and the libraries the binary links (libssl-dev:
+# the static libcrypto for SHA-256 and Ed25519, src/lib/sha256.c, src/exec/artifact_sign.c).
 BUILD_PKGS=(make gcc clang llvm bpftool pkg-config libbpf-dev libelf-dev
-            zlib1g-dev libjansson-dev libmicrohttpd-dev libcmocka-dev)
+            zlib1g-dev libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev)
 # Tests: the reward programs are Python; the VM matrix boots stock kernels;
 # the scrape test runs a real Prometheus; the deploy check parses YAML;
 # the HTTP server's languages (tests/integration/64-serve-languages.py):
@@ -17,11 +18,12 @@ BUILD_PKGS=(make gcc clang llvm bpftool pkg-config libbpf-dev libelf-dev
 # executor's order of steps and its races (30-exec, 33-warm-prerun).
 # podman, runc, debootstrap: the deploy stage builds deploy/Dockerfile and
 # runs the agent and serve from it (deploy/build-image.sh; podman's default
-# runtime, crun, refuses hybrid cgroup hosts, so runc).
+# runtime, crun, refuses hybrid cgroup hosts, so runc). minisign: the
+# signed artifacts of 67-artifacts.
 TEST_PKGS=(python3 python3-yaml python3-numpy busybox-static qemu-system-x86 cpio
            prometheus iproute2 curl libclang-rt-14-dev g++
            openjdk-17-jdk-headless golang-go rustc strace
-           podman runc debootstrap)
+           podman runc debootstrap minisign)
 # The libraries SandboxFusion's runtime images ship, where Debian packages
 # them, so that its programs run unchanged on /run_code: the javatuples jar
 # on java's classpath, lodash for node (src/serve/serve_lang_find.c finds

@@ -3,7 +3,8 @@
  *   artifact revoke SHA256 --tenant T --reason TEXT [--policy-dir D]
  *   artifact unrevoke SHA256 --tenant T [--policy-dir D]
  *   artifact ls [--tenant T] [--json] [--policy-dir D]
- *   artifact digest PATH [--no-cache]   what artifacts.pins takes */
+ *   artifact digest PATH [--no-cache]   what artifacts.pins takes
+ *   artifact manifest DIR               what a directory's signature is over */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -28,11 +29,13 @@ static void usage(FILE *f)
 		"       sandguard artifact unrevoke SHA256 --tenant T [--policy-dir D]\n"
 		"       sandguard artifact ls [--tenant T] [--json] [--policy-dir D]\n"
 		"       sandguard artifact digest PATH [--no-cache]\n"
+		"       sandguard artifact manifest DIR\n"
 		"\n"
 		"A revoked digest is refused for its tenant by every executor that reads the\n"
 		"policy directory (the list is %s there, distributed with the policies), also\n"
 		"for the retries of batches already running. 'digest' prints what artifacts.pins\n"
-		"takes: a file's SHA-256, or a directory's manifest digest (docs/policy.md).\n"
+		"takes: a file's SHA-256, or a directory's manifest digest (docs/policy.md);\n"
+		"'manifest' the text that digest is of, which a directory's DIR.minisig signs.\n"
 		"--policy-dir defaults to $SANDGUARD_POLICY_DIR, else \"%s\".\n",
 		ARTIFACT_REVOKED_FILE, SG_POLICY_DIR_DEFAULT);
 }
@@ -190,6 +193,28 @@ static int digest(int argc, char **argv)
 	return SG_EXIT_OK;
 }
 
+static int manifest(int argc, char **argv)
+{
+	struct opts o = { 0 };
+	char detail[PATH_MAX + 256], *text = NULL;
+	size_t n = 0;
+	int ret = parse(argc, argv, &o, &o.path);
+
+	if (ret)
+		return ret;
+	if (!o.path)
+		return usage_error("manifest takes a DIR", NULL);
+	ret = artifact_manifest(o.path, &text, &n, detail, sizeof(detail));
+	if (ret) {
+		fprintf(stderr, "sandguard artifact: %s\n", detail);
+		return ret == -ENOENT || ret == -EINVAL || ret == -ENOTDIR ? SG_EXIT_TENANT
+									   : SG_EXIT_PLATFORM;
+	}
+	fwrite(text, 1, n, stdout);
+	free(text);
+	return SG_EXIT_OK;
+}
+
 int cmd_artifact(int argc, char **argv)
 {
 	const char *sub = argc > 1 ? argv[1] : NULL;
@@ -206,5 +231,7 @@ int cmd_artifact(int argc, char **argv)
 		return list(argc - 1, argv + 1);
 	if (!strcmp(sub, "digest"))
 		return digest(argc - 1, argv + 1);
+	if (!strcmp(sub, "manifest"))
+		return manifest(argc - 1, argv + 1);
 	return usage_error("unknown subcommand", sub);
 }

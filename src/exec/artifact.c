@@ -8,6 +8,7 @@
 #include <time.h>
 #include "artifact.h"
 #include "artifact_revoked.h"
+#include "artifact_sign.h"
 #include "artifact_store.h"
 
 /* Files of the system image: the interpreter and its libraries, trusted
@@ -156,30 +157,53 @@ static int mismatch(const char *path, const char *want, const char *got, char *d
 	return -EPERM;
 }
 
-/* One pin: its digest checked, and its bytes kept when the command names
- * it (argv index *i, else -1). */
+/* Where the policy names keys: the signature next to the artifact, over
+ * the bytes checked (a directory's: over its manifest text). */
+static int check_signature(const struct sg_policy *p, const char *path, const char *data, size_t n,
+			   char *detail, size_t len)
+{
+	char sig[SG_POLICY_PATHLEN + 16];
+
+	if (!p->artifacts.n_public_keys)
+		return 0;
+	snprintf(sig, sizeof(sig), "%s.minisig", path);
+	return artifact_signature_check(p, path, sig, data, n, detail, len);
+}
+
+/* The pin's digest, and the bytes it is of when `keep` or signatures are
+ * required (a directory: its manifest text). */
+static int digest_pin(const struct sg_policy *p, const char *path, bool dir, bool keep,
+		      char hex[SHA256_HEX], char **data, size_t *n, char *detail, size_t len)
+{
+	bool bytes = keep || p->artifacts.n_public_keys;
+
+	*data = NULL;
+	*n = 0;
+	if (dir)
+		return artifact_dir(path, true, hex, bytes ? data : NULL, n, detail, len);
+	return artifact_file(path, true, hex, bytes ? data : NULL, n, detail, len);
+}
+
+/* One pin: its digest checked, its signature where keys are named, its
+ * revocation, and its bytes kept when the command names the file. */
 static int check_pin(const char *dir, const struct sg_policy *p, const struct sg_artifact_pin *pin,
 		     char *const *argv, struct artifact_run *a, char *detail, size_t len)
 {
 	size_t k = a->n_digests, i = 0;
 	char hex[SHA256_HEX];
 	struct stat st;
+	bool named;
 	int ret;
 
 	while (argv[i] && strcmp(argv[i], pin->path))
 		i++;
 	if (stat(pin->path, &st)) {
-		ret = -errno;
-		snprintf(detail, len, "artifact %s: %s; not run", pin->path, strerror(-ret));
+		snprintf(detail, len, "artifact %s: %s; not run", pin->path, strerror(errno));
 		return -EPERM;
 	}
-	if (S_ISDIR(st.st_mode)) {
-		ret = artifact_dir(pin->path, true, hex, detail, len);
-	} else if (argv[i]) {
-		ret = artifact_file(pin->path, true, hex, &a->data[k], &a->lens[k], detail, len);
-	} else {
-		ret = artifact_file(pin->path, true, hex, NULL, NULL, detail, len);
-	}
+	named = argv[i] && !S_ISDIR(st.st_mode);
+	ret = digest_pin(p, pin->path, S_ISDIR(st.st_mode), named, hex, &a->data[k], &a->lens[k],
+			 detail, len);
 	if (ret)
 		return ret == -EINVAL || ret == -EFBIG || ret == -ENOENT ? -EPERM : ret;
 	snprintf(a->digests[k], SHA256_HEX, "%s", hex);
@@ -187,10 +211,13 @@ static int check_pin(const char *dir, const struct sg_policy *p, const struct sg
 	a->n_digests++;
 	if (strcmp(hex, pin->sha256))
 		return mismatch(pin->path, pin->sha256, hex, detail, len);
-	if ((ret = revoked(dir, p, pin->path, hex, detail, len)))
+	ret = check_signature(p, pin->path, a->data[k], a->lens[k], detail, len);
+	ret = ret ?: revoked(dir, p, pin->path, hex, detail, len);
+	if (ret || !named) { /* read only to be checked: not kept */
+		free(a->data[k]);
+		a->data[k] = NULL;
 		return ret;
-	if (!argv[i] || S_ISDIR(st.st_mode))
-		return 0;
+	}
 	const char *base = strrchr(pin->path, '/') + 1;
 
 	if (asprintf(&a->names[k], "sg-pinned-%zu-%s", k, base) < 0) {
@@ -246,6 +273,13 @@ void artifact_run_free(struct artifact_run *a)
 	memset(a, 0, sizeof(*a));
 }
 
+int artifact_manifest(const char *path, char **text, size_t *n, char *detail, size_t len)
+{
+	char hex[SHA256_HEX];
+
+	return artifact_dir(path, true, hex, text, n, detail, len);
+}
+
 int artifact_digest_path(const char *path, bool use_cache, char hex[SHA256_HEX], char *detail,
 			 size_t len)
 {
@@ -256,6 +290,6 @@ int artifact_digest_path(const char *path, bool use_cache, char hex[SHA256_HEX],
 		return -errno;
 	}
 	if (S_ISDIR(st.st_mode))
-		return artifact_dir(path, use_cache, hex, detail, len);
+		return artifact_dir(path, use_cache, hex, NULL, NULL, detail, len);
 	return artifact_file(path, use_cache, hex, NULL, NULL, detail, len);
 }

@@ -229,13 +229,42 @@ static int by_path(const void *a, const void *b)
 
 static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int artifact_dir(const char *path, bool use_cache, char hex[SHA256_HEX], char *detail, size_t dlen)
+/* One manifest line, hashed, and appended to *text when it is kept. */
+static int manifest_line(struct sha256 *s, const char *file_hex, const char *rel, char **text,
+			 size_t *len, size_t *cap)
+{
+	size_t n = SHA256_HEX - 1 + 2 + strlen(rel) + 1;
+
+	sha256_update(s, file_hex, SHA256_HEX - 1);
+	sha256_update(s, "  ", 2);
+	sha256_update(s, rel, strlen(rel));
+	sha256_update(s, "\n", 1);
+	if (!text)
+		return 0;
+	if (*len + n + 1 > *cap) {
+		size_t grown_cap = (*cap + n + 1) * 2;
+		char *grown = realloc(*text, grown_cap);
+
+		if (!grown)
+			return -ENOMEM;
+		*text = grown;
+		*cap = grown_cap;
+	}
+	*len += (size_t)snprintf(*text + *len, *cap - *len, "%s  %s\n", file_hex, rel);
+	return 0;
+}
+
+int artifact_dir(const char *path, bool use_cache, char hex[SHA256_HEX], char **text,
+		 size_t *text_len, char *detail, size_t dlen)
 {
 	struct walk w = { .root_len = strlen(path) };
+	size_t cap = 0, len = 0;
 	uint8_t digest[SHA256_LEN];
 	struct sha256 s;
 	int ret;
 
+	if (text)
+		*text = NULL;
 	pthread_mutex_lock(&walk_lock);
 	walking = &w;
 	ret = nftw(path, collect, 32, FTW_PHYS);
@@ -261,15 +290,20 @@ int artifact_dir(const char *path, bool use_cache, char hex[SHA256_HEX], char *d
 		ret = artifact_file(w.paths[i], use_cache, file_hex, NULL, NULL, detail, dlen);
 		if (ret)
 			break;
-		sha256_update(&s, file_hex, SHA256_HEX - 1);
-		sha256_update(&s, "  ", 2);
-		sha256_update(&s, rel, strlen(rel));
-		sha256_update(&s, "\n", 1);
+		ret = manifest_line(&s, file_hex, rel, text, &len, &cap);
 	}
 	if (!ret) {
 		sha256_final(&s, digest);
 		sha256_to_hex(digest, hex);
 	}
+	if (!ret && text && !*text && !(*text = calloc(1, 1)))
+		ret = -ENOMEM;
+	if (text && ret) {
+		free(*text);
+		*text = NULL;
+	}
+	if (text_len)
+		*text_len = len;
 out:
 	for (size_t i = 0; i < w.n; i++)
 		free(w.paths[i]);

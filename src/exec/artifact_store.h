@@ -19,8 +19,10 @@ int artifact_file(const char *path, bool use_cache, char hex[SHA256_HEX], char *
 		  char *detail, size_t dlen);
 
 /* A directory's manifest digest (artifact.h), each file through the cache
- * when use_cache. 0, or -errno with `detail` (a symlink, device or FIFO
+ * when use_cache; the manifest's text too when `text` is set (malloc'd,
+ * *text_len bytes). 0, or -errno with `detail` (a symlink, device or FIFO
  * inside it is -EINVAL: what it would show is not pinned). */
-int artifact_dir(const char *path, bool use_cache, char hex[SHA256_HEX], char *detail, size_t dlen);
+int artifact_dir(const char *path, bool use_cache, char hex[SHA256_HEX], char **text,
+		 size_t *text_len, char *detail, size_t dlen);
 
 #endif

@@ -109,6 +109,8 @@ struct sg_canary {
  * files. */
 #define SG_ARTIFACT_PINS 16
 #define SG_SHA256_HEX    65 /* 64 hex digits and the NUL */
+#define SG_ARTIFACT_KEYS 4  /* two at once for a rotation, and room */
+#define SG_PUBKEY_LEN    64 /* a minisign public key line: 56 base64 characters */
 struct sg_artifact_pin {
 	char path[SG_POLICY_PATHLEN];
 	char sha256[SG_SHA256_HEX];
@@ -117,6 +119,10 @@ struct sg_artifacts {
 	bool require; /* every file the command names outside /usr must be pinned */
 	struct sg_artifact_pin pins[SG_ARTIFACT_PINS];
 	int n_pins;
+	/* Ed25519 keys in minisign's format; any set: every pin must carry a
+	 * signature by one of them (src/exec/artifact_sign.h). */
+	char public_keys[SG_ARTIFACT_KEYS][SG_PUBKEY_LEN];
+	int n_public_keys;
 };
 
 struct sg_policy {

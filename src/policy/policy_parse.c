@@ -16,6 +16,7 @@
 #include <string.h>
 #include "lib/json_locate.h"
 #include "match.h"
+#include "lib/base64.h"
 #include "policy.h"
 #include "policy_schema.h"
 
@@ -262,6 +263,31 @@ static int check_sha256(struct ctx *c, const json_t *v, char *dst)
 	return 0;
 }
 
+/* A minisign public key: the base64 line of its .pub file, 42 bytes
+ * ("Ed", an 8-byte key id, the 32-byte Ed25519 key). */
+static int check_pubkey(struct ctx *c, const json_t *v, char *dst)
+{
+	const char *text = json_string_value(v);
+	unsigned char *raw = NULL;
+	size_t n = 0;
+	char got[96], why[96];
+	bool ok;
+
+	if (want_string(c, v, "a minisign public key (the base64 line of its .pub file)"))
+		return -EINVAL;
+	ok = strlen(text) < SG_PUBKEY_LEN &&
+	     !base64_decode(text, strlen(text), &raw, &n, why, sizeof(why)) && n == 42 &&
+	     raw[0] == 'E' && raw[1] == 'd';
+	free(raw);
+	if (!ok)
+		return fail(c, false,
+			    "expected a minisign Ed25519 public key (the base64 line of its .pub "
+			    "file, starting \"RW\"), got %s",
+			    describe(v, got, sizeof(got)));
+	snprintf(dst, SG_PUBKEY_LEN, "%s", text);
+	return 0;
+}
+
 /* Arrays: each list replaces the default list, it does not extend it. */
 static int walk_list(struct ctx *c, const struct field *f, const json_t *arr, char *base)
 {
@@ -273,6 +299,7 @@ static int walk_list(struct ctx *c, const struct field *f, const json_t *arr, ch
 		return fail(c, false, "expected an array, got %s", describe(arr, got, sizeof(got)));
 	stride = f->kind == K_EGRESS_LIST   ? sizeof(struct sg_egress_allow)
 		 : f->kind == K_PIN_LIST    ? sizeof(struct sg_artifact_pin)
+		 : f->kind == K_PUBKEY_LIST ? SG_PUBKEY_LEN
 		 : f->kind == K_MODULE_LIST ? SG_WARM_MODULELEN
 					    : SG_POLICY_PATHLEN;
 	if (n > (size_t)f->max) {
@@ -292,6 +319,8 @@ static int walk_list(struct ctx *c, const struct field *f, const json_t *arr, ch
 			r = check_module(c, v, slot);
 		else if (f->kind == K_PIN_LIST)
 			r = walk_object(c, v, policy_pin_entry_fields, slot);
+		else if (f->kind == K_PUBKEY_LIST)
+			r = check_pubkey(c, v, slot);
 		else
 			r = walk_object(c, v, policy_egress_entry_fields, slot);
 		if (!r)
@@ -353,6 +382,7 @@ static int walk_field(struct ctx *c, const struct field *f, const json_t *v, cha
 	case K_EGRESS_LIST:
 	case K_MODULE_LIST:
 	case K_PIN_LIST:
+	case K_PUBKEY_LIST:
 		return walk_list(c, f, v, base);
 	case K_SHA256:
 		return check_sha256(c, v, base + f->off);

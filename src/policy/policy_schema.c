@@ -215,6 +215,11 @@ static const struct field artifacts_fields[] = {
 	  P(artifacts.pins),
 	  .count_off = offsetof(struct sg_policy, artifacts.n_pins),
 	  .max = SG_ARTIFACT_PINS },
+	{ .key = "public_keys",
+	  .kind = K_PUBKEY_LIST,
+	  P(artifacts.public_keys),
+	  .count_off = offsetof(struct sg_policy, artifacts.n_public_keys),
+	  .max = SG_ARTIFACT_KEYS },
 	{ .key = NULL },
 };
 

@@ -24,6 +24,7 @@ enum kind {
 	K_MODULE_LIST, /* array of dotted Python module names (warm.preload) */
 	K_PIN_LIST,    /* array of {path, sha256} (artifacts.pins) */
 	K_SHA256,      /* 64 lowercase hex digits */
+	K_PUBKEY_LIST, /* array of minisign Ed25519 public keys (artifacts.public_keys) */
 };
 
 struct choice {

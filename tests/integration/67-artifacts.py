@@ -7,12 +7,15 @@ the new ones; a revoked digest is refused by a second executor that shares
 only the policy directory, and re-admitted by unrevoke; a batch whose
 artifact is revoked while it runs gets no retry; GPU and accelerator
 device nodes made on the host with their real numbers are neither seen nor
-opened in a sandbox. Signatures are not built yet (issue 37, item 2)."""
+opened in a sandbox; where the policy names minisign keys, an unsigned,
+foreign-signed or wrongly signed artifact is refused and a signed one
+(file or directory, prehashed or legacy signature) runs."""
 import hashlib
 import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -70,6 +73,14 @@ print(json.dumps([0.0 if (seen or opened or made == "opened") else 1.0] * len(b[
 
 
 def sha(path):
+    """A file's SHA-256, or a directory's manifest digest computed here
+    independently: "<sha256>  <relative path>\\n" per file, paths in byte
+    order (docs/policy.md)."""
+    if os.path.isdir(path):
+        rels = sorted(os.path.relpath(os.path.join(d, n), path).encode()
+                      for d, _, names in os.walk(path) for n in names)
+        text = b"".join(b"%s  %s\n" % (sha(os.path.join(path.encode(), r)).encode(), r) for r in rels)
+        return hashlib.sha256(text).hexdigest()
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
 
@@ -262,12 +273,77 @@ def case_no_devices(a, tag):
                 os.rmdir(d)
 
 
+def minisign_key(a, name):
+    pub, key = os.path.join(a.dir, name + ".pub"), os.path.join(a.dir, name + ".key")
+    if not os.path.exists(pub):
+        subprocess.run(["minisign", "-G", "-W", "-p", pub, "-s", key], check=True, capture_output=True)
+    with open(pub) as f:
+        return f.read().splitlines()[1], key
+
+
+def sign(key, path, legacy=False):
+    subprocess.run(["minisign", "-S", "-s", key, "-m", path] + (["-l"] if legacy else []), check=True,
+                   capture_output=True)
+
+
+def case_signatures(a, tag):
+    if not shutil.which("minisign"):
+        return "SKIP minisign is not installed (scripts/install-deps.sh installs it)"
+    pub, key = minisign_key(a, "tenant")
+    _, other = minisign_key(a, "other")
+    prog = a.program("signed-%s.py" % tag, GOOD)
+    data = os.path.join(a.programs, "data-%s" % tag)
+    os.makedirs(os.path.join(data, "sub"), exist_ok=True)
+    for rel, text in (("a.txt", "a"), ("sub/b.txt", "b")):
+        with open(os.path.join(data, rel), "w") as f:
+            f.write(text)
+    manifest = a.run(["artifact", "manifest", data]).stdout
+    with open(data + ".manifest", "w") as f:
+        f.write(manifest)
+    sign(key, data + ".manifest")
+    os.rename(data + ".manifest.minisig", data + ".minisig")
+    pin(a, "art-sig", [prog, data])
+    policy = os.path.join(a.policy_dir, "art-sig.json")
+    with open(policy) as f:
+        doc = json.load(f)
+    doc["artifacts"]["public_keys"] = [pub]
+    with open(policy, "w") as f:
+        json.dump(doc, f)
+    r, raw = a.exec_batch("art-sig", prog)
+    bad = why_not(r, raw, "tenant_policy_violation", ["no signature", prog])
+    if bad:
+        return "unsigned: " + bad
+    sign(other, prog)
+    r, raw = a.exec_batch("art-sig", prog)
+    bad = why_not(r, raw, "tenant_policy_violation", ["a key the policy does not name"])
+    if bad:
+        return "signed by another key: " + bad
+    decoy = a.program("decoy-%s.py" % tag, EVIL)
+    sign(key, decoy)
+    os.rename(decoy + ".minisig", prog + ".minisig")  # the right key, other bytes
+    r, raw = a.exec_batch("art-sig", prog)
+    bad = why_not(r, raw, "tenant_policy_violation", ["does not verify"])
+    if bad:
+        return "signature of other bytes: " + bad
+    for legacy in (False, True):
+        sign(key, prog, legacy)
+        r, raw = a.exec_batch("art-sig", prog)
+        bad = why_not(r, raw, "ok")
+        if bad:
+            return "signed%s: %s" % (" (legacy)" if legacy else "", bad)
+    sign(other, data + ".manifest")
+    os.rename(data + ".manifest.minisig", data + ".minisig")
+    r, raw = a.exec_batch("art-sig", prog)
+    return why_not(r, raw, "tenant_policy_violation", ["a key the policy does not name", data])
+
+
 CASES = [("pinned program runs", case_pinned_runs),
          ("one-byte change refused with both digests", case_one_byte),
          ("file swapped during the check never runs", case_swap),
          ("revoked digest refused by a second executor", case_revoked_elsewhere),
          ("retry of a batch revoked mid-batch refused", case_revoked_mid_batch),
-         ("GPU/accelerator nodes absent and unopenable", case_no_devices)]
+         ("GPU/accelerator nodes absent and unopenable", case_no_devices),
+         ("signatures required by the policy's keys", case_signatures)]
 
 
 def main():
@@ -292,7 +368,10 @@ def main():
                     why = fn(a, "a" if with_agent else "n")
                 except Exception as e:  # a crash in a case is that case's failure
                     why = "%s: %s" % (type(e).__name__, e)
-                report("FAIL" if why else "PASS", "%s (%s)" % (name, mode), why or "")
+                if why and why.startswith("SKIP "):
+                    report("SKIP", "%s (%s)" % (name, mode), why[5:])
+                else:
+                    report("FAIL" if why else "PASS", "%s (%s)" % (name, mode), why or "")
         finally:
             a.cleanup()
     return exit_code()

@@ -415,6 +415,9 @@ static void test_artifact_pins(void **state)
 		"got \"AB\"");
 	expect_error("acme.json", "{\"artifacts\": {\"pins\": [{\"path\": \"/srv/r.py\"}]}}", 1, 25,
 		     "artifacts.pins[0]: missing key \"sha256\"");
+	expect_error("acme.json", "{\"artifacts\": {\"public_keys\": [\"nope\"]}}", 1, 32,
+		     "artifacts.public_keys[0]: expected a minisign Ed25519 public key (the base64 "
+		     "line of its .pub file, starting \"RW\"), got \"nope\"");
 }
 
 int main(void)
