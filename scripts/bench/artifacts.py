@@ -5,7 +5,8 @@ costs a batch, and how fast a pinned model directory is hashed.
   tenants, interleaved round by round: unpinned (the baseline); pinned,
   its digest in the verified-digest cache (cached; target <= 1.02x); and
   pinned with an empty cache each run (a fresh SANDGUARD_ARTIFACT_DIR: the
-  file is read and hashed, and the store written).
+  file is read and hashed, and the store written); and, where minisign is
+  installed, pinned and signed (cached digest, the signature verified).
 - Hash rate: a 1 GiB directory of 16 files, in the page cache, hashed by
   `sandguard artifact digest DIR --no-cache` (its manifest digest, every
   file hashed) against `sha256sum` of the same files (target >= 0.9x);
@@ -41,6 +42,13 @@ def setup(env):
     pins = {"require": True, "pins": [{"path": prog, "sha256": sha256_of(prog)}]}
     env.write_policy(env.base_policy("art-unpinned"))
     env.write_policy(env.base_policy("art-pinned", artifacts=pins))
+    if shutil.which("minisign"):
+        pub, key = os.path.join(env.dir, "bench.pub"), os.path.join(env.dir, "bench.key")
+        subprocess.run(["minisign", "-G", "-W", "-p", pub, "-s", key], check=True, capture_output=True)
+        subprocess.run(["minisign", "-S", "-s", key, "-m", prog], check=True, capture_output=True)
+        with open(pub) as f:
+            signed = dict(pins, public_keys=[f.read().splitlines()[1]])
+        env.write_policy(env.base_policy("art-signed", artifacts=signed))
     return prog, batch
 
 
@@ -55,21 +63,24 @@ def per_run(env, rounds):
     prog, batch = setup(env)
     time.sleep(2.2)  # past ARTIFACT_RACY_S: the program's digest can be cached
     times = {"unpinned": [], "cached": [], "uncached": []}
+    if os.path.exists(os.path.join(env.policy_dir, "art-signed.json")):
+        times["signed"] = []
     fresh = os.path.join(env.dir, "artifact-fresh")
 
     def cmd(tenant):
         return [env.sandguard, "exec", "--tenant", tenant, "--policy-dir", env.policy_dir,
                 "--batch", batch, "--", PY, prog]
-    for arm in ("cached",):  # fill the cache once
-        subprocess.run(cmd("art-pinned"), env=env.env, capture_output=True)
+    subprocess.run(cmd("art-pinned"), env=env.env, capture_output=True)  # fill the cache once
+    tenant = {"unpinned": "art-unpinned", "cached": "art-pinned", "uncached": "art-pinned",
+              "signed": "art-signed"}
     for r in range(rounds):
-        arms = ["unpinned", "cached", "uncached"]
+        arms = list(times)
         for arm in arms if r % 2 == 0 else arms[::-1]:
             e = env.env
             if arm == "uncached":
                 shutil.rmtree(fresh, ignore_errors=True)
                 e = dict(env.env, SANDGUARD_ARTIFACT_DIR=fresh)
-            ms, p = timed(cmd("art-unpinned" if arm == "unpinned" else "art-pinned"), e)
+            ms, p = timed(cmd(tenant[arm]), e)
             try:
                 ok = json.loads(p.stdout).get("status") == "ok"
             except ValueError:
@@ -80,9 +91,13 @@ def per_run(env, rounds):
             times[arm].append(ms)
     base = summary(times["unpinned"])
     rows = []
-    for arm, target in (("cached", "<= 1.02x"), ("uncached", None)):
+    names = {"cached": "cached digest", "uncached": "uncached digest",
+             "signed": "cached digest, signature verified"}
+    for arm, target in (("cached", "<= 1.02x"), ("uncached", None), ("signed", None)):
+        if arm not in times:
+            continue
         s = summary(times[arm])
-        rows.append({"scenario": "16 artifacts", "name": "exec --batch, pinned program, %s digest" % arm,
+        rows.append({"scenario": "16 artifacts", "name": "exec --batch, pinned program, %s" % names[arm],
                      "unit": "ms/run", "value": s, "baseline": base,
                      "baseline_name": "the same program unpinned", "ratio": s["median"] / base["median"],
                      "target": target, "lower_is_better": True})
@@ -128,7 +143,7 @@ def hash_rate(env, rounds):
 
 
 def measure(env, rounds):
-    log("artifacts: %d interleaved rounds of unpinned / cached / uncached runs" % rounds)
+    log("artifacts: %d interleaved rounds of unpinned / cached / uncached / signed runs" % rounds)
     rows = per_run(env, rounds)
     log("artifacts: hash rate on a 1 GiB directory, %d rounds" % max(3, rounds // 10))
     return rows + hash_rate(env, max(3, rounds // 10))

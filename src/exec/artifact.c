@@ -1,4 +1,5 @@
-/* Pinned reward artifacts (see src/exec/artifact.h for the design). */
+/* Pinned reward artifacts (see src/exec/artifact.h for the design), and
+ * batch mode's use of them. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,8 +9,12 @@
 #include <time.h>
 #include "artifact.h"
 #include "artifact_revoked.h"
+#include "artifact_scan.h"
 #include "artifact_sign.h"
 #include "artifact_store.h"
+#include "exec_internal.h"
+#include "lib/clock.h"
+#include "lib/log.h"
 
 /* Files of the system image: the interpreter and its libraries, trusted
  * as the node's image is (docs/policy.md "artifacts"). */
@@ -175,7 +180,7 @@ static int check_signature(const struct sg_policy *p, const char *path, const ch
 static int digest_pin(const struct sg_policy *p, const char *path, bool dir, bool keep,
 		      char hex[SHA256_HEX], char **data, size_t *n, char *detail, size_t len)
 {
-	bool bytes = keep || p->artifacts.n_public_keys;
+	bool bytes = keep || p->artifacts.n_public_keys || (p->artifacts.n_scanner && !dir);
 
 	*data = NULL;
 	*n = 0;
@@ -213,6 +218,9 @@ static int check_pin(const char *dir, const struct sg_policy *p, const struct sg
 		return mismatch(pin->path, pin->sha256, hex, detail, len);
 	ret = check_signature(p, pin->path, a->data[k], a->lens[k], detail, len);
 	ret = ret ?: revoked(dir, p, pin->path, hex, detail, len);
+	ret = ret
+		      ?: artifact_scan(p, pin->path, hex, S_ISDIR(st.st_mode) ? NULL : a->data[k],
+				       a->lens[k], detail, len);
 	if (ret || !named) { /* read only to be checked: not kept */
 		free(a->data[k]);
 		a->data[k] = NULL;
@@ -292,4 +300,56 @@ int artifact_digest_path(const char *path, bool use_cache, char hex[SHA256_HEX],
 	if (S_ISDIR(st.st_mode))
 		return artifact_dir(path, use_cache, hex, NULL, NULL, detail, len);
 	return artifact_file(path, use_cache, hex, NULL, NULL, detail, len);
+}
+
+/* ---- batch mode (exec_batch.c) --------------------------------------- */
+
+bool exec_artifacts_refused(const struct exec_ctx *ctx, const char *batch_id,
+			    struct artifact_run *a, struct tenant_slot *slot, uint64_t start_ms,
+			    struct exec_result *res)
+{
+	char why[EXEC_DETAIL_MAX];
+	enum sg_cause cause;
+	int err = artifact_prepare(ctx->policy, ctx->argv, a, why, sizeof(why));
+
+	if (!err)
+		return false;
+	artifact_run_free(a);
+	tenant_slot_release(slot);
+	/* The tenant's to fix (a changed or revoked artifact): never retried,
+	 * and no run is started to find out. */
+	cause = err == -EPERM ? SG_CAUSE_TENANT_POLICY_VIOLATION : SG_CAUSE_PLATFORM_ERROR;
+	if (cause == SG_CAUSE_PLATFORM_ERROR && strncmp(why, "platform error", 14))
+		snprintf(res->detail, sizeof(res->detail),
+			 "platform error: checking the pinned artifacts: %s", why);
+	else
+		snprintf(res->detail, sizeof(res->detail), "%s", why);
+	sg_info("exec: %s/%s refused before it ran: %s", ctx->tenant, batch_id, res->detail);
+	res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start_ms;
+	res->cause = exec_book_refusal(ctx, "batch", batch_id, cause, res->wall_ms, res->detail,
+				       sizeof(res->detail));
+	return true;
+}
+
+void exec_artifacts_apply(const struct artifact_run *a, struct sandbox_spec *spec)
+{
+	if (a->argv)
+		spec->argv = a->argv;
+	if (a->n_files) {
+		spec->files = a->files;
+		spec->n_files = a->n_files;
+	}
+}
+
+bool exec_artifacts_revoked(const struct exec_ctx *ctx, const struct artifact_run *a, char *detail,
+			    size_t len)
+{
+	char why[EXEC_DETAIL_MAX];
+	size_t n;
+
+	if (!artifact_recheck(ctx->policy, a, why, sizeof(why)))
+		return false;
+	n = strlen(detail);
+	snprintf(detail + n, len - n, "%sthe retry is refused: %s", n ? "; " : "", why);
+	return true;
 }

@@ -81,7 +81,7 @@ int artifact_digest_path(const char *path, bool use_cache, char hex[SHA256_HEX],
  * over), malloc'd. 0, or -errno with `detail`. */
 int artifact_manifest(const char *path, char **text, size_t *n, char *detail, size_t len);
 
-/* Batch mode's use of the above (exec_artifacts.c). Before the first
+/* Batch mode's use of the above (exec_batch.c). Before the first
  * attempt: true when the batch's artifacts are refused; the refusal is
  * then booked (attempt 0, cause tenant_policy_violation, or
  * platform_error when the check itself failed), *slot released and *res

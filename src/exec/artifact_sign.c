@@ -7,6 +7,7 @@
  * signature over the signature followed by <text>. */
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -108,6 +109,9 @@ int artifact_signature_check(const struct sg_policy *p, const char *what, const 
 	size_t n = 0, comment_len;
 	int ret, ok;
 
+	/* The node's openssl.cnf could load engines or providers into the
+	 * executor: only the built-in ones verify. */
+	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
 	ret = fs_read_all(sig_path, SIG_FILE_MAX, &text, &n);
 	if (ret == -ENOENT)
 		return refuse(detail, dlen, what,

@@ -45,6 +45,16 @@ static int store_sub(const char *sub, char *buf, size_t len)
 	return access(buf, F_OK) ? fs_mkdir_p(buf, 0700) : 0;
 }
 
+int artifact_store_path(const char *sub, const char *name, char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+	int ret = store_sub(sub, dir, sizeof(dir));
+
+	if (!ret)
+		snprintf(buf, len, "%s/%s", dir, name);
+	return ret;
+}
+
 /* The cache key of an open file: what any write to it changes. */
 static void stat_key(const struct stat *st, char *buf, size_t len)
 {

@@ -10,6 +10,10 @@
 /* $SANDGUARD_ARTIFACT_DIR, else <state>/artifacts. */
 int artifact_store_dir(char *buf, size_t len);
 
+/* <store>/<sub>/<name> into buf, <store>/<sub> made when missing. 0, or
+ * -errno. */
+int artifact_store_path(const char *sub, const char *name, char *buf, size_t len);
+
 /* Opens `path` once: its digest, and (data set) the bytes that digest is
  * of, malloc'd: the store's copy on a cache hit, else what was read from
  * that one descriptor. use_cache false: hashed, neither read from nor

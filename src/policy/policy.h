@@ -107,10 +107,11 @@ struct sg_canary {
 /* Reward artifacts pinned by SHA-256 (docs/policy.md "artifacts",
  * src/exec/artifact.h): a file, or a directory through the manifest of its
  * files. */
-#define SG_ARTIFACT_PINS 16
-#define SG_SHA256_HEX    65 /* 64 hex digits and the NUL */
-#define SG_ARTIFACT_KEYS 4  /* two at once for a rotation, and room */
-#define SG_PUBKEY_LEN    64 /* a minisign public key line: 56 base64 characters */
+#define SG_ARTIFACT_PINS         16
+#define SG_SHA256_HEX            65 /* 64 hex digits and the NUL */
+#define SG_ARTIFACT_KEYS         4  /* two at once for a rotation, and room */
+#define SG_PUBKEY_LEN            64 /* a minisign public key line: 56 base64 characters */
+#define SG_ARTIFACT_SCANNER_ARGS 8
 struct sg_artifact_pin {
 	char path[SG_POLICY_PATHLEN];
 	char sha256[SG_SHA256_HEX];
@@ -123,6 +124,10 @@ struct sg_artifacts {
 	 * signature by one of them (src/exec/artifact_sign.h). */
 	char public_keys[SG_ARTIFACT_KEYS][SG_PUBKEY_LEN];
 	int n_public_keys;
+	/* A scanner run once per new digest, in a sandbox of the tenant,
+	 * before first use (src/exec/artifact_scan.h); 0: none. */
+	char scanner[SG_ARTIFACT_SCANNER_ARGS][SG_POLICY_PATHLEN];
+	int n_scanner;
 };
 
 struct sg_policy {

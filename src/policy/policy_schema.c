@@ -220,6 +220,11 @@ static const struct field artifacts_fields[] = {
 	  P(artifacts.public_keys),
 	  .count_off = offsetof(struct sg_policy, artifacts.n_public_keys),
 	  .max = SG_ARTIFACT_KEYS },
+	{ .key = "scanner",
+	  .kind = K_DIR_LIST,
+	  P(artifacts.scanner),
+	  .count_off = offsetof(struct sg_policy, artifacts.n_scanner),
+	  .max = SG_ARTIFACT_SCANNER_ARGS },
 	{ .key = NULL },
 };
 

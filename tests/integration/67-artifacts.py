@@ -337,13 +337,57 @@ def case_signatures(a, tag):
     return why_not(r, raw, "tenant_policy_violation", ["a key the policy does not name", data])
 
 
+SCANNER = """import sys
+data = open(sys.argv[1], "rb").read()
+if b"EVIL" in data:
+    sys.stderr.write("found EVIL\\n")
+    sys.exit(3)
+"""
+REJECT_ALL = """import sys
+sys.stderr.write("rejects everything\\n")
+sys.exit(4)
+"""
+
+
+def case_scanner(a, tag):
+    """A scanner runs once per new digest, in a sandbox, and its verdict
+    is kept by digest: a changed scanner does not rescan a known digest."""
+    scanner = a.program("scanner-%s.py" % tag, SCANNER)
+    good = a.program("scan-good-%s.py" % tag, GOOD)
+    evil = a.program("scan-evil-%s.py" % tag, GOOD + "# EVIL\n")
+    fresh = a.program("scan-fresh-%s.py" % tag, GOOD + "# v2\n")
+
+    def run(prog, cause, detail_has=()):
+        pin(a, "art-scan", [prog])
+        path = os.path.join(a.policy_dir, "art-scan.json")
+        with open(path) as f:
+            doc = json.load(f)
+        doc["artifacts"]["scanner"] = [PY, scanner]
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        r, raw = a.exec_batch("art-scan", prog)
+        return why_not(r, raw, cause, detail_has) or (cause != "ok" and r["attempts"] and
+                                                      "a refused artifact ran: %s" % r) or None
+    bad = run(good, "ok") or run(evil, "tenant_policy_violation",
+                                 ["scanner rejected: exit 3: found EVIL", sha(evil)])
+    if bad:
+        return bad
+    with open(scanner, "w") as f:
+        f.write(REJECT_ALL)
+    bad = run(good, "ok")
+    if bad:
+        return "a digest scanned clean was scanned again: " + bad
+    return run(fresh, "tenant_policy_violation", ["rejects everything"])
+
+
 CASES = [("pinned program runs", case_pinned_runs),
          ("one-byte change refused with both digests", case_one_byte),
          ("file swapped during the check never runs", case_swap),
          ("revoked digest refused by a second executor", case_revoked_elsewhere),
          ("retry of a batch revoked mid-batch refused", case_revoked_mid_batch),
          ("GPU/accelerator nodes absent and unopenable", case_no_devices),
-         ("signatures required by the policy's keys", case_signatures)]
+         ("signatures required by the policy's keys", case_signatures),
+         ("scanner runs once per digest and its verdict is kept", case_scanner)]
 
 
 def main():
