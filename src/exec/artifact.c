@@ -138,14 +138,15 @@ static int replace(struct artifact_run *a, char *const *argv, size_t i, size_t k
 		memcpy(a->argv, argv, n * sizeof(*argv));
 	}
 	if (i > 0) {
-		a->argv[i] = a->names[k];
+		a->argv[i + a->shift] = a->names[k];
 		return 0;
 	}
 	ret = shebang(a->data[k], a->lens[k], &interp, &arg, detail, len);
 	if (ret)
 		return ret;
 	a->shebang = interp;
-	memmove(a->argv + 1 + !!arg, a->argv, (n + 1) * sizeof(*a->argv));
+	a->shift = 1 + !!arg;
+	memmove(a->argv + a->shift, a->argv, (n + 1) * sizeof(*a->argv));
 	a->argv[at++] = interp;
 	if (arg)
 		a->argv[at++] = arg;

@@ -48,6 +48,7 @@ struct artifact_run {
 	char *names[SG_ARTIFACT_PINS]; /* owned: files[i].path */
 	char *data[SG_ARTIFACT_PINS];  /* owned: files[i].data */
 	size_t lens[SG_ARTIFACT_PINS]; /* data[i]'s */
+	size_t shift;                  /* words a #! line put before the command's own */
 	char *shebang;                 /* owned: a #! line's words, when argv[0] was pinned */
 	/* The digests checked, for the revocation check before a retry. */
 	char digests[SG_ARTIFACT_PINS][SHA256_HEX];

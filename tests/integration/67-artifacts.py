@@ -31,6 +31,13 @@ b = json.load(sys.stdin)
 print(json.dumps([0.5] * len(b["items"])))
 """
 EVIL = GOOD.replace("0.5", "0.9")
+# Run as the command itself: 0.7 when its argument is the pinned data
+# file's checked copy.
+SHEBANG_BODY = """import json, sys
+b = json.load(sys.stdin)
+ok = "sg-pinned" in sys.argv[1] and open(sys.argv[1]).read() == "x"
+print(json.dumps([0.7 if ok else 0.1] * len(b["items"])))
+"""
 # Exits 1 after a while: under failure mode retry, each attempt is retried.
 SLOW_FAIL = """import sys, time
 sys.stdin.read()
@@ -109,6 +116,21 @@ def case_pinned_runs(a, tag):
     bad = why_not(r, raw, "ok")
     if bad or r["scores"] != [0.5] * 3:
         return bad or "scores %s" % r["scores"]
+    # The pinned program as the command itself: its #! line's
+    # interpreter runs the checked copy (a pinned data file too).
+    script = a.program("script-%s.py" % tag, "#!/usr/bin/python3 -S\n" + SHEBANG_BODY)
+    os.chmod(script, 0o755)
+    data = a.program("data-%s.txt" % tag, "x")
+    pin(a, "art-ok", [script, data])  # the #! shift first, then the data file
+    batch = os.path.join(a.dir, "batch-shebang.json")
+    with open(batch, "w") as f:
+        json.dump({"batch_id": "shebang", "items": [{"prompt": "p", "completion": "c"}]}, f)
+    raw = a.run(["exec", "--tenant", "art-ok", "--policy-dir", a.policy_dir, "--batch", batch, "--",
+                 script, data])
+    r = json.loads(raw.stdout) if raw.stdout.strip() else None
+    bad = why_not(r, raw, "ok")
+    if bad or r["scores"] != [0.7]:
+        return "a pinned #! script as the command: %s" % (bad or r["scores"])
     # Unpinned, with artifacts.require: refused, nothing ran.
     other = a.program("unpinned-%s.py" % tag, GOOD)
     r, raw = a.exec_batch("art-ok", other)
