@@ -130,6 +130,7 @@ test_exec_verify_LINK   := exec node judge sandbox control telemetry policy lib
 test_verify_compile_LINK := exec node judge sandbox control telemetry policy lib
 test_exec_admission_LINK := exec node judge sandbox control telemetry policy lib
 test_exec_owed_LINK := exec node judge sandbox control telemetry policy lib
+test_artifact_LINK      := exec node judge sandbox control telemetry policy lib
 test_sandbox_LINK       := sandbox control telemetry policy lib
 test_sandbox_seccomp_LINK := sandbox control telemetry policy lib
 test_serve_gate_LINK    := serve session warm exec node judge sandbox control telemetry policy lib
