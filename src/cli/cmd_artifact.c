@@ -1,5 +1,5 @@
 /* sandguard artifact: revocation of reward artifacts, and their digests
- * (src/exec/artifact.h, src/exec/artifact_revoked.h).
+ * (src/exec/artifact.h, src/artifact/artifact_revoked.h).
  *   artifact revoke SHA256 --tenant T --reason TEXT [--policy-dir D]
  *   artifact unrevoke SHA256 --tenant T [--policy-dir D]
  *   artifact ls [--tenant T] [--json] [--policy-dir D]
@@ -14,7 +14,7 @@
 #include <time.h>
 #include "commands.h"
 #include "exec/artifact.h"
-#include "exec/artifact_revoked.h"
+#include "artifact/artifact_revoked.h"
 #include "policy/policy.h"
 
 struct opts {

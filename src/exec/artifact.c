@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "artifact.h"
-#include "artifact_revoked.h"
+#include "artifact/artifact_revoked.h"
 #include "artifact_scan.h"
-#include "artifact_sign.h"
+#include "artifact/artifact_sign.h"
 #include "artifact_store.h"
 #include "exec_internal.h"
 #include "lib/clock.h"

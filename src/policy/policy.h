@@ -121,7 +121,7 @@ struct sg_artifacts {
 	struct sg_artifact_pin pins[SG_ARTIFACT_PINS];
 	int n_pins;
 	/* Ed25519 keys in minisign's format; any set: every pin must carry a
-	 * signature by one of them (src/exec/artifact_sign.h). */
+	 * signature by one of them (src/artifact/artifact_sign.h). */
 	char public_keys[SG_ARTIFACT_KEYS][SG_PUBKEY_LEN];
 	int n_public_keys;
 	/* A scanner run once per new digest, in a sandbox of the tenant,

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "exec/artifact.h"
-#include "exec/artifact_revoked.h"
+#include "artifact/artifact_revoked.h"
 #include "lib/sha256.h"
 #include "tmp_dir.h"
 
@@ -25,7 +25,7 @@ static void hex_of(const char *text, char hex[SHA256_HEX])
 	sha256_init(&s);
 	sha256_update(&s, text, strlen(text));
 	sha256_final(&s, d);
-	sha256_hex(d, hex);
+	sha256_to_hex(d, hex);
 }
 
 /* FIPS 180-2's examples. */

@@ -1,4 +1,4 @@
-/* minisign signatures over Ed25519 (see src/exec/artifact_sign.h). The
+/* minisign signatures over Ed25519 (see src/artifact/artifact_sign.h). The
  * format, from minisign's documentation: a public key is base64 of "Ed",
  * an 8-byte key id and the 32-byte key; a .minisig file is four lines:
  * "untrusted comment: ...", base64 of the algorithm ("Ed": over the

@@ -1,4 +1,4 @@
-/* Revoked artifacts (see src/exec/artifact_revoked.h). */
+/* Revoked artifacts (see src/artifact/artifact_revoked.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
