@@ -24,7 +24,7 @@ command -v "$cc" >/dev/null 2>&1 || cc=clang
 # target | seed corpus (tests/fuzz/corpus/<name>) | what it links besides
 # tests/fuzz/<target>.c: only the src/ files it needs, and their libraries.
 targets=(
-    "fuzz_policy|policy|src/policy/policy.c src/policy/policy_parse.c src/policy/policy_schema.c src/lib/json_locate.c src/policy/match.c src/policy/default_policy.S -ljansson -lm"
+    "fuzz_policy|policy|src/policy/policy.c src/policy/policy_parse.c src/policy/policy_schema.c src/lib/json_locate.c src/policy/match.c src/lib/base64.c src/policy/default_policy.S -ljansson -lm"
     "fuzz_scores|scores|src/judge/scores.c -ljansson -lm"
     "fuzz_event_decode|events|src/telemetry/event_decode.c src/telemetry/event_json.c src/lib/json_out.c src/lib/rule_names.c src/lib/utf8.c -ljansson -lm"
     "fuzz_event_json|event_json|src/telemetry/event_decode.c src/telemetry/event_json.c src/lib/json_out.c src/lib/rule_names.c src/lib/utf8.c -ljansson -lm"
