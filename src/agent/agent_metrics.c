@@ -31,7 +31,7 @@ static struct {
 	struct metrics_family *confirmations, *budget_dropped;
 	struct metrics_family *feature, *build, *kill_latency, *detector, *sandboxes_total;
 	struct metrics_family *records, *gaps, *rebuilds, *checkpoint_failures, *disk_free;
-	struct metrics_family *disk_reserve;
+	struct metrics_family *disk_reserve, *cpu_seconds, *run_seconds, *mem_seconds;
 	struct metrics_family *session_steps, *sessions_ended, *sessions;
 	struct metrics_family *canary_probes, *nondeterminism, *run_detector; /* agent_health.c */
 } fam;
@@ -112,6 +112,12 @@ static void collect_tenant(const struct ledger_tenant *t, void *ctx)
 			metrics_counter_set(fam.sessions_ended,
 					    (const char *[]){ t->name, cause_name(c) },
 					    t->sessions_ended[c]);
+	}
+	for (int k = 0; k < LEDGER_COST_CLASSES; k++) {
+		const char *const lv[] = { t->name, fault_class_name(k) };
+		metrics_counter_set(fam.cpu_seconds, lv, (double)t->cost[k].cpu_us / 1e6);
+		metrics_counter_set(fam.run_seconds, lv, (double)t->cost[k].wall_ms / 1e3);
+		metrics_counter_set(fam.mem_seconds, lv, t->cost[k].mem_byte_seconds);
 	}
 	(void)v;
 	(void)ctx;
@@ -289,6 +295,34 @@ static int register_outcome_families(struct metrics_registry *r)
 	return err;
 }
 
+/* What the tenants' runs cost (src/telemetry/ledger_cost.h), by class. */
+static int register_cost_families(struct metrics_registry *r)
+{
+	static const char *const l_tc[] = { "tenant", "class", NULL };
+	const struct {
+		const char *name, *help;
+		struct metrics_family **fam;
+	} cost[] = {
+		{ "sandguard_cpu_seconds_total",
+		  "CPU time of the tenant's runs, from each run's cgroup (cpu.stat usage_usec), by "
+		  "outcome class (none: the run ended ok).",
+		  &fam.cpu_seconds },
+		{ "sandguard_run_seconds_total",
+		  "Wall-clock time of the tenant's metered runs, by outcome class.",
+		  &fam.run_seconds },
+		{ "sandguard_memory_byte_seconds_total",
+		  "Peak memory of each run's sandbox times the run's wall time, summed, by outcome "
+		  "class.",
+		  &fam.mem_seconds },
+	};
+	int err = 0;
+
+	for (size_t i = 0; i < ARRAY_LEN(cost); i++)
+		err |= add(r, METRICS_COUNTER, cost[i].name, cost[i].help, l_tc, NULL, 0,
+			   cost[i].fam);
+	return err;
+}
+
 static int register_families(struct metrics_registry *r)
 {
 	static const char *const l_tcc[] = { "tenant", "cause", "class", NULL };
@@ -373,6 +407,7 @@ static int register_families(struct metrics_registry *r)
 	err |= add(r, METRICS_COUNTER, "sandguard_score_stream_alerts_total",
 		   "Score-stream health detectors that fired, per tenant and detector type.", l_tt,
 		   NULL, 0, &fam.detector);
+	err |= register_cost_families(r);
 	err |= register_outcome_families(r);
 	err |= register_signal_families(r, l_t, l_tt);
 	return err ? -EINVAL : 0;

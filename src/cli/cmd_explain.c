@@ -408,35 +408,75 @@ static void print_batch(json_t *b, json_t *sources)
 	putchar('\n');
 }
 
+/* A batch's cost: the sums over its attempts' records (journal
+ * "cpu_us", "wall_ms", the largest "mem_peak_bytes"). */
+struct cost {
+	double cpu_s, wall_s, peak_mib;
+	size_t metered;
+};
+
+static void add_cost(json_t *attempts, struct cost *c)
+{
+	json_t *a;
+	size_t k;
+
+	json_array_foreach(attempts, k, a)
+	{
+		json_t *cpu = json_object_get(a, "cpu_us"),
+		       *mem = json_object_get(a, "mem_peak_bytes");
+		double mib = json_is_integer(mem) ? (double)json_integer_value(mem) / 1048576.0 : 0;
+
+		if (!json_is_integer(cpu))
+			continue;
+		c->metered++;
+		c->cpu_s += (double)json_integer_value(cpu) / 1e6;
+		c->wall_s += (double)json_integer_value(json_object_get(a, "wall_ms")) / 1e3;
+		if (mib > c->peak_mib)
+			c->peak_mib = mib;
+	}
+}
+
 /* --run alone: one line per batch, with its scores' mean and whether they
- * were all equal (a run whose rewards "went constant" shows where). */
+ * were all equal (a run whose rewards "went constant" shows where), its
+ * CPU seconds, and the run's totals last. */
 static void print_run(json_t *doc)
 {
+	struct cost run = { 0 };
 	json_t *b;
 	size_t i;
 
-	printf("%-23s  %-20s %-16s %8s  %-24s %8s  %-5s  %s\n", "STARTED (UTC)", "BATCH", "TENANT",
-	       "ATTEMPTS", "CAUSE", "MEAN", "CONST", "SANDBOXES");
+	printf("%-23s  %-20s %-16s %8s  %-24s %8s  %-5s %8s  %s\n", "STARTED (UTC)", "BATCH",
+	       "TENANT", "ATTEMPTS", "CAUSE", "MEAN", "CONST", "CPU_S", "SANDBOXES");
 	json_array_foreach(json_object_get(doc, "batches"), i, b)
 	{
 		json_t *a, *first = json_array_get(json_object_get(b, "attempts"), 0);
 		const char *st = str(first, "started") ?: str(first, "ended") ?: "?";
 		json_t *mean = json_object_get(b, "score_mean");
 		char when[32], m[32] = "-";
+		struct cost c = { 0 };
 		size_t k;
 
 		snprintf(when, sizeof(when), "%.10s %.12s", st, strlen(st) > 11 ? st + 11 : "");
 		if (json_is_number(mean))
 			snprintf(m, sizeof(m), "%.4g", json_number_value(mean));
-		printf("%-23s  %-20s %-16s %8zu  %-24s %8s  %-5s ", when,
+		add_cost(json_object_get(b, "attempts"), &c);
+		printf("%-23s  %-20s %-16s %8zu  %-24s %8s  %-5s %8.3f ", when,
 		       safe_id(str(b, "batch_id")), str(b, "tenant"),
 		       json_array_size(json_object_get(b, "attempts")),
 		       str(b, "cause") ?: "(not booked)", m,
-		       json_is_true(json_object_get(b, "constant")) ? "yes" : "no");
+		       json_is_true(json_object_get(b, "constant")) ? "yes" : "no", c.cpu_s);
 		json_array_foreach(json_object_get(b, "attempts"), k, a)
 			printf(" %s", str(a, "sandbox") ?: "-");
 		putchar('\n');
+		run.cpu_s += c.cpu_s;
+		run.wall_s += c.wall_s;
+		run.metered += c.metered;
+		if (c.peak_mib > run.peak_mib)
+			run.peak_mib = c.peak_mib;
 	}
+	printf("cost: %zu metered attempts, %.3f CPU seconds, %.3f run seconds, peak memory "
+	       "%.1f MiB\n",
+	       run.metered, run.cpu_s, run.wall_s, run.peak_mib);
 }
 
 /* A source that could not be read: the timeline shows the rest, and the

@@ -244,6 +244,12 @@ static int outcome_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 	o->final = b->final;
 	o->confirm = b->confirm;
 	o->wall_ms = b->wall_ms;
+	if (b->run) {
+		o->cpu_known = b->run->cpu_known;
+		o->cpu_us = b->run->cpu_us;
+		o->mem_peak_known = b->run->mem_peak_known;
+		o->mem_peak_bytes = b->run->mem_peak_bytes;
+	}
 	if (b->stats) {
 		o->n_scores = (uint32_t)b->stats->n;
 		o->score_mean = b->stats->mean;

@@ -123,6 +123,13 @@ struct sandbox_result {
 	uint64_t cpu_wait_ms;      /* not counting cpu_throttled_ms */
 	uint64_t cpu_throttled_ms; /* held back by its own CPU quota */
 	bool cpu_known, cpu_wait_known;
+	/* What the run cost, for metering (journal "cpu_us", "mem_peak_bytes"):
+	 * the run cgroup's usage_usec read again once the run is over (its
+	 * tasks exited or killed, the cgroup not yet removed), and the
+	 * sandbox's peak memory over the run (sb_cgroup_mem_peak_open()). */
+	uint64_t cpu_us;
+	uint64_t mem_peak_bytes;
+	bool mem_peak_known;
 	/* The node's idle CPU time over the run, summed over the executor's
 	 * node_cpus CPUs (src/lib/node_idle.h): evidence from outside the
 	 * sandbox of the room the node had for it. */

@@ -61,6 +61,18 @@ struct sb_leaf {
 	int procs_fd;        /* its cgroup.procs, where clone3 cannot place a process; -1 */
 };
 
+/* The sandbox's peak memory over one run. A run's own cgroup has no
+ * memory controller, so it is the sandbox's cgroup2 memory.peak, opened
+ * at the run's start and reset for this descriptor (a write resets the
+ * peak seen through it, Linux 6.12+); on an older kernel it stays the
+ * sandbox's peak since it was made, an upper bound for a warm sandbox's
+ * later runs. On a hybrid node, the v1 memory.max_usage_in_bytes, reset
+ * likewise. The sandbox's init is in it too (a few hundred KiB). -1
+ * where no memory controller is used. */
+int sb_cgroup_mem_peak_open(const struct sb_cgroup *cg);
+/* Read it (and close fd). true with *bytes set, else false. */
+bool sb_cgroup_mem_peak_close(int fd, uint64_t *bytes);
+
 /* Create the cgroups and apply the limits: pids, memory, cpu, and the IO
  * limits (io.max on v2, blkio throttling on v1, on the block devices of
  * the policy's read-only paths; only when the policy sets one). Returns 0

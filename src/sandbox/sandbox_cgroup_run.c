@@ -2,14 +2,17 @@
  * join) and each run's own cgroup below the sandbox's (see
  * src/sandbox/sandbox_cgroup.h). */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "lib/cgroup.h"
 #include "lib/fs_util.h"
+#include "lib/log.h"
 #include "sandbox_cgroup.h"
 
 bool sb_clone3_works(void)
@@ -118,4 +121,41 @@ int sb_cgroup_own_procs(const struct sb_cgroup *cg, pid_t *pid)
 			*pid = p;
 	fclose(f);
 	return n;
+}
+
+int sb_cgroup_mem_peak_open(const struct sb_cgroup *cg)
+{
+	bool v2 = cg->where[SB_CTRL_MEMORY] == SB_WHERE_V2;
+	char path[PATH_MAX];
+	int fd;
+
+	if ((!v2 && cg->where[SB_CTRL_MEMORY] != SB_WHERE_V1) ||
+	    (size_t)snprintf(path, sizeof(path), "%s/%s", v2 ? cg->v2 : cg->v1[SB_CTRL_MEMORY],
+			     v2 ? "memory.peak" : "memory.max_usage_in_bytes") >= sizeof(path))
+		return -1;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	/* v1: writing 0 resets the sandbox's maximum (this executor is the
+	 * only one that reads it). v2: an older kernel refuses the write, and
+	 * the peak since the sandbox began stands. */
+	if ((v2 ? write(fd, "reset\n", 6) : write(fd, "0\n", 2)) < 0)
+		sg_debug("sandbox: %s: no per-run reset (%s): the sandbox's peak stands", path,
+			 strerror(errno));
+	return fd;
+}
+
+bool sb_cgroup_mem_peak_close(int fd, uint64_t *bytes)
+{
+	char buf[32];
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return sscanf(buf, "%" SCNu64, bytes) == 1;
 }

@@ -479,12 +479,32 @@ static int late(struct run *r)
 			   r->sb->id);
 }
 
+static int watch(struct run *r, struct sb_pump *pump, uint64_t start);
+
 static int start_and_watch(struct run *r, struct sb_pump *pump)
+{
+	struct sandbox *sb = r->sb;
+	uint64_t cpu_us, start = clock_ms(CLOCK_MONOTONIC);
+	int ret, mem_peak = sb_cgroup_mem_peak_open(&sb->cg);
+
+	ret = watch(r, pump, start);
+	/* The run's cost, once it is over, killed or not: its cgroup's own
+	 * counters stay readable until the cgroup is removed (at the next
+	 * reset or the sandbox's end). */
+	r->res->mem_peak_known = sb_cgroup_mem_peak_close(mem_peak, &r->res->mem_peak_bytes);
+	if (r->res->cpu_known && sb->leaf.path[0] &&
+	    fs_read_keyed(sb->leaf.path, "cpu.stat", "usage_usec", &cpu_us) == 1 &&
+	    cpu_us > r->res->cpu_us)
+		r->res->cpu_us = cpu_us;
+	return ret;
+}
+
+static int watch(struct run *r, struct sb_pump *pump, uint64_t start)
 {
 	struct sandbox *sb = r->sb;
 	struct cgroup_cpu_stats cpu;
 	struct node_idle idle_at_start, idle_at_end;
-	uint64_t start = clock_ms(CLOCK_MONOTONIC), throttled = sb_cgroup_cpu_throttled_us(&sb->cg);
+	uint64_t throttled = sb_cgroup_cpu_throttled_us(&sb->cg);
 	int ret;
 
 	/* Setting up is the platform's time: the deadline counts from the
@@ -540,6 +560,7 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	cgroup_cpu_read(sb->leaf.path, &cpu);
 	r->res->cpu_known = cpu.usage_known;
 	r->res->cpu_ms = cpu.usage_us / 1000;
+	r->res->cpu_us = cpu.usage_us;
 	/* The sandbox's own quota holding it back is not the node's
 	 * overload, but PSI counts it as waiting: take it out. */
 	throttled = sb_cgroup_cpu_throttled_us(&sb->cg) - throttled;

@@ -136,6 +136,11 @@ int journal_record_encode_notes(const struct sg_outcome *o, const struct journal
 	json_object_set_new(j, "rule",
 			    rule_name(o->rule) ? json_string(rule_name(o->rule)) : json_null());
 	json_object_set_new(j, "wall_ms", json_integer((json_int_t)o->wall_ms));
+	json_object_set_new(j, "cpu_us",
+			    o->cpu_known ? json_integer((json_int_t)o->cpu_us) : json_null());
+	json_object_set_new(j, "mem_peak_bytes",
+			    o->mem_peak_known ? json_integer((json_int_t)o->mem_peak_bytes)
+					      : json_null());
 	json_object_set_new(j, "n_scores", json_integer(o->n_scores));
 	json_object_set_new(j, "score_mean",
 			    scored ? json_real_or_null(o->score_mean) : json_null());
@@ -219,6 +224,20 @@ static int canary_decode(json_t *root, struct sg_outcome *o)
 	return copy_field(c, "detail", o->canary_detail, sizeof(o->canary_detail), true);
 }
 
+/* A count that may be null or missing (records from before metering). */
+static int cost_field(json_t *root, const char *key, bool *known, uint64_t *v)
+{
+	json_t *x = json_object_get(root, key);
+
+	*known = x && !json_is_null(x);
+	if (!*known)
+		return 0;
+	if (!json_is_integer(x) || json_integer_value(x) < 0)
+		return -1;
+	*v = (uint64_t)json_integer_value(x);
+	return 0;
+}
+
 static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 {
 	json_t *rule = json_object_get(root, "rule");
@@ -249,6 +268,9 @@ static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 			"n_scores", &n_scores, "constant", &constant, "invalid", &invalid) ||
 	    n_scores < 0 || n_scores > UINT32_MAX)
 		return bad(why, why_len, "pid, cgroup_id, n_scores, constant, invalid: wrong type");
+	if (cost_field(root, "cpu_us", &o->cpu_known, &o->cpu_us) ||
+	    cost_field(root, "mem_peak_bytes", &o->mem_peak_known, &o->mem_peak_bytes))
+		return bad(why, why_len, "cpu_us, mem_peak_bytes: expected counts or null");
 	if (rule && !json_is_null(rule) && rule_from_name(json_string_value(rule)) < 0)
 		return bad(why, why_len, "rule: expected a rule name or null");
 	if (cause == SG_CAUSE_TENANT_POLICY_VIOLATION &&

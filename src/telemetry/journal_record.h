@@ -15,7 +15,11 @@
  *    "attempt": 1-based; 0 for a refusal before any sandbox ran,
  *    "final": true on the attempt that ended the batch (counts as a batch),
  *    "cause", "class" ("tenant_code", "platform", "verdict" or "none"),
- *    "rule" (or null), "wall_ms", "n_scores", "score_mean", "score_var"
+ *    "rule" (or null), "wall_ms",
+ *    "cpu_us", "mem_peak_bytes" (or null: never ran, or a record from
+ *    before metering): the run's CPU time from its cgroup's usage_usec,
+ *    and the sandbox's peak memory over the run (src/sandbox/sandbox.h),
+ *    "n_scores", "score_mean", "score_var"
  *    (null without scores), "constant", "invalid",
  *    "detail" (or null): the human-readable reason, as in the result,
  *    and then what the fold never reads, for people and `sandguard explain`

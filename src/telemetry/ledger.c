@@ -212,6 +212,7 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 	t = tenant_row(l, tenant);
 	if (t) {
 		t->attempts++;
+		ledger_cost_book(t->cost, o);
 		/* A timeout its confirmation run follows is nobody's yet: the
 		 * confirmation's own record says whose it is (overturned, it
 		 * was the node's, and no tenant fault may count it). */

@@ -18,6 +18,8 @@
  *   degenerate, invalid final outcomes flagged constant / invalid
  *   duration            final outcomes' wall_ms, as a histogram in seconds
  *                       over ledger_duration_bounds (+Inf last)
+ *   cost[class]         metered attempts' CPU, wall and memory time
+ *                       (ledger_cost.h)
  *   kills[rule]         sandboxes the agent emptied, by rule
  *   events[type][action] enforcement events (enum sg_event_type x action)
  *
@@ -50,7 +52,8 @@
  *      "failures": {"<cause>": N, ...}, "verdicts": {"<cause>": N, ...},
  *      "violations": {"<rule>": N, ...}, "kills": {"<rule>": N, ...},
  *      "events": {"<type>": {"<action>": N, ...}, ...},
- *      "duration": {"buckets": [N x 14], "sum_seconds": X}}}}
+ *      "duration": {"buckets": [N x 14], "sum_seconds": X},
+ *      "cost": {...} (ledger_cost.h; optional)}}}
  * Zero entries are left out of the name-keyed maps. A version 1 file (no
  * "journal", no "verdicts") is read as a checkpoint from before the
  * journal: the whole journal is folded on top of it.
@@ -78,6 +81,7 @@
 #include <limits.h>
 #include "abi/events.h"
 #include "journal.h"
+#include "ledger_cost.h"
 #include "outcome.h"
 #include "policy/policy.h"
 
@@ -120,6 +124,8 @@ struct ledger_tenant {
 	uint64_t session_steps[SG_CAUSE__COUNT];
 	uint64_t sessions_ended[SG_CAUSE__COUNT];
 	struct ledger_duration duration;
+	/* What its runs cost, by class (src/telemetry/ledger_cost.h). */
+	struct ledger_cost cost[LEDGER_COST_CLASSES];
 	uint64_t kills[SG_RULE__COUNT];
 	uint64_t events[SG_EV__COUNT][LEDGER_N_ACTIONS];
 	bool invented; /* no policy file when the row was made (or restored) */

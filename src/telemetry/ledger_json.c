@@ -43,6 +43,8 @@ static int key_index(const char *(*key)(int), int n, const char *name)
 
 /* ---- encoding ---- */
 
+static json_t *tenant_counts_to_json(const struct ledger_tenant *t);
+
 /* {"name": n, ...} with the non-zero counts of one array. */
 static json_t *named_counts(const uint64_t *v, int n, const char *(*key)(int))
 {
@@ -55,6 +57,19 @@ static json_t *named_counts(const uint64_t *v, int n, const char *(*key)(int))
 }
 
 static json_t *tenant_to_json(const struct ledger_tenant *t)
+{
+	json_t *row = tenant_counts_to_json(t), *cost;
+	bool oom;
+
+	cost = ledger_cost_to_json(t->cost, &oom);
+	if (oom || (row && cost && json_object_set_new(row, "cost", cost))) {
+		json_decref(row);
+		return NULL;
+	}
+	return row;
+}
+
+static json_t *tenant_counts_to_json(const struct ledger_tenant *t)
 {
 	json_t *events = json_object(), *buckets = json_array();
 
@@ -253,6 +268,15 @@ static int load_events(json_t *v, struct ledger_tenant *t, struct why *w, const 
 	return 0;
 }
 
+static int load_cost(json_t *v, struct ledger_tenant *t, struct why *w, const char *name)
+{
+	char why[200];
+
+	return ledger_cost_from_json(v, t->cost, why, sizeof(why))
+		       ? bad(w, "tenants.%s.%s", name, why)
+		       : 0;
+}
+
 /* The counts must agree with each other; the class split is derived. */
 static int derive_and_check(struct ledger_tenant *t, struct why *w, const char *name)
 {
@@ -325,6 +349,8 @@ static int load_tenant(const char *name, json_t *obj, struct ledger_tenant *t, i
 			err = load_duration(v, &t->duration, w, name);
 		else if (!strcmp(key, "events"))
 			err = load_events(v, t, w, name);
+		else if (!strcmp(key, "cost"))
+			err = load_cost(v, t, w, name);
 		else
 			return bad(w, "tenants.%s: unknown field '%s'", name, key);
 		if (err)

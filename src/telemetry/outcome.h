@@ -79,6 +79,12 @@ struct sg_outcome {
 	bool final;       /* the batch's last attempt: counts as a batch */
 	enum sg_confirm confirm;
 	uint64_t wall_ms;
+	/* What the attempt cost, from its cgroup's own counters (unknown for
+	 * an attempt that never ran, or one a reaper booked): CPU time, and
+	 * the sandbox's peak memory over the run. */
+	bool cpu_known, mem_peak_known;
+	uint64_t cpu_us;
+	uint64_t mem_peak_bytes;
 	uint32_t n_scores; /* valid scores (cause ok) */
 	double score_mean;
 	double score_var;

@@ -76,11 +76,11 @@ static json_t *executions(json_t *records)
 static json_t *attempt_of(json_t *rec)
 {
 	json_t *a = json_object();
-	static const char *const keys[] = {
-		"attempt",  "test",   "sandbox", "cgroup_id", "uid",
-		"init_pid", "limits", "started", "wall_ms",   "cause",
-		"class",    "rule",   "detail",  "reason",    "decision"
-	};
+	static const char *const keys[] = { "attempt",       "test",     "sandbox",  "cgroup_id",
+					    "uid",           "init_pid", "limits",   "started",
+					    "wall_ms",       "cause",    "class",    "rule",
+					    "detail",        "reason",   "decision", "cpu_us",
+					    "mem_peak_bytes" };
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		json_t *v = json_object_get(rec, keys[i]);

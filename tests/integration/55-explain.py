@@ -494,8 +494,11 @@ def main():
         rows = x.stdout.rstrip("\n").split("\n")
         want = [(r["batch_id"], str(r["attempts"]), r["cause"], "yes" if r["cause"] == "ok" else "no")
                 + tuple(s["sandbox"] for s in r["sandboxes"]) for r in results.values()]
-        got = [tuple(l.split()[2:3] + l.split()[4:6] + l.split()[7:]) for l in rows[1:]]
-        check(x.returncode == 0 and rows[0].startswith("STARTED (UTC)") and got == want,
+        # Columns: date, time, batch, tenant, attempts, cause, mean, const,
+        # CPU seconds, sandboxes; the run's cost last.
+        got = [tuple(l.split()[2:3] + l.split()[4:6] + l.split()[7:8] + l.split()[9:]) for l in rows[1:-1]]
+        check(x.returncode == 0 and rows[0].startswith("STARTED (UTC)") and got == want and
+              rows[-1].startswith("cost: %d metered attempts" % sum(r["attempts"] for r in results.values())),
               "--run R: one line per batch of the run, oldest first", "want %s got %s" % (want, x.stdout))
         x = explain(a, "--run", "no-such-run")
         check(x.returncode == 1 and "no outcome of run no-such-run" in x.stderr, "--run: an unknown run is an error",
