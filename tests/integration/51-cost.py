@@ -122,6 +122,7 @@ def main():
         r = a.run(["explain", "--run", RUN, "--events", a.events, "--policy-dir", a.policy_dir])
         line = [x for x in r.stdout.splitlines() if x.startswith("cost: ")]
         total = sum(journal.values())
+        print("INFO: explain --run %s: %s" % (RUN, line[0] if line else "(no cost line)"))
         check(line and "%.3f CPU seconds" % total in line[0],
               "explain --run prints the run's CPU seconds from the journal (%.3f)" % total, r.stdout[-400:] + r.stderr)
     finally:
