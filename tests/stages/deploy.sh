@@ -477,6 +477,21 @@ for d in yaml.safe_load_all(open("deploy/podmonitor.yaml")):
     else
         fail "promtool-test-rules" "$(echo "$out" | tr '\n' ' ')"
     fi
+    # ... and every alert shipped has a case that fires and one that stays quiet.
+    if out=$(python3 -c '
+import sys, yaml
+rules = {r["alert"] for d in yaml.safe_load_all(open("deploy/podmonitor.yaml"))
+         if d and d["kind"] == "PrometheusRule" for g in d["spec"]["groups"] for r in g["rules"]}
+cases = [a for t in yaml.safe_load(open("tests/stages/alert_rules_test.yaml"))["tests"] for a in t["alert_rule_test"]]
+fire = {a["alertname"] for a in cases if a["exp_alerts"]}
+quiet = {a["alertname"] for a in cases if not a["exp_alerts"]}
+missing = sorted(rules - fire) + sorted(r + " (quiet)" for r in rules - quiet)
+print("%d alerts, each with a firing and a quiet case" % len(rules) if not missing else "no case for " + ", ".join(missing))
+sys.exit(1 if missing else 0)' 2>&1); then
+        pass "promtool-test-every-alert" "$out"
+    else
+        fail "promtool-test-every-alert" "$out"
+    fi
 else
     skip "promtool-rules" "promtool not installed (apt-get install prometheus)"
 fi
