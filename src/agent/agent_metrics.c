@@ -113,6 +113,12 @@ static void collect_tenant(const struct ledger_tenant *t, void *ctx)
 					    (const char *[]){ t->name, cause_name(c) },
 					    t->sessions_ended[c]);
 	}
+	/* Every detector's series exists at 0 from the tenant's first booking:
+	 * increase() cannot count a series' first sample, so an alert on it
+	 * would miss a detector's first firing for the tenant. */
+	for (int d = 0; d < HEALTH__COUNT; d++)
+		metrics_counter_add(fam.detector,
+				    (const char *[]){ t->name, health_detector_name(d) }, 0);
 	for (int k = 0; k < LEDGER_COST_CLASSES; k++) {
 		const char *const lv[] = { t->name, fault_class_name(k) };
 		metrics_counter_set(fam.cpu_seconds, lv, (double)t->cost[k].cpu_us / 1e6);
