@@ -18,6 +18,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import Agent, check, finish, skip  # noqa: E402
+import sgprom  # noqa: E402
 from sgtest import free_port, uid_base  # noqa: E402
 
 NAN = """import json, sys
@@ -167,6 +168,13 @@ def dashboard_expectations(induced):
         ("Enforcement mode per feature", "A"): present(
             ("node", "feature"), [(NODE, f) for f in ("files", "execs", "egress", "egress_unix", "forks", "kill")]),
         ("Active sandboxes", "A"): exact(("tenant",), {t: 0 for t in tenants}),
+        # Every tenant's runs burnt CPU and held memory (exact sums: 51-cost).
+        ("CPU per tenant", "A"): present(("tenant", "class"), [("alpha", "none"), ("alpha", "tenant_code"),
+                                                                ("bravo", "tenant_code"), ("charlie", "none")],
+                                         positive=True),
+        ("Cost over the range", "A"): present(("tenant",), tenants, positive=True),
+        ("Cost over the range", "B"): present(("tenant",), tenants, positive=True),
+        ("Platform-error rate per tenant", "A"): exact(("tenant",), {t: 0 for t in tenants}),
     }
 
 
@@ -311,12 +319,7 @@ def main():
             "totals": totals,
         })
     finally:
-        if prom_proc:
-            prom_proc.terminate()
-            try:
-                prom_proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                prom_proc.kill()
+        sgprom.stop(prom_proc)
         a.cleanup()
 
 
