@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include "control/agent_client.h"
 #include "commands.h"
+#include "top_run.h"
 #include "telemetry/event_json.h"
 #include "telemetry/journal.h"
 #include "telemetry/ledger.h"
@@ -314,9 +315,10 @@ int cmd_top(int argc, char **argv)
 					      { "socket", required_argument, NULL, 's' },
 					      { "ledger", required_argument, NULL, 'l' },
 					      { "state-dir", required_argument, NULL, 'S' },
+					      { "run", required_argument, NULL, 'r' },
 					      { "help", no_argument, NULL, 'h' },
 					      { 0 } };
-	const char *sock = NULL, *ledger = NULL;
+	const char *sock = NULL, *ledger = NULL, *state_dir = NULL, *run_id = NULL;
 	char state_file[PATH_MAX];
 	bool once = false, as_json = false;
 	int interval = 2, opt, rc;
@@ -341,10 +343,15 @@ int cmd_top(int argc, char **argv)
 		case 'S':
 			snprintf(state_file, sizeof(state_file), "%s/ledger.json", optarg);
 			ledger = state_file;
+			state_dir = optarg;
+			break;
+		case 'r':
+			run_id = optarg;
 			break;
 		case 'h':
 			printf("usage: sandguard top [--once] [--json] [--interval S] [--socket PATH]\n"
 			       "                     [--ledger FILE | --state-dir DIR]\n"
+			       "       sandguard top --run R [--json] [--state-dir DIR]\n"
 			       "Per tenant: active sandboxes, live sessions (SESS) and their steps, batches\n"
 			       "ok/failed, failures by cause (timeout,\n"
 			       "bad output, crash, oom, policy violation by rule, paused, platform), failed\n"
@@ -352,13 +359,21 @@ int cmd_top(int argc, char **argv)
 			       "degenerate (constant) batches.\n"
 			       "The agent's ledger when it answers; otherwise (or with --ledger FILE, a\n"
 			       "checkpoint, or --state-dir DIR) the checkpoint and the outcome journal next\n"
-			       "to it ($SANDGUARD_STATE_DIR, default /var/lib/sandguard), folded read-only.\n");
+			       "to it ($SANDGUARD_STATE_DIR, default /var/lib/sandguard), folded read-only.\n"
+			       "--run R: one training run's batches, attempts and cost (CPU, run time, peak\n"
+			       "memory), from the journal's records.\n");
 			return SG_EXIT_OK;
 		default:
 			return SG_EXIT_USAGE;
 		}
 	}
 	sg_log_set_level(SG_LOG_WARN); /* a table, not the ledger's load notes */
+	if (run_id && (!*run_id || strlen(run_id) >= SG_ID_BUF)) {
+		fprintf(stderr, "sandguard top: --run '%s': not a run id\n", run_id);
+		return SG_EXIT_USAGE;
+	}
+	if (run_id)
+		return top_run(state_dir, run_id, as_json);
 	if (interval < 1) {
 		fprintf(stderr, "sandguard top: --interval must be at least 1 second\n");
 		return SG_EXIT_USAGE;

@@ -6,7 +6,7 @@ timed-out runs included; the agent's /metrics gives per-tenant totals
 journal's records, and both match the tenants' cgroups' own accounting
 (cpu.stat usage_usec of <cgroup root>/<tenant>, which keeps the usage of
 its removed children) within 2%. `explain --run R` prints the run's
-totals from the journal."""
+totals from the journal, and `top --run R` its batches, attempts and cost."""
 import glob
 import json
 import os
@@ -125,6 +125,18 @@ def main():
         print("INFO: explain --run %s: %s" % (RUN, line[0] if line else "(no cost line)"))
         check(line and "%.3f CPU seconds" % total in line[0],
               "explain --run prints the run's CPU seconds from the journal (%.3f)" % total, r.stdout[-400:] + r.stderr)
+        r = a.run(["top", "--run", RUN, "--json"])
+        try:
+            doc = json.loads(r.stdout)
+        except ValueError:
+            doc = {}
+        check(abs(doc.get("cpu_seconds", -1) - total) < 0.0005 and doc.get("batches") == len(plan)
+              and doc.get("attempts") == len(recs) and doc.get("mem_peak_bytes", 0) > 1 << 20,
+              "top --run prints the run's batches, attempts, CPU seconds and peak memory from the journal",
+              r.stdout[-400:] + r.stderr)
+        r = a.run(["top", "--run", "no-such-run"])
+        check(r.returncode == 1 and "no record of run no-such-run" in r.stderr,
+              "top --run of an unknown run says so and exits 1", "%d %s" % (r.returncode, r.stderr))
     finally:
         a.cleanup()
 
