@@ -107,6 +107,9 @@ static void test_record_codec(void **s)
 	o.started_ms = o.ts_ms - 1234;
 	o.pid = 4242;
 	o.cgroup_id = 99;
+	o.cpu_known = o.mem_peak_known = true;
+	o.cpu_us = 987654;
+	o.mem_peak_bytes = 5u << 20;
 	snprintf(o.sandbox, sizeof(o.sandbox), "3f2a9c01-4242");
 	assert_int_equal(journal_record_encode(&o, "killed by the agent: egress rule", &line, &len),
 			 0);
@@ -131,6 +134,9 @@ static void test_record_codec(void **s)
 	assert_int_equal(back.started_ms, o.started_ms);
 	assert_int_equal(back.pid, 4242);
 	assert_int_equal(back.cgroup_id, 99);
+	assert_true(back.cpu_known && back.mem_peak_known);
+	assert_int_equal(back.cpu_us, 987654);
+	assert_int_equal(back.mem_peak_bytes, 5u << 20);
 	free(line);
 
 	/* The notes for people and `sandguard explain`: after "detail", in
@@ -185,6 +191,8 @@ static void test_record_codec(void **s)
 		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":-1,\"final\":true,\"wall_ms\":1}",
 		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"tenant_policy_violation\",\"attempt\":1,\"final\":true,\"wall_ms\":1,\"rule\":null}",
 		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1,\"rule\":\"teleport\"}",
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1,\"cpu_us\":-5}",
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1,\"mem_peak_bytes\":\"big\"}",
 		"{\"v\":1,\"id\":\"x\",\"id\":\"y\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -321,6 +321,13 @@ static void test_round_trip(void **state)
 	o.confirm = SG_CONFIRM_RUN;
 	o.cause = SG_CAUSE_OK;
 	book(a, o); /* an overturned confirmation */
+	o = outcome("acme", SG_CAUSE_PLATFORM_ERROR, -1, true, 2000);
+	o.cpu_known = o.mem_peak_known = true;
+	o.cpu_us = 1500000;
+	o.mem_peak_bytes = 1u << 30;
+	book(a, o); /* a metered run: 1.5 s CPU, 1 GiB for 2 s */
+	assert_int_equal(get(a, "acme").cost[SG_CLASS_PLATFORM].cpu_us, 1500000);
+	assert_true(get(a, "acme").cost[SG_CLASS_PLATFORM].mem_byte_seconds == 2.0 * (1u << 30));
 	assert_int_equal(ledger_save(a, path, &pos), 0);
 	assert_int_equal(ledger_save(a, path, &pos), 0); /* over an existing file */
 	other_files(others, sizeof(others));
@@ -336,6 +343,11 @@ static void test_round_trip(void **state)
 	ledger_foreach(a, compare_tenant, b); /* every count, every tenant */
 	assert_int_equal(get(b, "acme").verdicts[SG_CAUSE_TENANT_TIMEOUT], 1);
 	assert_int_equal(get(b, "acme").confirmations_overturned, 1);
+	assert_int_equal(get(b, "acme").cost[SG_CLASS_PLATFORM].runs, 1);
+	assert_int_equal(get(b, "acme").cost[SG_CLASS_PLATFORM].cpu_us, 1500000);
+	assert_int_equal(get(b, "acme").cost[SG_CLASS_PLATFORM].wall_ms, 2000);
+	assert_true(get(b, "acme").cost[SG_CLASS_PLATFORM].mem_byte_seconds == 2.0 * (1u << 30));
+	assert_int_equal(get(b, "acme").cost[SG_CLASS_NONE].runs, 0); /* unmetered runs: none */
 	ledger_load_report_free(&rep);
 
 	/* And it keeps booking after the restore. */
