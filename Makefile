@@ -68,7 +68,7 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 
 # Components, lowest layer first: a component includes only those before it
 # (tests/stages/tree_layers.py checks this).
-COMPONENTS := lib policy judge telemetry control sandbox node artifact exec warm session serve agent cli
+COMPONENTS := lib policy judge telemetry health control sandbox node artifact exec warm session serve agent cli
 
 BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
 # The agent's objects are also built without fetching atomics, for kernels
@@ -102,9 +102,9 @@ test_event_json_LINK    := telemetry lib
 test_event_json_decode_LINK := telemetry lib
 test_event_log_LINK     := telemetry lib
 test_event_budget_LINK  := telemetry lib
-test_health_LINK        := telemetry policy lib
-test_detectors_LINK     := telemetry policy lib
-test_canary_LINK        := exec judge telemetry policy lib
+test_health_LINK        := health telemetry policy lib
+test_detectors_LINK     := health telemetry policy lib
+test_canary_LINK        := exec judge health telemetry policy lib
 test_ledger_LINK        := telemetry policy lib
 test_ledger_fleet_LINK  := telemetry policy lib
 test_journal_LINK       := telemetry policy lib
@@ -141,7 +141,7 @@ test_run_build_cache_LINK := serve session warm exec node artifact judge sandbox
 test_control_LINK       := control lib
 test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.
-HELPER_LINK := agent control sandbox telemetry policy lib
+HELPER_LINK := agent control sandbox health telemetry policy lib
 
 .SECONDARY:
 .PHONY: all deps tools tests check unit integration demo vmtest vmbench check-asan fuzz chaos bench \

@@ -26,7 +26,7 @@
 #include "control/ondemand.h"
 #include "telemetry/event_json.h"
 #include "telemetry/event_log.h"
-#include "telemetry/health.h"
+#include "health/health.h"
 #include "telemetry/ledger.h"
 #include "lib/log.h"
 #include "probe.h"

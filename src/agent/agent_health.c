@@ -1,4 +1,4 @@
-/* The agent's score-stream detectors (src/telemetry/health.h): one state
+/* The agent's score-stream detectors (src/health/health.h): one state
  * per tenant and one per run, fed by the outcome journal's fold. A
  * detector that fires is a `health` event, a log line and a counter;
  * a batch's canaries are counted too. */
@@ -11,7 +11,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "telemetry/event_json.h"
-#include "telemetry/health.h"
+#include "health/health.h"
 
 /* Runs watched at once (a node serves a few dozen at a time); the one
  * seen longest ago goes first, and its detectors start over if it comes

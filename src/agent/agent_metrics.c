@@ -10,7 +10,7 @@
 #include "agent_metrics.h"
 #include "telemetry/event_json.h"
 #include "telemetry/event_log.h"
-#include "telemetry/health.h"
+#include "health/health.h"
 #include "telemetry/ledger.h"
 #include "lib/log.h"
 #include "telemetry/metrics.h"

@@ -17,7 +17,7 @@
 #include "lib/fs_util.h"
 #include "lib/log.h"
 #include "telemetry/event_json.h"
-#include "telemetry/health.h"
+#include "health/health.h"
 #include "telemetry/ledger.h"
 
 #define FOLD_CHUNK 2048 /* records per turn of the loop: nothing else waits long */

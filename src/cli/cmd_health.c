@@ -1,5 +1,5 @@
 /* sandguard health replay: the score-stream detectors over recorded score
- * series (src/telemetry/health_replay.h), with the thresholds of a policy
+ * series (src/health/health_replay.h), with the thresholds of a policy
  * file or the defaults: how often each fires on healthy batches and how
  * many batches after a break it fires. docs/oncall.md publishes the
  * --summary of the shipped series (tests/data/health/). */
@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "lib/fs_util.h"
 #include "policy/policy.h"
-#include "telemetry/health_replay.h"
+#include "health/health_replay.h"
 
 #define SERIES_MAX (256u << 20)
 

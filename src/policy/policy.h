@@ -85,7 +85,7 @@ struct sg_health {
 	double invalid_rate;   /* fire when invalid batches / window >= this */
 	uint32_t dead_windows; /* M consecutive flat windows = dead stream */
 	double dead_epsilon;   /* "flat within noise": |delta| <= epsilon */
-	/* Reward explosion / collapse (src/telemetry/detectors.h): a batch
+	/* Reward explosion / collapse (src/health/detectors.h): a batch
 	 * mean outside median +- band_k * IQR of the band_window batch means
 	 * before it; band_min_iqr floors the IQR. band_window 0 = off. */
 	uint32_t band_window;

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "exec/canary.h"
-#include "telemetry/health.h"
+#include "health/health.h"
 #include "telemetry/journal_record.h"
 
 static const char probes_json[] =

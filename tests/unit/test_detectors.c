@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "telemetry/detectors.h"
-#include "telemetry/health.h"
-#include "telemetry/health_replay.h"
+#include "health/detectors.h"
+#include "health/health.h"
+#include "health/health_replay.h"
 
 /* The defaults (policies/default.json): window 20, band_window 50,
  * band_k 3, band_min_iqr 0.01; set by main(). */

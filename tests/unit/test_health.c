@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "telemetry/health.h"
+#include "health/health.h"
 
 static const struct sg_health cfg = {
 	/* the defaults in policies/default.json */

@@ -1,4 +1,4 @@
-/* Reward explosion and collapse: see src/telemetry/detectors.h. */
+/* Reward explosion and collapse: see src/health/detectors.h. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

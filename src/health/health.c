@@ -1,4 +1,4 @@
-/* Score-stream detectors. See src/telemetry/health.h for what fires when. */
+/* Score-stream detectors. See src/health/health.h for what fires when. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Replaying a recorded score series through the score-stream detectors
- * (src/telemetry/health.h), as `sandguard health replay` does: the
+ * (src/health/health.h), as `sandguard health replay` does: the
  * detectors exactly as the agent runs them, over a file instead of the
  * journal, with a ground truth to measure them against.
  *

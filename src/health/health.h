@@ -53,7 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "detectors.h"
-#include "outcome.h"
+#include "telemetry/outcome.h"
 #include "policy/policy.h"
 
 enum health_detector {
