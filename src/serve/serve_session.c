@@ -260,7 +260,23 @@ static int parse_paths(json_t *body, struct session_plan *p, struct serve_reply 
 	return 0;
 }
 
+static void session_free_plan(void *plan);
+static int session_parse(struct serve_call *c, json_t *body, void **plan, struct serve_reply *rp);
+
+/* The plan, or -1 with the 4xx: a plan refused here is freed here (the
+ * router frees only the plan of a request it ran). */
 static int session_prepare(struct serve_call *c, json_t *body, void **plan, struct serve_reply *rp)
+{
+	int ret = session_parse(c, body, plan, rp);
+
+	if (ret) {
+		session_free_plan(*plan);
+		*plan = NULL;
+	}
+	return ret;
+}
+
+static int session_parse(struct serve_call *c, json_t *body, void **plan, struct serve_reply *rp)
 {
 	static const char *const keys[][8] = {
 		[OP_CREATE] = { "tenant", "kernel", "files", "encoding", "setup", "timeout_ms",
@@ -276,11 +292,11 @@ static int session_prepare(struct serve_call *c, json_t *body, void **plan, stru
 	json_t *n;
 	int err = 0;
 
+	*plan = p;
 	if (!p) {
 		serve_error(rp, 500, "out of memory");
 		return -1;
 	}
-	*plan = p;
 	p->body = json_incref(body);
 	if (parse_url(c->rq->url, p, rp) || serve_known_keys(body, keys[p->op], rp))
 		return -1;
