@@ -576,7 +576,9 @@ static void session_free_plan(void *plan)
 
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->n_files; i++)
+	/* Every slot: a file refused while parsing leaves its decoded data
+	 * one past n_files. */
+	for (size_t i = 0; i < FILES_MAX; i++)
 		free(p->data[i]);
 	json_decref(p->body);
 	free(p);
