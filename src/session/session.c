@@ -47,6 +47,11 @@ struct session *session_find(struct session_mgr *m, const struct session_owner *
 	return s;
 }
 
+int session_scratch_fd(const struct session *s)
+{
+	return open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 void session_unref(struct session_mgr *m, struct session *s)
 {
 	bool last;
@@ -237,8 +242,7 @@ int session_exec(struct session_mgr *m, const struct session_owner *who, const c
 			err = -EINVAL;
 			goto give;
 		}
-		scratch = open(sandbox_scratch_path(s->sb),
-			       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		scratch = session_scratch_fd(s);
 		err = scratch < 0
 			      ? -errno
 			      : session_kernel_cell(scratch, code, code_len, sandbox_uid(s->sb));
@@ -276,8 +280,7 @@ static int open_turn(struct session_mgr *m, const struct session_owner *who, con
 	}
 	err = session_take_turn(m, s, detail, len);
 	if (!err) {
-		*scratch = open(sandbox_scratch_path(s->sb),
-				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		*scratch = session_scratch_fd(s);
 		if (*scratch >= 0) {
 			*out = s;
 			return 0;

@@ -61,6 +61,8 @@ struct session_mgr {
 struct session *session_find(struct session_mgr *m, const struct session_owner *who,
 			     const char *id);
 void session_unref(struct session_mgr *m, struct session *s);
+/* Its scratch's root, opened without following a link: an fd or -1. */
+int session_scratch_fd(const struct session *s);
 /* Take the session's turn: 0, -EBUSY while another call of it runs, or
  * -ESRCH once it has ended, its lifetime over included (`detail` says
  * which). */

@@ -277,8 +277,7 @@ static int finish_session(struct session_mgr *m, struct session *s, char *detail
 		session_unref(m, s);
 		return err;
 	}
-	scratch =
-		open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	scratch = session_scratch_fd(s);
 	err = scratch < 0 ? -errno : session_kernel_install(scratch, s->kernel, sandbox_uid(s->sb));
 	if (scratch >= 0)
 		close(scratch);
@@ -334,8 +333,7 @@ int session_create(struct session_mgr *m, const struct session_owner *who,
 	s = new_session(m, who, req->policy, kernel, &err, detail, len);
 	if (!s)
 		return err;
-	scratch =
-		open(sandbox_scratch_path(s->sb), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	scratch = session_scratch_fd(s);
 	err = scratch < 0 ? -errno : 0;
 	for (size_t i = 0; i < req->n_files && !err; i++)
 		err = session_file_put(scratch, req->files[i].path, req->files[i].data,
