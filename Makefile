@@ -68,7 +68,7 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 
 # Components, lowest layer first: a component includes only those before it
 # (tests/stages/tree_layers.py checks this).
-COMPONENTS := lib policy judge telemetry health control sandbox node artifact exec warm session serve agent cli
+COMPONENTS := lib policy judge telemetry health sandbox control node artifact exec warm session serve agent cli
 
 BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
 # The agent's objects are also built without fetching atomics, for kernels
@@ -131,8 +131,9 @@ test_verify_compile_LINK := exec node artifact judge sandbox control telemetry p
 test_exec_admission_LINK := exec node artifact judge sandbox control telemetry policy lib
 test_exec_owed_LINK := exec node artifact judge sandbox control telemetry policy lib
 test_artifact_LINK      := exec node artifact judge sandbox control telemetry policy lib
-test_sandbox_LINK       := sandbox control telemetry policy lib
-test_sandbox_seccomp_LINK := sandbox control telemetry policy lib
+test_sandbox_LINK       := sandbox policy lib
+test_sandbox_seccomp_LINK := sandbox policy lib
+test_sandbox_enforcer_LINK := sandbox policy lib
 test_serve_gate_LINK    := serve session warm exec node artifact judge sandbox control telemetry policy lib
 test_serve_routes_LINK  := serve session warm exec node artifact judge sandbox control telemetry policy lib
 test_serve_runcode_LINK := serve session warm exec node artifact judge sandbox control telemetry policy lib

@@ -135,15 +135,17 @@ static int write_ids(const struct pins *p, const struct sg_enroll_request *req,
 	if (p->ids < 0)
 		return 0;
 	memset(&ids, 0, sizeof(ids));
-	snprintf(ids.tenant, sizeof(ids.tenant), "%s", req->tenant);
-	snprintf(ids.sandbox, sizeof(ids.sandbox), "%s", req->sandbox);
-	snprintf(ids.run_id, sizeof(ids.run_id), "%s", req->run_id ? req->run_id : "");
-	snprintf(ids.batch_id, sizeof(ids.batch_id), "%s", req->batch_id ? req->batch_id : "");
-	if (bpf_map_update_elem(p->ids, &req->cgroup_id, &ids, BPF_ANY) == 0)
+	snprintf(ids.tenant, sizeof(ids.tenant), "%s", req->who.tenant);
+	snprintf(ids.sandbox, sizeof(ids.sandbox), "%s", req->who.sandbox);
+	snprintf(ids.run_id, sizeof(ids.run_id), "%s", req->who.run_id ? req->who.run_id : "");
+	snprintf(ids.batch_id, sizeof(ids.batch_id), "%s",
+		 req->who.batch_id ? req->who.batch_id : "");
+	if (bpf_map_update_elem(p->ids, &req->who.cgroup_id, &ids, BPF_ANY) == 0)
 		return 0;
 	snprintf(res->detail, sizeof(res->detail),
-		 "cannot write sandbox %s's ids into the agent's pinned maps: %s%s", req->sandbox,
-		 strerror(errno), errno == E2BIG || errno == ENOSPC ? " (the map is full)" : "");
+		 "cannot write sandbox %s's ids into the agent's pinned maps: %s%s",
+		 req->who.sandbox, strerror(errno),
+		 errno == E2BIG || errno == ENOSPC ? " (the map is full)" : "");
 	return -errno;
 }
 
@@ -156,27 +158,27 @@ static int write_entries(const struct pins *p, const struct sg_enroll_request *r
 	struct sg_sandbox sb = { .tenant = slot };
 	int root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), err;
 
-	err = root_fd < 0 ? -errno : sg_scratch_identity(root_fd, req->scratch, &sb);
+	err = root_fd < 0 ? -errno : sg_scratch_identity(root_fd, req->who.scratch, &sb);
 	if (root_fd >= 0)
 		close(root_fd);
 	if (err) {
-		snprintf(res->detail, sizeof(res->detail), "scratch %s: %s", req->scratch,
+		snprintf(res->detail, sizeof(res->detail), "scratch %s: %s", req->who.scratch,
 			 strerror(-err));
 		return err;
 	}
 	err = write_ids(p, req, res);
 	if (err)
 		return err;
-	if (bpf_map_update_elem(p->state, &req->cgroup_id, &st, BPF_NOEXIST) && errno != EEXIST)
+	if (bpf_map_update_elem(p->state, &req->who.cgroup_id, &st, BPF_NOEXIST) && errno != EEXIST)
 		goto fail;
-	if (bpf_map_update_elem(p->sandboxes, &req->cgroup_id, &sb, BPF_ANY))
+	if (bpf_map_update_elem(p->sandboxes, &req->who.cgroup_id, &sb, BPF_ANY))
 		goto fail;
 	return 0;
 fail:
 	err = -errno;
-	take_back(p, req->cgroup_id);
+	take_back(p, req->who.cgroup_id);
 	snprintf(res->detail, sizeof(res->detail),
-		 "cannot write sandbox %s into the agent's pinned maps: %s%s", req->sandbox,
+		 "cannot write sandbox %s into the agent's pinned maps: %s%s", req->who.sandbox,
 		 strerror(errno), errno == E2BIG || errno == ENOSPC ? " (the maps are full)" : "");
 	return err;
 }
@@ -191,10 +193,10 @@ static int watch_opens(const struct pins *p, const struct sg_enroll_request *req
 	int err = sg_ondemand_attach(-1, 0, why, sizeof(why));
 
 	if (err) {
-		take_back(p, req->cgroup_id);
+		take_back(p, req->who.cgroup_id);
 		snprintf(res->detail, sizeof(res->detail),
 			 "the agent's file programs could not be attached for sandbox %s: %s",
-			 req->sandbox, why);
+			 req->who.sandbox, why);
 		return err;
 	}
 	res->enforced = true;
@@ -205,7 +207,7 @@ static int watch_opens(const struct pins *p, const struct sg_enroll_request *req
 /* No pins: no agent ever ran here (or its pins were removed). */
 static int no_agent(const struct sg_enroll_request *req, struct sg_enroll_result *res)
 {
-	if (req->policy->require_agent) {
+	if (req->who.policy->require_agent) {
 		snprintf(res->detail, sizeof(res->detail),
 			 "policy requires the sandguard agent, and none has run on this node "
 			 "(no pins under %s)",
@@ -222,34 +224,34 @@ static int no_agent(const struct sg_enroll_request *req, struct sg_enroll_result
 static int enroll(const struct pins *p, const struct sg_enroll_request *req,
 		  struct sg_enroll_result *res)
 {
-	bool own = own_policy(req->policy, req->tenant);
+	bool own = own_policy(req->who.policy, req->who.tenant);
 	char why[200];
 	uint32_t slot, again;
 	int err;
 
 	for (int attempt = 0; attempt < ENROLL_TRIES; attempt++) {
-		if (current_slot(p, req->tenant, own, &slot)) {
+		if (current_slot(p, req->who.tenant, own, &slot)) {
 			if (!own) {
 				snprintf(res->detail, sizeof(res->detail),
 					 "the default policy is not compiled into the kernel yet "
 					 "(is the agent starting?)");
 				return -EAGAIN;
 			}
-			err = agent_compile(req->agent, req->tenant, req->compile_timeout_ms, why,
-					    sizeof(why));
+			err = agent_compile(req->agent, req->who.tenant, req->compile_timeout_ms,
+					    why, sizeof(why));
 			if (err == -ENOTCONN) {
 				snprintf(
 					res->detail, sizeof(res->detail),
 					"tenant %s's policy is not compiled into the kernel, and no "
 					"agent is connected to compile it",
-					req->tenant);
+					req->who.tenant);
 				return err;
 			}
 			if (err) {
 				snprintf(res->detail, sizeof(res->detail),
 					 "tenant %s's policy is not compiled into the kernel, and "
 					 "the agent did not compile it within %d ms: %s",
-					 req->tenant, req->compile_timeout_ms, why);
+					 req->who.tenant, req->compile_timeout_ms, why);
 				return err;
 			}
 			continue;
@@ -258,13 +260,13 @@ static int enroll(const struct pins *p, const struct sg_enroll_request *req,
 		if (err)
 			return err;
 		/* The slot may have been given up since it was read. */
-		if (current_slot(p, req->tenant, own, &again) == 0 && again == slot)
+		if (current_slot(p, req->who.tenant, own, &again) == 0 && again == slot)
 			return watch_opens(p, req, slot, res);
-		take_back(p, req->cgroup_id);
+		take_back(p, req->who.cgroup_id);
 	}
 	snprintf(res->detail, sizeof(res->detail),
-		 "tenant %s's policy slot kept changing while sandbox %s was enrolled", req->tenant,
-		 req->sandbox);
+		 "tenant %s's policy slot kept changing while sandbox %s was enrolled",
+		 req->who.tenant, req->who.sandbox);
 	return -EAGAIN;
 }
 
@@ -279,13 +281,13 @@ static int same_cgroup_root(const struct sg_enroll_request *req, struct sg_enrol
 {
 	uint64_t agents = 0, ours = 0;
 
-	if (!req->cgroup_root || sg_pinned_root_cgroup_id(&agents) ||
-	    cgroup_id_of(req->cgroup_root, &ours) || agents == ours)
+	if (!req->who.cgroup_root || sg_pinned_root_cgroup_id(&agents) ||
+	    cgroup_id_of(req->who.cgroup_root, &ours) || agents == ours)
 		return 0;
 	snprintf(res->detail, sizeof(res->detail),
 		 "the agent enforces below another cgroup root (id %llu) than this executor's "
 		 "%.120s (id %llu): fix the deployment (SANDGUARD_CGROUP_ROOT)",
-		 (unsigned long long)agents, req->cgroup_root, (unsigned long long)ours);
+		 (unsigned long long)agents, req->who.cgroup_root, (unsigned long long)ours);
 	return -EXDEV;
 }
 
@@ -318,20 +320,20 @@ int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_resu
 	if (!err && req->agent) {
 		/* For attribution only (run and batch ids): the kernel already
 		 * enforces, whatever the agent answers or fails to. */
-		int n = agent_register(req->agent, req->tenant, req->sandbox, req->run_id,
-				       req->batch_id, req->cgroup_id, req->scratch,
-				       req->notify_timeout_ms);
+		int n = agent_register(req->agent, req->who.tenant, req->who.sandbox,
+				       req->who.run_id, req->who.batch_id, req->who.cgroup_id,
+				       req->who.scratch, req->notify_timeout_ms);
 		res->notified = n == 0;
 		if (n == -EXDEV) {
 			snprintf(res->detail, sizeof(res->detail),
 				 "the agent resolves policy paths in another root filesystem than "
 				 "this executor's: fix the deployment (agent --host-root)");
-			take_back(&p, req->cgroup_id);
+			take_back(&p, req->who.cgroup_id);
 			res->enforced = false;
 			err = n;
 		} else if (n) {
-			sg_debug("sandbox %s: enforced; the agent was not told (%s)", req->sandbox,
-				 strerror(-n));
+			sg_debug("sandbox %s: enforced; the agent was not told (%s)",
+				 req->who.sandbox, strerror(-n));
 		}
 	}
 	pins_close(&p);

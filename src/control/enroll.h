@@ -11,21 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "abi/maps.h"
+#include "sandbox/sandbox_enforcer.h"
 
 struct agent_conn;
-struct sg_policy;
 
 struct sg_enroll_request {
-	const char *tenant;
-	const char *sandbox; /* its id: <cgroup root>/<tenant>/<sandbox> */
-	const char *run_id, *batch_id;
-	uint64_t cgroup_id;
-	const char *cgroup_root;        /* the root its cgroup is below (NULL: not compared) */
-	const char *scratch;            /* its scratch: a tmpfs of its own, or a directory */
-	const struct sg_policy *policy; /* the policy the executor runs it under */
-	struct agent_conn *agent;       /* NULL: no agent answered */
-	int compile_timeout_ms;         /* to ask the agent to compile a new tenant's policy */
-	int notify_timeout_ms;          /* for the (best-effort) notification */
+	struct sb_enrollment who; /* the sandbox (src/sandbox/sandbox_enforcer.h) */
+	struct agent_conn *agent; /* NULL: no agent answered */
+	int compile_timeout_ms;   /* to ask the agent to compile a new tenant's policy */
+	int notify_timeout_ms;    /* for the (best-effort) notification */
 };
 
 struct sg_enroll_result {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "artifact_scan.h"
 #include "artifact_store.h"
+#include "control/enforcer.h"
 #include "lib/fs_util.h"
 #include "sandbox/sandbox.h"
 
@@ -58,6 +59,7 @@ static int scan_now(const struct sg_policy *p, const char *path, const char hex[
 	spec.attempt = 1;
 	spec.argv = argv;
 	spec.cold = true;
+	spec.enforcer = sg_kernel_enforcer(NULL); /* the node's pinned maps, as any run's */
 	spec.one_run = true;
 	if (data) {
 		spec.files = &file;

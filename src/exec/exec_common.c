@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "control/enforcer.h"
 #include "control/agent_client.h"
 #include "canary.h"
 #include "exec_internal.h"
@@ -62,7 +63,7 @@ void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy, 
 	spec->argv = ctx->argv;
 	spec->timeout_ms = timeout_ms;
 	spec->start_by_ms = ctx->start_by_ms;
-	spec->agent = ctx->agent;
+	spec->enforcer = sg_kernel_enforcer(ctx->agent);
 }
 
 const char *exec_signal_name(int sig, char *buf, size_t len)

@@ -25,8 +25,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "control/agent_client.h"
-#include "control/enroll.h"
 #include "lib/array_len.h"
 #include "lib/clock.h"
 #include "lib/fs_util.h"
@@ -35,9 +33,7 @@
 #include "sandbox_internal.h"
 #include "sandbox_landlock.h"
 
-#define AGENT_REGISTER_MS 250       /* the notification only: enforcement is already in place */
-#define AGENT_COMPILE_MS  2000      /* a tenant's policy file the agent has not compiled yet */
-#define HOSTNAME          "sandbox" /* the same for every sandbox: nothing of the node */
+#define HOSTNAME "sandbox" /* the same for every sandbox: nothing of the node */
 
 int sb_fail(char *detail, size_t dlen, int err, const char *fmt, ...)
 {
@@ -67,7 +63,11 @@ static int check_spec(const struct sandbox_spec *s, char *detail, size_t dlen)
 		return sb_fail(detail, dlen, -EINVAL,
 			       "SIGCHLD is ignored in this process: "
 			       "the sandbox's exit status would be lost");
-	if (s->policy->require_agent && !s->agent)
+	/* A spec's maker names its enforcer, or none: a zero one is a spec
+	 * left unfilled, never a sandbox the kernel silently does not guard. */
+	if (!s->enforcer.ops && !s->enforcer.none)
+		return sb_fail(detail, dlen, -EINVAL, "invalid sandbox spec: no enforcer named");
+	if (s->policy->require_agent && !sb_enforcer_has_agent(&s->enforcer))
 		return sb_fail(detail, dlen, -ENOTCONN,
 			       "policy requires the sandguard agent, and none is connected");
 	return 0;
@@ -131,22 +131,25 @@ static int make_scratch(struct sandbox *sb, char *detail, size_t dlen)
 	return 0;
 }
 
+static struct sb_enrollment enrollment_of(const struct sandbox *sb)
+{
+	return (struct sb_enrollment){ .tenant = sb->tenant,
+				       .sandbox = sb->id,
+				       .cgroup_id = sb->cg.id,
+				       .cgroup_root = sb->cg.root,
+				       .scratch = sb->scratch,
+				       .policy = &sb->policy };
+}
+
 int sb_enroll(struct sandbox *sb, bool notify, char *detail, size_t dlen)
 {
-	struct sg_enroll_request req = {
-		.tenant = sb->tenant,
-		.sandbox = sb->id,
-		.cgroup_id = sb->cg.id,
-		.cgroup_root = sb->cg.root,
-		.scratch = sb->scratch,
-		.policy = &sb->policy,
-		.agent = notify ? sb->agent : NULL,
-		.compile_timeout_ms = AGENT_COMPILE_MS,
-		.notify_timeout_ms = AGENT_REGISTER_MS,
-	};
-	struct sg_enroll_result res;
-	int err = sg_enroll_sandbox(&req, &res);
+	struct sb_enrollment who = enrollment_of(sb);
+	struct sb_enrolled res = { 0 };
+	int err;
 
+	if (!sb_enforcer_present(&sb->enforcer))
+		return 0; /* own layers only (check_spec() refused a policy that requires more) */
+	err = sb->enforcer.ops->enroll(sb->enforcer.ctx, &who, notify, &res);
 	if (err)
 		return sb_fail(detail, dlen, err, "sandbox %s not started: %s", sb->id, res.detail);
 	sb->registered = sb->registered || res.notified;
@@ -157,10 +160,30 @@ int sb_enroll(struct sandbox *sb, bool notify, char *detail, size_t dlen)
 	return 0;
 }
 
+void sb_enroll_release(struct sandbox *sb)
+{
+	if (!sb->enrolled)
+		return;
+	sb->enforcer.ops->release(sb->enforcer.ctx, sb->cg.id);
+	sb->enrolled = false;
+}
+
+int sb_enroll_name_run(struct sandbox *sb, const char *run_id, const char *batch_id, char *detail,
+		       size_t dlen)
+{
+	struct sb_enrollment who = enrollment_of(sb);
+
+	if (!sb->enrolled)
+		return 0;
+	who.run_id = run_id;
+	who.batch_id = batch_id;
+	return sb->enforcer.ops->name_run(sb->enforcer.ctx, &who, detail, dlen);
+}
+
 /* The kernel enforces the tenant's policy on the sandbox before any of
- * its code runs, or the run is refused: the executor writes the
- * sandbox's entries into the agent's pinned maps itself and tells the
- * agent after (src/control/enroll.h). No pins at all (no agent on this
+ * its code runs, or the run is refused: the enforcer (the executor's
+ * src/control/enforcer.c) writes the sandbox's entries into the agent's
+ * pinned maps and tells the agent after. No pins at all (no agent on this
  * node): the executor's own layers, unless the policy requires the agent. */
 static int make_cgroup(struct sandbox *sb, char *detail, size_t dlen)
 {
@@ -209,7 +232,7 @@ static int make_layers(struct sandbox *sb, char *detail, size_t dlen)
 	 * in BPF LSM mode (in fallback mode it sees them after the fact). */
 	if (sb->agent_enforced) {
 		to_agent.tcp_connect = true;
-		to_agent.reads = agent_files_preventive(sb->agent);
+		to_agent.reads = sb->enforcer.ops->files_preventive(sb->enforcer.ctx);
 	}
 	fd = landlock_ruleset_build(p, sb->scratch, sb->exec_in_scratch, &to_agent, &proc_read,
 				    detail, dlen);
@@ -361,7 +384,7 @@ static int prepare_once(const struct sandbox_spec *spec, struct sandbox **out, i
 	memcpy(&sb->policy, spec->policy, sizeof(sb->policy));
 	snprintf(sb->tenant, sizeof(sb->tenant), "%s", spec->tenant);
 	sb->exec_in_scratch = spec->allow_exec_in_scratch;
-	sb->agent = spec->agent;
+	sb->enforcer = spec->enforcer;
 	sb->slot.lock_fd = sb->landlock_fd = sb->ctl = sb->pre = sb->scratch_fd = -1;
 	sb_warm_init(&sb->warm);
 	sb->leaf.dir_fd = sb->leaf.procs_fd = -1;
@@ -542,36 +565,6 @@ bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec)
 	       sandbox_policy_same(&sb->policy, spec->policy);
 }
 
-bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec)
-{
-	/* Not kept (a verifier's sandbox its request's thread prepared): its
-	 * parent ends with that thread, so no pool may keep it. */
-	if (sb->warm.sock < 0 || sb->broken || !sb->warm.keep)
-		return false;
-	return !spec || (spec->argv && sandbox_fits(sb, spec) && sb_warm_wanted(sb, spec));
-}
-
-bool sandbox_warm_ran(const struct sandbox *sb)
-{
-	return sb->warm.script[0] != '\0';
-}
-
-bool sandbox_warm_refused(const struct sandbox *sb)
-{
-	return sb->warm.refused;
-}
-
-void sandbox_warm_refuse(const struct sandbox *sb, const char *why)
-{
-	if (sb->warm.script[0])
-		sb_warm_refuse(sb, why);
-}
-
-void sandbox_may_keep(struct sandbox *sb)
-{
-	sb->warm.keep = true;
-}
-
 const char *sandbox_id(const struct sandbox *sb)
 {
 	return sb->id;
@@ -614,8 +607,8 @@ void sandbox_destroy(struct sandbox *sb)
 		return;
 	sb_warm_close(sb);
 	end_init(sb);
-	if (sb->registered && agent_unregister(sb->agent, sb->cg.id))
-		sg_debug("sandbox %s: agent_unregister failed", sb->id);
+	if (sb->registered && sb->enforcer.ops->unregister(sb->enforcer.ctx, sb->cg.id))
+		sg_debug("sandbox %s: the agent was not told it is gone", sb->id);
 	fs_close(&sb->leaf.dir_fd);
 	fs_close(&sb->leaf.procs_fd);
 	if (sb->cgroup_made)
@@ -624,8 +617,8 @@ void sandbox_destroy(struct sandbox *sb)
 		sb_cgroup_close_join_fds(&sb->cg);
 	/* Our map entries go with the cgroup (the agent would sweep them,
 	 * but there may be no agent). */
-	if (sb->enrolled && !cg_err)
-		sg_enroll_release(sb->cg.id);
+	if (!cg_err)
+		sb_enroll_release(sb);
 	if (cg_err) {
 		/* A process may still run as the slot's uid: keep the slot
 		 * locked for this process's life rather than share the uid,

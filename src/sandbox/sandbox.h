@@ -18,9 +18,9 @@
 #include <stdint.h>
 #include "policy/policy.h"
 #include "lib/ids.h"
+#include "sandbox_enforcer.h"
 #include "sandbox_record.h"
 
-struct agent_conn;
 
 struct sandbox_file {     /* written into scratch before the run */
 	const char *path; /* relative to scratch, no "..", no leading '/' */
@@ -59,7 +59,9 @@ struct sandbox_spec {
 	 * its root build made in the scratch is not noted at READY, on the
 	 * way to the run's execve; sandbox_reset() then refuses it. */
 	bool one_run;
-	struct agent_conn *agent; /* NULL: no agent, own layers only */
+	/* Who enforces the policy in the kernel (sandbox_enforcer.h): the
+	 * executor's src/control/enforcer.c; ops NULL: own layers only. */
+	struct sb_enforcer enforcer;
 	/* The caller's run record, kept across a batch's attempts and
 	 * rewritten at this run's start (src/sandbox/sandbox_record.h); NULL:
 	 * the run holds its own, owing its outcome as the final, in

@@ -20,8 +20,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "control/agent_client.h"
-#include "control/enroll.h"
 #include "lib/clock.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
@@ -72,18 +70,9 @@ static int check_run(struct run *r)
  * enrolled when prepared, before anyone knows which request it serves. */
 static int name_run(struct run *r)
 {
-	const struct sandbox_spec *s = r->spec;
-	struct sg_enroll_request req = { .tenant = r->sb->tenant,
-					 .sandbox = r->sb->id,
-					 .cgroup_id = r->sb->cg.id,
-					 .run_id = s->run_id,
-					 .batch_id = s->batch_id };
 	char why[256];
-	int err;
+	int err = sb_enroll_name_run(r->sb, r->spec->run_id, r->spec->batch_id, why, sizeof(why));
 
-	if (!r->sb->enrolled)
-		return 0;
-	err = sg_enroll_ids(&req, why, sizeof(why));
 	return err ? sb_run_fail(r, err, "sandbox %s: %s", r->sb->id, why) : 0;
 }
 

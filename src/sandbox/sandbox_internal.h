@@ -25,7 +25,7 @@ struct sandbox {
 	struct sg_policy policy; /* what it was prepared for (a copy) */
 	char tenant[SG_TENANT_MAX];
 	bool exec_in_scratch;
-	struct agent_conn *agent;
+	struct sb_enforcer enforcer; /* the kernel's side (sandbox_enforcer.h) */
 	char id[SG_ID_BUF];
 	struct sb_slot slot;
 	struct sb_record_lock record; /* the sandbox's own (its resources) */
@@ -93,7 +93,15 @@ void sb_scratch_detach(struct sandbox *sb);
  * events it). The record is written afresh for every run. */
 bool sb_exec_refusal_recorded(const struct sandbox *sb);
 
-/* The agent's enrollment of the sandbox (its counters start at zero);
+/* Its entries leave the enforcer's maps (once, while enrolled). */
+void sb_enroll_release(struct sandbox *sb);
+
+/* A prepared sandbox's next run: its run and batch ids, for the agent's
+ * event lines (nothing to do when not enrolled). 0 or -errno with detail. */
+int sb_enroll_name_run(struct sandbox *sb, const char *run_id, const char *batch_id, char *detail,
+		       size_t dlen);
+
+/* The enforcer's enrollment of the sandbox (its counters start at zero);
  * the agent is told when `notify` (once is enough). */
 int sb_enroll(struct sandbox *sb, bool notify, char *detail, size_t dlen);
 

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "control/agent_client.h"
-#include "control/pinned.h"
 #include "lib/cgroup.h"
 #include "lib/log.h"
 #include "sandbox_internal.h"
@@ -42,7 +40,8 @@ bool sb_exec_refusal_recorded(const struct sandbox *sb)
 	int rule = -1;
 
 	return sb->enrolled && sb->policy.action[SG_RULE_EXEC] != SG_POLICY_LOG &&
-	       sg_pinned_first_rule(sb->cg.id, &rule) == 1 && rule == SG_RULE_EXEC;
+	       sb->enforcer.ops->first_rule(sb->enforcer.ctx, sb->cg.id, &rule) == 1 &&
+	       rule == SG_RULE_EXEC;
 }
 
 /* What ended the run. Our own kills (deadline, stdout) are certain, and
@@ -94,14 +93,16 @@ int sb_run_decide(struct run *r, int pump_end)
 	 * what makes the agent read this call's last events before the next
 	 * call's ids replace its own (the agent tells each event with the ids
 	 * in force when it reads it). */
-	if (sb->agent || sb->enrolled)
+	if (sb_enforcer_has_agent(&sb->enforcer) || sb->enrolled)
 		settled = sb->leaf.path[0] && cgroup_kill(sb->leaf.path, LEAF_SETTLE_MS) == 0;
 	/* No violation on record: nothing for the agent or the record to say. */
-	quiet = settled && sb->enrolled && sg_pinned_quiet(sb->cg.id) == 1;
-	if (sb->agent) {
-		verdict = quiet && sb->warm.sock < 0 ? 0
-						     : agent_kill_verdict(sb->agent, sb->cg.id,
-									  &rule, AGENT_VERDICT_MS);
+	quiet = settled && sb->enrolled &&
+		sb->enforcer.ops->quiet(sb->enforcer.ctx, sb->cg.id) == 1;
+	if (sb_enforcer_has_agent(&sb->enforcer)) {
+		verdict = quiet && sb->warm.sock < 0
+				  ? 0
+				  : sb->enforcer.ops->kill_verdict(sb->enforcer.ctx, sb->cg.id,
+								   &rule, AGENT_VERDICT_MS);
 		if (verdict == 1) {
 			res->end = SB_KILLED_BY_AGENT;
 			res->rule = rule;
@@ -121,7 +122,9 @@ int sb_run_decide(struct run *r, int pump_end)
 	 * made, and the executor enrolled it in the pinned maps itself, where
 	 * the kernel kills the forker and a new agent the rest). Not reused:
 	 * its record holds the trip. */
-	tripped = sb->enrolled && !quiet ? sg_pinned_trip_rule(sb->cg.id, &rule) : 0;
+	tripped = sb->enrolled && !quiet
+			  ? sb->enforcer.ops->trip_rule(sb->enforcer.ctx, sb->cg.id, &rule)
+			  : 0;
 	if (tripped == 1) {
 		res->end = SB_RULE_TRIPPED;
 		res->rule = rule;

@@ -3,7 +3,6 @@
  * src/sandbox/sandbox_warm.h). */
 #include <errno.h>
 #include <stdio.h>
-#include "control/enroll.h"
 #include "sandbox_internal.h"
 
 static int not_reused(struct sandbox *sb, int err, char *detail, size_t dlen, const char *why)
@@ -59,7 +58,7 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 	/* The agent's counters (forks over the sandbox's life, trips) start
 	 * over, as for a fresh sandbox. */
 	if (sb->enrolled) {
-		sg_enroll_release(sb->cg.id);
+		sb_enroll_release(sb);
 		err = sb_enroll(sb, false, detail, dlen);
 		if (err || !sb->enrolled)
 			return not_reused(sb, err ? err : -ENOLINK, detail, dlen,

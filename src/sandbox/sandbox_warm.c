@@ -547,3 +547,34 @@ void sb_warm_close(struct sandbox *sb)
 	fs_close(&sb->warm.home.dir_fd);
 	fs_close(&sb->warm.home.procs_fd);
 }
+
+/* The warm side of a sandbox, for its pool and executor. */
+bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec)
+{
+	/* Not kept (a verifier's sandbox its request's thread prepared): its
+	 * parent ends with that thread, so no pool may keep it. */
+	if (sb->warm.sock < 0 || sb->broken || !sb->warm.keep)
+		return false;
+	return !spec || (spec->argv && sandbox_fits(sb, spec) && sb_warm_wanted(sb, spec));
+}
+
+bool sandbox_warm_ran(const struct sandbox *sb)
+{
+	return sb->warm.script[0] != '\0';
+}
+
+bool sandbox_warm_refused(const struct sandbox *sb)
+{
+	return sb->warm.refused;
+}
+
+void sandbox_warm_refuse(const struct sandbox *sb, const char *why)
+{
+	if (sb->warm.script[0])
+		sb_warm_refuse(sb, why);
+}
+
+void sandbox_may_keep(struct sandbox *sb)
+{
+	sb->warm.keep = true;
+}

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
+#include "control/enforcer.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "node/tenant_state.h"
@@ -231,14 +232,15 @@ static struct session *begin_session(struct session_mgr *m, const struct session
 		free(s);
 		return NULL;
 	}
-	s->job.spec = (struct sandbox_spec){ .policy = s->policy,
-					     .tenant = s->tenant,
-					     .run_id = s->run_id[0] ? s->run_id : NULL,
-					     .batch_id = s->id,
-					     .mode = "session",
-					     .attempt = 1,
-					     .cold = true,
-					     .agent = warm_agent_get(m->agent) };
+	s->job.spec =
+		(struct sandbox_spec){ .policy = s->policy,
+				       .tenant = s->tenant,
+				       .run_id = s->run_id[0] ? s->run_id : NULL,
+				       .batch_id = s->id,
+				       .mode = "session",
+				       .attempt = 1,
+				       .cold = true,
+				       .enforcer = sg_kernel_enforcer(warm_agent_get(m->agent)) };
 	*err = submit(m, &s->job, detail, len);
 	if (*err) {
 		unlist(m, s);
@@ -258,7 +260,7 @@ static int finish_session(struct session_mgr *m, struct session *s, char *detail
 	struct exec_ctx ctx = { .policy = s->policy,
 				.tenant = s->tenant,
 				.run_id = s->run_id[0] ? s->run_id : NULL,
-				.agent = s->job.spec.agent };
+				.agent = sg_enforcer_agent(&s->job.spec.enforcer) };
 	int err = wait_made(m, &s->job, &s->sb, detail, len), scratch;
 
 	if (err == -EBUSY) /* every uid slot is taken: the node is full, for now */

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include "control/enforcer.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/priority.h"
@@ -118,7 +119,7 @@ static void prepare_one(struct warm_pool *p, struct kind *k)
 	struct sandbox_spec spec = { .policy = &k->policy,
 				     .tenant = k->tenant,
 				     .allow_exec_in_scratch = k->exec_in_scratch,
-				     .agent = warm_agent_get(p->agent) };
+				     .enforcer = sg_kernel_enforcer(warm_agent_get(p->agent)) };
 	struct sandbox *sb = NULL, *now = NULL;
 	char detail[256];
 	int err;

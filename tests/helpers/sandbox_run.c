@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "control/agent_client.h"
+#include "control/enforcer.h"
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
 #include "lib/rule_names.h"
@@ -142,6 +143,7 @@ int main(int argc, char **argv)
 	struct sandbox_file files[MAX_ITEMS];
 	const char *fetch[MAX_ITEMS], *policy_path = NULL, *tenant = NULL;
 	struct sandbox_spec spec = { 0 };
+	struct agent_conn *agent = NULL;
 	struct sandbox_result res;
 	struct sg_policy_error perr;
 	struct sg_policy policy;
@@ -191,12 +193,14 @@ int main(int argc, char **argv)
 			spec.allow_exec_in_scratch = true;
 			break;
 		case 'a':
-			spec.agent = agent_connect(NULL);
+			agent = agent_connect(NULL);
 			break;
 		default:
 			usage();
 		}
 	}
+	/* The node's pinned maps enforce with or without an agent connected. */
+	spec.enforcer = sg_kernel_enforcer(agent);
 	if (!policy_path || optind >= argc)
 		usage();
 	if (policy_load_file(policy_path, &policy, &perr)) {
@@ -257,7 +261,7 @@ int main(int argc, char **argv)
 	free(in);
 	for (size_t i = 0; i < n_files; i++)
 		free((void *)files[i].data);
-	if (spec.agent)
-		agent_close(spec.agent);
+	if (agent)
+		agent_close(agent);
 	return rc == 0 ? 0 : 2;
 }

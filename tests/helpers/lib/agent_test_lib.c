@@ -275,16 +275,16 @@ int at_sandbox_enroll(struct at_env *env, const char *tenant, struct at_sandbox 
 	err = policy_for_tenant(env->policy_dir, tenant, &policy, &perr);
 	if (err)
 		return err;
-	req.tenant = tenant;
-	req.sandbox = sb->name;
+	req.who.tenant = tenant;
+	req.who.sandbox = sb->name;
 	snprintf(sb->run_id, sizeof(sb->run_id), "run-%s", sb->name);
 	snprintf(sb->batch_id, sizeof(sb->batch_id), "batch-%s", sb->name);
-	req.run_id = sb->run_id;
-	req.batch_id = sb->batch_id;
-	req.cgroup_id = cgid;
-	req.cgroup_root = env->cg_root;
-	req.scratch = sb->scratch;
-	req.policy = &policy;
+	req.who.run_id = sb->run_id;
+	req.who.batch_id = sb->batch_id;
+	req.who.cgroup_id = cgid;
+	req.who.cgroup_root = env->cg_root;
+	req.who.scratch = sb->scratch;
+	req.who.policy = &policy;
 	req.agent = at_enroll_notify ? agent_connect(env->sock) : NULL;
 	req.compile_timeout_ms = 5000;
 	req.notify_timeout_ms = 5000;
