@@ -655,18 +655,3 @@ void sb_scratch_detach(struct sandbox *sb)
 	if (!sb_scratch_remove(sb->policy.scratch_root, sb->tenant, sb->id))
 		sb->scratch_made = false;
 }
-
-int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
-{
-	struct sandbox *sb;
-	int ret;
-
-	memset(res, 0, sizeof(*res));
-	res->rule = -1;
-	ret = sandbox_prepare(spec, &sb, res->detail, sizeof(res->detail));
-	if (ret)
-		return ret;
-	ret = sandbox_exec(sb, spec, res);
-	sandbox_destroy(sb);
-	return ret;
-}

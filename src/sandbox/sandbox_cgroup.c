@@ -254,6 +254,14 @@ static int open_join_fds(struct sb_cgroup *cg, char *detail, size_t dlen)
 	return err;
 }
 
+void sb_cgroup_close_join_fds(struct sb_cgroup *cg)
+{
+	fs_close(&cg->dir_fd);
+	fs_close(&cg->procs_fd);
+	for (int c = 0; c < SB_CTRL__COUNT; c++)
+		fs_close(&cg->tasks_fd[c]);
+}
+
 static void no_fds(struct sb_cgroup *cg)
 {
 	cg->dir_fd = cg->procs_fd = -1;

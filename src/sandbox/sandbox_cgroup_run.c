@@ -49,14 +49,6 @@ int sb_cgroup_join_self(const struct sb_cgroup *cg, bool migrate)
 	return 0;
 }
 
-void sb_cgroup_close_join_fds(struct sb_cgroup *cg)
-{
-	fs_close(&cg->dir_fd);
-	fs_close(&cg->procs_fd);
-	for (int c = 0; c < SB_CTRL__COUNT; c++)
-		fs_close(&cg->tasks_fd[c]);
-}
-
 int sb_cgroup_leaf_make(const struct sb_cgroup *cg, unsigned n, struct sb_leaf *leaf, char *detail,
 			size_t dlen)
 {

@@ -41,8 +41,7 @@ struct sb_enforcer_ops {
 	 * no enforcement and the policy does not require it, -errno when the
 	 * sandbox must be refused (e->detail says why). `notify`: tell the
 	 * agent too (best effort). */
-	int (*enroll)(void *ctx, const struct sb_enrollment *s, bool notify,
-		      struct sb_enrolled *e);
+	int (*enroll)(void *ctx, const struct sb_enrollment *s, bool notify, struct sb_enrolled *e);
 	/* A prepared sandbox's next run: its run and batch ids. 0 or -errno. */
 	int (*name_run)(void *ctx, const struct sb_enrollment *s, char *detail, size_t len);
 	/* The sandbox is gone: the agent that was told forgets it. 0 or

@@ -32,16 +32,6 @@
 #define LINGER_MS  100 /* pipe data after the main process exited */
 #define PIPE_BYTES (256 * 1024)
 
-int sb_run_fail(struct run *r, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(r->res->detail, sizeof(r->res->detail), fmt, ap);
-	va_end(ap);
-	return err;
-}
-
 static int check_run(struct run *r)
 {
 	const struct sandbox_spec *s = r->spec;
@@ -680,5 +670,21 @@ int sb_start_main(struct sandbox *sb, const struct sandbox_spec *spec, int in, i
 		snprintf(detail, dlen, "%s", res->detail);
 	}
 	free(res);
+	return ret;
+}
+
+/* One whole run in a fresh sandbox, destroyed after. */
+int sandbox_run(const struct sandbox_spec *spec, struct sandbox_result *res)
+{
+	struct sandbox *sb;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	res->rule = -1;
+	ret = sandbox_prepare(spec, &sb, res->detail, sizeof(res->detail));
+	if (ret)
+		return ret;
+	ret = sandbox_exec(sb, spec, res);
+	sandbox_destroy(sb);
 	return ret;
 }

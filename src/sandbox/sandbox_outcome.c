@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -19,6 +21,16 @@
 static uint64_t since(uint64_t now, uint64_t base)
 {
 	return now > base ? now - base : 0;
+}
+
+int sb_run_fail(struct run *r, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->res->detail, sizeof(r->res->detail), fmt, ap);
+	va_end(ap);
+	return err;
 }
 
 /* Fallback mode cannot refuse an exec that already happened: a `deny` of
