@@ -376,6 +376,22 @@ static __always_inline bool sg_violation(__u64 cgid, enum sg_rule rule, bool kil
 	return true;
 }
 
+/* A refusal by the policy, reported: the rule's action (what the caller
+ * answers by), the violation booked (a kill-class one trips the sandbox),
+ * and the event reserved as denied, or as logged when the policy only
+ * logs. NULL when no event goes out (the sandbox's cap, a full ring); the
+ * caller fills in what it knows and submits it. */
+static __always_inline struct sg_event *sg_deny_report(__u64 cgid, const struct sg_sandbox *sb,
+						       const struct sg_policy_k *pol,
+						       enum sg_rule rule, __u32 type, __u8 *action)
+{
+	*action = sg_action(pol, rule);
+	sg_violation(cgid, rule, *action == SG_POLICY_KILL);
+	return sg_event_reserve(cgid, sb, type,
+				*action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
+				rule);
+}
+
 /* Whether the sandbox already tripped a kill: its remaining tasks are
  * about to die, so their events are noise (a fork bomb's exits). */
 static __always_inline bool sg_tripped(__u64 cgid)

@@ -85,6 +85,18 @@ static __always_inline void copy_event_addr(struct sg_event *e, const __u32 *add
 	}
 }
 
+/* An inet event's address part: where the call or the packet was going. */
+static __always_inline void fill_inet(struct sg_event *e, const __u32 *addr, __u16 family,
+				      __u16 port, __u8 proto, __u8 hook)
+{
+	e->net.family = family;
+	e->net.port = port;
+	e->net.proto = proto;
+	e->net.hook = hook;
+	copy_event_addr(e, addr, family);
+	e->net.unix_path[0] = 0;
+}
+
 /* Common verdict for the inet hooks: 1 lets the call through, 0 makes the
  * syscall fail with EPERM. */
 static __always_inline int judge_inet(__u64 cgid, const struct sg_sandbox *sb, const __u32 *addr,
@@ -96,19 +108,10 @@ static __always_inline int judge_inet(__u64 cgid, const struct sg_sandbox *sb, c
 
 	if (pol && egress_allowed(pol, addr, port, proto))
 		return 1;
-	action = sg_action(pol, SG_RULE_EGRESS);
-	sg_violation(cgid, SG_RULE_EGRESS, action == SG_POLICY_KILL);
-	e = sg_event_reserve(cgid, sb, SG_EV_EGRESS_DENIED,
-			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
-			     SG_RULE_EGRESS);
+	e = sg_deny_report(cgid, sb, pol, SG_RULE_EGRESS, SG_EV_EGRESS_DENIED, &action);
 	if (e) {
 		sg_event_current(e);
-		e->net.family = family;
-		e->net.port = port;
-		e->net.proto = proto;
-		e->net.hook = hook;
-		copy_event_addr(e, addr, family);
-		e->net.unix_path[0] = 0;
+		fill_inet(e, addr, family, port, proto, hook);
 		sg_event_submit(e);
 	}
 	return action == SG_POLICY_LOG ? 1 : 0;
@@ -172,34 +175,52 @@ int sg_sendmsg6(struct bpf_sock_addr *ctx)
 	return inet6(ctx, SG_HOOK_SENDMSG6);
 }
 
+/* The unix hooks' common judgement: whether the tenant's policy allows
+ * unix sockets. If it does not, the refusal is reported and *e is its
+ * event (NULL: none goes out) with the address part begun; the caller
+ * says who did it, copies the name and submits it. */
+static __always_inline bool unix_allowed(__u64 cgid, const struct sg_sandbox *sb, __u8 hook,
+					 struct sg_event **e, __u8 *action)
+{
+	struct sg_policy_k *pol = sg_policy(sb->tenant);
+
+	if (pol && pol->allow_unix)
+		return true;
+	*e = sg_deny_report(cgid, sb, pol, SG_RULE_EGRESS, SG_EV_EGRESS_DENIED, action);
+	if (*e) {
+		__builtin_memset(&(*e)->net, 0, sizeof((*e)->net));
+		(*e)->net.family = SG_AF_UNIX;
+		(*e)->net.hook = hook;
+	}
+	return false;
+}
+
+/* How many bytes of a unix address's name an event keeps: `len` counts
+ * sun_family (2 bytes) and the name; an abstract name starts with a NUL. */
+static __always_inline __u32 unix_name_len(__u32 len)
+{
+	const __u32 room = sizeof(((struct sg_event *)0)->net.unix_path);
+
+	len = len > 2 ? len - 2 : 0;
+	return len > room ? room : len;
+}
+
 /* Unix sockets: named and abstract. libbpf 1.1 has no section name for
  * these hooks, so they sit under cgroup/connect4 and the loader sets the
  * attach type (BPF_CGROUP_UNIX_CONNECT / _SENDMSG) by number. */
 static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 {
 	struct bpf_sock_addr_kern *kctx;
-	struct sg_policy_k *pol;
 	struct sg_sandbox *sb;
-	struct sg_event *e;
+	struct sg_event *e = NULL;
 	__u64 cgid;
 	__u8 action;
 
 	sb = sg_sock_sandbox(&cgid);
-	if (!sb)
+	if (!sb || unix_allowed(cgid, sb, hook, &e, &action))
 		return 1;
-	pol = sg_policy(sb->tenant);
-	if (pol && pol->allow_unix)
-		return 1;
-	action = sg_action(pol, SG_RULE_EGRESS);
-	sg_violation(cgid, SG_RULE_EGRESS, action == SG_POLICY_KILL);
-	e = sg_event_reserve(cgid, sb, SG_EV_EGRESS_DENIED,
-			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
-			     SG_RULE_EGRESS);
 	if (e) {
 		sg_event_current(e);
-		__builtin_memset(&e->net, 0, sizeof(e->net));
-		e->net.family = SG_AF_UNIX;
-		e->net.hook = hook;
 		if (bpf_cast_to_kern_ctx) {
 			struct sockaddr_un *sun;
 			__u32 len = sizeof(e->net.unix_path);
@@ -207,12 +228,8 @@ static __always_inline int judge_unix(struct bpf_sock_addr *ctx, __u8 hook)
 			kctx = bpf_cast_to_kern_ctx(ctx);
 			sun = (struct sockaddr_un *)BPF_CORE_READ(kctx, uaddr);
 			/* Only the address the caller passed: no stale bytes past it. */
-			if (bpf_core_field_exists(kctx->uaddrlen)) {
-				__u32 alen = BPF_CORE_READ(kctx, uaddrlen);
-				len = alen > 2 ? alen - 2 : 0;
-				if (len > sizeof(e->net.unix_path))
-					len = sizeof(e->net.unix_path);
-			}
+			if (bpf_core_field_exists(kctx->uaddrlen))
+				len = unix_name_len(BPF_CORE_READ(kctx, uaddrlen));
 			if (len)
 				bpf_probe_read_kernel(e->net.unix_path, len, sun->sun_path);
 		}
@@ -241,37 +258,21 @@ int sg_sendmsg_unix(struct bpf_sock_addr *ctx)
 static __always_inline int judge_unix_peer(struct sock *other, __u8 hook, bool named_only)
 {
 	struct unix_address *ua = BPF_CORE_READ((struct unix_sock *)other, addr);
-	struct sg_policy_k *pol;
 	struct sg_sandbox *sb;
-	struct sg_event *e;
+	struct sg_event *e = NULL;
 	__u64 cgid;
 	__u8 action;
 
 	if (named_only && !ua)
 		return 0;
 	sb = sg_current_sandbox(&cgid);
-	if (!sb)
+	if (!sb || unix_allowed(cgid, sb, hook, &e, &action))
 		return 0;
-	pol = sg_policy(sb->tenant);
-	if (pol && pol->allow_unix)
-		return 0;
-	action = sg_action(pol, SG_RULE_EGRESS);
-	sg_violation(cgid, SG_RULE_EGRESS, action == SG_POLICY_KILL);
-	e = sg_event_reserve(cgid, sb, SG_EV_EGRESS_DENIED,
-			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
-			     SG_RULE_EGRESS);
 	if (e) {
 		sg_event_task(e);
-		__builtin_memset(&e->net, 0, sizeof(e->net));
-		e->net.family = SG_AF_UNIX;
-		e->net.hook = hook;
 		if (ua) {
-			/* len counts sun_family; an abstract name starts with a NUL. */
-			__u32 len = BPF_CORE_READ(ua, len);
+			__u32 len = unix_name_len(BPF_CORE_READ(ua, len));
 
-			len = len > 2 ? len - 2 : 0;
-			if (len > sizeof(e->net.unix_path))
-				len = sizeof(e->net.unix_path);
 			if (len)
 				bpf_probe_read_kernel(e->net.unix_path, len, &ua->name[0].sun_path);
 		}
@@ -304,9 +305,8 @@ int BPF_PROG(sg_lsm_unix_send, struct socket *sock, struct socket *other, int re
 SEC("lsm/socket_bind")
 int BPF_PROG(sg_lsm_unix_bind, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
 {
-	struct sg_policy_k *pol;
 	struct sg_sandbox *sb;
-	struct sg_event *e;
+	struct sg_event *e = NULL;
 	__u64 cgid;
 	__u8 action;
 
@@ -315,27 +315,15 @@ int BPF_PROG(sg_lsm_unix_bind, struct socket *sock, struct sockaddr *address, in
 	if (BPF_CORE_READ(sock, sk, __sk_common.skc_family) != SG_AF_UNIX || addrlen <= 2)
 		return 0;
 	sb = sg_current_sandbox(&cgid);
-	if (!sb)
+	if (!sb || unix_allowed(cgid, sb, SG_HOOK_LSM_UNIX_BIND, &e, &action))
 		return 0;
-	pol = sg_policy(sb->tenant);
-	if (pol && pol->allow_unix)
-		return 0;
-	action = sg_action(pol, SG_RULE_EGRESS);
-	sg_violation(cgid, SG_RULE_EGRESS, action == SG_POLICY_KILL);
-	e = sg_event_reserve(cgid, sb, SG_EV_EGRESS_DENIED,
-			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
-			     SG_RULE_EGRESS);
 	if (e) {
-		__u32 len = addrlen - 2;
+		__u32 len = unix_name_len(addrlen);
 
 		sg_event_task(e);
-		__builtin_memset(&e->net, 0, sizeof(e->net));
-		e->net.family = SG_AF_UNIX;
-		e->net.hook = SG_HOOK_LSM_UNIX_BIND;
-		if (len > sizeof(e->net.unix_path))
-			len = sizeof(e->net.unix_path);
-		bpf_probe_read_kernel(e->net.unix_path, len,
-				      ((struct sockaddr_un *)address)->sun_path);
+		if (len)
+			bpf_probe_read_kernel(e->net.unix_path, len,
+					      ((struct sockaddr_un *)address)->sun_path);
 		sg_event_submit(e);
 	}
 	return action == SG_POLICY_LOG ? 0 : -SG_EPERM;
@@ -407,12 +395,7 @@ int sg_skb_egress(struct __sk_buff *skb)
 		return 0;
 	e = sg_event_reserve(cgid, sb, SG_EV_EGRESS_DENIED, SG_ACTION_DENIED, SG_RULE_EGRESS);
 	if (e) {
-		e->net.family = family;
-		e->net.port = port;
-		e->net.proto = proto;
-		e->net.hook = SG_HOOK_SKB_EGRESS;
-		copy_event_addr(e, addr, family);
-		e->net.unix_path[0] = 0;
+		fill_inet(e, addr, family, port, proto, SG_HOOK_SKB_EGRESS);
 		sg_event_submit(e);
 	}
 	return 0;

@@ -320,11 +320,7 @@ static __always_inline int bprm_errno(struct linux_binprm *bprm)
 	pol = sg_policy(sb->tenant);
 	if (sg_exec_allowed(sb, pol, bprm->file))
 		return 0;
-	action = sg_action(pol, SG_RULE_EXEC);
-	sg_violation(cgid, SG_RULE_EXEC, action == SG_POLICY_KILL);
-	e = sg_event_reserve(cgid, sb, SG_EV_EXEC_DENIED,
-			     action == SG_POLICY_LOG ? SG_ACTION_LOGGED : SG_ACTION_DENIED,
-			     SG_RULE_EXEC);
+	e = sg_deny_report(cgid, sb, pol, SG_RULE_EXEC, SG_EV_EXEC_DENIED, &action);
 	if (e) {
 		sg_event_task(e);
 		bpf_probe_read_kernel_str(e->exec.filename, sizeof(e->exec.filename),
