@@ -102,6 +102,7 @@ test_event_json_LINK    := telemetry lib
 test_event_json_decode_LINK := telemetry lib
 test_event_log_LINK     := telemetry lib
 test_event_budget_LINK  := telemetry lib
+test_event_stream_LINK  := telemetry lib
 test_health_LINK        := health telemetry policy lib
 test_detectors_LINK     := health telemetry policy lib
 test_canary_LINK        := exec judge health telemetry policy lib

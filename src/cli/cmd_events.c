@@ -14,11 +14,10 @@
 #include "lib/clock.h"
 #include "commands.h"
 #include "telemetry/event_json.h"
+#include "telemetry/event_stream.h"
 #include "lib/array_len.h"
 
 #define DEFAULT_EVENTS_FILE "/run/sandguard/events.jsonl"
-#define LINE_CAP            (64 * 1024) /* longer lines are skipped as malformed */
-#define MAX_ROTATED         10000
 #define FOLLOW_POLL_US      200000
 
 struct filter {
@@ -34,16 +33,6 @@ struct opts {
 	struct filter f;
 	bool json;
 	bool follow;
-};
-
-/* Lines of one file: read(2) in chunks so that a followed file's last,
- * still incomplete line waits for the rest. */
-struct reader {
-	int fd;
-	char *buf;       /* LINE_CAP + 1 */
-	size_t off, len; /* unread bytes are buf[off..len) */
-	bool skipping;   /* inside an over-long line */
-	long line_no;
 };
 
 /* What one file held that was not an event, reported at its end. */
@@ -322,41 +311,6 @@ static void print_row(const struct event_record *r)
 
 /* ---- Reading ---- */
 
-/* 1 and *line: a line; 2: an over-long line was skipped; 0: no complete
- * line yet (end of data for now); -errno. */
-static int read_line(struct reader *r, char **line)
-{
-	for (;;) {
-		char *nl = memchr(r->buf + r->off, '\n', r->len - r->off);
-		if (nl) {
-			*nl = '\0';
-			*line = r->buf + r->off;
-			r->off = (size_t)(nl + 1 - r->buf);
-			r->line_no++;
-			if (r->skipping) {
-				r->skipping = false;
-				return 2;
-			}
-			return 1;
-		}
-		memmove(r->buf, r->buf + r->off, r->len - r->off);
-		r->len -= r->off;
-		r->off = 0;
-		if (r->len == LINE_CAP) {
-			r->skipping = true;
-			r->len = 0;
-		}
-		ssize_t n = read(r->fd, r->buf + r->len, LINE_CAP - r->len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return 0;
-		r->len += (size_t)n;
-	}
-}
-
 static void handle_line(const struct opts *o, char *line, struct bad_lines *bad, long line_no,
 			long *shown)
 {
@@ -381,13 +335,13 @@ static void handle_line(const struct opts *o, char *line, struct bad_lines *bad,
 
 /* Every complete line available now; with at_end, an unterminated last
  * line too (a file that is not followed is over). */
-static int drain(const struct opts *o, struct reader *r, const char *path, bool at_end,
+static int drain(const struct opts *o, struct event_reader *r, const char *path, bool at_end,
 		 struct bad_lines *bad, long *shown)
 {
 	char *line = NULL;
 	int ret;
 
-	while ((ret = read_line(r, &line)) > 0) {
+	while ((ret = event_reader_next(r, &line)) > 0) {
 		if (ret == 2) {
 			if (bad->count++ == 0) {
 				bad->first_line = r->line_no;
@@ -401,11 +355,8 @@ static int drain(const struct opts *o, struct reader *r, const char *path, bool 
 		fprintf(stderr, "sandguard events: reading %s: %s\n", path, strerror(-ret));
 		return -1;
 	}
-	if (at_end && r->len > r->off && !r->skipping) {
-		r->buf[r->len] = '\0';
-		handle_line(o, r->buf + r->off, bad, ++r->line_no, shown);
-		r->off = r->len = 0;
-	}
+	if (at_end && event_reader_tail(r, &line))
+		handle_line(o, line, bad, r->line_no, shown);
 	return 0;
 }
 
@@ -419,68 +370,48 @@ static void report_bad(const char *path, const struct bad_lines *bad)
 			bad->count == 1 ? "is" : "are", bad->first_line, bad->first_why);
 }
 
-static int reader_open(struct reader *r, const char *path)
+static int reader_open(struct event_reader *r, const char *path)
 {
-	r->off = r->len = 0;
-	r->skipping = false;
-	r->line_no = 0;
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (r->fd < 0) {
-		fprintf(stderr, "sandguard events: cannot read %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	return 0;
+	int err = event_reader_open(r, path);
+
+	if (err)
+		fprintf(stderr, "sandguard events: cannot read %s: %s\n", path, strerror(-err));
+	return err ? -1 : 0;
 }
 
 /* A whole file that is not followed (a rotated one, or without --follow). */
-static int show_file(const struct opts *o, const char *path, long *shown, char *buf)
+static int show_file(const struct opts *o, const char *path, long *shown)
 {
-	struct reader r = { .buf = buf };
+	struct event_reader r;
 	struct bad_lines bad = { 0 };
 	int ret;
 
 	if (reader_open(&r, path))
 		return -1;
 	ret = drain(o, &r, path, true, &bad, shown);
-	close(r.fd);
+	event_reader_close(&r);
 	report_bad(path, &bad);
 	return ret;
 }
 
-/* With --since: the rotated files PATH.N .. PATH.1, oldest first, that
- * were still written to at or after the since time. */
-static int show_rotated(const struct opts *o, long *shown, char *buf)
-{
-	char path[PATH_MAX];
-	struct stat st;
-	int n = 0;
+struct shown_files {
+	const struct opts *o;
+	long *shown;
+};
 
-	while (n < MAX_ROTATED) {
-		snprintf(path, sizeof(path), "%s.%d", o->file, n + 1);
-		if (stat(path, &st))
-			break;
-		n++;
-	}
-	for (int i = n; i >= 1; i--) {
-		snprintf(path, sizeof(path), "%s.%d", o->file, i);
-		if (stat(path, &st))
-			continue; /* rotated away meanwhile: it was older still */
-		int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-		if (mtime_ms < o->f.since_ms)
-			continue;
-		if (show_file(o, path, shown, buf))
-			return -1;
-	}
-	return 0;
+static int show_rotated_file(const char *path, void *ctx)
+{
+	struct shown_files *sf = ctx;
+
+	return show_file(sf->o, path, sf->shown);
 }
 
 /* The current file, then whatever is appended, across rotations (the old
  * descriptor is drained before the new file is opened) and truncations. */
-static int follow(const struct opts *o, long *shown, char *buf)
+static int follow(const struct opts *o, long *shown)
 {
-	struct reader r = { .buf = buf };
+	struct event_reader r;
 	struct bad_lines bad = { 0 };
-	struct stat cur, now;
 
 	if (reader_open(&r, o->file))
 		return -1;
@@ -490,22 +421,17 @@ static int follow(const struct opts *o, long *shown, char *buf)
 		if (drain(o, &r, o->file, false, &bad, shown))
 			return -1;
 		fflush(stdout);
-		if (fstat(r.fd, &cur) == 0 && cur.st_size < lseek(r.fd, 0, SEEK_CUR)) {
+		if (event_reader_rewind_if_truncated(&r))
 			fprintf(stderr,
 				"sandguard events: %s was truncated; reading from its start\n",
 				o->file);
-			lseek(r.fd, 0, SEEK_SET);
-			r.off = r.len = 0;
-			r.skipping = false;
-		}
-		if (stat(o->file, &now) == 0 &&
-		    (now.st_ino != cur.st_ino || now.st_dev != cur.st_dev)) {
+		if (event_reader_replaced(&r, o->file)) {
 			/* Rotated: what was written before the rename is still ours. */
 			if (drain(o, &r, o->file, true, &bad, shown))
 				return -1;
 			report_bad(o->file, &bad);
 			memset(&bad, 0, sizeof(bad));
-			close(r.fd);
+			event_reader_close(&r);
 			if (reader_open(&r, o->file))
 				return -1;
 			continue;
@@ -519,7 +445,7 @@ int cmd_events(int argc, char **argv)
 	struct opts o;
 	struct stat st;
 	long shown = 0;
-	char *buf;
+	struct shown_files sf = { &o, &shown };
 	int ret, err;
 
 	ret = parse_opts(argc, argv, &o);
@@ -532,17 +458,13 @@ int cmd_events(int argc, char **argv)
 					: "");
 		return SG_EXIT_TENANT;
 	}
-	buf = malloc(LINE_CAP + 1);
-	if (!buf) {
-		fprintf(stderr, "sandguard events: out of memory\n");
-		return SG_EXIT_PLATFORM;
-	}
 	if (!o.json)
 		print_header();
-	err = o.f.has_since ? show_rotated(&o, &shown, buf) : 0;
+	/* With --since, the rotated files that reach back that far first. */
+	err = o.f.has_since ? event_stream_rotated(o.file, o.f.since_ms, show_rotated_file, &sf)
+			    : 0;
 	if (!err)
-		err = o.follow ? follow(&o, &shown, buf) : show_file(&o, o.file, &shown, buf);
-	free(buf);
+		err = o.follow ? follow(&o, &shown) : show_file(&o, o.file, &shown);
 	fflush(stdout);
 	if (err)
 		return SG_EXIT_TENANT;

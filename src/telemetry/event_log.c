@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include "event_json.h"
 #include "event_log.h"
+#include "event_stream.h"
 #include "lib/log.h"
 
 /* The batch: big enough that a busy drain makes few writes, small next to
@@ -139,11 +140,8 @@ static int rotate(struct event_log *log, char *why, size_t why_len)
 	int err;
 
 	for (unsigned i = log->keep; i >= 1; i--) {
-		if (i == 1)
-			snprintf(from, sizeof(from), "%s", log->path);
-		else
-			snprintf(from, sizeof(from), "%s.%u", log->path, i - 1);
-		snprintf(to, sizeof(to), "%s.%u", log->path, i);
+		event_stream_file(from, sizeof(from), log->path, i - 1);
+		event_stream_file(to, sizeof(to), log->path, i);
 		if (rename(from, to) && errno != ENOENT) {
 			snprintf(why, why_len, "renaming %s to %s: %s", from, to, strerror(errno));
 			return -errno;
@@ -495,7 +493,7 @@ static void owners_from_disk(struct event_log *log)
 
 	log->owners[0] = log->size ? &mixed : NULL;
 	for (unsigned i = 1; i <= log->keep; i++) {
-		snprintf(p, sizeof(p), "%s.%u", log->path, i);
+		event_stream_file(p, sizeof(p), log->path, i);
 		log->owners[i] = stat(p, &sb) == 0 ? &mixed : NULL;
 	}
 }

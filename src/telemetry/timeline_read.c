@@ -7,11 +7,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "event_json.h"
+#include "event_stream.h"
 #include "journal_read.h"
 #include "timeline_read.h"
 
-#define EVENT_LINE_MAX (64u * 1024) /* as `sandguard events`: longer is not an event */
-#define MAX_ROTATED    10000
 
 char *timeline_json_text(const char *value)
 {
@@ -154,58 +153,64 @@ static json_t *event_entry(const struct event_match *m, const char *line)
 	return e;
 }
 
+/* One file's events: a line is parsed only when its text may match. */
 static int read_event_file(const char *path, const struct event_match *m, const char *batch_needle,
 			   json_t *out, struct scan_stats *st)
 {
-	FILE *f = fopen(path, "re");
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
+	struct event_reader r;
+	char *line;
+	int ret;
 
-	if (!f)
-		return -errno;
-	while ((n = getline(&line, &cap, f)) > 0) {
+	ret = event_reader_open(&r, path);
+	if (ret)
+		return ret;
+	for (;;) {
 		json_t *e;
 
+		ret = event_reader_next(&r, &line);
+		if (ret == 0)
+			ret = event_reader_tail(&r, &line); /* the file is over */
+		if (ret <= 0)
+			break; /* (a read error ends the file, as its end would) */
 		st->lines++;
-		if ((size_t)n > EVENT_LINE_MAX || !may_match(m, line, batch_needle))
+		if (ret == 2 || !may_match(m, line, batch_needle))
 			continue;
-		if (line[n - 1] == '\n')
-			line[n - 1] = '\0';
 		e = event_entry(m, line);
 		if (e)
 			json_array_append_new(out, e);
 	}
-	free(line);
-	fclose(f);
+	event_reader_close(&r);
 	st->segments++;
+	return 0;
+}
+
+struct event_scan {
+	const struct event_match *m;
+	const char *batch_needle;
+	json_t *out, *files;
+	struct scan_stats *st;
+};
+
+/* A rotated file that cannot be read is passed over (rotated away). */
+static int read_rotated_file(const char *path, void *ctx)
+{
+	struct event_scan *sc = ctx;
+
+	if (read_event_file(path, sc->m, sc->batch_needle, sc->out, sc->st) == 0)
+		json_array_append_new(sc->files, json_string(path));
 	return 0;
 }
 
 int timeline_read_events(const char *events_file, const struct event_match *m, json_t *out,
 			 json_t *files, struct scan_stats *st, char *err, size_t err_len)
 {
-	char path[PATH_MAX],
-		*batch_needle = m->batch_id ? needle_of("batch_id", m->batch_id) : NULL;
-	struct stat sb;
-	int n = 0, ret = 0;
+	char *batch_needle = m->batch_id ? needle_of("batch_id", m->batch_id) : NULL;
+	struct event_scan sc = { m, batch_needle, out, files, st };
+	int ret;
 
-	while (n < MAX_ROTATED) {
-		snprintf(path, sizeof(path), "%s.%d", events_file, n + 1);
-		if (stat(path, &sb))
-			break;
-		n++;
-	}
 	/* Oldest first; a rotated file last written before the batch began
 	 * holds none of its events. */
-	for (int i = n; i >= 1; i--) {
-		snprintf(path, sizeof(path), "%s.%d", events_file, i);
-		if (stat(path, &sb) ||
-		    (int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000 < m->from_ms)
-			continue;
-		if (read_event_file(path, m, batch_needle, out, st) == 0)
-			json_array_append_new(files, json_string(path));
-	}
+	event_stream_rotated(events_file, m->from_ms, read_rotated_file, &sc);
 	ret = read_event_file(events_file, m, batch_needle, out, st);
 	if (ret)
 		snprintf(err, err_len, "cannot read the event stream %s: %s", events_file,
