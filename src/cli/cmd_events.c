@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "lib/clock.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "telemetry/event_json.h"
 #include "telemetry/event_stream.h"
@@ -59,14 +60,7 @@ static void usage(FILE *f)
 		"  --follow      keep printing new events (without --since: only new ones)\n");
 }
 
-static int usage_error(const char *fmt, const char *arg) __attribute__((format(printf, 1, 0)));
-static int usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "sandguard events: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n(see 'sandguard events --help')\n");
-	return SG_EXIT_USAGE;
-}
+static const struct cli_command events_cmd = { "events", usage, false };
 
 /* "10m" (a duration back from now) or an RFC 3339 time. */
 static int parse_since(const char *s, int64_t *since_ms)
@@ -118,13 +112,13 @@ static int parse_types(const char *list, uint32_t *types)
 	for (char *t = strtok_r(copy, ",", &save); t && !err; t = strtok_r(NULL, ",", &save)) {
 		int type = event_type_from_name(t);
 		if (type < 0)
-			err = usage_error("unknown event type '%s'", t);
+			err = cli_usage_error(&events_cmd, "unknown event type '%s'", t);
 		else
 			*types |= 1u << type;
 	}
 	free(copy);
 	if (!err && *types == 0)
-		err = usage_error("--type needs at least one type%s", "");
+		err = cli_usage_error(&events_cmd, "--type needs at least one type%s", "");
 	return err;
 }
 
@@ -146,8 +140,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->file = DEFAULT_EVENTS_FILE;
-	optind = 0;
-	opterr = 0;
+	cli_options_begin();
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_FILE:
@@ -171,29 +164,21 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_SINCE:
 			if (parse_since(optarg, &o->f.since_ms))
-				return usage_error(
+				return cli_usage_error(
+					&events_cmd,
 					"--since '%s': expected a duration like 30s, 10m, 1h, 2d "
 					"or an RFC 3339 time like 2026-11-21T19:30:00Z",
 					optarg);
 			o->f.has_since = true;
 			break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			if (optopt) {
-				char opt[3] = { '-', (char)optopt, '\0' };
-				return usage_error("unknown option '%s'", opt);
-			}
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return cli_option_common(&events_cmd, c, argv);
 		}
 	}
 	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(&events_cmd, "unexpected argument '%s'", argv[optind]);
 	if (!*o->file)
-		return usage_error("--file needs a path%s", "");
+		return cli_usage_error(&events_cmd, "--file needs a path%s", "");
 	return 0;
 }
 

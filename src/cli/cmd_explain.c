@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli_opts.h"
 #include "commands.h"
 #include "policy/policy.h"
 #include "telemetry/journal.h"
@@ -46,13 +47,7 @@ static void usage(FILE *f)
 		"  --json           the same as one JSON document\n");
 }
 
-static int usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "sandguard explain: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n(see 'sandguard explain --help')\n");
-	return SG_EXIT_USAGE;
-}
+static const struct cli_command explain_cmd = { "explain", usage, false };
 
 /* Ids are 1..127 bytes of printable ASCII without spaces. */
 static bool id_ok(const char *s)
@@ -87,8 +82,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	memset(o, 0, sizeof(*o));
 	o->events = DEFAULT_EVENTS_FILE;
 	o->policy_dir = policy_dir_default();
-	optind = 0;
-	opterr = 0;
+	cli_options_begin();
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_SANDBOX:
@@ -115,40 +109,42 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_SESSION:
 			o->session = optarg;
 			break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return cli_option_common(&explain_cmd, c, argv);
 		}
 	}
 	if (optind < argc)
 		o->q.batch_id = argv[optind++];
 	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(&explain_cmd, "unexpected argument '%s'", argv[optind]);
 	if (o->session && (o->q.batch_id || o->q.sandbox || o->q.run_id))
-		return usage_error("%s", "--session names one session: give it alone");
+		return cli_usage_error(&explain_cmd, "%s",
+				       "--session names one session: give it alone");
 	if (o->session && !id_ok(o->session))
-		return usage_error("--session '%s': not a session id", o->session);
+		return cli_usage_error(&explain_cmd, "--session '%s': not a session id",
+				       o->session);
 	if (o->session)
 		return 0;
 	if (!o->q.batch_id && !o->q.sandbox && !o->q.run_id)
-		return usage_error("%s", "which batch? give BATCH_ID, --sandbox S or --run R");
+		return cli_usage_error(&explain_cmd, "%s",
+				       "which batch? give BATCH_ID, --sandbox S or --run R");
 	if (o->q.sandbox && (o->q.batch_id || o->q.run_id))
-		return usage_error("%s", "--sandbox names one batch: give it alone");
+		return cli_usage_error(&explain_cmd, "%s",
+				       "--sandbox names one batch: give it alone");
 	if (o->q.tenant && !tenant_name_valid(o->q.tenant))
-		return usage_error("--tenant '%s': not a tenant name", o->q.tenant);
+		return cli_usage_error(&explain_cmd, "--tenant '%s': not a tenant name",
+				       o->q.tenant);
 	if (o->q.batch_id && !id_ok(o->q.batch_id))
-		return usage_error("'%s': a batch id is 1..127 printable characters",
-				   o->q.batch_id);
+		return cli_usage_error(&explain_cmd,
+				       "'%s': a batch id is 1..127 printable characters",
+				       o->q.batch_id);
 	if (o->q.sandbox && !id_ok(o->q.sandbox))
-		return usage_error("--sandbox '%s': not a sandbox id", o->q.sandbox);
+		return cli_usage_error(&explain_cmd, "--sandbox '%s': not a sandbox id",
+				       o->q.sandbox);
 	if (o->q.run_id && !id_ok(o->q.run_id))
-		return usage_error("--run '%s': not a run id", o->q.run_id);
+		return cli_usage_error(&explain_cmd, "--run '%s': not a run id", o->q.run_id);
 	if (!*o->events)
-		return usage_error("%s", "--events needs a path");
+		return cli_usage_error(&explain_cmd, "%s", "--events needs a path");
 	return 0;
 }
 

@@ -6,11 +6,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cli_opts.h"
 #include "commands.h"
 #include "lib/log.h"
 #include "sandbox/sandbox_forker.h"
@@ -63,18 +63,7 @@ static void usage(FILE *f)
 		SERVE_HEADER_TIMEOUT_S, SERVE_BODY_TIMEOUT_S, SERVE_IDLE_TIMEOUT_S);
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "sandguard serve: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n(see 'sandguard serve --help')\n");
-	return SG_EXIT_USAGE;
-}
+static const struct cli_command serve_cmd = { "serve", usage, false };
 
 /* An integer flag in [min, max]. */
 static int parse_count(const char *flag, const char *v, unsigned long long min,
@@ -85,8 +74,8 @@ static int parse_count(const char *flag, const char *v, unsigned long long min,
 	errno = 0;
 	*out = strtoull(v, &end, 10);
 	if (errno || end == v || *end || v[0] == '-' || *out < min || *out > max)
-		return usage_error("%s must be an integer in %llu..%llu, got '%s'", flag, min, max,
-				   v);
+		return cli_usage_error(&serve_cmd, "%s must be an integer in %llu..%llu, got '%s'",
+				       flag, min, max, v);
 	return 0;
 }
 
@@ -117,8 +106,7 @@ static int parse_args(int argc, char **argv, struct serve_config *cfg, int *host
 	unsigned long long v;
 	int c, ret;
 
-	opterr = 0;
-	optind = 1;
+	cli_options_begin();
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		ret = 0;
 		switch (c) {
@@ -187,21 +175,16 @@ static int parse_args(int argc, char **argv, struct serve_config *cfg, int *host
 			    !(ret = parse_count("--host-namespaces", optarg, 1, 1 << 22, &v)))
 				*host_pid = (int)v;
 			break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return cli_option_common(&serve_cmd, c, argv);
 		}
 		if (ret)
 			return ret;
 	}
 	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(&serve_cmd, "unexpected argument '%s'", argv[optind]);
 	if (!cfg->listen)
-		return usage_error("--listen ADDR:PORT is required");
+		return cli_usage_error(&serve_cmd, "--listen ADDR:PORT is required");
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "cli_opts.h"
 #include "commands.h"
 #include "lib/base64.h"
 #include "lib/fs_util.h"
@@ -45,14 +46,7 @@ static void usage(FILE *f)
 		"it prints the step's stdout and stderr and exits with its status.\n");
 }
 
-static int usage_error(const char *msg, const char *arg)
-{
-	fprintf(stderr, "sandguard session: ");
-	fprintf(stderr, msg, arg);
-	fprintf(stderr, "\n");
-	usage(stderr);
-	return SG_EXIT_USAGE;
-}
+static const struct cli_command session_cmd = { "session", usage, true };
 
 /* "http://host:port": host and port. 0, or -EINVAL. */
 static int parse_url(const char *url, char *host, size_t hlen, char *port, size_t plen)
@@ -183,7 +177,7 @@ static int add_file(json_t *files, const char *spec)
 	size_t len = 0;
 
 	if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof(path))
-		return usage_error("'%s': expected PATH=LOCAL_FILE", spec);
+		return cli_usage_error(&session_cmd, "'%s': expected PATH=LOCAL_FILE", spec);
 	snprintf(path, sizeof(path), "%.*s", (int)(eq - spec), spec);
 	int err = fs_read_all(eq + 1, 64u << 20, &data, &len);
 
@@ -333,8 +327,7 @@ static int parse_opts(int argc, char **argv, struct session_opts *o)
 	o->url = getenv("SANDGUARD_SERVE_URL") ? getenv("SANDGUARD_SERVE_URL")
 					       : "http://127.0.0.1:8080";
 	o->token = getenv("SANDGUARD_TOKEN");
-	optind = 1;
-	opterr = 0;
+	cli_options_begin();
 	while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_URL:
@@ -370,19 +363,16 @@ static int parse_opts(int argc, char **argv, struct session_opts *o)
 		case O_TIMEOUT:
 			o->timeout_ms = strtoull(optarg, NULL, 10);
 			if (!o->timeout_ms)
-				return usage_error("--timeout-ms '%s': a positive integer", optarg);
+				return cli_usage_error(&session_cmd,
+						       "--timeout-ms '%s': a positive integer",
+						       optarg);
 			break;
 		case O_FILE:
 			if ((err = add_file(o->files, optarg)))
 				return err;
 			break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return cli_option_common(&session_cmd, c, argv);
 		}
 	}
 	return 0;
@@ -396,7 +386,7 @@ static int request(struct session_opts *o, const char *verb, char **args, int n,
 
 	if (!strcmp(verb, "create") || !strcmp(verb, "ls")) {
 		if (n)
-			return usage_error("'%s': unexpected argument", args[0]);
+			return cli_usage_error(&session_cmd, "'%s': unexpected argument", args[0]);
 		snprintf(path, plen, "/v1/sessions%s", *verb == 'l' ? "/list" : "");
 		if (o->kernel)
 			json_object_set_new(body, "kernel", json_string(o->kernel));
@@ -409,10 +399,11 @@ static int request(struct session_opts *o, const char *verb, char **args, int n,
 		return 0;
 	}
 	if (!id)
-		return usage_error("%s: which session? give its id", verb);
+		return cli_usage_error(&session_cmd, "%s: which session? give its id", verb);
 	if (!strcmp(verb, "exec")) {
 		if (n != 2)
-			return usage_error("%s", "exec ID CMD: give the command as one argument");
+			return cli_usage_error(&session_cmd, "%s",
+					       "exec ID CMD: give the command as one argument");
 		json_object_set_new(body, o->code ? "code" : "command", json_string(args[1]));
 		if (o->timeout_ms)
 			json_object_set_new(body, "timeout_ms",
@@ -423,7 +414,8 @@ static int request(struct session_opts *o, const char *verb, char **args, int n,
 			int err = fs_read_all(o->stdin_file, 64u << 20, &data, &len);
 
 			if (err)
-				return usage_error("--stdin %s: cannot read it", o->stdin_file);
+				return cli_usage_error(&session_cmd, "--stdin %s: cannot read it",
+						       o->stdin_file);
 			json_object_set_new(body, "stdin", json_stringn(data, len));
 			free(data);
 		}
@@ -435,19 +427,20 @@ static int request(struct session_opts *o, const char *verb, char **args, int n,
 				return err;
 		}
 		if (n < 2)
-			return usage_error("%s", "put ID PATH=LOCAL...: which files?");
+			return cli_usage_error(&session_cmd, "%s",
+					       "put ID PATH=LOCAL...: which files?");
 		json_object_set(body, "files", o->files);
 		json_object_set_new(body, "encoding", json_string("base64"));
 	} else if (!strcmp(verb, "get")) {
 		if (n != 2)
-			return usage_error("%s", "get ID PATH: which file?");
+			return cli_usage_error(&session_cmd, "%s", "get ID PATH: which file?");
 		json_object_set_new(body, "paths", json_pack("[s]", args[1]));
 	} else if (!strcmp(verb, "fork")) {
 		if (n > 2)
-			return usage_error("'%s': unexpected argument", args[2]);
+			return cli_usage_error(&session_cmd, "'%s': unexpected argument", args[2]);
 		json_object_set_new(body, "n", json_integer(n == 2 ? atoi(args[1]) : 1));
 	} else if (strcmp(verb, "rm")) {
-		return usage_error("unknown command '%s'", verb);
+		return cli_usage_error(&session_cmd, "unknown command '%s'", verb);
 	}
 	snprintf(path, plen, "/v1/sessions/%s/%s", id,
 		 !strcmp(verb, "rm")     ? "close"
