@@ -47,19 +47,6 @@ _Static_assert(2 * SG_CAUSE__COUNT <= TENANT_COMBOS && SG_RULE__COUNT <= TENANT_
 		       SG_EV__COUNT * LEDGER_N_ACTIONS <= TENANT_COMBOS,
 	       "per-tenant label combinations past TENANT_COMBOS");
 
-static int add(struct metrics_registry *r, enum metrics_type type, const char *name,
-	       const char *help, const char *const *labels, const double *bounds, size_t n_bounds,
-	       struct metrics_family **out)
-{
-	struct metrics_spec spec = {
-		.name = name, .help = help, .labels = labels, .bounds = bounds, .n_bounds = n_bounds
-	};
-
-	if (labels && labels[0] && !strcmp(labels[0], "tenant"))
-		spec.max_series = (size_t)TENANT_COMBOS * (LEDGER_MAX_TENANTS + 1);
-	return metrics_family_add(r, type, &spec, out);
-}
-
 static void collect_tenant(const struct ledger_tenant *t, void *ctx)
 {
 	static const char *const status[2] = { "ok", "failed" };
@@ -250,172 +237,158 @@ void agent_metrics_canary(struct agent *a, const char *tenant, uint32_t probes, 
 		metrics_counter_add(fam.nondeterminism, (const char *[]){ tenant }, 1);
 }
 
-/* The canaries' and the per-run detectors' families: tenant-labelled,
- * never by run (the runbook's step 6: run_id is unbounded). */
-static int register_signal_families(struct metrics_registry *r, const char *const *l_t,
-				    const char *const *l_tt)
-{
-	static const char *const l_tres[] = { "tenant", "result", NULL };
-	int err = 0;
+/* Every family, in the order /metrics shows them. */
+static const char *const l_tcc[] = { "tenant", "cause", "class", NULL };
+static const char *const l_tr[] = { "tenant", "rule", NULL };
+static const char *const l_tta[] = { "tenant", "type", "action", NULL };
+static const char *const l_ts[] = { "tenant", "status", NULL };
+static const char *const l_t[] = { "tenant", NULL };
+static const char *const l_tc[] = { "tenant", "cause", NULL };
+static const char *const l_tv[] = { "tenant", "verdict", NULL };
+static const char *const l_res[] = { "result", NULL };
+static const char *const l_fm[] = { "feature", "mode", NULL };
+static const char *const l_ver[] = { "version", NULL };
+static const char *const l_tt[] = { "tenant", "type", NULL };
+static const char *const l_tcls[] = { "tenant", "class", NULL };
+static const char *const l_reason[] = { "reason", NULL };
+static const char *const l_tres[] = { "tenant", "result", NULL };
 
-	err |= add(r, METRICS_COUNTER, "sandguard_canary_probes_total",
-		   "Canary probes judged in the tenant's batches, by result (in_range, "
-		   "out_of_range: the tenant's code scored a probe outside its accepted range).",
-		   l_tres, NULL, 0, &fam.canary_probes);
-	err |= add(r, METRICS_COUNTER, "sandguard_canary_nondeterminism_total",
-		   "Batches whose determinism probe scored a sampled item differently in a second "
-		   "sandbox.",
-		   l_t, NULL, 0, &fam.nondeterminism);
-	err |= add(r, METRICS_COUNTER, "sandguard_run_score_stream_alerts_total",
-		   "Score-stream health detectors that fired on one run's stream (the run is in "
-		   "the event, never a label), per tenant and detector type.",
-		   l_tt, NULL, 0, &fam.run_detector);
-	return err;
-}
-
-static int register_outcome_families(struct metrics_registry *r)
-{
-	static const char *const l_res[] = { "result", NULL };
-	static const char *const l_reason[] = { "reason", NULL };
-	int err = 0;
-
-	err |= add(r, METRICS_COUNTER, "sandguard_journal_records_total",
-		   "Outcome journal records folded into the ledger, by result (booked; duplicate: "
-		   "an outcome id already booked, ignored; bad: not a valid record, skipped).",
-		   l_res, NULL, 0, &fam.records);
-	err |= add(r, METRICS_COUNTER, "sandguard_journal_gap_segments_total",
-		   "Journal segments deleted by rotation before the agent folded them.", NULL, NULL,
-		   0, &fam.gaps);
-	err |= add(r, METRICS_COUNTER, "sandguard_ledger_rebuilds_total",
-		   "Ledger rebuilds from the journal instead of a checkpoint restore, by reason.",
-		   l_reason, NULL, 0, &fam.rebuilds);
-	err |= add(r, METRICS_COUNTER, "sandguard_ledger_checkpoint_failures_total",
-		   "Ledger checkpoint saves that failed (the journal keeps every outcome).", NULL,
-		   NULL, 0, &fam.checkpoint_failures);
-	err |= add(r, METRICS_GAUGE, "sandguard_journal_disk_free_bytes",
-		   "Bytes free on the outcome journal's filesystem.", NULL, NULL, 0,
-		   &fam.disk_free);
-	err |= add(r, METRICS_GAUGE, "sandguard_journal_disk_reserve_bytes",
-		   "Below this many free bytes, executors refuse new runs and /readyz is red.",
-		   NULL, NULL, 0, &fam.disk_reserve);
-	return err;
-}
-
-/* What the tenants' runs cost (src/telemetry/ledger_cost.h), by class. */
-static int register_cost_families(struct metrics_registry *r)
-{
-	static const char *const l_tc[] = { "tenant", "class", NULL };
-	const struct {
-		const char *name, *help;
-		struct metrics_family **fam;
-	} cost[] = {
-		{ "sandguard_cpu_seconds_total",
-		  "CPU time of the tenant's runs, from each run's cgroup (cpu.stat usage_usec), by "
-		  "outcome class (none: the run ended ok).",
-		  &fam.cpu_seconds },
-		{ "sandguard_run_seconds_total",
-		  "Wall-clock time of the tenant's metered runs, by outcome class.",
-		  &fam.run_seconds },
-		{ "sandguard_memory_byte_seconds_total",
-		  "Peak memory of each run's sandbox times the run's wall time, summed, by outcome "
-		  "class.",
-		  &fam.mem_seconds },
-	};
-	int err = 0;
-
-	for (size_t i = 0; i < ARRAY_LEN(cost); i++)
-		err |= add(r, METRICS_COUNTER, cost[i].name, cost[i].help, l_tc, NULL, 0,
-			   cost[i].fam);
-	return err;
-}
+static const struct family_def {
+	enum metrics_type type;
+	const char *name, *help;
+	const char *const *labels;
+	const double *bounds;
+	size_t n_bounds;
+	struct metrics_family **fam;
+} families[] = {
+	{ METRICS_COUNTER, "sandguard_failures_total",
+	  "Failed attempts per tenant, by cause and fault class (tenant_code, platform, or "
+	  "verdict: a model-written program's failed run in verifier or run-once mode).",
+	  l_tcc, NULL, 0, &fam.failures },
+	{ METRICS_COUNTER, "sandguard_policy_violation_failures_total",
+	  "Attempts failed as tenant_policy_violation, by the rule violated.", l_tr, NULL, 0,
+	  &fam.violations },
+	{ METRICS_COUNTER, "sandguard_enforcement_events_total",
+	  "Enforcement events from the kernel per tenant, by event type and action.", l_tta, NULL,
+	  0, &fam.events },
+	{ METRICS_COUNTER, "sandguard_kills_total",
+	  "Sandboxes emptied by the agent, per tenant and rule.", l_tr, NULL, 0, &fam.kills },
+	{ METRICS_COUNTER, "sandguard_batches_total",
+	  "Batches finished (last attempt), per tenant and status.", l_ts, NULL, 0, &fam.batches },
+	{ METRICS_HISTOGRAM, "sandguard_batch_duration_seconds",
+	  "Wall-clock time of finished batches (their last attempt) per tenant.", l_t,
+	  ledger_duration_bounds, LEDGER_N_BOUNDS, &fam.duration },
+	{ METRICS_GAUGE, "sandguard_active_sandboxes", "Sandboxes enforced right now, per tenant.",
+	  l_t, NULL, 0, &fam.active },
+	{ METRICS_COUNTER, "sandguard_session_steps_total",
+	  "Steps of environments' sessions, per tenant and cause (ok: it ran to its end, "
+	  "whatever its exit status).",
+	  l_tc, NULL, 0, &fam.session_steps },
+	{ METRICS_COUNTER, "sandguard_sessions_ended_total",
+	  "Sessions ended, per tenant and cause (ok: closed, idle or past their lifetime; "
+	  "the journal's session_end says which).",
+	  l_tc, NULL, 0, &fam.sessions_ended },
+	{ METRICS_GAUGE, "sandguard_active_sessions",
+	  "Environments' sessions alive right now, per tenant.", l_t, NULL, 0, &fam.sessions },
+	{ METRICS_COUNTER, "sandguard_degenerate_batches_total",
+	  "Valid batches whose scores were all equal (a dead gradient signal).", l_t, NULL, 0,
+	  &fam.degenerate },
+	{ METRICS_COUNTER, "sandguard_invalid_batches_total",
+	  "Batches whose output failed the schema gate (NaN, wrong length, ...).", l_t, NULL, 0,
+	  &fam.invalid },
+	{ METRICS_COUNTER, "sandguard_timeout_confirmations_total",
+	  "Confirmation runs of timeouts on a node that had no room for the run's CPU "
+	  "share, per tenant, by verdict: timeout (the tenant's timeout confirmed), "
+	  "overturned (it finished: the first timeout was the node's) or unadmitted "
+	  "(none could run in time: the first timeout stands).",
+	  l_tv, NULL, 0, &fam.confirmations },
+	{ METRICS_COUNTER, "sandguard_ringbuf_drops_total",
+	  "Events the kernel could not queue because the ring buffer was full.", NULL, NULL, 0,
+	  &fam.drops },
+	{ METRICS_COUNTER, "sandguard_events_lost_total",
+	  "Events the agent could not encode or write to the event stream.", NULL, NULL, 0,
+	  &fam.lost },
+	{ METRICS_COUNTER, "sandguard_events_over_budget_total",
+	  "Event lines not written because their tenant had filled its share of the "
+	  "event file (--events-tenant-share); each file's count is also in an "
+	  "events_dropped line.",
+	  l_t, NULL, 0, &fam.budget_dropped },
+	{ METRICS_COUNTER, "sandguard_policy_reloads_total",
+	  "Policy reloads, by result (failed: at least one file rejected).", l_res, NULL, 0,
+	  &fam.reloads },
+	{ METRICS_GAUGE, "sandguard_feature_mode", "1 for the enforcement mode in use per feature.",
+	  l_fm, NULL, 0, &fam.feature },
+	{ METRICS_GAUGE, "sandguard_build_info", "The running sandguard version.", l_ver, NULL, 0,
+	  &fam.build },
+	{ METRICS_HISTOGRAM, "sandguard_kill_latency_seconds",
+	  "Time from a kill-class violation in the kernel to an empty sandbox cgroup.", NULL,
+	  kill_latency_bounds, ARRAY_LEN(kill_latency_bounds), &fam.kill_latency },
+	{ METRICS_COUNTER, "sandguard_score_stream_alerts_total",
+	  "Score-stream health detectors that fired, per tenant and detector type.", l_tt, NULL, 0,
+	  &fam.detector },
+	/* What the tenants' runs cost (src/telemetry/ledger_cost.h), by class. */
+	{ METRICS_COUNTER, "sandguard_cpu_seconds_total",
+	  "CPU time of the tenant's runs, from each run's cgroup (cpu.stat usage_usec), by "
+	  "outcome class (none: the run ended ok).",
+	  l_tcls, NULL, 0, &fam.cpu_seconds },
+	{ METRICS_COUNTER, "sandguard_run_seconds_total",
+	  "Wall-clock time of the tenant's metered runs, by outcome class.", l_tcls, NULL, 0,
+	  &fam.run_seconds },
+	{ METRICS_COUNTER, "sandguard_memory_byte_seconds_total",
+	  "Peak memory of each run's sandbox times the run's wall time, summed, by outcome "
+	  "class.",
+	  l_tcls, NULL, 0, &fam.mem_seconds },
+	/* The outcome journal, its fold into the ledger, and its disk. */
+	{ METRICS_COUNTER, "sandguard_journal_records_total",
+	  "Outcome journal records folded into the ledger, by result (booked; duplicate: "
+	  "an outcome id already booked, ignored; bad: not a valid record, skipped).",
+	  l_res, NULL, 0, &fam.records },
+	{ METRICS_COUNTER, "sandguard_journal_gap_segments_total",
+	  "Journal segments deleted by rotation before the agent folded them.", NULL, NULL, 0,
+	  &fam.gaps },
+	{ METRICS_COUNTER, "sandguard_ledger_rebuilds_total",
+	  "Ledger rebuilds from the journal instead of a checkpoint restore, by reason.", l_reason,
+	  NULL, 0, &fam.rebuilds },
+	{ METRICS_COUNTER, "sandguard_ledger_checkpoint_failures_total",
+	  "Ledger checkpoint saves that failed (the journal keeps every outcome).", NULL, NULL, 0,
+	  &fam.checkpoint_failures },
+	{ METRICS_GAUGE, "sandguard_journal_disk_free_bytes",
+	  "Bytes free on the outcome journal's filesystem.", NULL, NULL, 0, &fam.disk_free },
+	{ METRICS_GAUGE, "sandguard_journal_disk_reserve_bytes",
+	  "Below this many free bytes, executors refuse new runs and /readyz is red.", NULL, NULL,
+	  0, &fam.disk_reserve },
+	/* The canaries' and the per-run detectors' families: tenant-labelled,
+	 * never by run (the runbook's step 6: run_id is unbounded). */
+	{ METRICS_COUNTER, "sandguard_canary_probes_total",
+	  "Canary probes judged in the tenant's batches, by result (in_range, "
+	  "out_of_range: the tenant's code scored a probe outside its accepted range).",
+	  l_tres, NULL, 0, &fam.canary_probes },
+	{ METRICS_COUNTER, "sandguard_canary_nondeterminism_total",
+	  "Batches whose determinism probe scored a sampled item differently in a second "
+	  "sandbox.",
+	  l_t, NULL, 0, &fam.nondeterminism },
+	{ METRICS_COUNTER, "sandguard_run_score_stream_alerts_total",
+	  "Score-stream health detectors that fired on one run's stream (the run is in "
+	  "the event, never a label), per tenant and detector type.",
+	  l_tt, NULL, 0, &fam.run_detector },
+};
 
 static int register_families(struct metrics_registry *r)
 {
-	static const char *const l_tcc[] = { "tenant", "cause", "class", NULL };
-	static const char *const l_tr[] = { "tenant", "rule", NULL };
-	static const char *const l_tta[] = { "tenant", "type", "action", NULL };
-	static const char *const l_ts[] = { "tenant", "status", NULL };
-	static const char *const l_t[] = { "tenant", NULL };
-	static const char *const l_tc[] = { "tenant", "cause", NULL };
-	static const char *const l_tv[] = { "tenant", "verdict", NULL };
-	static const char *const l_res[] = { "result", NULL };
-	static const char *const l_fm[] = { "feature", "mode", NULL };
-	static const char *const l_ver[] = { "version", NULL };
-	static const char *const l_tt[] = { "tenant", "type", NULL };
 	int err = 0;
 
-	err |= add(
-		r, METRICS_COUNTER, "sandguard_failures_total",
-		"Failed attempts per tenant, by cause and fault class (tenant_code, platform, or "
-		"verdict: a model-written program's failed run in verifier or run-once mode).",
-		l_tcc, NULL, 0, &fam.failures);
-	err |= add(r, METRICS_COUNTER, "sandguard_policy_violation_failures_total",
-		   "Attempts failed as tenant_policy_violation, by the rule violated.", l_tr, NULL,
-		   0, &fam.violations);
-	err |= add(r, METRICS_COUNTER, "sandguard_enforcement_events_total",
-		   "Enforcement events from the kernel per tenant, by event type and action.",
-		   l_tta, NULL, 0, &fam.events);
-	err |= add(r, METRICS_COUNTER, "sandguard_kills_total",
-		   "Sandboxes emptied by the agent, per tenant and rule.", l_tr, NULL, 0,
-		   &fam.kills);
-	err |= add(r, METRICS_COUNTER, "sandguard_batches_total",
-		   "Batches finished (last attempt), per tenant and status.", l_ts, NULL, 0,
-		   &fam.batches);
-	err |= add(r, METRICS_HISTOGRAM, "sandguard_batch_duration_seconds",
-		   "Wall-clock time of finished batches (their last attempt) per tenant.", l_t,
-		   ledger_duration_bounds, LEDGER_N_BOUNDS, &fam.duration);
-	err |= add(r, METRICS_GAUGE, "sandguard_active_sandboxes",
-		   "Sandboxes enforced right now, per tenant.", l_t, NULL, 0, &fam.active);
-	err |= add(r, METRICS_COUNTER, "sandguard_session_steps_total",
-		   "Steps of environments' sessions, per tenant and cause (ok: it ran to its end, "
-		   "whatever its exit status).",
-		   l_tc, NULL, 0, &fam.session_steps);
-	err |= add(r, METRICS_COUNTER, "sandguard_sessions_ended_total",
-		   "Sessions ended, per tenant and cause (ok: closed, idle or past their lifetime; "
-		   "the journal's session_end says which).",
-		   l_tc, NULL, 0, &fam.sessions_ended);
-	err |= add(r, METRICS_GAUGE, "sandguard_active_sessions",
-		   "Environments' sessions alive right now, per tenant.", l_t, NULL, 0,
-		   &fam.sessions);
-	err |= add(r, METRICS_COUNTER, "sandguard_degenerate_batches_total",
-		   "Valid batches whose scores were all equal (a dead gradient signal).", l_t, NULL,
-		   0, &fam.degenerate);
-	err |= add(r, METRICS_COUNTER, "sandguard_invalid_batches_total",
-		   "Batches whose output failed the schema gate (NaN, wrong length, ...).", l_t,
-		   NULL, 0, &fam.invalid);
-	err |= add(r, METRICS_COUNTER, "sandguard_timeout_confirmations_total",
-		   "Confirmation runs of timeouts on a node that had no room for the run's CPU "
-		   "share, per tenant, by verdict: timeout (the tenant's timeout confirmed), "
-		   "overturned (it finished: the first timeout was the node's) or unadmitted "
-		   "(none could run in time: the first timeout stands).",
-		   l_tv, NULL, 0, &fam.confirmations);
-	err |= add(r, METRICS_COUNTER, "sandguard_ringbuf_drops_total",
-		   "Events the kernel could not queue because the ring buffer was full.", NULL,
-		   NULL, 0, &fam.drops);
-	err |= add(r, METRICS_COUNTER, "sandguard_events_lost_total",
-		   "Events the agent could not encode or write to the event stream.", NULL, NULL, 0,
-		   &fam.lost);
-	err |= add(r, METRICS_COUNTER, "sandguard_events_over_budget_total",
-		   "Event lines not written because their tenant had filled its share of the "
-		   "event file (--events-tenant-share); each file's count is also in an "
-		   "events_dropped line.",
-		   l_t, NULL, 0, &fam.budget_dropped);
-	err |= add(r, METRICS_COUNTER, "sandguard_policy_reloads_total",
-		   "Policy reloads, by result (failed: at least one file rejected).", l_res, NULL,
-		   0, &fam.reloads);
-	err |= add(r, METRICS_GAUGE, "sandguard_feature_mode",
-		   "1 for the enforcement mode in use per feature.", l_fm, NULL, 0, &fam.feature);
-	err |= add(r, METRICS_GAUGE, "sandguard_build_info", "The running sandguard version.",
-		   l_ver, NULL, 0, &fam.build);
-	err |= add(r, METRICS_HISTOGRAM, "sandguard_kill_latency_seconds",
-		   "Time from a kill-class violation in the kernel to an empty sandbox cgroup.",
-		   NULL, kill_latency_bounds, ARRAY_LEN(kill_latency_bounds), &fam.kill_latency);
-	err |= add(r, METRICS_COUNTER, "sandguard_score_stream_alerts_total",
-		   "Score-stream health detectors that fired, per tenant and detector type.", l_tt,
-		   NULL, 0, &fam.detector);
-	err |= register_cost_families(r);
-	err |= register_outcome_families(r);
-	err |= register_signal_families(r, l_t, l_tt);
+	for (size_t i = 0; i < ARRAY_LEN(families); i++) {
+		const struct family_def *f = &families[i];
+		struct metrics_spec spec = { .name = f->name,
+					     .help = f->help,
+					     .labels = f->labels,
+					     .bounds = f->bounds,
+					     .n_bounds = f->n_bounds };
+
+		if (f->labels && f->labels[0] && !strcmp(f->labels[0], "tenant"))
+			spec.max_series = (size_t)TENANT_COMBOS * (LEDGER_MAX_TENANTS + 1);
+		err |= metrics_family_add(r, f->type, &spec, f->fam);
+	}
 	return err ? -EINVAL : 0;
 }
 
