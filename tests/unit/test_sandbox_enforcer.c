@@ -209,7 +209,8 @@ static void test_enforcer_asked_and_obeyed(void **state)
 		skip();
 	/* A run that broke no rule: enrolled once, its record asked, its
 	 * entries released once, no agent asked (none answers). */
-	assert_int_equal(run(e, (struct sb_enforcer){ .ops = &fake_ops, .ctx = &quiet }, "exit 0", &res), 0);
+	assert_int_equal(
+		run(e, (struct sb_enforcer){ .ops = &fake_ops, .ctx = &quiet }, "exit 0", &res), 0);
 	assert_int_equal(res.end, SB_EXITED);
 	assert_int_equal(res.exit_code, 0);
 	assert_true(res.agent_enforced);
@@ -222,7 +223,9 @@ static void test_enforcer_asked_and_obeyed(void **state)
 	assert_int_equal(quiet.unregistered, 0); /* never told an agent */
 	/* The enforcer's record says a kill-class rule tripped: that is the
 	 * run's end, though its main process exited 0. */
-	assert_int_equal(run(e, (struct sb_enforcer){ .ops = &fake_ops, .ctx = &tripped }, "exit 0", &res), 0);
+	assert_int_equal(run(e, (struct sb_enforcer){ .ops = &fake_ops, .ctx = &tripped }, "exit 0",
+			     &res),
+			 0);
 	assert_int_equal(res.end, SB_RULE_TRIPPED);
 	assert_int_equal(res.rule, SG_RULE_FORK);
 	sandbox_result_free(&res);
