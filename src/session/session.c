@@ -143,6 +143,7 @@ void session_end_locked(struct session_mgr *m, struct session *s, const char *ho
 		sandbox_destroy(s->sb);
 	s->sb = NULL;
 	node_cpu_release(&s->mem);
+	node_cpu_release(&s->seat);
 	pthread_mutex_lock(&m->lock);
 	for (struct session **p = &m->head; *p; p = &(*p)->next)
 		if (*p == s) {

@@ -35,9 +35,10 @@ struct session {
 	bool busy;                    /* a call holds its turn (for listings) */
 	bool ended, final_booked;
 	char end_how[16];
-	unsigned refs;              /* the table's, and each call's; under the manager's lock */
-	struct make_job job;        /* its sandbox, asked of a maker thread */
-	struct node_cpu_commit mem; /* the node memory it holds for its life (node_mem.h) */
+	unsigned refs;               /* the table's, and each call's; under the manager's lock */
+	struct make_job job;         /* its sandbox, asked of a maker thread */
+	struct node_cpu_commit mem;  /* the node memory it holds for its life (node_mem.h) */
+	struct node_cpu_commit seat; /* its node session seat, for its life (node_sessions.h) */
 	struct session *next;
 };
 

@@ -14,6 +14,7 @@
 #include "control/enforcer.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "node/node_sessions.h"
 #include "node/tenant_state.h"
 #include "session_files.h"
 #include "session_internal.h"
@@ -145,6 +146,7 @@ static int enter(struct session_mgr *m, struct session *s, const struct sg_polic
 static void unlist(struct session_mgr *m, struct session *s)
 {
 	node_cpu_release(&s->mem);
+	node_cpu_release(&s->seat);
 	pthread_mutex_lock(&m->lock);
 	for (struct session **q = &m->head; *q; q = &(*q)->next)
 		if (*q == s) {
@@ -167,6 +169,26 @@ static int refuse_paused(const char *tenant, char *detail, size_t len)
 	snprintf(detail, len, "tenant %s is paused (%s): no new sessions, forks or steps", tenant,
 		 info);
 	return -EPERM;
+}
+
+/* One of the node's session seats, for the session's whole life: refused
+ * now (-EAGAIN, a 503) when sessions hold them all, so that the node's
+ * other uid slots stay free for short runs (node_sessions.h). */
+static int hold_seat(struct session *s, char *detail, size_t len)
+{
+	uint32_t used, cap;
+	int err = node_session_seat_take(&s->seat, &used, &cap);
+
+	if (err == -EBUSY) {
+		snprintf(detail, len,
+			 "the node's %u session seats are all held (the rest of its sandbox slots "
+			 "serve short runs); retry later",
+			 cap);
+		return -EAGAIN;
+	}
+	if (err)
+		snprintf(detail, len, "cannot take a node session seat: %s", strerror(-err));
+	return err;
 }
 
 /* The node memory of its sandbox, for the session's whole life (its
@@ -214,7 +236,7 @@ static struct session *begin_session(struct session_mgr *m, const struct session
 	s->kernel = kernel;
 	s->created_ms = s->last_ms = clock_ms(CLOCK_MONOTONIC);
 	s->owed.lk.fd = -1;
-	s->mem.fd = -1;
+	s->mem.fd = s->seat.fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_lock(&s->lock);
 	s->busy = true;
@@ -223,7 +245,7 @@ static struct session *begin_session(struct session_mgr *m, const struct session
 		snprintf(detail, len, "cannot make a session id: %s", strerror(-*err));
 	else
 		*err = enter(m, s, p, detail, len);
-	if (!*err && (*err = hold_memory(s, detail, len)))
+	if (!*err && ((*err = hold_seat(s, detail, len)) || (*err = hold_memory(s, detail, len))))
 		unlist(m, s);
 	if (*err) {
 		pthread_mutex_unlock(&s->lock);

@@ -40,8 +40,9 @@ from sandguard.session import Session, SessionError  # noqa: E402
 
 UID_BASE = uid_base(70500)  # our own 256 slot uids (66-sessions: the default)
 SLOTS = 256
+SEATS = SLOTS // 2           # the node's session seats (node_sessions.h): the rest serve short runs
 MANY = 1000                 # sessions a client asks for
-MAX_SESSIONS = 200          # what its policy allows (the node has 256 slot uids)
+MAX_SESSIONS = 100          # what its policy allows (under the node's 128 session seats)
 IDLE_S = 3
 MANY_IDLE_S = 10            # longer than MANY creates take here (2-7 s)
 FORK_BOMB = "import os\nwhile True:\n    os.fork()\n"
@@ -174,11 +175,12 @@ def case_agent_restart(agent, serve):
     return "left behind: %r" % left if left else None
 
 
-def many_idle(agent, serve, tenant, bound, status):
+def many_idle(agent, serve, tenant, bound, status, during=None):
     """MANY creates from 8 threads at once: `bound` made at most (at least
     bound - 8, the slack for slots another run of ours may hold), the rest
     refused with `status` and Retry-After; all reaped as idle, booked once
-    each, nothing left. Returns a reason, or None with a summary."""
+    each, nothing left. `during`: called while they are held, its reason
+    (or None) joins the case's. Returns a reason, or None with a summary."""
     made, refused, other = [], [], []
     peak = [0]
     lock = threading.Lock()
@@ -214,7 +216,10 @@ def many_idle(agent, serve, tenant, bound, status):
     created_s = time.time() - t0
     stop.set()
     w.join()
+    meanwhile = during(agent) if during else None
     try:
+        if meanwhile:
+            return meanwhile
         return check_many(agent, serve, tenant, bound, status, made, refused, other, peak[0],
                           created_s, t0)
     finally:
@@ -260,9 +265,26 @@ def case_many_idle(agent, serve):
     return why
 
 
+def batch_runs(agent):
+    """Another tenant's batch, while sessions hold every seat: it gets a
+    sandbox (a uid slot) and its scores."""
+    code = "import json, sys; b = json.load(sys.stdin); print(json.dumps([1.0] * len(b['items'])))"
+    r = subprocess.run([SANDGUARD, "exec", "--tenant", "f-batch", "--policy-dir", agent.policy_dir, "--batch",
+                        "-", "--", "/usr/bin/python3", "-c", code], env=agent.env, capture_output=True, text=True,
+                       input=json.dumps({"batch_id": "beside-sessions", "items": [{"prompt": "p", "completion": "c"}] * 3}))
+    try:
+        res = json.loads(r.stdout)
+    except ValueError:
+        res = {}
+    if res.get("cause") != "ok" or res.get("scores") != [1.0, 1.0, 1.0]:
+        return "a batch beside the sessions: %s %s" % (r.stdout.strip()[-300:], r.stderr.strip()[-300:])
+    return None
+
+
 def case_many_idle_node(agent, serve):
-    """A policy allowing all MANY: the node's slot uids bound them (503)."""
-    why = many_idle(agent, serve, "f-node", SLOTS, 503)
+    """A policy allowing all MANY: the node's session seats (half its slot
+    uids) bound them (503), and another tenant's batch still runs."""
+    why = many_idle(agent, serve, "f-node", SEATS, 503, during=batch_runs)
     case_many_idle_node.summary = None if why else many_idle.summary
     return why
 
@@ -425,7 +447,8 @@ def main():
     for tenant, kw in (("f-restart", {}), ("f-pause", {}), ("f-disk", {}),
                        ("f-vanish", {"max_sessions": 8, "idle_s": IDLE_S}),
                        ("f-many", {"max_sessions": MAX_SESSIONS, "idle_s": MANY_IDLE_S, "memory_mb": 32}),
-                       ("f-node", {"max_sessions": MANY, "idle_s": MANY_IDLE_S, "memory_mb": 32})):
+                       ("f-node", {"max_sessions": MANY, "idle_s": MANY_IDLE_S, "memory_mb": 32}),
+                       ("f-batch", {})):
         agent.write_policy(tenant, policy(agent, **kw))
     state = agent.env["SANDGUARD_STATE_DIR"]
     os.makedirs(state)
@@ -440,8 +463,8 @@ def main():
                           case_agent_restart),
                          ("%d idle sessions asked: max_sessions bounds them, idle reaps all" % MANY,
                           case_many_idle),
-                         ("%d idle sessions allowed: the node's %d slot uids bound them (503), idle reaps all" %
-                          (MANY, SLOTS), case_many_idle_node),
+                         ("%d idle sessions allowed: the node's %d session seats bound them (503), a batch still "
+                          "runs, idle reaps all" % (MANY, SEATS), case_many_idle_node),
                          ("a client that vanishes: its sessions reaped as idle", case_vanish),
                          ("tenant pause refuses steps (423), resume runs them", case_pause),
                          ("a full journal disk: create, step, fork 507, nothing unbooked; an idle end booked",
