@@ -208,12 +208,36 @@ void session_run_step(struct session_mgr *m, struct session *s, const struct exe
 	res->session_over = s->ended;
 }
 
+/* The node's CPU for one step, in the same first-come line as every
+ * run's (node_cpu.h), waiting at most the policy's queue_timeout_ms: so a
+ * tenant's sessions can never together take CPU that admission promised
+ * other tenants' runs (and their timeouts' confirmations). Refused:
+ * -EAGAIN (a 503), nothing ran, nothing booked. */
+static int hold_node_cpu(struct session *s, struct node_cpu_commit *c, char *detail, size_t len)
+{
+	const struct sg_limits *lim = &s->policy->limits;
+	uint32_t used, cap;
+	int err = node_cpu_commit(lim->cpu, lim->queue_timeout_ms, c, &used, &cap);
+
+	if (err == -EBUSY || err == -ETIMEDOUT) {
+		snprintf(detail, len,
+			 "node CPUs committed: %.2f of %.2f cores are held by running sandboxes and "
+			 "the step needs %.2f (limits.cpu); nothing ran, retry later",
+			 used / 1000.0, cap / 1000.0, lim->cpu);
+		return -EAGAIN;
+	}
+	if (err)
+		snprintf(detail, len, "cannot commit node CPU for the step: %s", strerror(-err));
+	return err;
+}
+
 int session_exec(struct session_mgr *m, const struct session_owner *who, const char *id,
 		 char *const *argv, const char *code, size_t code_len, const struct exec_step *st,
 		 struct exec_step_result *res, struct session_info *info, char *detail, size_t len)
 {
 	struct session *s = session_find(m, who, id);
 	struct exec_step step = *st;
+	struct node_cpu_commit cpu;
 	char paused[256];
 	int err;
 
@@ -257,7 +281,10 @@ int session_exec(struct session_mgr *m, const struct session_owner *who, const c
 		argv = kargv;
 	}
 	step.argv = argv;
+	if ((err = hold_node_cpu(s, &cpu, detail, len)))
+		goto give;
 	session_run_step(m, s, &step, res);
+	node_cpu_release(&cpu);
 	info_of_session(s, info);
 	err = 0;
 give:

@@ -40,6 +40,7 @@ from sandguard.session import Session, SessionError  # noqa: E402
 
 UID_BASE = uid_base(70500)  # our own 256 slot uids (66-sessions: the default)
 SLOTS = 256
+NODE_CPUS = 2                # what admission may commit here ($SANDGUARD_NODE_CPUS)
 SEATS = SLOTS // 2           # the node's session seats (node_sessions.h): the rest serve short runs
 MANY = 1000                 # sessions a client asks for
 MAX_SESSIONS = 100          # what its policy allows (under the node's 128 session seats)
@@ -54,10 +55,10 @@ CONNECT = ("import socket, errno\n"
            "    print('refused', errno.errorcode[e.errno])\n")
 
 
-def policy(agent, max_sessions=4, idle_s=60, memory_mb=256):
+def policy(agent, max_sessions=4, idle_s=60, memory_mb=256, cpu=1.0, queue_timeout_ms=30000, timeout_ms=5000):
     return {
-        "limits": {"timeout_ms": 5000, "memory_mb": memory_mb, "max_tasks": 32, "max_forks": 200,
-                   "concurrency": 16},
+        "limits": {"timeout_ms": timeout_ms, "memory_mb": memory_mb, "max_tasks": 32, "max_forks": 200,
+                   "concurrency": 16, "cpu": cpu, "queue_timeout_ms": queue_timeout_ms},
         "exec": {"allow": ["/usr/bin/python3*", "/usr/bin/sh", "/usr/bin/dash", "/usr/bin/touch",
                            "/usr/bin/true", "/usr/bin/echo", "/usr/bin/sleep"]},
         "actions": {"egress": "deny", "file": "deny", "fork": "kill", "exec": "deny"},
@@ -358,6 +359,50 @@ def two_steps_closed(agent, tenant, sid):
     return "left behind: %r" % left if left else None
 
 
+def case_node_cpu(agent, serve):
+    """A step takes the node's CPU in admission's line like any run: while
+    another tenant's batch holds every committed CPU (SANDGUARD_NODE_CPUS
+    is NODE_CPUS here), a step waits its queue_timeout_ms and is refused
+    (503, Retry-After), nothing run or booked; once the CPU is free, the
+    next step runs. Without it, sessions could take CPU admission promised
+    to other tenants' runs."""
+    tenant = "f-cpu"
+    s = Session(serve.url, tenant=tenant)
+    code = "import json, sys, time; b = json.load(sys.stdin); time.sleep(6); " \
+        "print(json.dumps([1.0] * len(b['items'])))"
+    hog = subprocess.Popen([SANDGUARD, "exec", "--tenant", "f-hog", "--policy-dir", agent.policy_dir, "--batch",
+                            "-", "--", "/usr/bin/python3", "-c", code], env=agent.env, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        hog.stdin.write(json.dumps({"batch_id": "cpu-hog", "items": [{"prompt": "p", "completion": "c"}]}))
+        hog.stdin.close()
+        hog.stdin = None
+        time.sleep(2)  # the batch is admitted and holds the node's CPUs
+        t0 = time.time()
+        try:
+            r = s.run("touch ran-without-cpu")
+            return "a step ran while the node's CPUs were committed: %r" % r
+        except SessionError as e:
+            waited = time.time() - t0
+            if e.status != 503 or not e.retry_after or "CPU" not in str(e):
+                return "refused step: %s %r" % (e.status, str(e))
+        out, err = hog.communicate(timeout=60)
+        if json.loads(out or "{}").get("cause") != "ok":
+            return "the batch holding the CPU: %s %s" % (out[-300:], err[-300:])
+        if s.run("test ! -e ran-without-cpu")["status"] != "ok":
+            return "the step after the batch (or the refused one ran)"
+        steps = [r for r in records(agent) if r.get("batch_id") == s.id and not r["final"]]
+        if [r.get("step") for r in steps] != [1]:
+            return "booked steps: %r" % [(r.get("step"), r["cause"]) for r in steps]
+        case_node_cpu.summary = "refused 503 after %.1f s (queue_timeout_ms 1500), ran once free" % waited
+        return None
+    finally:
+        if hog.poll() is None:
+            hog.kill()
+            hog.communicate()
+        s.close()
+
+
 def case_pause(agent, serve):
     tenant = "f-pause"
     s = Session(serve.url, tenant=tenant)
@@ -444,11 +489,13 @@ def main():
         return 0
     agent = sgagent.Agent({}, name="sessfaults")
     agent.env["SANDGUARD_UID_BASE"] = str(UID_BASE)
+    agent.env["SANDGUARD_NODE_CPUS"] = str(NODE_CPUS)
     for tenant, kw in (("f-restart", {}), ("f-pause", {}), ("f-disk", {}),
                        ("f-vanish", {"max_sessions": 8, "idle_s": IDLE_S}),
                        ("f-many", {"max_sessions": MAX_SESSIONS, "idle_s": MANY_IDLE_S, "memory_mb": 32}),
                        ("f-node", {"max_sessions": MANY, "idle_s": MANY_IDLE_S, "memory_mb": 32}),
-                       ("f-batch", {})):
+                       ("f-batch", {}), ("f-cpu", {"cpu": 1.0, "queue_timeout_ms": 1500}),
+                       ("f-hog", {"cpu": float(NODE_CPUS), "timeout_ms": 20000})):
         agent.write_policy(tenant, policy(agent, **kw))
     state = agent.env["SANDGUARD_STATE_DIR"]
     os.makedirs(state)
@@ -466,6 +513,8 @@ def main():
                          ("%d idle sessions allowed: the node's %d session seats bound them (503), a batch still "
                           "runs, idle reaps all" % (MANY, SEATS), case_many_idle_node),
                          ("a client that vanishes: its sessions reaped as idle", case_vanish),
+                         ("a step waits for the node's CPU like any run: refused 503 while another "
+                          "tenant holds it all, runs once it is free", case_node_cpu),
                          ("tenant pause refuses steps (423), resume runs them", case_pause),
                          ("a full journal disk: create, step, fork 507, nothing unbooked; an idle end booked",
                           case_disk_full)]:
