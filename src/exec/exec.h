@@ -99,6 +99,7 @@
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
 #include "judge/scores.h"
+#include "lib/detail.h"
 #include "lib/ids.h"
 
 #define EXEC_DETAIL_MAX     512
@@ -498,9 +499,5 @@ int exec_session_close(const struct exec_ctx *ctx, struct sb_run_record *owed,
  * in-flight record could not follow): drop the record. */
 void exec_session_close_booked(struct sb_run_record *owed);
 
-/* snprintf-append to a detail buffer (truncates quietly: details are
- * human-readable). */
-void detail_append(char *detail, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 #endif

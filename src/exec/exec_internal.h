@@ -111,7 +111,7 @@ const char *exec_signal_name(int sig, char *buf, size_t len);
  * output under "retry"; never a policy violation. */
 bool exec_retryable(enum sg_failure_mode mode, enum sg_cause cause);
 
-/* For the journal record (exec_reason.c): why booking `b` got its cause,
+/* For the journal record (exec_classify.c): why booking `b` got its cause,
  * from the evidence the classifier saw ("" when there is nothing to say),
  * and why it was retried or final. */
 void exec_reason(const struct exec_booking *b, const struct sg_limits *lim, uint64_t timeout_ms,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "control/enforcer.h"
 #include "exec_internal.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -170,4 +171,27 @@ void exec_later_finish(struct exec_later *l)
 	free(l->list);
 	pthread_mutex_destroy(&l->lock);
 	memset(l, 0, sizeof(*l));
+}
+
+uint64_t exec_timeout_ms(const struct exec_ctx *ctx)
+{
+	uint64_t policy = ctx->policy->limits.timeout_ms;
+
+	return ctx->timeout_ms && ctx->timeout_ms < policy ? ctx->timeout_ms : policy;
+}
+
+void exec_spec_init(const struct exec_ctx *ctx, const struct sg_policy *policy, const char *mode,
+		    const char *batch_id, uint64_t timeout_ms, struct sandbox_spec *spec)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->policy = policy;
+	spec->mode = mode;
+	spec->attempt = 1;
+	spec->tenant = ctx->tenant;
+	spec->run_id = ctx->run_id;
+	spec->batch_id = batch_id;
+	spec->argv = ctx->argv;
+	spec->timeout_ms = timeout_ms;
+	spec->start_by_ms = ctx->start_by_ms;
+	spec->enforcer = sg_kernel_enforcer(ctx->agent);
 }

@@ -220,10 +220,11 @@ static int hold_node_cpu(struct session *s, struct node_cpu_commit *c, char *det
 	int err = node_cpu_commit(lim->cpu, lim->queue_timeout_ms, c, &used, &cap);
 
 	if (err == -EBUSY || err == -ETIMEDOUT) {
-		snprintf(detail, len,
-			 "node CPUs committed: %.2f of %.2f cores are held by running sandboxes and "
-			 "the step needs %.2f (limits.cpu); nothing ran, retry later",
-			 used / 1000.0, cap / 1000.0, lim->cpu);
+		snprintf(
+			detail, len,
+			"node CPUs committed: %.2f of %.2f cores are held by running sandboxes and "
+			"the step needs %.2f (limits.cpu); nothing ran, retry later",
+			used / 1000.0, cap / 1000.0, lim->cpu);
 		return -EAGAIN;
 	}
 	if (err)

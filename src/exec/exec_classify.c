@@ -1,11 +1,119 @@
-/* Why an attempt got its cause, and why it was retried or final: the
- * sentences each journal record keeps for on-call (`sandguard explain`).
- * The classifier (exec_classify) and the retry rule (exec_retryable) decide;
- * this file only says, from the same evidence, what they saw. */
+/* What a sandbox run means, and why: the classifier that gives each run its
+ * cause (exec_classify), the retry rule (exec_retryable), and the
+ * sentences each journal record keeps for on-call (`sandguard explain`:
+ * exec_reason, exec_decision), said from the same evidence the classifier
+ * saw (see src/exec/exec.h for the rules). */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include "exec_internal.h"
 #include "lib/rule_names.h"
+
+uint32_t exec_attempt_budget(const struct sg_policy *p)
+{
+	return 1 + p->max_retries;
+}
+
+const char *exec_signal_name(int sig, char *buf, size_t len)
+{
+	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+
+	if (abbrev)
+		snprintf(buf, len, "SIG%s (%d)", abbrev, sig);
+	else
+		snprintf(buf, len, "%d", sig);
+	return buf;
+}
+
+static enum sg_cause classify_end(const struct sandbox_result *r, const struct sandbox_spec *spec,
+				  int *rule, char *detail, size_t detail_len);
+
+enum sg_cause exec_classify(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
+			    int *rule, char *detail, size_t detail_len)
+{
+	enum sg_cause cause;
+
+	*rule = -1;
+	detail[0] = '\0';
+	if (rc < 0) {
+		snprintf(detail, detail_len, "platform error: %s",
+			 r->detail[0] ? r->detail : strerror(-rc));
+		return SG_CAUSE_PLATFORM_ERROR;
+	}
+	cause = classify_end(r, spec, rule, detail, detail_len);
+	/* Where the kernel's record could not be read, say so rather than
+	 * let the guess stand unmarked (issue 32). */
+	if (r->record_err && (cause == SG_CAUSE_TENANT_CRASH || cause == SG_CAUSE_TENANT_TIMEOUT))
+		detail_append(detail, detail_len,
+			      "%sthe kernel's record of the sandbox could not be read (%s): a "
+			      "violation it holds was not weighed",
+			      detail[0] ? "; " : "", strerror(-r->record_err));
+	return cause;
+}
+
+static enum sg_cause classify_end(const struct sandbox_result *r, const struct sandbox_spec *spec,
+				  int *rule, char *detail, size_t detail_len)
+{
+	const struct sg_limits *lim = &spec->policy->limits;
+	char sig[32];
+
+	switch (r->end) {
+	case SB_EXITED:
+		if (r->exit_code == 0)
+			return SG_CAUSE_OK;
+		snprintf(detail, detail_len, "exited with code %d", r->exit_code);
+		return SG_CAUSE_TENANT_CRASH;
+	case SB_SIGNALED:
+		snprintf(detail, detail_len, "killed by signal %s",
+			 exec_signal_name(r->signal, sig, sizeof(sig)));
+		return SG_CAUSE_TENANT_CRASH;
+	case SB_TIMEOUT:
+		exec_timeout_detail(r, spec, detail, detail_len);
+		return SG_CAUSE_TENANT_TIMEOUT;
+	case SB_OOM:
+		snprintf(detail, detail_len, "memory limit of %llu MB exceeded",
+			 (unsigned long long)lim->memory_mb);
+		return SG_CAUSE_TENANT_OOM;
+	case SB_OUTPUT_OVERSIZE:
+		snprintf(detail, detail_len, "oversized: stdout exceeded the cap of %llu bytes",
+			 (unsigned long long)lim->output_bytes);
+		return SG_CAUSE_TENANT_BAD_OUTPUT;
+	case SB_FORK_LIMIT:
+		*rule = SG_RULE_FORK;
+		snprintf(detail, detail_len, "fork limit reached (max_tasks %u, max_forks %u)",
+			 lim->max_tasks, lim->max_forks);
+		return SG_CAUSE_TENANT_POLICY_VIOLATION;
+	case SB_POLICY_REFUSED:
+		*rule = r->rule >= 0 && r->rule < SG_RULE__COUNT ? r->rule : SG_RULE_EXEC;
+		snprintf(detail, detail_len, "the %s rule refused the run's command (%s)",
+			 rule_name(*rule) ?: "unknown",
+			 spec->argv && spec->argv[0] ? spec->argv[0] : "?");
+		return SG_CAUSE_TENANT_POLICY_VIOLATION;
+	case SB_RULE_TRIPPED:
+		*rule = r->rule >= 0 && r->rule < SG_RULE__COUNT ? r->rule : -1;
+		snprintf(detail, detail_len,
+			 "its %s rule tripped (the kernel's record; the policy's action is kill), "
+			 "and no agent kill is on record: the agent did not answer in time",
+			 rule_name(r->rule) ?: "unknown");
+		if (*rule < 0) /* a record naming no rule: no violation to book */
+			return SG_CAUSE_PLATFORM_ERROR;
+		return SG_CAUSE_TENANT_POLICY_VIOLATION;
+	case SB_KILLED_BY_AGENT:
+		if (r->rule >= 0 && r->rule < SG_RULE__COUNT) {
+			*rule = r->rule;
+			snprintf(detail, detail_len, "killed by the agent: %s rule",
+				 rule_name(r->rule) ?: "unknown");
+		} else {
+			snprintf(detail, detail_len, "killed by the agent (rule not reported)");
+		}
+		if (r->detail[0])
+			detail_append(detail, detail_len, ": %s", r->detail);
+		return SG_CAUSE_TENANT_POLICY_VIOLATION;
+	}
+	snprintf(detail, detail_len, "platform error: sandbox ended in an unknown way (%d)",
+		 (int)r->end);
+	return SG_CAUSE_PLATFORM_ERROR;
+}
 
 bool exec_retryable(enum sg_failure_mode mode, enum sg_cause cause)
 {
