@@ -68,7 +68,7 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 
 # Components, lowest layer first: a component includes only those before it
 # (tests/stages/tree_layers.py checks this).
-COMPONENTS := lib policy judge telemetry health sandbox control node artifact exec warm session serve agent cli
+COMPONENTS := lib policy judge telemetry health sandbox interp control node artifact exec warm session serve agent cli
 
 BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
 # The agent's objects are also built without fetching atomics, for kernels
@@ -79,9 +79,9 @@ BPF_OBJS  := $(patsubst src/agent/bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS)) 
 SKELS     := $(patsubst $(BUILD)/bpf/%.bpf.o,$(BUILD)/%.skel.h,$(BPF_OBJS))
 comp_objs  = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/$(1)/*.c))
 POLICY_BLOB := $(BUILD)/obj/policy/default_policy.o
-WARM_BLOB := $(BUILD)/obj/sandbox/warm_bootstrap.o
+INTERP_BLOB := $(BUILD)/obj/interp/interp_bootstrap.o
 KERNEL_BLOB := $(BUILD)/obj/session/session_kernel_py.o
-ALL_OBJS  := $(foreach c,$(COMPONENTS),$(call comp_objs,$(c))) $(POLICY_BLOB) $(WARM_BLOB) $(KERNEL_BLOB)
+ALL_OBJS  := $(foreach c,$(COMPONENTS),$(call comp_objs,$(c))) $(POLICY_BLOB) $(INTERP_BLOB) $(KERNEL_BLOB)
 # One archive per component: a test links the archives of what it tests,
 # and the linker takes only the objects it needs from them.
 comp_lib   = $(BUILD)/lib/libsg_$(1).a
@@ -125,21 +125,21 @@ test_ticket_queue_LINK  := lib
 test_warm_proto_LINK    := warm lib
 test_warm_quiet_LINK    := warm lib
 test_exec_input_LINK    := exec judge lib
-test_exec_batch_LINK    := exec node artifact judge sandbox control telemetry policy lib
-test_exec_result_LINK   := exec node artifact judge sandbox control telemetry policy lib
-test_exec_verify_LINK   := exec node artifact judge sandbox control telemetry policy lib
-test_verify_compile_LINK := exec node artifact judge sandbox control telemetry policy lib
-test_exec_admission_LINK := exec node artifact judge sandbox control telemetry policy lib
-test_exec_owed_LINK := exec node artifact judge sandbox control telemetry policy lib
-test_artifact_LINK      := exec node artifact judge sandbox control telemetry policy lib
+test_exec_batch_LINK    := exec node artifact judge interp sandbox control telemetry policy lib
+test_exec_result_LINK   := exec node artifact judge interp sandbox control telemetry policy lib
+test_exec_verify_LINK   := exec node artifact judge interp sandbox control telemetry policy lib
+test_verify_compile_LINK := exec node artifact judge interp sandbox control telemetry policy lib
+test_exec_admission_LINK := exec node artifact judge interp sandbox control telemetry policy lib
+test_exec_owed_LINK := exec node artifact judge interp sandbox control telemetry policy lib
+test_artifact_LINK      := exec node artifact judge interp sandbox control telemetry policy lib
 test_sandbox_LINK       := sandbox policy lib
 test_sandbox_seccomp_LINK := sandbox policy lib
 test_sandbox_enforcer_LINK := sandbox policy lib
-test_serve_gate_LINK    := serve session warm exec node artifact judge sandbox control telemetry policy lib
-test_serve_routes_LINK  := serve session warm exec node artifact judge sandbox control telemetry policy lib
-test_serve_runcode_LINK := serve session warm exec node artifact judge sandbox control telemetry policy lib
-test_serve_auth_LINK    := serve session warm exec node artifact judge sandbox control telemetry policy lib
-test_run_build_cache_LINK := serve session warm exec node artifact judge sandbox control telemetry policy lib
+test_serve_gate_LINK    := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
+test_serve_routes_LINK  := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
+test_serve_runcode_LINK := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
+test_serve_auth_LINK    := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
+test_run_build_cache_LINK := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
 test_control_LINK       := control lib
 test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.
@@ -211,8 +211,8 @@ $(POLICY_BLOB): src/policy/default_policy.S policies/default.json
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -c $< -o $@
 
-# The warm interpreter's bootstrap: src/sandbox/warm_bootstrap.py, likewise.
-$(WARM_BLOB): src/sandbox/warm_bootstrap.S src/sandbox/warm_bootstrap.py
+# The interpreter forkserver's bootstrap: src/interp/interp_bootstrap.py, likewise.
+$(INTERP_BLOB): src/interp/interp_bootstrap.S src/interp/interp_bootstrap.py
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -c $< -o $@
 
@@ -227,7 +227,7 @@ $(BUILD)/lib/libsg_%.a:
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(foreach c,$(COMPONENTS),$(eval $(call comp_lib,$(c)): $(call comp_objs,$(c))))
 $(call comp_lib,policy): $(POLICY_BLOB)
-$(call comp_lib,sandbox): $(WARM_BLOB)
+$(call comp_lib,interp): $(INTERP_BLOB)
 $(call comp_lib,session): $(KERNEL_BLOB)
 
 $(BUILD)/sandguard: $(ALL_OBJS)

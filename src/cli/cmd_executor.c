@@ -13,6 +13,7 @@
 #include <string.h>
 #include "commands.h"
 #include "exec/exec.h"
+#include "interp/interp.h"
 #include "lib/log.h"
 #include "sandbox/sandbox_forker.h"
 #include "warm/warm_agent.h"
@@ -167,6 +168,6 @@ int cmd_executor(int argc, char **argv)
 	sg_info("executor: stopped; %llu runs had a prepared sandbox, %llu one made for them; "
 		"%llu ran cold because their warm interpreter could not start",
 		(unsigned long long)st.taken_ready, (unsigned long long)st.taken_fresh,
-		(unsigned long long)sandbox_warm_fallbacks());
+		(unsigned long long)interp_fallbacks());
 	return SG_EXIT_OK;
 }

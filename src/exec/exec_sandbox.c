@@ -9,6 +9,7 @@
 #include <string.h>
 #include "control/enforcer.h"
 #include "exec_internal.h"
+#include "interp/interp.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 
@@ -59,8 +60,8 @@ static int run_cold(const struct exec_ctx *ctx, struct exec_box *box,
 	char why[sizeof(r->warm_fallback)];
 	int err;
 
-	if (!sandbox_warm_refused(box->sb))
-		sandbox_warm_refuse(box->sb, r->detail);
+	if (!interp_start_refused(box->sb))
+		interp_refuse(box->sb, r->detail);
 	snprintf(why, sizeof(why), "%s", r->detail);
 	sg_debug("exec: sandbox %s: its warm run failed, the call runs cold: %s",
 		 sandbox_id(box->sb), r->detail);
@@ -118,7 +119,7 @@ int exec_box_run(const struct exec_ctx *ctx, struct exec_box *box, const struct 
 				sandbox_id(box->sb), why);
 	}
 	err = sandbox_exec(box->sb, spec, r);
-	if (err && sandbox_warm_ran(box->sb))
+	if (err && interp_ran(box->sb))
 		err = run_cold(ctx, box, spec, r);
 	return err;
 }

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include "lib/clock.h"
 #include "exec_internal.h"
+#include "interp/interp.h"
 #include "verify_judge.h"
 #include "judge/lcb.h"
 #include "verify_compile.h"
@@ -137,7 +138,7 @@ static bool cold_would_differ(struct verify_job *job, const struct exec_box *box
 	job->cold = true;
 	pthread_mutex_unlock(&job->lock);
 	if (box->sb)
-		sandbox_warm_refuse(box->sb, "a test was killed by SIGSYS in it");
+		interp_refuse(box->sb, "a test was killed by SIGSYS in it");
 	snprintf(detail, len,
 		 "killed by SIGSYS in a warm interpreter (an IPC object, or a syscall the "
 		 "sandbox refuses): run again cold");

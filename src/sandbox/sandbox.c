@@ -45,6 +45,14 @@ int sb_fail(char *detail, size_t dlen, int err, const char *fmt, ...)
 	return err;
 }
 
+/* The process's interpreter forkserver (sandbox_interp.h); NULL: none. */
+static const struct sb_interp_ops *interp_hook;
+
+void sandbox_use_interp(const struct sb_interp_ops *ops)
+{
+	interp_hook = ops;
+}
+
 static int check_spec(const struct sandbox_spec *s, char *detail, size_t dlen)
 {
 	struct sigaction chld;
@@ -386,7 +394,8 @@ static int prepare_once(const struct sandbox_spec *spec, struct sandbox **out, i
 	sb->exec_in_scratch = spec->allow_exec_in_scratch;
 	sb->enforcer = spec->enforcer;
 	sb->slot.lock_fd = sb->landlock_fd = sb->ctl = sb->pre = sb->scratch_fd = -1;
-	sb_warm_init(&sb->warm);
+	sb->owner = pthread_self();
+	sb->interp_ops = interp_hook;
 	sb->leaf.dir_fd = sb->leaf.procs_fd = -1;
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
 		sb->cg.tasks_fd[c] = -1;
@@ -561,7 +570,7 @@ bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec)
 {
 	return spec->policy && spec->tenant && !strcmp(sb->tenant, spec->tenant) &&
 	       sb->exec_in_scratch == spec->allow_exec_in_scratch &&
-	       !(spec->cold && sb->warm.sock >= 0) &&
+	       !(spec->cold && sb_interp_channel(sb) >= 0) &&
 	       sandbox_policy_same(&sb->policy, spec->policy);
 }
 
@@ -605,7 +614,8 @@ void sandbox_destroy(struct sandbox *sb)
 
 	if (!sb)
 		return;
-	sb_warm_close(sb);
+	if (sb->interp)
+		sb->interp_ops->end(sb->interp);
 	end_init(sb);
 	if (sb->registered && sb->enforcer.ops->unregister(sb->enforcer.ctx, sb->cg.id))
 		sg_debug("sandbox %s: the agent was not told it is gone", sb->id);

@@ -174,37 +174,6 @@ bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec);
  * max_retries, health). */
 bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b);
 
-/* Whether a warm interpreter for spec's script runs in sb (spec NULL: for
- * any script): a pool resets such a sandbox after its call and keeps it
- * for that script's next call (docs/sandbox.md, "Warm interpreters"). */
-bool sandbox_warm_for(const struct sandbox *sb, const struct sandbox_spec *spec);
-
-/* Whether a warm interpreter was started in sb: the tenant's preloaded
- * code ran there (or may have), so nothing a run in sb reports is evidence
- * the tenant could not produce. After a failed run, the caller runs the
- * call again cold, in another sandbox (exec_box_run()). */
-bool sandbox_warm_ran(const struct sandbox *sb);
-
-/* After sandbox_exec() failed: whether it was that sb's warm interpreter
- * could not start (its preloads did not import). The tenant's calls of
- * that script run cold for a while then; the caller runs this call again,
- * cold, in another sandbox. */
-bool sandbox_warm_refused(const struct sandbox *sb);
-
-/* A run in sb's warm interpreter ended as only a warm run can, or as
- * the run itself chose to look (a SIGSYS): sb's tenant's calls of that
- * script (for verifier tests: all of them) run cold for a while, the
- * same as after its interpreter failed (sandbox_warm.h). */
-void sandbox_warm_refuse(const struct sandbox *sb, const char *why);
-
-/* Whether sb's warm interpreter is past its policy's max_age_s: a pool
- * retires such a sandbox while it waits for a call, not only at the reset
- * after one. */
-bool sandbox_warm_expired(const struct sandbox *sb);
-
-/* Calls run cold because of such a failure, since the process started. */
-uint64_t sandbox_warm_fallbacks(void);
-
 /* sb may run a warm interpreter and serve more than one request: it was
  * prepared on a thread that outlives the requests (a pool's keeper). A
  * sandbox's init has the parent-death signal of the thread that prepared

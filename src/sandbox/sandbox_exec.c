@@ -185,7 +185,7 @@ static int encode(struct run *r, struct sb_start *m)
 	return 0;
 }
 
-int sb_send_fds(int sock, const void *buf, size_t len, const int *fds, int n)
+int sandbox_send_fds(int sock, const void *buf, size_t len, const int *fds, int n)
 {
 	char cbuf[CMSG_SPACE(8 * sizeof(int))] = { 0 };
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
@@ -218,8 +218,9 @@ static int send_start(struct run *r)
 	if (!err) {
 		/* The first run's to its main, forked ahead (sandbox_child.c);
 		 * the others' to init. */
-		err = sb_send_fds(sb->pre >= 0 ? sb->pre : sb->ctl, m,
-				  offsetof(struct sb_start, strings) + m->len, fds, SB_START_FDS);
+		err = sandbox_send_fds(sb->pre >= 0 ? sb->pre : sb->ctl, m,
+				       offsetof(struct sb_start, strings) + m->len, fds,
+				       SB_START_FDS);
 		fs_close(&sb->pre);
 		if (err) {
 			err = sb_run_fail(r, err, "sandbox %s: cannot start the run: %s", sb->id,
@@ -237,12 +238,12 @@ static int send_start(struct run *r)
 }
 
 /* A warm call: its fds to the sandbox's warm interpreter, which forks the
- * call's process (src/sandbox/sandbox_warm.h). */
+ * call's process (sandbox_interp.h). */
 static int send_call(struct run *r)
 {
 	int fds[4] = { r->in[0], r->out[1], r->err[1], r->report[1] };
 	char detail[256];
-	int err = sb_warm_send_call(r->sb, r->spec, fds, detail, sizeof(detail));
+	int err = r->sb->interp_ops->send_call(r->sb, r->spec, fds, detail, sizeof(detail));
 
 	fs_close(&r->in[0]);
 	fs_close(&r->out[1]);
@@ -255,7 +256,7 @@ static int send_call(struct run *r)
  * reports like init's DONE). */
 static void warm_done(struct run *r, int wait_ms)
 {
-	int status, got = r->done_read ? 0 : sb_warm_read_done(r->sb, &status, wait_ms);
+	int status, got = r->done_read ? 0 : r->sb->interp_ops->read_done(r->sb, &status, wait_ms);
 
 	if (got == 1) {
 		r->done = (struct sb_child_report){ .type = SB_REPORT_DONE,
@@ -277,7 +278,7 @@ static int init_says(struct run *r)
 	char detail[256];
 	int got, err;
 
-	if (sb->warm.sock >= 0) {
+	if (sb_interp_channel(sb) >= 0) {
 		warm_done(r, 0);
 		r->ctl_gone = !r->done_read;
 		return 0;
@@ -371,8 +372,9 @@ static int read_start_reports(struct run *r)
 	 * platform's. Its retries, and its next calls for a while, run cold,
 	 * where EXEC comes from sandguard's own C (24-warm-attacks
 	 * `warm-preload-cannot-withhold-exec`). */
-	if (r->sb->warm.sock >= 0)
-		sb_warm_refuse(r->sb, "its warm call ended before the tenant's code started");
+	if (sb_interp_channel(r->sb) >= 0)
+		r->sb->interp_ops->refuse(r->sb,
+					  "its warm call ended before the tenant's code started");
 	/* Killed from outside before any of the tenant's code ran: a
 	 * node-wide OOM kill, a stray signal, init's end. */
 	if (n == 0)
@@ -394,9 +396,9 @@ static int read_start_reports(struct run *r)
 static int wait_for_exec(struct run *r, uint64_t deadline)
 {
 	for (;;) {
+		int chan = sb_interp_channel(r->sb);
 		struct pollfd pfd[2] = { { .fd = r->report[0], .events = 0 },
-					 { .fd = r->sb->warm.sock >= 0 ? r->sb->warm.sock
-								       : r->sb->ctl,
+					 { .fd = chan >= 0 ? chan : r->sb->ctl,
 					   .events = POLLIN } };
 		uint64_t now = clock_ms(CLOCK_MONOTONIC);
 		uint64_t left = now < deadline ? deadline - now : 0;
@@ -431,7 +433,7 @@ static void read_done(struct run *r, int wait_ms, bool owe)
 {
 	int got;
 
-	if (r->sb->warm.sock >= 0)
+	if (sb_interp_channel(r->sb) >= 0)
 		return warm_done(r, wait_ms);
 	if (r->done_read)
 		return;
@@ -456,6 +458,25 @@ static int late(struct run *r)
 			   "sandbox %s could not start the tenant's code by the time its caller "
 			   "gave it (setup took too long on this node)",
 			   r->sb->id);
+}
+
+/* The run's interpreter (sandbox_interp.h): started when the run wants
+ * one, or why it runs cold. A sandbox whose interpreter serves another
+ * command is a pool's mistake: never run it. No hook: cold. */
+static int interp_or_cold(struct run *r)
+{
+	struct sandbox *sb = r->sb;
+	const struct sb_interp_ops *ops = sb->interp_ops;
+
+	if (ops && ops->wanted(sb, r->spec))
+		return ops->start(sb, r->spec, r->res->detail, sizeof(r->res->detail));
+	if (sb_interp_channel(sb) >= 0)
+		return sb_run_fail(r, -EINVAL,
+				   "sandbox %s runs a warm interpreter for another command",
+				   sb->id);
+	if (ops)
+		ops->why_cold(sb, r->spec, r->res->warm_fallback, sizeof(r->res->warm_fallback));
+	return 0;
 }
 
 static int watch(struct run *r, struct sb_pump *pump, uint64_t start);
@@ -491,7 +512,7 @@ static int watch(struct run *r, struct sb_pump *pump, uint64_t start)
 	 * start_by: a run that starts later cannot be answered in time. */
 	if (r->spec->start_by_ms && start >= r->spec->start_by_ms)
 		return late(r);
-	ret = sb->warm.sock >= 0 ? send_call(r) : send_start(r);
+	ret = sb_interp_channel(sb) >= 0 ? send_call(r) : send_start(r);
 	ret = ret ?: wait_for_exec(r, setup_deadline(r, start));
 	if (ret == -ETIMEDOUT && r->spec->start_by_ms &&
 	    clock_ms(CLOCK_MONOTONIC) >= r->spec->start_by_ms)
@@ -501,7 +522,7 @@ static int watch(struct run *r, struct sb_pump *pump, uint64_t start)
 	/* Its only run (a cold sandbox): the host's scratch mount goes while
 	 * the tenant's code runs. A warm interpreter's calls use the host's
 	 * path. */
-	if (r->spec->one_run && sb->warm.sock < 0)
+	if (r->spec->one_run && sb_interp_channel(sb) < 0)
 		sb_scratch_detach(sb);
 	start = clock_ms(CLOCK_MONOTONIC);
 	node_idle_read(&idle_at_start);
@@ -510,9 +531,9 @@ static int watch(struct run *r, struct sb_pump *pump, uint64_t start)
 	 * on the socket, and the pump must not wait for it until the deadline
 	 * (which would book a platform delay as the tenant's timeout). Nor
 	 * when init, or the warm interpreter, is already gone. */
-	pump->end_fd = r->done_read || r->ctl_gone ? -1
-		       : sb->warm.sock >= 0        ? sb->warm.sock
-						   : sb->ctl;
+	pump->end_fd = r->done_read || r->ctl_gone  ? -1
+		       : sb_interp_channel(sb) >= 0 ? sb_interp_channel(sb)
+						    : sb->ctl;
 	pump->in = (struct sb_feed){ .fd = r->in[1],
 				     .data = r->spec->stdin_data,
 				     .len = r->spec->stdin_len };
@@ -600,14 +621,8 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct san
 	/* The ids first: the agent attributes the warm interpreter's start to
 	 * the call that started it. */
 	ret = ret ?: name_run(&r);
-	if (!ret && sb_warm_wanted(sb, spec))
-		ret = sb_warm_start(sb, spec, res->detail, sizeof(res->detail));
-	else if (!ret && sb->warm.sock >= 0) /* a pool's mistake: never run it */
-		ret = sb_run_fail(&r, -EINVAL,
-				  "sandbox %s runs a warm interpreter for another command", sb->id);
-	else if (!ret)
-		sb_warm_why_cold(sb, spec, res->warm_fallback, sizeof(res->warm_fallback));
-	res->warm = !ret && sb->warm.sock >= 0;
+	ret = ret ?: interp_or_cold(&r);
+	res->warm = !ret && sb_interp_channel(sb) >= 0;
 	ret = ret ?: record_run(&r);
 	ret = ret ?: files_in(&r);
 	ret = ret ?: make_pipes(&r);
@@ -637,8 +652,8 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_spec *spec, struct san
 	return ret < 0 ? ret : 0;
 }
 
-int sb_start_main(struct sandbox *sb, const struct sandbox_spec *spec, int in, int out, int err,
-		  char *detail, size_t dlen)
+int sandbox_start_main(struct sandbox *sb, const struct sandbox_spec *spec, int in, int out,
+		       int err, char *detail, size_t dlen)
 {
 	struct sandbox_result *res = calloc(1, sizeof(*res));
 	struct run r = { .sb = sb, .spec = spec, .res = res, .timeout_ms = spec->timeout_ms };

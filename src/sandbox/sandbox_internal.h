@@ -4,6 +4,7 @@
 #ifndef SG_SANDBOX_INTERNAL_H
 #define SG_SANDBOX_INTERNAL_H
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -11,13 +12,13 @@
 #include "sandbox.h"
 #include "sandbox_cgroup.h"
 #include "sandbox_child.h"
+#include "sandbox_interp.h"
 #include "sandbox_net.h"
 #include "sandbox_record.h"
 #include "sandbox_root.h"
 #include "sandbox_scratch.h"
 #include "sandbox_seccomp.h"
 #include "sandbox_slots.h"
-#include "sandbox_warm.h"
 
 #define SB_KILL_WAIT_MS 2000
 
@@ -61,8 +62,21 @@ struct sandbox {
 	bool done_owed;
 	unsigned runs;
 	uint64_t oom_base, limit_base, pids_base; /* the counters before the current run */
-	struct sb_warm warm;                      /* its warm interpreter, if one runs in it */
+	bool may_keep;                            /* sandbox_may_keep() */
+	pthread_t owner; /* the thread that prepared it (its init ends with it) */
+	/* The interpreter forkserver's (sandbox_interp.h): the ops registered
+	 * when it was prepared (NULL: none, it runs cold), and its state in
+	 * this sandbox (NULL until one was started). */
+	const struct sb_interp_ops *interp_ops;
+	struct sb_interp *interp;
 };
+
+/* The interpreter's channel: >= 0 while one runs in sb (its runs are
+ * calls of it), else -1. */
+static inline int sb_interp_channel(const struct sandbox *sb)
+{
+	return sb->interp ? sb->interp_ops->channel(sb->interp) : -1;
+}
 
 /* Read one message from init's control socket, waiting at most
  * timeout_ms: 1 with *msg, 0 on timeout, -EPIPE when init is gone (the
@@ -108,16 +122,5 @@ int sb_enroll(struct sandbox *sb, bool notify, char *detail, size_t dlen);
 /* detail set from fmt; returns err. */
 int sb_fail(char *detail, size_t dlen, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-
-/* One message and n (1..8) fds (SCM_RIGHTS) on a unix socket. 0 or
- * -errno. */
-int sb_send_fds(int sock, const void *buf, size_t len, const int *fds, int n);
-
-/* Start spec->argv as the sandbox's main process in sb->leaf, with in,
- * out and err as its stdio (taken: closed here), and wait (at most
- * spec->timeout_ms) for its execve; it is left running (the warm
- * interpreter). 0, or -errno with `detail` (sb is then broken). */
-int sb_start_main(struct sandbox *sb, const struct sandbox_spec *spec, int in, int out, int err,
-		  char *detail, size_t dlen);
 
 #endif

@@ -111,7 +111,7 @@ int sb_run_decide(struct run *r, int pump_end)
 	quiet = settled && sb->enrolled &&
 		sb->enforcer.ops->quiet(sb->enforcer.ctx, sb->cg.id) == 1;
 	if (sb_enforcer_has_agent(&sb->enforcer)) {
-		verdict = quiet && sb->warm.sock < 0
+		verdict = quiet && sb_interp_channel(sb) < 0
 				  ? 0
 				  : sb->enforcer.ops->kill_verdict(sb->enforcer.ctx, sb->cg.id,
 								   &rule, AGENT_VERDICT_MS);
@@ -176,14 +176,14 @@ int sb_run_decide(struct run *r, int pump_end)
 	 * a run that fails (24-warm-attacks `warm-preload-cannot-hang-a-call`).
 	 * Any other end without DONE fails the run, and exec_box_run() runs
 	 * the call again cold: nothing the parent reports is evidence. */
-	if (!reported && sb->warm.sock >= 0 && res->end != SB_OOM && res->end != SB_TIMEOUT &&
-	    res->end != SB_OUTPUT_OVERSIZE && res->end != SB_FORK_LIMIT) {
+	if (!reported && sb_interp_channel(sb) >= 0 && res->end != SB_OOM &&
+	    res->end != SB_TIMEOUT && res->end != SB_OUTPUT_OVERSIZE && res->end != SB_FORK_LIMIT) {
 		/* Not again for a while: preloaded code that ends its parent
 		 * whenever a call fails would make every attempt a retried
 		 * platform_error, the tenant's failure never its own. Its
 		 * retries and next calls run cold (24-warm-attacks
 		 * `warm-preload-cannot-dodge-blame`). */
-		sb_warm_refuse(sb, "its warm interpreter died during a call");
+		sb->interp_ops->refuse(sb, "its warm interpreter died during a call");
 		return sb_run_fail(r, -ECHILD,
 				   "sandbox %s: its warm interpreter died during the call", sb->id);
 	}

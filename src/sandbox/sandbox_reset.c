@@ -1,6 +1,6 @@
 /* The reset between two runs of a prepared sandbox: a verifier's next
  * test, or a warm interpreter's next call (see src/sandbox/sandbox.h and
- * src/sandbox/sandbox_warm.h). */
+ * sandbox_interp.h). */
 #include <errno.h>
 #include <stdio.h>
 #include "sandbox_internal.h"
@@ -45,10 +45,10 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 	if (n != 1 || pid != sb->init)
 		return not_reused(sb, -EBUSY, detail, dlen,
 				  "something besides its init survived the last run");
-	if (sb->warm.sock >= 0) {
+	if (sb_interp_channel(sb) >= 0) {
 		char why[200];
 
-		err = sb_warm_check(sb, why, sizeof(why));
+		err = sb->interp_ops->check(sb, why, sizeof(why));
 		if (err)
 			return not_reused(sb, err, detail, dlen, why);
 	}
@@ -67,8 +67,8 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 	err = sb_cgroup_leaf_make(&sb->cg, sb->runs + 1, &sb->leaf, detail, dlen);
 	/* A warm interpreter forks the next call's child now, into that
 	 * call's cgroup, rather than on the call's path. */
-	if (!err && sb->warm.sock >= 0)
-		err = sb_warm_prefork(sb, detail, dlen);
+	if (!err && sb_interp_channel(sb) >= 0)
+		err = sb->interp_ops->prefork(sb, detail, dlen);
 	if (err)
 		return not_reused(sb, err, detail, dlen, NULL);
 	sb->oom_base = sb_cgroup_oom_kills(&sb->cg);

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include "interp/interp.h"
 #include "node/node_cpu.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -63,7 +64,7 @@ static struct sandbox *take_warm(struct kind *k, const struct sandbox_spec *spec
 	for (size_t i = k->n_warm; i-- > 0;) {
 		struct sandbox *sb = k->warm[i];
 
-		if (sandbox_warm_for(sb, spec)) {
+		if (interp_for(sb, spec)) {
 			memmove(&k->warm[i], &k->warm[i + 1],
 				(k->n_warm - i - 1) * sizeof(*k->warm));
 			k->n_warm--;
@@ -175,7 +176,7 @@ static void retire(void *self, struct sandbox *sb)
 {
 	struct warm_pool *p = self;
 	struct sandbox *now = NULL;
-	bool recycle = sandbox_warm_for(sb, NULL);
+	bool recycle = interp_for(sb, NULL);
 
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < p->n_lent; i++) {

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "control/enforcer.h"
+#include "interp/interp.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/priority.h"
@@ -56,7 +57,7 @@ static void age(struct warm_pool *p, uint64_t now, struct sandbox **later)
 		/* A kept warm interpreter past max_age_s goes now, not at its
 		 * next call (which would then start a new one on its path). */
 		for (size_t i = k->n_warm; i-- > 0;) {
-			if (sandbox_warm_expired(k->warm[i])) {
+			if (interp_expired(k->warm[i])) {
 				sg_debug("warm pool: tenant %s: a warm interpreter is past "
 					 "max_age_s (%u): retired",
 					 k->tenant, k->policy.warm.max_age_s);

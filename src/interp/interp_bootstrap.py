@@ -1,6 +1,6 @@
 # sandguard's warm interpreter: the forkserver parent of one tenant's
 # sandbox (docs/sandbox.md, "Warm interpreters"). Embedded in the binary
-# (sandbox_warm_blob.S) and run as `python3 -c <this> SCRIPT MODULE...` by
+# (src/interp/interp_bootstrap.S) and run as `python3 -c <this> SCRIPT MODULE...` by
 # the sandbox's init, as the sandbox's main process: the tenant's slot
 # uid, Landlock domain, seccomp filter, namespaces and limits.
 #
@@ -56,18 +56,18 @@ if not VERIFY:  # a batch call's child runs its script with these: imported once
 # copies the parent's writable memory, and a smaller parent is a faster
 # test.)
 
-MSG = struct.Struct("=IIiI240s")  # struct sb_warm_msg
+MSG = struct.Struct("=IIiI240s")  # struct interp_msg (src/interp/interp_state.h)
 MSG_MAGIC = 0x5347574D
 READY, FAILED, DONE = 1, 2, 3
-CALL = struct.Struct("=III")  # struct sb_warm_call's header
+CALL = struct.Struct("=III")  # struct interp_call's header
 CALL_MAGIC = 0x53475743
 CALL_MAX = 12 + 64 * 1024
 CALL_FDS = 4
-PREP = struct.Struct("=II")  # struct sb_warm_prep's header, then (start, len) pairs
+PREP = struct.Struct("=II")  # struct interp_prep's header, then (start, len) pairs
 PREP_MAGIC = 0x53475750
 MADV_POPULATE_WRITE = 23
 PROT_RW, MAP_PRIVATE_ANON_FIXED = 0x3, 0x02 | 0x20 | 0x10  # mmap(2)
-RANGE_SHARED = 1 << 63  # SB_WARM_RANGE_SHARED: a writable shared mapping
+RANGE_SHARED = 1 << 63  # INTERP_RANGE_SHARED: a writable shared mapping
 REPORT = struct.Struct("=6i")  # struct sb_child_report
 REPORT_FAILED = 1
 REPORT_EXEC = 4  # SB_REPORT_EXEC

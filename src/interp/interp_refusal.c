@@ -1,4 +1,4 @@
-/* Warm interpreters that could not start (see src/sandbox/sandbox_warm.h):
+/* Warm interpreters that could not start (see src/interp/interp.h):
  * a tenant's preloaded module that does not import (a typo, a module the
  * sandbox may not read) would otherwise make every warm call of that
  * tenant a platform error. Instead the failure is noted for the tenant,
@@ -11,7 +11,10 @@
 #include <string.h>
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "sandbox_internal.h"
+#include "policy/policy.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/sandbox_interp.h"
+#include "interp_refusal.h"
 
 #define REFUSED_MS  60000
 #define REFUSED_MAX 16 /* the oldest is forgotten past it */
@@ -31,10 +34,10 @@ static uint64_t fallbacks;
 /* FNV-1a over the sandbox's part of the policy (sandbox_policy_same()'s). */
 static uint64_t sb_policy_digest(const struct sandbox *sb)
 {
-	const unsigned char *p = (const unsigned char *)&sb->policy;
+	const unsigned char *p = (const unsigned char *)sandbox_policy(sb);
 	uint64_t h = 14695981039346656037ull;
 
-	for (size_t i = 0; i < sizeof(sb->policy); i++)
+	for (size_t i = 0; i < sizeof(struct sg_policy); i++)
 		h = (h ^ p[i]) * 1099511628211ull;
 	return h;
 }
@@ -45,27 +48,27 @@ static struct refusal *find(const struct sandbox *sb, const char *script, uint64
 	for (int i = 0; i < REFUSED_MAX; i++) {
 		struct refusal *r = &refused[i];
 
-		if (r->until_ms > now && r->policy == digest && !strcmp(r->tenant, sb->tenant) &&
-		    !strcmp(r->script, script))
+		if (r->until_ms > now && r->policy == digest &&
+		    !strcmp(r->tenant, sandbox_tenant(sb)) && !strcmp(r->script, script))
 			return r;
 	}
 	return NULL;
 }
 
-void sb_warm_refuse(const struct sandbox *sb, const char *why)
+void interp_note_refusal(const struct sandbox *sb, const char *script, const char *why)
 {
 	uint64_t now = clock_ms(CLOCK_MONOTONIC), digest = sb_policy_digest(sb);
 	struct refusal *r;
 
 	pthread_mutex_lock(&lock);
-	r = find(sb, sb->warm.script, digest, now);
+	r = find(sb, script, digest, now);
 	if (!r) {
 		r = &refused[0];
 		for (int i = 1; i < REFUSED_MAX; i++)
 			if (refused[i].until_ms < r->until_ms)
 				r = &refused[i];
-		snprintf(r->tenant, sizeof(r->tenant), "%s", sb->tenant);
-		snprintf(r->script, sizeof(r->script), "%s", sb->warm.script);
+		snprintf(r->tenant, sizeof(r->tenant), "%s", sandbox_tenant(sb));
+		snprintf(r->script, sizeof(r->script), "%s", script);
 		r->policy = digest;
 		snprintf(r->why, sizeof(r->why), "%s", why);
 		/* The node's log, not the caller's (sg_log_to()): on-call's. */
@@ -74,14 +77,14 @@ void sb_warm_refuse(const struct sandbox *sb, const char *why)
 		sg_log_to(NULL);
 		sg_warn("tenant %s: the warm interpreter for %s cannot serve (%s): its calls run "
 			"cold for %d s, then one is tried again",
-			sb->tenant, sb->warm.script, why, REFUSED_MS / 1000);
+			sandbox_tenant(sb), script, why, REFUSED_MS / 1000);
 		sg_log_to(caller);
 	}
 	r->until_ms = now + REFUSED_MS;
 	pthread_mutex_unlock(&lock);
 }
 
-bool sb_warm_refused(const struct sandbox *sb, const char *script, char *why, size_t len)
+bool interp_refused(const struct sandbox *sb, const char *script, char *why, size_t len)
 {
 	struct refusal *r;
 	uint64_t digest;
@@ -103,7 +106,7 @@ bool sb_warm_refused(const struct sandbox *sb, const char *script, char *why, si
 	return found;
 }
 
-uint64_t sandbox_warm_fallbacks(void)
+uint64_t interp_fallbacks(void)
 {
 	uint64_t n;
 
