@@ -1,9 +1,13 @@
 /* The sandbox is mechanism only: it links without the agent's code
- * (control/), and runs real sandboxes, as root, with no enforcer or with
- * this test's own (src/sandbox/sandbox_enforcer.h). Asserts what the
- * sandbox asks of its enforcer and when, and that the enforcer's record
- * decides the run's end: a tripped rule is the run's violation, whatever
- * the main process did. A spec that names no enforcer is refused. */
+ * (control/) and without the interpreter forkserver's (interp/), and runs
+ * real sandboxes, as root, with no enforcer or with this test's own
+ * (src/sandbox/sandbox_enforcer.h). Asserts what the sandbox asks of its
+ * enforcer and when, and that the enforcer's record decides the run's
+ * end: a tripped rule is the run's violation, whatever the main process
+ * did. A spec that names no enforcer is refused. With this test's own
+ * interpreter hook (src/sandbox/sandbox_interp.h): each run asks it, a
+ * cold run carries its why, and the state it made in a sandbox is ended
+ * with the sandbox. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +23,7 @@
 #include "lib/cgroup.h"
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/sandbox_interp.h"
 
 struct fake {
 	int enrolled, named, released, unregistered, verdicts, quiet_asked, trip_asked;
@@ -117,6 +122,98 @@ static const struct sb_enforcer_ops fake_ops = {
 	.quiet = f_quiet,
 	.trip_rule = f_trip_rule,
 	.first_rule = f_first_rule,
+};
+
+/* The interpreter hook's fake: its state in a sandbox is this struct
+ * (opaque to the sandbox). */
+struct sb_interp {
+	int fd;
+};
+
+static struct {
+	bool want; /* what wanted() answers */
+	int wanted, started, why_cold, ended;
+	struct sb_interp made;
+} hk;
+
+static bool h_wanted(const struct sandbox *sb, const struct sandbox_spec *spec)
+{
+	(void)sb, (void)spec;
+	hk.wanted++;
+	return hk.want;
+}
+
+/* A start that fails after it made its state, as a parent whose preloads
+ * do not import does. */
+static int h_start(struct sandbox *sb, const struct sandbox_spec *spec, char *detail, size_t dlen)
+{
+	(void)spec;
+	hk.started++;
+	hk.made.fd = -1;
+	sandbox_interp_set(sb, &hk.made);
+	snprintf(detail, dlen, "fake interpreter: could not start");
+	return -ENOEXEC;
+}
+
+static void h_why_cold(const struct sandbox *sb, const struct sandbox_spec *spec, char *why,
+		       size_t len)
+{
+	(void)sb, (void)spec;
+	hk.why_cold++;
+	snprintf(why, len, "fake: cold for a while");
+}
+
+static int h_channel(const struct sb_interp *in)
+{
+	return in->fd;
+}
+
+/* Never called while no interpreter runs (its channel is -1). */
+static int h_send_call(struct sandbox *sb, const struct sandbox_spec *spec, const int fds[4],
+		       char *detail, size_t dlen)
+{
+	(void)sb, (void)spec, (void)fds, (void)detail, (void)dlen;
+	fail();
+	return -EIO;
+}
+
+static int h_read_done(struct sandbox *sb, int *status, int timeout_ms)
+{
+	(void)sb, (void)status, (void)timeout_ms;
+	fail();
+	return -EIO;
+}
+
+static int h_between(struct sandbox *sb, char *detail, size_t dlen)
+{
+	(void)sb, (void)detail, (void)dlen;
+	fail();
+	return -EIO;
+}
+
+static void h_refuse(const struct sandbox *sb, const char *why)
+{
+	(void)sb, (void)why;
+	fail();
+}
+
+static void h_end(struct sb_interp *in)
+{
+	assert_ptr_equal(in, &hk.made);
+	hk.ended++;
+}
+
+static const struct sb_interp_ops fake_interp = {
+	.wanted = h_wanted,
+	.start = h_start,
+	.why_cold = h_why_cold,
+	.channel = h_channel,
+	.send_call = h_send_call,
+	.read_done = h_read_done,
+	.check = h_between,
+	.prefork = h_between,
+	.refuse = h_refuse,
+	.end = h_end,
 };
 
 struct env {
@@ -233,12 +330,48 @@ static void test_enforcer_asked_and_obeyed(void **state)
 	assert_int_equal(tripped.released, 1);
 }
 
+static void test_interp_hook_asked(void **state)
+{
+	struct sb_enforcer none = { .none = true };
+	struct sandbox_result res;
+	struct env *e = *state;
+
+	if (!e)
+		skip();
+	sandbox_use_interp(&fake_interp);
+	/* Not wanted: the run is cold, and says why the hook gave. */
+	memset(&hk, 0, sizeof(hk));
+	assert_int_equal(run(e, none, "exit 4", &res), 0);
+	assert_int_equal(res.end, SB_EXITED);
+	assert_int_equal(res.exit_code, 4);
+	assert_false(res.warm);
+	assert_string_equal(res.warm_fallback, "fake: cold for a while");
+	sandbox_result_free(&res);
+	assert_int_equal(hk.wanted, 1);
+	assert_int_equal(hk.why_cold, 1);
+	assert_int_equal(hk.started, 0);
+	assert_int_equal(hk.ended, 0); /* no state was made */
+	/* Wanted, and its start fails: the run fails with the hook's detail,
+	 * nothing of the tenant's ran, and the state the hook made in the
+	 * sandbox is ended with it, once. */
+	memset(&hk, 0, sizeof(hk));
+	hk.want = true;
+	assert_int_equal(run(e, none, "exit 0", &res), -ENOEXEC);
+	assert_non_null(strstr(res.detail, "fake interpreter: could not start"));
+	assert_false(res.warm);
+	sandbox_result_free(&res);
+	assert_int_equal(hk.started, 1);
+	assert_int_equal(hk.ended, 1);
+	sandbox_use_interp(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_runs_with_no_enforcer),
 		cmocka_unit_test(test_zero_enforcer_refused),
 		cmocka_unit_test(test_enforcer_asked_and_obeyed),
+		cmocka_unit_test(test_interp_hook_asked),
 	};
 
 	return cmocka_run_group_tests(tests, env_setup, env_teardown);
