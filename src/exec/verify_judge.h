@@ -37,11 +37,6 @@
 int verify_case_call_parse(const json_t *t, struct verify_case *c, const char *where,
 			   const char *name, char *err, size_t err_len);
 
-/* Tests given as LiveCodeBench's input_output object, {"inputs": [str],
- * "outputs": [str], "fn_name": str | null} (verify_in_outs.c): *doc
- * becomes the equivalent array of tests. 0, -EINVAL with `err`, -ENOMEM. */
-int verify_in_outs_to_tests(json_t **doc, const char *name, char *err, size_t err_len);
-
 /* The request's grader, else the policy's (enum sg_grader). */
 int verify_grader(const struct sg_policy *p, const struct verify_cases *tests);
 
