@@ -78,8 +78,8 @@ int main(int argc, char **argv)
 	/* The sandboxes' interpreter forkserver (src/sandbox/sandbox_interp.h):
 	 * registered once, before any sandbox is prepared. */
 	sandbox_use_interp(&interp_hook);
-	/* exec --language: the languages are serve's (warm_command.h) */
-	warm_exec_set_languages(&serve_exec_languages);
+	/* exec --language: the languages are serve's (exec_command.h) */
+	exec_command_set_languages(&serve_exec_languages);
 	for (size_t i = 0; i < ARRAY_LEN(commands); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return end(commands[i].run, commands[i].run(argc - 1, argv + 1));

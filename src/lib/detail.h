@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static inline __attribute__((format(printf, 3, 4))) void
-detail_append(char *detail, size_t len, const char *fmt, ...)
+static inline __attribute__((format(printf, 3, 4))) void detail_append(char *detail, size_t len,
+								       const char *fmt, ...)
 {
 	size_t used = strnlen(detail, len);
 	va_list ap;

@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "exec/exec.h"
-#include "warm/warm_command.h"
+#include "exec/exec_command.h"
 
 #define SERVE_MAX_BODY_DEFAULT        (8u << 20)
 #define SERVE_MAX_BUFFERED_DEFAULT    (256u << 20)
@@ -80,8 +80,8 @@ struct serve_config {
 struct serve;
 
 /* `sandguard exec --tests --language L --code FILE`: L's build and run
- * steps as /run_code's (serve_verify_lang.c), for warm_exec_set_languages(). */
-extern const struct warm_languages serve_exec_languages;
+ * steps as /run_code's (serve_verify_lang.c), for exec_command_set_languages(). */
+extern const struct exec_languages serve_exec_languages;
 
 /* Set up languages, tokens and admission, bind and start serving. Returns
  * 0 and *out, or a negative errno with a message logged (-EINVAL for a

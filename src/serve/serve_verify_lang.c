@@ -64,7 +64,7 @@ int verify_lang_plan(struct serve_call *c, json_t *body, struct verify_lang **ou
 	return 0;
 }
 
-/* ---- sandguard exec --language (src/warm/warm_command.h) -------------- */
+/* ---- sandguard exec --language (src/exec/exec_command.h) -------------- */
 
 struct exec_language {
 	struct serve_langs langs; /* the one language, found on this node */
@@ -111,7 +111,7 @@ fail:
 	return ret;
 }
 
-const struct warm_languages serve_exec_languages = {
+const struct exec_languages serve_exec_languages = {
 	.plan = exec_language_plan,
 	.release = free,
 };

@@ -33,36 +33,6 @@ static int connect_executor(void)
 	return fd;
 }
 
-/* The strings: argv, then our SANDGUARD_* environment. */
-static char *pack(int argc, char **argv, char **envp, struct warm_request *h)
-{
-	size_t len = 0, off = 0;
-	char *buf;
-
-	for (int i = 0; i < argc; i++)
-		len += strlen(argv[i]) + 1;
-	for (char **e = envp; *e; e++)
-		if (warm_env_shared(*e))
-			len += strlen(*e) + 1;
-	if (len > WARM_MAX_STRINGS || !(buf = malloc(len ? len : 1)))
-		return NULL;
-	*h = (struct warm_request){ .magic = WARM_MAGIC,
-				    .argc = (uint32_t)argc,
-				    .len = (uint32_t)len };
-	for (int i = 0; i < argc; i++) {
-		memcpy(buf + off, argv[i], strlen(argv[i]) + 1);
-		off += strlen(argv[i]) + 1;
-	}
-	for (char **e = envp; *e; e++) {
-		if (!warm_env_shared(*e))
-			continue;
-		memcpy(buf + off, *e, strlen(*e) + 1);
-		off += strlen(*e) + 1;
-		h->envc++;
-	}
-	return buf;
-}
-
 /* The head with our working directory and stdin, then the strings. */
 static int send_request(int fd, const struct warm_request *h, const char *strings)
 {
@@ -115,39 +85,6 @@ static int relay(int fd, uint64_t n, int to)
 		n -= want;
 	}
 	return 0;
-}
-
-/* The tenant named on the command line, if it is a plain name. */
-static const char *tenant_of(int argc, char **argv)
-{
-	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
-		const char *t = !strcmp(argv[i], "--tenant") && i + 1 < argc ? argv[i + 1]
-				: !strncmp(argv[i], "--tenant=", 9)          ? argv[i] + 9
-									     : NULL;
-
-		if (t && *t && strspn(t, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(t) &&
-		    strlen(t) < 64)
-			return t;
-	}
-	return NULL;
-}
-
-/* Whether the command reads its input from stdin: --batch - or --tests -
- * (or, as getopt_long takes them, a prefix of either). */
-static bool reads_stdin(int argc, char **argv)
-{
-	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
-		const char *a = argv[i] + 2, *eq = strchr(argv[i], '='), *v;
-		size_t n;
-
-		if (strncmp(argv[i], "--", 2) || !*a)
-			continue;
-		n = eq ? (size_t)(eq - a) : strlen(a);
-		v = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : "";
-		if (n && !strcmp(v, "-") && (!strncmp(a, "batch", n) || !strncmp(a, "tests", n)))
-			return true;
-	}
-	return false;
 }
 
 static int write_all(int fd, const char *buf, size_t len)
@@ -241,23 +178,22 @@ static int never_started(off_t stdin_at)
  * answered: the request's in-flight record is made or its outcome booked
  * already, so it is booked once (by the executor, or by the next one's
  * reaper: "executor died"); never run it twice. */
-static int executor_died(int argc, char **argv)
+static int executor_died(const char *tenant)
 {
-	const char *tenant = tenant_of(argc, argv);
-
-	printf("{\"tenant\":%s%s%s,\"batch_id\":null,\"status\":\"failed\",\"cause\":\"platform_error\","
+	/* A tenant name needs no JSON escapes (exec_request_check()). */
+	printf("{\"tenant\":\"%s\",\"batch_id\":null,\"status\":\"failed\",\"cause\":\"platform_error\","
 	       "\"rule\":null,\"scores\":null,\"detail\":\"platform error: the executor ended after it "
 	       "started the run, before it answered; the run is booked once, by the executor or, as "
 	       "'executor died', by the next executor's reaper\","
 	       "\"attempts\":0,\"wall_ms\":0,\"stderr\":null,\"path\":\"warm\"}\n",
-	       tenant ? "\"" : "", tenant ? tenant : "null", tenant ? "\"" : "");
+	       tenant);
 	fflush(stdout);
 	fprintf(stderr, "sandguard: error: exec: the executor ended after it started the run, "
 			"before it answered\n");
 	return 2;
 }
 
-int warm_client_run(int argc, char **argv, char **envp)
+int warm_client_run(const struct exec_request *req, char **envp)
 {
 	const char *off = getenv(WARM_ENV_OFF);
 	struct warm_request h;
@@ -273,14 +209,14 @@ int warm_client_run(int argc, char **argv, char **envp)
 	if (fd < 0)
 		return -1;
 	has_stdin = fcntl(STDIN_FILENO, F_GETFD) >= 0;
-	if (has_stdin && reads_stdin(argc, argv)) {
+	if (has_stdin && exec_request_reads_stdin(req)) {
 		stdin_at = keep_stdin(&err);
 		if (stdin_at < 0) {
 			close(fd);
 			return err ? err : -1;
 		}
 	}
-	strings = pack(argc, argv, envp, &h);
+	strings = warm_request_pack(req, envp, &h);
 	if (!strings) {
 		close(fd);
 		return -1;
@@ -305,7 +241,7 @@ int warm_client_run(int argc, char **argv, char **envp)
 		err = warm_recv_all(fd, &r, sizeof(r));
 	if (err || r.magic != WARM_MAGIC || r.code < 0) {
 		close(fd);
-		return started ? executor_died(argc, argv) : never_started(stdin_at);
+		return started ? executor_died(req->tenant) : never_started(stdin_at);
 	}
 	err = relay(fd, r.out_len, STDOUT_FILENO);
 	err = err ?: relay(fd, r.err_len, STDERR_FILENO);

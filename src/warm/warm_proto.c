@@ -1,11 +1,143 @@
 /* The executor socket's wire format (see src/warm/warm_proto.h). */
 #include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include "lib/array_len.h"
 #include "lib/fs_util.h"
 #include "warm_proto.h"
+
+/* The request's strings, in the order they travel (bit i of `fields`). */
+static const size_t request_fields[] = {
+	offsetof(struct exec_request, tenant),     offsetof(struct exec_request, policy_dir),
+	offsetof(struct exec_request, batch_path), offsetof(struct exec_request, tests_path),
+	offsetof(struct exec_request, run_id),     offsetof(struct exec_request, batch_id),
+	offsetof(struct exec_request, language),   offsetof(struct exec_request, code_path),
+};
+
+static const char *field(const struct exec_request *r, size_t i)
+{
+	return *(const char *const *)((const char *)r + request_fields[i]);
+}
+
+static void set_field(struct exec_request *r, size_t i, const char *s)
+{
+	*(const char **)((char *)r + request_fields[i]) = s;
+}
+
+/* Appends s and its NUL at buf + *off when buf is set; counts it anyway. */
+static void put(char *buf, size_t *off, const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	if (buf)
+		memcpy(buf + *off, s, n);
+	*off += n;
+}
+
+/* The strings into buf (NULL: only counted); their length. */
+static size_t put_strings(const struct exec_request *r, char **envp, char *buf,
+			  struct warm_request *h)
+{
+	size_t off = 0;
+
+	for (size_t i = 0; i < ARRAY_LEN(request_fields); i++) {
+		if (!field(r, i))
+			continue;
+		put(buf, &off, field(r, i));
+		h->fields |= 1u << i;
+	}
+	for (char *const *a = r->argv; a && *a; a++, h->argc++)
+		put(buf, &off, *a);
+	for (char **e = envp; *e; e++) {
+		if (!warm_env_shared(*e))
+			continue;
+		put(buf, &off, *e);
+		h->envc++;
+	}
+	return off;
+}
+
+char *warm_request_pack(const struct exec_request *r, char **envp, struct warm_request *h)
+{
+	size_t len;
+	char *buf;
+
+	memset(h, 0, sizeof(*h));
+	len = put_strings(r, envp, NULL, h);
+	if (len > WARM_MAX_STRINGS || !(buf = malloc(len ? len : 1)))
+		return NULL;
+	*h = (struct warm_request){ .magic = WARM_MAGIC,
+				    .len = (uint32_t)len,
+				    .timeout_ms = r->timeout_ms,
+				    .grader = r->grader_set ? r->grader + 1u : 0 };
+	put_strings(r, envp, buf, h);
+	return buf;
+}
+
+/* The next n strings of s (len bytes, each NUL-ended) from *off on, into
+ * v. */
+static int split(char *s, uint32_t len, uint32_t *off, char **v, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		char *nul = *off < len ? memchr(s + *off, '\0', len - *off) : NULL;
+
+		if (!nul)
+			return -EPROTO;
+		v[i] = s + *off;
+		*off += (uint32_t)(nul - v[i]) + 1;
+	}
+	return 0;
+}
+
+int warm_request_unpack(const struct warm_request *h, char *strings, struct exec_request *r,
+			char ***env, char ***vec)
+{
+	uint32_t known = (1u << ARRAY_LEN(request_fields)) - 1, off = 0;
+	uint64_t n_fields = (uint64_t)__builtin_popcount(h->fields);
+	char **v, **argv, **k;
+	int err;
+
+	*env = *vec = NULL;
+	memset(r, 0, sizeof(*r));
+	/* Each string takes a byte at least: counts past the length are a
+	 * lie, and would wrap the sums below. */
+	if ((h->fields & ~known) || n_fields + h->argc + h->envc > h->len ||
+	    h->grader > SG_GRADER_LCB + 1u || h->zero)
+		return -EPROTO;
+	/* The fields, the command and its NULL, the environment and its NULL. */
+	v = calloc(n_fields + h->argc + h->envc + 2, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	argv = v + n_fields;
+	*env = argv + h->argc + 1;
+	err = split(strings, h->len, &off, v, n_fields);
+	err = err ?: split(strings, h->len, &off, argv, h->argc);
+	err = err ?: split(strings, h->len, &off, *env, h->envc);
+	if (!err && off != h->len)
+		err = -EPROTO;
+	k = v;
+	for (size_t i = 0; i < ARRAY_LEN(request_fields); i++)
+		if (h->fields & (1u << i))
+			set_field(r, i, *k++);
+	r->argv = h->argc ? argv : NULL;
+	r->timeout_ms = h->timeout_ms;
+	r->grader_set = h->grader > 0;
+	r->grader = (uint8_t)(h->grader ? h->grader - 1 : 0);
+	if (!err && !exec_request_check(r))
+		err = -EPROTO;
+	if (err) {
+		free(v);
+		*env = NULL;
+		memset(r, 0, sizeof(*r));
+		return err;
+	}
+	*vec = v;
+	return 0;
+}
 
 int warm_socket_path(char *buf, size_t len)
 {

@@ -3,11 +3,13 @@
  * SOCK_STREAM, root-only (mode 0600, and the executor serves root peers
  * only). One request per connection:
  *
- *   client -> executor   struct warm_request, then `len` bytes: the exec
- *                        command's argv (argv[0] = "exec") and the client's
- *                        SANDGUARD_* environment, NUL-ended strings; with
- *                        the head, SCM_RIGHTS: the client's working
- *                        directory (O_PATH) and, when open, its stdin.
+ *   client -> executor   struct warm_request, then `len` bytes of
+ *                        NUL-ended strings: the request's strings that are
+ *                        set (`fields`, in warm_request_pack()'s order),
+ *                        the command's argc strings, then the client's
+ *                        envc SANDGUARD_* environment entries; with the
+ *                        head, SCM_RIGHTS: the client's working directory
+ *                        (O_PATH) and, when open, its stdin.
  *   executor -> client   struct warm_reply WARM_STARTED just before the
  *                        request leaves its first trace that outlives the
  *                        executor (src/lib/first_trace.h: its in-flight run
@@ -16,6 +18,12 @@
  *                        command is done, a struct warm_reply with its exit
  *                        code, then out_len bytes for the client's stdout
  *                        and err_len for its stderr.
+ *
+ * What travels is the request the CLI parsed (struct exec_request), not
+ * its command line: the command line has one parser (src/cli/cmd_exec.c),
+ * and the executor is a transport that runs exec_command_run() on what it
+ * was handed. Strings, not JSON: paths and the command's arguments are
+ * bytes, which need not be UTF-8.
  *
  * The executor serves a client whose SANDGUARD_* environment is its own
  * (the same journal, cgroup root, run directory, slots, agent, policies:
@@ -27,16 +35,21 @@
  * it once (its stdin is handed over as a copy the client keeps, so it can).
  * After WARM_STARTED it never does: an executor that ends then leaves the
  * run's record (or its booking), and the next executor's reaper books it.
- * Libc only: the client side links nothing else. */
+ * The client's side is system calls and string copies: the whole of a warm
+ * run's start is that process's. */
 #ifndef SG_WARM_PROTO_H
 #define SG_WARM_PROTO_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include "exec/exec_command.h"
 
-#define WARM_SOCKET      "executor.sock"
-#define WARM_MAGIC       0x53475745u /* "SGWE" */
+#define WARM_SOCKET "executor.sock"
+/* "SGW2": the parsed request. Was "SGWE" while the command line itself
+ * travelled: either side refuses the other's head, and the client runs
+ * cold. */
+#define WARM_MAGIC       0x53475732u
 #define WARM_MAX_STRINGS (256u * 1024)
 #define WARM_NOT_SERVED  (-1)
 #define WARM_STARTED     (-2)
@@ -47,9 +60,14 @@
 
 struct warm_request {
 	uint32_t magic;
-	uint32_t argc, envc;
+	uint32_t fields;    /* bit i: the request's string i (warm_proto.c) is sent */
+	uint32_t argc;      /* the command's strings (0: --language) */
+	uint32_t envc;      /* the client's SANDGUARD_* entries */
 	uint32_t has_stdin; /* the second fd is the client's stdin */
 	uint32_t len;       /* bytes of strings that follow */
+	uint64_t timeout_ms;
+	uint32_t grader; /* 0: the policy's; else enum sg_grader + 1 */
+	uint32_t zero;   /* 0, as the head has no hole */
 };
 
 struct warm_reply {
@@ -64,6 +82,19 @@ int warm_socket_path(char *buf, size_t len);
 /* Whether an environment entry ("NAME=value") is one the executor and its
  * client must agree on: every SANDGUARD_* but SANDGUARD_WARM. */
 bool warm_env_shared(const char *entry);
+
+/* The strings that follow the head for request r and the environment
+ * envp, *h filled in (has_stdin aside); NULL when they would be past
+ * WARM_MAX_STRINGS or out of memory (then run cold). free() it. */
+char *warm_request_pack(const struct exec_request *r, char **envp, struct warm_request *h);
+
+/* The request a head and its strings carry: r's strings point into
+ * `strings`, and r->argv (NULL with --language) and *env (the client's
+ * environment entries, NULL-ended) into *vec, which is the caller's to
+ * free(). 0, -EPROTO (counts past the strings, a string without its NUL,
+ * unknown fields, a request exec_request_check() refuses) or -ENOMEM. */
+int warm_request_unpack(const struct warm_request *h, char *strings, struct exec_request *r,
+			char ***env, char ***vec);
 
 /* All of it, or -errno (-EPIPE at EOF). */
 int warm_send_all(int fd, const void *buf, size_t len);

@@ -19,7 +19,6 @@
 #include "lib/fs_util.h"
 #include "lib/log.h"
 #include "warm_agent.h"
-#include "warm_command.h"
 #include "warm_pool.h"
 #include "warm_proto.h"
 #include "warm_server.h"
@@ -66,7 +65,8 @@ struct client {
 	int cwd, in; /* -1 when not sent */
 	struct warm_request h;
 	char *strings;
-	char **argv;
+	struct exec_request req; /* its strings in `strings`, its argv in `vec` */
+	char **vec;
 	struct client *next; /* in the server's queue */
 };
 
@@ -120,44 +120,24 @@ static int receive(struct client *c)
 		memcpy(fds, CMSG_DATA(cm), cm->cmsg_len - CMSG_LEN(0));
 	c->cwd = fds[0];
 	c->in = fds[1];
-	/* Each string takes a byte at least: counts past the length are a
-	 * lie, and would wrap the sums below (argc + 1, argc + envc). */
 	if (n != (ssize_t)sizeof(c->h) || c->h.magic != WARM_MAGIC || c->h.len > WARM_MAX_STRINGS ||
-	    !c->h.argc || (uint64_t)c->h.argc + c->h.envc > c->h.len || c->cwd < 0 ||
-	    (c->h.has_stdin && c->in < 0))
+	    c->cwd < 0 || (c->h.has_stdin && c->in < 0))
 		return -EPROTO;
 	c->strings = malloc(c->h.len + 1);
-	c->argv = calloc(c->h.argc + 1, sizeof(*c->argv));
-	if (!c->strings || !c->argv)
+	if (!c->strings)
 		return -ENOMEM;
 	return warm_recv_all(c->fd, c->strings, c->h.len);
 }
 
-/* argv, and whether the client's environment is ours. */
+/* The request, and whether the client's environment is ours. */
 static int unpack(struct client *c, char *why, size_t len)
 {
-	char **env = calloc(c->h.envc + 1, sizeof(*env)), *text;
-	size_t off = 0, env_len;
-	uint32_t i;
-	int err = 0;
+	char **env, *text;
+	size_t env_len;
+	int err = warm_request_unpack(&c->h, c->strings, &c->req, &env, &c->vec);
 
-	if (!env)
-		return -ENOMEM;
-	for (i = 0; i < c->h.argc + c->h.envc && off < c->h.len; i++) {
-		char *s = c->strings + off, *nul = memchr(s, '\0', c->h.len - off);
-
-		if (!nul)
-			break;
-		if (i < c->h.argc)
-			c->argv[i] = s;
-		else
-			env[i - c->h.argc] = s;
-		off += (size_t)(nul - s) + 1;
-	}
-	if (i != c->h.argc + c->h.envc || off != c->h.len) {
-		free(env);
-		return -EPROTO;
-	}
+	if (err)
+		return err;
 	text = env_text(env, c->h.envc, &env_len);
 	if (!text)
 		err = -ENOMEM;
@@ -168,7 +148,6 @@ static int unpack(struct client *c, char *why, size_t len)
 		err = -EXDEV;
 	}
 	free(text);
-	free(env);
 	return err;
 }
 
@@ -197,7 +176,7 @@ static void started(void *arg)
  * has). */
 static void run_command(struct client *c, int fs_err)
 {
-	struct warm_io io = { .in_fd = c->in,
+	struct exec_io io = { .in_fd = c->in,
 			      .path = "warm",
 			      .agent = warm_agent_get(c->s->agent),
 			      .sandboxes = warm_pool_source(c->s->pool),
@@ -235,7 +214,7 @@ static void run_command(struct client *c, int fs_err)
 	 * for it), and a kill then must not cost it its run. */
 	first_trace_arm(started, c);
 	sg_log_to(io.err);
-	code = warm_exec_command((int)c->h.argc, c->argv, &io);
+	code = exec_command_run(&c->req, &io);
 	sg_log_to(NULL);
 	first_trace_disarm();
 	fclose(io.out);
@@ -278,7 +257,7 @@ static void serve_client(struct client *c, int fs_err)
 	fs_close(&c->cwd);
 	fs_close(&c->in);
 	free(c->strings);
-	free(c->argv);
+	free(c->vec);
 	free(c);
 }
 

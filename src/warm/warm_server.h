@@ -1,6 +1,7 @@
 /* The long-lived executor's local socket (src/warm/warm_proto.h): each
- * client's `sandguard exec` runs here, on a thread of its own, in the
- * client's working directory with the client's stdin, its sandboxes taken
+ * client's request (the `sandguard exec` its CLI parsed) runs here, by
+ * exec_command_run() (src/exec/exec_command.h), on a thread of its own, in
+ * the client's working directory with the client's stdin, its sandboxes taken
  * from the warm pool; its stdout and stderr go back over the socket. The
  * result is booked (the journal append) before the answer is sent; the
  * sandbox's teardown follows on the pool's thread. */

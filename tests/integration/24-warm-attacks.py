@@ -296,19 +296,27 @@ def t_kept_parents_bounded(env, ex):
            "last call (6 scripts called one at a time)" % len(kept)
 
 
-WARM_MAGIC = 0x53475745  # struct warm_request (src/warm/warm_proto.h)
+WARM_MAGIC = 0x53475732  # struct warm_request (src/warm/warm_proto.h)
+TENANT, BATCH = 1, 4  # its bits of `fields`: the request's tenant and --batch
+
+
+def warm_head(fields, argc, envc, has_stdin, length, timeout_ms=0, grader=0):
+    """struct warm_request: magic, fields, argc, envc, has_stdin, len,
+    timeout_ms, grader, zero."""
+    return struct.pack("=6IQ2I", WARM_MAGIC, fields, argc, envc, has_stdin, length, timeout_ms,
+                       grader, 0)
 
 
 def send_request(env, head, strings=b"", fds=None):
     """One raw request on the executor's socket, as root: the head
-    (magic, argc, envc, has_stdin, len) with SCM_RIGHTS fds (the cwd by
-    default), then the strings. What came back before EOF."""
+    (warm_head()) with SCM_RIGHTS fds (the cwd by default), then the
+    strings. What came back before EOF."""
     cwd = os.open(env.dir, os.O_PATH | os.O_DIRECTORY)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(30)
         s.connect(os.path.join(env.run, "executor.sock"))
-        socket.send_fds(s, [struct.pack("=5I", *head)], [cwd] if fds is None else fds)
+        socket.send_fds(s, [head], [cwd] if fds is None else fds)
         if strings:
             s.sendall(strings)
         s.shutdown(socket.SHUT_WR)
@@ -329,16 +337,22 @@ def t_malformed_requests(env, ex):
     """Requests no `sandguard exec` sends (the socket is root's, so this
     is a broken or hostile root client): counts that wrap (argc
     0xffffffff and one environment string in no bytes), strings without
-    their NUL, stdin announced and not sent, a length past the cap. The
-    executor survives each (it runs every tenant's calls), runs none of
-    them, and serves the next real call."""
+    their NUL, stdin announced and not sent, a length past the cap, fields
+    this executor does not know, and well-formed requests the CLI never
+    lets through (no command, a tenant that is a path, the old head that
+    carried the command line). The executor survives each (it runs every
+    tenant's calls), runs none of them, and serves the next real call."""
     sgwarm.warm_policy(env, "wa-proto")
     before = len(env.outcomes())
-    bad = [("wrapping counts", (WARM_MAGIC, 0xFFFFFFFF, 1, 0, 0), b""),
-           ("no NUL", (WARM_MAGIC, 2, 0, 0, 8), b"execxxxx"),
-           ("stdin not sent", (WARM_MAGIC, 1, 0, 1, 5), b"exec\0"),
-           ("past the cap", (WARM_MAGIC, 1, 0, 0, 256 * 1024 + 1), b"exec\0"),
-           ("argc 0", (WARM_MAGIC, 0, 0, 0, 5), b"exec\0")]
+    cmd = b"wa-proto\0-\0/bin/true\0"
+    bad = [("wrapping counts", warm_head(TENANT | BATCH, 0xFFFFFFFF, 1, 0, 0), b""),
+           ("no NUL", warm_head(TENANT | BATCH, 1, 0, 0, 8), b"wa-proto"),
+           ("stdin not sent", warm_head(TENANT | BATCH, 1, 0, 1, len(cmd)), cmd),
+           ("past the cap", warm_head(TENANT | BATCH, 1, 0, 0, 256 * 1024 + 1), cmd),
+           ("unknown fields", warm_head(TENANT | BATCH | 1 << 12, 1, 0, 0, len(cmd)), cmd),
+           ("no command", warm_head(TENANT | BATCH, 0, 0, 0, 11), b"wa-proto\0-\0"),
+           ("a tenant that is a path", warm_head(TENANT | BATCH, 1, 0, 0, 17), b"../x\0-\0/bin/true\0"),
+           ("the command line's old head", struct.pack("=5I", 0x53475745, 1, 0, 0, 5), b"exec\0")]
     for name, head, strings in bad:
         send_request(env, head, strings)
         if ex.proc.poll() is not None:
@@ -358,12 +372,12 @@ def t_silent_client_does_not_hold_the_executor(env, ex):
     runs' bound), rather than waiting for them forever. Run last: it stops
     the suite's executor."""
     silent = []
-    for head in (None, (WARM_MAGIC, 1, 0, 0, 5)):
+    for head in (None, warm_head(TENANT | BATCH, 1, 0, 0, 20)):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(os.path.join(env.run, "executor.sock"))
         if head:
             cwd = os.open(env.dir, os.O_PATH | os.O_DIRECTORY)
-            socket.send_fds(s, [struct.pack("=5I", *head)], [cwd])
+            socket.send_fds(s, [head], [cwd])
             os.close(cwd)
         silent.append(s)
     time.sleep(0.5)  # the acceptor takes them (a stop before that proves nothing)
