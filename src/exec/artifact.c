@@ -190,15 +190,52 @@ static int digest_pin(const struct sg_policy *p, const char *path, bool dir, boo
 	return artifact_file(path, true, hex, bytes ? data : NULL, n, detail, len);
 }
 
+/* A pinned Python module the command does not name: handed to the
+ * sandbox under its own name, next to the pinned script's copy, so that
+ * the script's import finds the checked bytes (its directory, sys.path's
+ * first entry, is the scratch), never the file by path. */
+static bool module_pin(const char *path)
+{
+	size_t n = strlen(path);
+
+	return n > 3 && !strcmp(path + n - 3, ".py");
+}
+
+/* The name a kept file gets in the scratch: a module its own name (two
+ * with the same one are refused: which one an import finds would depend
+ * on the order), the command's file a prefixed one. */
+static int kept_name(struct artifact_run *a, size_t k, const char *path, bool named, char *detail,
+		     size_t len)
+{
+	const char *base = strrchr(path, '/') + 1;
+	int n = named ? asprintf(&a->names[k], "sg-pinned-%zu-%s", k, base)
+		      : asprintf(&a->names[k], "%s", base);
+
+	if (n < 0) {
+		a->names[k] = NULL;
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < a->n_files && !named; i++)
+		if (!strcmp(a->files[i].path, a->names[k])) {
+			snprintf(detail, len,
+				 "two pinned modules are named %s: an import would find either; "
+				 "pin one of them",
+				 base);
+			return -EPERM;
+		}
+	return 0;
+}
+
 /* One pin: its digest checked, its signature where keys are named, its
- * revocation, and its bytes kept when the command names the file. */
+ * revocation, and its bytes kept when the command names the file or it
+ * is a Python module (module_pin()). */
 static int check_pin(const char *dir, const struct sg_policy *p, const struct sg_artifact_pin *pin,
 		     char *const *argv, struct artifact_run *a, char *detail, size_t len)
 {
 	size_t k = a->n_digests, i = 0;
 	char hex[SHA256_HEX];
 	struct stat st;
-	bool named;
+	bool named, keep;
 	int ret;
 
 	while (argv[i] && strcmp(argv[i], pin->path))
@@ -208,7 +245,8 @@ static int check_pin(const char *dir, const struct sg_policy *p, const struct sg
 		return -EPERM;
 	}
 	named = argv[i] && !S_ISDIR(st.st_mode);
-	ret = digest_pin(p, pin->path, S_ISDIR(st.st_mode), named, hex, &a->data[k], &a->lens[k],
+	keep = named || (!S_ISDIR(st.st_mode) && module_pin(pin->path));
+	ret = digest_pin(p, pin->path, S_ISDIR(st.st_mode), keep, hex, &a->data[k], &a->lens[k],
 			 detail, len);
 	if (ret)
 		return ret == -EINVAL || ret == -EFBIG || ret == -ENOENT ? -EPERM : ret;
@@ -222,22 +260,19 @@ static int check_pin(const char *dir, const struct sg_policy *p, const struct sg
 	ret = ret
 		      ?: artifact_scan(p, pin->path, hex, S_ISDIR(st.st_mode) ? NULL : a->data[k],
 				       a->lens[k], detail, len);
-	if (ret || !named) { /* read only to be checked: not kept */
+	if (ret || !keep) { /* read only to be checked: not kept */
 		free(a->data[k]);
 		a->data[k] = NULL;
 		return ret;
 	}
-	const char *base = strrchr(pin->path, '/') + 1;
-
-	if (asprintf(&a->names[k], "sg-pinned-%zu-%s", k, base) < 0) {
-		a->names[k] = NULL;
-		return -ENOMEM;
-	}
+	ret = kept_name(a, k, pin->path, named, detail, len);
+	if (ret)
+		return ret;
 	a->files[a->n_files] = (struct sandbox_file){
 		.path = a->names[k], .data = a->data[k], .len = a->lens[k], .mode = 0444
 	};
 	a->n_files++;
-	return replace(a, argv, i, k, detail, len);
+	return named ? replace(a, argv, i, k, detail, len) : 0;
 }
 
 int artifact_prepare(const struct sg_policy *p, char *const *argv, struct artifact_run *a,
@@ -334,6 +369,11 @@ bool exec_artifacts_refused(const struct exec_ctx *ctx, const char *batch_id,
 
 void exec_artifacts_apply(const struct artifact_run *a, struct sandbox_spec *spec)
 {
+	/* A warm parent imports its preloads and runs its script by path,
+	 * after the check and for calls after it: a tenant that pins runs
+	 * cold, each run on the bytes its own check kept. */
+	if (spec->policy->artifacts.n_pins || spec->policy->artifacts.require)
+		spec->cold = true;
 	if (a->argv)
 		spec->argv = a->argv;
 	if (a->n_files) {

@@ -20,6 +20,11 @@
  *    `sha256sum` prints), hashed. Its files are checked in place, each
  *    cached as above; the sandbox reads them through the policy's
  *    read_only paths, by path.
+ *  - A pinned .py file the command does not name is a module: kept
+ *    likewise and handed over under its own name, next to the pinned
+ *    script's copy, where the script's import finds it.
+ *  - A tenant that pins runs cold: a warm parent would import its
+ *    preloads and read its script by path, after the check.
  *  - Every verified digest is looked up in the revocation list
  *    (artifact_revoked.h), before the first attempt and again before
  *    each retry. */
@@ -90,7 +95,8 @@ int artifact_manifest(const char *path, char **text, size_t *n, char *detail, si
 bool exec_artifacts_refused(const struct exec_ctx *ctx, const char *batch_id,
 			    struct artifact_run *a, struct tenant_slot *slot, uint64_t start_ms,
 			    struct exec_result *res);
-/* The spec runs the checked bytes: a's command and files. */
+/* The spec runs the checked bytes: a's command and files, cold when the
+ * policy pins anything. */
 void exec_artifacts_apply(const struct artifact_run *a, struct sandbox_spec *spec);
 /* Before a retry: true when it must not run (a digest revoked since the
  * check, or the list unreadable), with the reason appended to `detail`. */

@@ -10,7 +10,6 @@ device nodes made on the host with their real numbers are neither seen nor
 opened in a sandbox; where the policy names minisign keys, an unsigned,
 foreign-signed or wrongly signed artifact is refused and a signed one
 (file or directory, prehashed or legacy signature) runs."""
-import hashlib
 import json
 import os
 import shutil
@@ -21,8 +20,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgagent import PY, Agent  # noqa: E402
-from sgtest import exit_code, report, uid_base  # noqa: E402
+from sgagent import PY  # noqa: E402
+from sgtest import uid_base  # noqa: E402
+from sgartifact import run_cases, sha, why_not  # noqa: E402
 
 UID_BASE = uid_base(69500)
 
@@ -79,34 +79,10 @@ print(json.dumps([0.0 if (seen or opened or made == "opened") else 1.0] * len(b[
 """.replace("PATHS", repr([d[0] for d in DEVICES]))
 
 
-def sha(path):
-    """A file's SHA-256, or a directory's manifest digest computed here
-    independently: "<sha256>  <relative path>\\n" per file, paths in byte
-    order (docs/policy.md)."""
-    if os.path.isdir(path):
-        rels = sorted(os.path.relpath(os.path.join(d, n), path).encode()
-                      for d, _, names in os.walk(path) for n in names)
-        text = b"".join(b"%s  %s\n" % (sha(os.path.join(path.encode(), r)).encode(), r) for r in rels)
-        return hashlib.sha256(text).hexdigest()
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def pin(a, tenant, paths, **extra):
     a.write_policy(tenant, dict({"artifacts": {"require": True,
                                                "pins": [{"path": p, "sha256": sha(p)} for p in paths]}},
                                 **extra))
-
-
-def why_not(r, raw, cause, detail_has=()):
-    if r is None:
-        return "no result: %s" % (raw.stdout[-300:] + raw.stderr[-300:])
-    if r["cause"] != cause:
-        return "cause %s (%s), want %s" % (r["cause"], r["detail"], cause)
-    for s in detail_has:
-        if s not in (r["detail"] or ""):
-            return "detail %r lacks %r" % (r["detail"], s)
-    return None
 
 
 def case_pinned_runs(a, tag):
@@ -413,34 +389,7 @@ CASES = [("pinned program runs", case_pinned_runs),
 
 
 def main():
-    if os.geteuid() != 0:
-        for name, _ in CASES:
-            report("SKIP", name, "needs root")
-        return 0
-    only = sys.argv[1:]
-    for with_agent in (False, True):
-        mode = "agent" if with_agent else "no agent"
-        a = Agent({}, name="artifacts")
-        a.env["SANDGUARD_UID_BASE"] = str(UID_BASE)
-        try:
-            if with_agent and not a.start():
-                for name, _ in CASES:
-                    report("SKIP", "%s (%s)" % (name, mode), "the agent does not start: " + a.log_tail())
-                continue
-            for name, fn in CASES:
-                if only and name not in only:
-                    continue
-                try:
-                    why = fn(a, "a" if with_agent else "n")
-                except Exception as e:  # a crash in a case is that case's failure
-                    why = "%s: %s" % (type(e).__name__, e)
-                if why and why.startswith("SKIP "):
-                    report("SKIP", "%s (%s)" % (name, mode), why[5:])
-                else:
-                    report("FAIL" if why else "PASS", "%s (%s)" % (name, mode), why or "")
-        finally:
-            a.cleanup()
-    return exit_code()
+    return run_cases(CASES, "artifacts", UID_BASE)
 
 
 if __name__ == "__main__":
