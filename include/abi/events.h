@@ -22,6 +22,8 @@ enum sg_event_type {
 	SG_EV_SANDBOX_KILLED, /* userspace: the agent emptied the cgroup */
 	SG_EV_HEALTH,         /* userspace: a score-stream detector fired */
 	SG_EV_EVENTS_DROPPED, /* userspace: a tenant's lines past its share of the event file */
+	/* userspace: the executor refused a pinned artifact (its journal record) */
+	SG_EV_ARTIFACT_REFUSED,
 	SG_EV__COUNT
 };
 

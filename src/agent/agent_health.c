@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "agent.h"
+#include "agent_artifact.h"
 #include "agent_health.h"
 #include "agent_metrics.h"
 #include "lib/clock.h"
@@ -120,6 +121,7 @@ void agent_health_observe(void *ctx, const struct sg_outcome *o)
 	struct sg_tenant *t = o->final ? registry_tenant(&a->reg, o->tenant, true) : NULL;
 	struct health_state *hs;
 
+	agent_artifact_observe(a, o); /* the fold's one observer: this one's too */
 	if (!t || !t->policy)
 		return;
 	if (o->canary_probes || o->nondeterministic)

@@ -362,8 +362,22 @@ bool exec_artifacts_refused(const struct exec_ctx *ctx, const char *batch_id,
 		snprintf(res->detail, sizeof(res->detail), "%s", why);
 	sg_info("exec: %s/%s refused before it ran: %s", ctx->tenant, batch_id, res->detail);
 	res->wall_ms = clock_ms(CLOCK_MONOTONIC) - start_ms;
-	res->cause = exec_book_refusal(ctx, "batch", batch_id, cause, res->wall_ms, res->detail,
-				       sizeof(res->detail));
+	/* Marked, the agent's fold makes it an artifact_refused event. */
+	int booked =
+		exec_book(ctx, &(struct exec_booking){
+				       .mode = "batch",
+				       .batch_id = batch_id,
+				       .final = true,
+				       .cause = cause,
+				       .rule = -1,
+				       .wall_ms = res->wall_ms,
+				       .detail = res->detail,
+				       .artifact_refused = err == -EPERM ? res->detail : NULL });
+
+	if (booked)
+		res->cause = exec_book_failed(booked, cause, res->detail, sizeof(res->detail));
+	else
+		res->cause = cause;
 	return true;
 }
 
@@ -382,15 +396,16 @@ void exec_artifacts_apply(const struct artifact_run *a, struct sandbox_spec *spe
 	}
 }
 
-bool exec_artifacts_revoked(const struct exec_ctx *ctx, const struct artifact_run *a, char *detail,
-			    size_t len)
+int exec_artifacts_revoked(const struct exec_ctx *ctx, const struct artifact_run *a, char *detail,
+			   size_t len)
 {
 	char why[EXEC_DETAIL_MAX];
+	int err = artifact_recheck(ctx->policy, a, why, sizeof(why));
 	size_t n;
 
-	if (!artifact_recheck(ctx->policy, a, why, sizeof(why)))
-		return false;
+	if (!err)
+		return 0;
 	n = strlen(detail);
 	snprintf(detail + n, len - n, "%sthe retry is refused: %s", n ? "; " : "", why);
-	return true;
+	return err;
 }

@@ -98,9 +98,10 @@ bool exec_artifacts_refused(const struct exec_ctx *ctx, const char *batch_id,
 /* The spec runs the checked bytes: a's command and files, cold when the
  * policy pins anything. */
 void exec_artifacts_apply(const struct artifact_run *a, struct sandbox_spec *spec);
-/* Before a retry: true when it must not run (a digest revoked since the
- * check, or the list unreadable), with the reason appended to `detail`. */
-bool exec_artifacts_revoked(const struct exec_ctx *ctx, const struct artifact_run *a, char *detail,
-			    size_t len);
+/* Before a retry: 0 when it may run; -EPERM when a digest was revoked
+ * since the check, another -errno when the list is unreadable: either
+ * way it must not run, and the reason is appended to `detail`. */
+int exec_artifacts_revoked(const struct exec_ctx *ctx, const struct artifact_run *a, char *detail,
+			   size_t len);
 
 #endif

@@ -414,6 +414,7 @@ struct exec_booking {
 	const char *sandbox;             /* when run is NULL: the sandbox it was about (a reaper) */
 	uint64_t cgroup_id;              /* likewise */
 	const struct canary_report *canary; /* the batch's probes (canary.h); NULL: none */
+	const char *artifact_refused;       /* a pinned artifact refused (artifact.h): why */
 };
 int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b);
 

@@ -128,7 +128,7 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		char detail[EXEC_DETAIL_MAX], id[SG_ID_BUF];
 		double *scores;
 		bool invalid, again, due, confirm;
-		int rule, rc, cerr;
+		int rule, rc, cerr, revoked = 0;
 
 		rc = exec_box_run(ctx, &box, &spec, &r);
 		exec_box_over(ctx, &box); /* every attempt a fresh sandbox */
@@ -152,7 +152,9 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 		due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
 		confirm = due && exec_confirm_admit(ctx, &spec, &line, detail, sizeof(detail));
 		again = confirm || (attempt < budget && exec_retryable(p->failure, cause));
-		again = again && !exec_artifacts_revoked(ctx, &art, detail, sizeof(detail));
+		if (again)
+			revoked = exec_artifacts_revoked(ctx, &art, detail, sizeof(detail));
+		again = again && !revoked;
 		struct exec_booking b = { .mode = "batch",
 					  .batch_id = batch->batch_id,
 					  .attempt = attempt,
@@ -168,7 +170,8 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 					  .invalid = invalid,
 					  .detail = detail,
 					  .canary = canary.on || canary.rep.detail[0] ? &canary.rep
-										      : NULL };
+										      : NULL,
+					  .artifact_refused = revoked == -EPERM ? detail : NULL };
 		exec_owed_before_booking(&owed, &b, id, sizeof(id));
 		again = b.retried;
 		int err = exec_book(ctx, &b);

@@ -107,6 +107,9 @@ static int outcome_of(const struct exec_ctx *ctx, const struct exec_booking *b,
 		o->constant = b->stats->constant;
 	}
 	o->invalid = b->invalid;
+	if (b->artifact_refused)
+		snprintf(o->artifact_refused, sizeof(o->artifact_refused), "%s",
+			 b->artifact_refused);
 	if (b->canary) {
 		o->canary_probes = b->canary->probes;
 		o->canary_failed = b->canary->failed;

@@ -25,6 +25,7 @@ static const char *const type_names[SG_EV__COUNT] = {
 	[SG_EV_SANDBOX_KILLED] = "sandbox_killed",
 	[SG_EV_HEALTH] = "health",
 	[SG_EV_EVENTS_DROPPED] = "events_dropped",
+	[SG_EV_ARTIFACT_REFUSED] = "artifact_refused",
 };
 
 static const char *const action_names[] = {
@@ -421,7 +422,7 @@ int event_to_json(const struct sg_event *e, const struct event_ctx *ctx, char *b
 
 	/* The agent's own types never come from the kernel. */
 	if (!type || !action || e->type == SG_EV_SANDBOX_KILLED || e->type == SG_EV_HEALTH ||
-	    e->type == SG_EV_EVENTS_DROPPED)
+	    e->type == SG_EV_EVENTS_DROPPED || e->type == SG_EV_ARTIFACT_REFUSED)
 		return -EINVAL;
 	/* An allowed exec and an exit concern no rule; e->rule is 0
 	 * (egress) there, so it must not be read. */

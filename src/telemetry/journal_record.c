@@ -148,6 +148,8 @@ int journal_record_encode_notes(const struct sg_outcome *o, const struct journal
 	json_object_set_new(j, "constant", json_boolean(o->constant));
 	json_object_set_new(j, "invalid", json_boolean(o->invalid));
 	json_object_set_new(j, "canary", canary_json(o));
+	json_object_set_new(j, "artifact_refused",
+			    text_or_null(o->artifact_refused, sizeof(o->artifact_refused)));
 	json_object_set_new(j, "detail", text_or_null_c(n->detail));
 	put_notes(j, n);
 	*line = json_dumps(j, JSON_COMPACT);
@@ -240,7 +242,7 @@ static int cost_field(json_t *root, const char *key, bool *known, uint64_t *v)
 
 static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 {
-	json_t *rule = json_object_get(root, "rule");
+	json_t *rule = json_object_get(root, "rule"), *refused;
 	json_int_t v = 0, pid = 0, cgid = 0, attempt = -1, wall = -1, n_scores = 0;
 	int final = 0, constant = 0, invalid = 0, mode, cause;
 	const char *m = NULL, *c = NULL, *confirm;
@@ -273,9 +275,18 @@ static int decode(json_t *root, struct sg_outcome *o, char *why, size_t why_len)
 		return bad(why, why_len, "cpu_us, mem_peak_bytes: expected counts or null");
 	if (rule && !json_is_null(rule) && rule_from_name(json_string_value(rule)) < 0)
 		return bad(why, why_len, "rule: expected a rule name or null");
-	if (cause == SG_CAUSE_TENANT_POLICY_VIOLATION &&
+	/* Absent in records written before artifact refusals were marked;
+	 * truncated, never refused, when longer than the outcome keeps. */
+	refused = json_object_get(root, "artifact_refused");
+	if (refused && !json_is_null(refused) && !json_is_string(refused))
+		return bad(why, why_len, "artifact_refused: expected a string or null");
+	snprintf(o->artifact_refused, sizeof(o->artifact_refused), "%s",
+		 json_string_value(refused) ?: "");
+	if (cause == SG_CAUSE_TENANT_POLICY_VIOLATION && !o->artifact_refused[0] &&
 	    rule_from_name(json_string_value(rule)) < 0)
-		return bad(why, why_len, "rule: a tenant_policy_violation names its rule");
+		return bad(why, why_len,
+			   "rule: a tenant_policy_violation names its rule (or the artifact "
+			   "it refused)");
 	/* Absent in records written before confirmation runs existed. */
 	confirm = json_string_value(json_object_get(root, "confirm"));
 	if (confirm && strcmp(confirm, "next") && strcmp(confirm, "run") &&

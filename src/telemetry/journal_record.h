@@ -21,6 +21,11 @@
  *    and the sandbox's peak memory over the run (src/sandbox/sandbox.h),
  *    "n_scores", "score_mean", "score_var"
  *    (null without scores), "constant", "invalid",
+ *    "canary" (or null): the batch's probes {probes, failed,
+ *                        nondeterministic, detail}
+ *    "artifact_refused" (or null): a pinned artifact refused, what and
+ *                        why (src/exec/artifact.h); a tenant_policy_violation
+ *                        with it names no rule
  *    "detail" (or null): the human-readable reason, as in the result,
  *    and then what the fold never reads, for people and `sandguard explain`
  *    (added later in version 1: a reader takes a missing key as null):

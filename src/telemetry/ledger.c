@@ -202,7 +202,7 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 	if (tenant_check(tenant))
 		return -EINVAL;
 	if ((unsigned)o->cause >= SG_CAUSE__COUNT || (unsigned)o->mode >= SG_MODE__COUNT ||
-	    (violation && (o->rule < 0 || o->rule >= SG_RULE__COUNT))) {
+	    (violation && !o->artifact_refused[0] && (o->rule < 0 || o->rule >= SG_RULE__COUNT))) {
 		sg_warn("ledger: refusing an outcome for '%s' with cause %d rule %d", tenant,
 			(int)o->cause, o->rule);
 		return -EINVAL;
@@ -224,8 +224,8 @@ int ledger_book_outcome(struct ledger *l, const struct sg_outcome *o)
 			t->failures[o->cause]++;
 		if (o->cause != SG_CAUSE_OK && o->confirm != SG_CONFIRM_NEXT)
 			t->failures_by_class[class]++;
-		if (violation)
-			t->violations[o->rule]++;
+		if (violation && o->rule >= 0 && o->rule < SG_RULE__COUNT)
+			t->violations[o->rule]++; /* an artifact refused names none */
 		if (o->confirm == SG_CONFIRM_RUN) {
 			t->confirmations++;
 			t->confirmations_overturned += o->cause != SG_CAUSE_TENANT_TIMEOUT;

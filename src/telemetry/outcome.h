@@ -8,7 +8,8 @@
 #include "lib/ids.h"
 #include "policy/policy.h"
 
-#define SG_CANARY_DETAIL 256
+#define SG_CANARY_DETAIL    256
+#define SG_ARTIFACT_REFUSED 512
 
 enum sg_cause {
 	SG_CAUSE_OK = 0,
@@ -99,6 +100,10 @@ struct sg_outcome {
 	uint32_t canary_probes, canary_failed;
 	bool nondeterministic;
 	char canary_detail[SG_CANARY_DETAIL];
+	/* A pinned artifact refused (src/exec/artifact.h): what and why, as
+	 * the result's detail says it (truncated); "" otherwise. Such a
+	 * refusal is a tenant_policy_violation that names no rule. */
+	char artifact_refused[SG_ARTIFACT_REFUSED];
 };
 
 #endif

@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import PY  # noqa: E402
 from sgtest import uid_base  # noqa: E402
-from sgartifact import run_cases, sha, why_not  # noqa: E402
+from sgartifact import refusal_event, run_cases, sha, why_not  # noqa: E402
 
 UID_BASE = uid_base(69500)
 
@@ -131,7 +131,7 @@ def case_one_byte(a, tag):
         return bad
     if r["attempts"] != 0 or r["sandboxes"]:
         return "a refused artifact ran (or was retried): %s" % r
-    return None
+    return refusal_event(a, tag, ["expected " + want, "found " + found])
 
 
 def case_swap(a, tag):
@@ -237,6 +237,7 @@ def case_revoked_mid_batch(a, tag):
     bad = why_not(r, raw, "tenant_crash", ["the retry is refused", "pulled mid-batch"])
     if not bad and r["attempts"] != 1:
         bad = "%d attempts after the revocation, want 1" % r["attempts"]
+    bad = bad or refusal_event(a, tag, ["the retry is refused", "pulled mid-batch"], attempt=1)
     a.run(["artifact", "unrevoke", sha(prog), "--tenant", "art-mid", "--policy-dir", a.policy_dir])
     return bad
 
@@ -308,7 +309,8 @@ def case_signatures(a, tag):
     with open(policy, "w") as f:
         json.dump(doc, f)
     r, raw = a.exec_batch("art-sig", prog)
-    bad = why_not(r, raw, "tenant_policy_violation", ["no signature", prog])
+    bad = why_not(r, raw, "tenant_policy_violation", ["no signature", prog]) or \
+        refusal_event(a, tag, ["no signature", prog])
     if bad:
         return "unsigned: " + bad
     sign(other, prog)
@@ -367,7 +369,8 @@ def case_scanner(a, tag):
         return why_not(r, raw, cause, detail_has) or (cause != "ok" and r["attempts"] and
                                                       "a refused artifact ran: %s" % r) or None
     bad = run(good, "ok") or run(evil, "tenant_policy_violation",
-                                 ["scanner rejected: exit 3: found EVIL", sha(evil)])
+                                 ["scanner rejected: exit 3: found EVIL", sha(evil)]) or \
+        refusal_event(a, tag, ["scanner rejected"])
     if bad:
         return bad
     with open(scanner, "w") as f:

@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import SANDGUARD  # noqa: E402
 from sgtest import uid_base  # noqa: E402
-from sgartifact import run_cases, sha, why_not  # noqa: E402
+from sgartifact import refusal_event, run_cases, sha, why_not  # noqa: E402
 
 UID_BASE = uid_base(71000)  # 67-artifacts: 69500, 70-*: 70000 and 70500
 WARM_BOUND_S = 40
@@ -68,6 +68,9 @@ def case_module_copy(a, tag):
     bad = why_not(r, raw, "tenant_policy_violation", [helper, "expected " + want, "found " + found])
     if bad or r["attempts"] != 0:
         return "a changed module: %s" % (bad or "it ran: %s" % r)
+    bad = refusal_event(a, tag, [helper, "expected " + want, "found " + found])
+    if bad:
+        return bad
     with open(helper, "w") as f:
         f.write(MODULE)
     out = a.run(["artifact", "revoke", want, "--tenant", "art-mod", "--reason", "module SEC-7",
@@ -80,6 +83,9 @@ def case_module_copy(a, tag):
         ex = a.run(["explain", a.last_batch_id, "--tenant", "art-mod", "--policy-dir", a.policy_dir])
         if "revoked" not in ex.stdout or "module SEC-7" not in ex.stdout:
             return "explain does not name the revocation: %s" % ex.stdout[-400:]
+        bad = refusal_event(a, tag, ["revoked", "module SEC-7", want])
+        if bad:
+            return bad
     finally:
         a.run(["artifact", "unrevoke", want, "--tenant", "art-mod", "--policy-dir", a.policy_dir])
     r, raw = a.exec_batch("art-mod", script)

@@ -4,6 +4,7 @@ the main that runs each case without the agent and with it."""
 import hashlib
 import os
 import sys
+import time
 
 from sgagent import Agent
 from sgtest import exit_code, report
@@ -33,6 +34,27 @@ def why_not(r, raw, cause, detail_has=()):
         if s not in (r["detail"] or ""):
             return "detail %r lacks %r" % (r["detail"], s)
     return None
+
+
+def refusal_event(a, tag, has, attempt=0, seconds=10):
+    """With the agent (tag "a"): None when its event stream has an
+    artifact_refused line of the last batch, at `attempt`, whose detail
+    names each of `has` (the agent's fold of the journal makes it), else
+    why not. Without the agent there is no stream: None."""
+    if tag != "a":
+        return None
+    deadline = time.monotonic() + seconds
+    while True:
+        got = a.events_matching(type="artifact_refused", batch_id=a.last_batch_id)
+        for e in got:
+            d = e.get("detail") or {}
+            if e.get("action") == "denied" and d.get("attempt") == attempt and \
+                    all(h in d.get("why", "") for h in has):
+                return None
+        if time.monotonic() > deadline:
+            return "no artifact_refused event of batch %s at attempt %d naming %s: %s" % (
+                a.last_batch_id, attempt, has, got[-2:])
+        time.sleep(0.2)
 
 
 def run_cases(cases, name, uid_base):

@@ -194,6 +194,7 @@ static void test_record_codec(void **s)
 		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1,\"cpu_us\":-5}",
 		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1,\"mem_peak_bytes\":\"big\"}",
 		"{\"v\":1,\"id\":\"x\",\"id\":\"y\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":1,\"final\":true,\"wall_ms\":1}",
+		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\",\"attempt\":0,\"final\":true,\"wall_ms\":1,\"artifact_refused\":7}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		why[0] = '\0';
@@ -207,6 +208,23 @@ static void test_record_codec(void **s)
 		"{\"v\":1,\"id\":\"x\",\"tenant\":\"acme\",\"mode\":\"batch\",\"cause\":\"ok\","
 		"\"attempt\":0,\"final\":true,\"wall_ms\":0}";
 	assert_int_equal(journal_record_decode(ok, strlen(ok), &back, why, sizeof(why)), 0);
+	assert_string_equal(back.artifact_refused, "");
+	/* A refused artifact is a policy violation that names no rule; it
+	 * round-trips, and the ledger books it (no rule counted). */
+	memset(&o, 0, sizeof(o));
+	snprintf(o.id, sizeof(o.id), "o-1");
+	snprintf(o.tenant, sizeof(o.tenant), "acme");
+	o.cause = SG_CAUSE_TENANT_POLICY_VIOLATION;
+	o.rule = -1;
+	o.final = true;
+	snprintf(o.artifact_refused, sizeof(o.artifact_refused),
+		 "artifact /p/s.py: sha256 expected 11, found 22");
+	assert_int_equal(journal_record_encode(&o, "d", &line, &len), 0);
+	assert_int_equal(journal_record_decode(line, len, &back, why, sizeof(why)), 0);
+	assert_string_equal(back.artifact_refused, o.artifact_refused);
+	assert_int_equal(back.cause, SG_CAUSE_TENANT_POLICY_VIOLATION);
+	assert_int_equal(back.rule, -1);
+	free(line);
 
 	assert_int_equal(journal_new_id(id, sizeof(id)), 0);
 	assert_int_equal(strlen(id), 18);

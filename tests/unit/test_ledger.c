@@ -193,6 +193,16 @@ static void test_bad_input(void **state)
 	assert_int_equal(ledger_book_kill(l, "acme", -1), -EINVAL);
 	/* Nothing of a refused booking was counted, not even the tenant. */
 	assert_int_equal(ledger_tenant_count(l), 0);
+
+	/* A pinned artifact refused (src/exec/artifact.h) is a violation
+	 * that names no rule: booked as the cause, no rule counted. */
+	o = outcome("acme", SG_CAUSE_TENANT_POLICY_VIOLATION, -1, true, 0);
+	snprintf(o.artifact_refused, sizeof(o.artifact_refused), "artifact /p: revoked");
+	assert_int_equal(ledger_book_outcome(l, &o), 0);
+	struct ledger_tenant t = get(l, "acme");
+	assert_int_equal(t.failures[SG_CAUSE_TENANT_POLICY_VIOLATION], 1);
+	for (int r = 0; r < SG_RULE__COUNT; r++)
+		assert_int_equal(t.violations[r], 0);
 	ledger_free(l);
 }
 
