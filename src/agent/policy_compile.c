@@ -88,21 +88,26 @@ static int fill_set(const struct sg_bpf *b, struct sg_compiled *c, int set, uint
 	const struct sg_identity *ids;
 	int n, err = 0;
 
-	for (int i = 0; i < p->n_read_only && !err; i++) {
-		err = compile_cache_lookup(cache, false, p->read_only[i], root_fd, root_path, &ids,
-					   &n);
+	/* The read-only paths, then the reward-model tier's inference pool
+	 * (read and written, as Landlock allows it: sandbox_landlock.c). */
+	for (int i = 0; i < p->n_read_only + p->n_inference_devices && !err; i++) {
+		bool device = i >= p->n_read_only;
+		const char *path = device ? p->inference_devices[i - p->n_read_only]
+					  : p->read_only[i];
+
+		err = compile_cache_lookup(cache, false, path, root_fd, root_path, &ids, &n);
 		if (err == -ENOMEM)
 			return err;
 		if (err) {
-			sg_warn("tenant %s: policy path %s: %s (skipped)", p->tenant,
-				p->read_only[i], strerror(-err));
+			sg_warn("tenant %s: policy path %s: %s (skipped)", p->tenant, path,
+				strerror(-err));
 			err = 0;
 			continue;
 		}
 		/* Writing /dev/null is harmless and everywhere ("2>/dev/null"):
 		 * allowed, as Landlock allows it (sandbox_landlock.c). */
 		uint32_t access = SG_PATH_READ |
-				  (!strcmp(p->read_only[i], "/dev/null") ? SG_PATH_WRITE : 0);
+				  (device || !strcmp(path, "/dev/null") ? SG_PATH_WRITE : 0);
 		for (int j = 0; j < n && !err; j++)
 			err = add_key(b->paths_fd, &c->paths[set], set_key, &ids[j], access);
 		*n_paths += n;

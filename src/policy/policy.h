@@ -104,6 +104,15 @@ struct sg_canary {
 	double determinism_tolerance;   /* |score - rescore| above this is non-determinism */
 };
 
+enum sg_tier {
+	SG_TIER_NONE = 0,
+	SG_TIER_FUNCTION,
+	SG_TIER_VERIFIER,
+	SG_TIER_REWARD_MODEL,
+	SG_TIER_ENVIRONMENT,
+};
+#define SG_INFERENCE_DEVICES 8
+
 /* Reward artifacts pinned by SHA-256 (docs/policy.md "artifacts",
  * src/exec/artifact.h): a file, or a directory through the manifest of its
  * files. */
@@ -161,6 +170,13 @@ struct sg_policy {
 	int n_reward_command;
 	uint8_t grader; /* enum sg_grader: verifier mode's default */
 	struct sg_artifacts artifacts;
+	/* The onboarding runbook's tier (docs/policy.md, "Example policies"),
+	 * and for the reward-model tier alone, the device nodes of its own
+	 * inference pool: the only accelerator nodes its sandboxes see
+	 * (docs/policy.md, "Devices"). */
+	uint8_t tier; /* enum sg_tier */
+	char inference_devices[SG_INFERENCE_DEVICES][SG_POLICY_PATHLEN];
+	int n_inference_devices;
 	char source[SG_POLICY_PATHLEN]; /* file it came from, or "<embedded>" */
 };
 

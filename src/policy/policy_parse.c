@@ -434,6 +434,55 @@ static int walk_object(struct ctx *c, const json_t *obj, const struct field *fie
 	return 0;
 }
 
+/* The sandbox's own /dev entries (src/sandbox/sandbox_root.c): not a
+ * device of a pool. */
+static bool dev_private(const char *d, size_t top)
+{
+	static const char *const own[] = { "/dev/null",    "/dev/zero",   "/dev/random",
+					   "/dev/urandom", "/dev/shm",    "/dev/fd",
+					   "/dev/stdin",   "/dev/stdout", "/dev/stderr" };
+
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		if (strlen(own[i]) == top && !strncmp(d, own[i], top))
+			return true;
+	return false;
+}
+
+/* inference_devices: only the reward-model tier names devices (a
+ * trainer's must never be named: docs/policy.md, "Devices"), each a node
+ * under /dev at most one directory deep (the sandbox's /dev is made for
+ * them). Checked after the walk: "tier" may come after the list. */
+static int check_devices(struct ctx *c, const struct sg_policy *p)
+{
+	if (!p->n_inference_devices)
+		return 0;
+	c->path[0] = (struct json_step){ .key = "inference_devices" };
+	c->depth = 1;
+	if (p->tier != SG_TIER_REWARD_MODEL)
+		return fail(c, true,
+			    "only a policy with \"tier\": \"reward-model\" may name an inference "
+			    "pool's devices (tenant code on a trainer's GPU could read or corrupt "
+			    "the training job)");
+	for (int i = 0; i < p->n_inference_devices; i++) {
+		const char *d = p->inference_devices[i];
+		const char *slash = strncmp(d, "/dev/", 5) ? NULL : strchr(d + 5, '/');
+		size_t top = slash ? (size_t)(slash - d) : strlen(d);
+
+		c->path[1] = (struct json_step){ .index = (size_t)i };
+		c->depth = 2;
+		if (strncmp(d, "/dev/", 5) || (slash && strchr(slash + 1, '/')) ||
+		    dev_private(d, top))
+			return fail(c, false,
+				    "expected a device node under /dev, at most one directory "
+				    "deep and not the sandbox's own (null, zero, random, urandom, "
+				    "shm, fd, stdin, stdout, stderr), such as \"/dev/nvidia3\" or "
+				    "\"/dev/dri/renderD129\", got \"%s\"",
+				    d);
+	}
+	c->depth = 0;
+	return 0;
+}
+
 /* "x" when name is a file named x.json (any directory), else "". */
 static void file_stem(const char *name, char *stem, size_t len)
 {
@@ -533,6 +582,7 @@ int policy_parse(const char *text, size_t len, const char *name, struct sg_polic
 	policy_defaults(out);
 	snprintf(out->source, sizeof(out->source), "%s", name);
 	r = walk_object(&c, root, policy_top_fields, out);
+	r = r ?: check_devices(&c, out);
 	json_decref(root);
 	if (r)
 		return refuse(out, r);

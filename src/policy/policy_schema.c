@@ -228,6 +228,13 @@ static const struct field artifacts_fields[] = {
 	{ .key = NULL },
 };
 
+static const struct choice tiers[] = { { "none", SG_TIER_NONE },
+				       { "function", SG_TIER_FUNCTION },
+				       { "verifier", SG_TIER_VERIFIER },
+				       { "reward-model", SG_TIER_REWARD_MODEL },
+				       { "environment", SG_TIER_ENVIRONMENT },
+				       { NULL, 0 } };
+
 const struct field policy_top_fields[] = {
 	{ .key = "tenant", .kind = K_TENANT, P(tenant) },
 	BOOL("enabled", enabled),
@@ -245,5 +252,13 @@ const struct field policy_top_fields[] = {
 	OBJECT("reward", reward_fields),
 	OBJECT("verify", verify_fields),
 	OBJECT("artifacts", artifacts_fields),
+	CHOICE("tier", tier, tiers),
+	/* Checked further once the whole file is read (policy_parse.c):
+	 * the reward-model tier's alone, and each under /dev. */
+	{ .key = "inference_devices",
+	  .kind = K_DIR_LIST,
+	  P(inference_devices),
+	  .count_off = offsetof(struct sg_policy, n_inference_devices),
+	  .max = SG_INFERENCE_DEVICES },
 	{ .key = NULL },
 };

@@ -222,6 +222,14 @@ int landlock_ruleset_build(const struct sg_policy *p, const char *scratch, bool 
 		err = allow_path(fd, p->read_only[i], rights, attr.handled_access_fs, false, detail,
 				 dlen);
 	}
+	/* The reward-model tier's inference pool (sandbox_root.c binds
+	 * them): opened read-write and driven by ioctls, as a GPU is. */
+	for (int i = 0; i < p->n_inference_devices && !err; i++)
+		err = allow_path(fd, p->inference_devices[i],
+				 FS_READ_FILE | FS_WRITE_FILE | FS_IOCTL_DEV,
+				 attr.handled_access_fs,
+				 false, /* missing: sandbox_root.c says so */
+				 detail, dlen);
 	/* Everything in the scratch but device nodes (and device ioctls);
 	 * execute only where compiled languages need it. */
 	scratch_rights = attr.handled_access_fs & ~(FS_MAKE_CHAR | FS_MAKE_BLOCK | FS_IOCTL_DEV);

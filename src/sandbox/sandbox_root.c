@@ -321,6 +321,40 @@ static int plan_private(struct sb_root_plan *rp, const char *scratch, bool exec_
 	return err;
 }
 
+/* The reward-model tier's inference pool (policy inference_devices, the
+ * policy refuses them for any other tier): each node bound into the
+ * sandbox's /dev, the only accelerator nodes it sees. A bind of a device
+ * node on a read-only mount still opens for writing (the mount's
+ * read-only flag guards a file's data, not a device's). */
+static int plan_inference_devices(struct sb_root_plan *rp, const struct sg_policy *p, char *detail,
+				  size_t dlen)
+{
+	char dir[SG_POLICY_PATHLEN];
+	struct stat st;
+	int err = 0;
+
+	for (int i = 0; i < p->n_inference_devices && !err; i++) {
+		const char *d = p->inference_devices[i];
+		char *slash;
+
+		if (stat(d, &st) || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) {
+			snprintf(detail, dlen,
+				 "the policy's inference device %s is %s on this node: the "
+				 "reward-model pool's devices must exist here",
+				 d, errno == ENOENT ? "missing" : "not a device node");
+			return -ENODEV;
+		}
+		snprintf(dir, sizeof(dir), "%s", d);
+		slash = strrchr(dir, '/');
+		*slash = '\0';
+		if (strcmp(dir, "/dev"))
+			err = add_op(rp, SB_OP_DIR, 0, dir, NULL);
+		err = err ?: add_op(rp, SB_OP_FILE, 0, d, NULL);
+		err = err ?: add_op(rp, SB_OP_BIND, MS_RDONLY | MS_NOSUID | MS_NOEXEC, d, d);
+	}
+	return err;
+}
+
 /* Whether a policy bind already shows `path` (the binds are not nested). */
 static bool covered(const struct resolved *r, size_t n_bound, const size_t *bound, const char *path)
 {
@@ -422,6 +456,7 @@ int sb_root_plan(struct sb_root_plan *rp, const struct sg_policy *p, const char 
 	if (!err && !(bound = calloc(r.n + 1, sizeof(*bound))))
 		err = -ENOMEM;
 	err = err ?: plan_private(rp, scratch, exec_in_scratch);
+	err = err ?: plan_inference_devices(rp, p, detail, dlen);
 	err = err ?: plan_policy(rp, &r, bound, &n_bound, detail, dlen);
 	err = err ?: plan_links(rp, &r, bound, n_bound);
 	/* The scratch last: its mount point may lie in a read-only bind or

@@ -272,6 +272,89 @@ def case_no_devices(a, tag):
                 os.rmdir(d)
 
 
+# The reward-model tier's inference pool: two nodes named, two not (the
+# trainer's), with their drivers' numbers; and one named node with a live
+# driver's numbers (1, 5: the zero device) standing in for a GPU that
+# opens, since this host has no GPU driver (an open of the others reaches
+# the kernel's driver lookup and fails there, ENXIO, as on the host).
+POOL = [("/dev/nvidia1", 195, 1, True), ("/dev/dri/renderD129", 226, 129, True),
+        ("/dev/nvidia2", 1, 5, True), ("/dev/nvidia0", 195, 0, False),
+        ("/dev/dri/renderD128", 226, 128, False)]
+POOL_PROBE = """import errno, json, os, sys
+out = {}
+for p in PATHS:
+    try:
+        fd = os.open(p, os.O_RDWR)
+        out[p] = "read %d" % len(os.read(fd, 4))
+        os.close(fd)
+    except OSError as e:
+        out[p] = errno.errorcode.get(e.errno, str(e.errno))
+sys.stderr.write(json.dumps(out))
+b = json.load(sys.stdin)
+print(json.dumps([1.0] * len(b["items"])))
+""".replace("PATHS", repr([d[0] for d in POOL]))
+
+
+def make_nodes(nodes):
+    """mknod each (path, major, minor, ...) that is not there: the ones made."""
+    made = []
+    for path, major, minor, *_ in nodes:
+        if os.path.lexists(path):
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+        os.chmod(path, 0o666)  # as the drivers make them, whatever the umask
+        made.append(path)
+    return made
+
+
+def remove_nodes(made):
+    for path in made:
+        os.unlink(path)
+    for d in ("/dev/dri", "/dev/accel"):
+        if os.path.isdir(d) and not os.listdir(d) and any(p.startswith(d + "/") for p in made):
+            os.rmdir(d)
+
+
+def host_open(path):
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        return None
+    except OSError as e:
+        return e.errno
+
+
+def case_inference_pool(a, tag):
+    """Only the reward-model tier's named nodes are in its sandbox: they
+    open (the live one reads) or fail only in their absent driver, as on
+    the host; the unnamed nodes are not there. Another tier naming
+    devices is refused at load with file:line:col."""
+    made = make_nodes(POOL)
+    try:
+        prog = a.program("pool-%s.py" % tag, POOL_PROBE)
+        named = [p for p, _, _, n in POOL if n]
+        a.write_policy("art-pool", {"tier": "reward-model", "inference_devices": named,
+                                    "actions": {"file": "deny"}, "limits": {"timeout_ms": 10000}})
+        r, raw = a.exec_batch("art-pool", prog)
+        bad = why_not(r, raw, "ok")
+        if bad:
+            return "probe: %s %s" % (bad, r and r["stderr"])
+        seen = json.loads(r["stderr"])
+        for path, _, _, is_named in POOL:
+            want = ("read 4" if host_open(path) is None else "ENXIO") if is_named else "ENOENT"
+            if seen.get(path) != want:
+                return "%s: %s in the sandbox, want %s (all: %s)" % (path, seen.get(path), want, seen)
+        a.write_policy("art-pool-bad", {"tier": "verifier", "inference_devices": named})
+        out = a.run(["policy", "check", os.path.join(a.policy_dir, "art-pool-bad.json")])
+        if out.returncode != 1 or "art-pool-bad.json:" not in out.stderr or \
+                "inference_devices: only a policy with \"tier\": \"reward-model\"" not in out.stderr:
+            return "another tier naming devices: exit %d, %s" % (out.returncode, out.stderr)
+        os.unlink(os.path.join(a.policy_dir, "art-pool-bad.json"))
+        return None
+    finally:
+        remove_nodes(made)
+
+
 def minisign_key(a, name):
     pub, key = os.path.join(a.dir, name + ".pub"), os.path.join(a.dir, name + ".key")
     if not os.path.exists(pub):
@@ -387,6 +470,7 @@ CASES = [("pinned program runs", case_pinned_runs),
          ("revoked digest refused by a second executor", case_revoked_elsewhere),
          ("retry of a batch revoked mid-batch refused", case_revoked_mid_batch),
          ("GPU/accelerator nodes absent and unopenable", case_no_devices),
+         ("reward-model tier sees only its inference pool's nodes", case_inference_pool),
          ("signatures required by the policy's keys", case_signatures),
          ("scanner runs once per digest and its verdict is kept", case_scanner)]
 

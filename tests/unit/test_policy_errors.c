@@ -68,7 +68,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 		"}\n",
 		3, 3,
 		"limitz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify, artifacts)");
+		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify, artifacts, tier, inference_devices)");
 	expect_error(
 		"t",
 		"{\n"
@@ -109,7 +109,7 @@ static void test_unknown_keys_point_at_the_key(void **state)
 	expect_error(
 		"t", "{\"zzz\": 1, \"enabled\": 1}", 1, 2,
 		"zzz: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify, artifacts)");
+		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify, artifacts, tier, inference_devices)");
 	expect_error("t", "{\"enabled\": 1, \"zzz\": 1}", 1, 13,
 		     "enabled: expected true or false, got 1");
 	/* Keys are matched after decoding escapes: "\u0074enant" is "tenant". */
@@ -145,7 +145,7 @@ static void test_columns_count_characters(void **state)
 	expect_error(
 		"t", "{\"été\": 1}", 1, 2,
 		"été: unknown key (expected one of: tenant, enabled, require_agent, limits, "
-		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify, artifacts)");
+		"egress, files, exec, actions, failure, health, canary, warm, session, reward, verify, artifacts, tier, inference_devices)");
 	expect_error("t", "{\"verify\": {\"grader\": \"exact\"}}", 1, 23,
 		     "verify.grader: expected one of \"strict\", \"lcb\", got \"exact\"");
 }
@@ -420,6 +420,50 @@ static void test_artifact_pins(void **state)
 		     "line of its .pub file, starting \"RW\"), got \"nope\"");
 }
 
+/* Only the reward-model tier names an inference pool's devices, each a
+ * node under /dev that is not the sandbox's own; "tier" may come after. */
+static void test_inference_devices(void **state)
+{
+	struct sg_policy p;
+
+	(void)state;
+	expect_ok("acme.json",
+		  "{\"inference_devices\": [\"/dev/nvidia3\", \"/dev/dri/renderD129\"], "
+		  "\"tier\": \"reward-model\"}",
+		  &p);
+	assert_int_equal(p.tier, SG_TIER_REWARD_MODEL);
+	assert_int_equal(p.n_inference_devices, 2);
+	assert_string_equal(p.inference_devices[1], "/dev/dri/renderD129");
+	expect_ok("acme.json", "{\"tier\": \"verifier\"}", &p);
+	assert_int_equal(p.n_inference_devices, 0);
+	expect_error("acme.json",
+		     "{\"tier\": \"verifier\",\n \"inference_devices\": [\"/dev/nvidia3\"]}", 2, 2,
+		     "inference_devices: only a policy with \"tier\": \"reward-model\" may name an "
+		     "inference pool's devices (tenant code on a trainer's GPU could read or "
+		     "corrupt the training job)");
+	expect_error("acme.json", "{\"inference_devices\": [\"/dev/nvidia3\"]}", 1, 2,
+		     "inference_devices: only a policy with \"tier\": \"reward-model\" may name an "
+		     "inference pool's devices (tenant code on a trainer's GPU could read or "
+		     "corrupt the training job)");
+	static const char *const bad[] = { "/srv/gpu0", "/dev/a/b/c", "/dev/null", "/dev/shm/x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char doc[160], msg[400];
+
+		snprintf(doc, sizeof(doc),
+			 "{\"tier\": \"reward-model\", \"inference_devices\": [\"%s\"]}", bad[i]);
+		snprintf(msg, sizeof(msg),
+			 "inference_devices[0]: expected a device node under /dev, at most one "
+			 "directory deep and not the sandbox's own (null, zero, random, urandom, "
+			 "shm, fd, stdin, stdout, stderr), such as \"/dev/nvidia3\" or "
+			 "\"/dev/dri/renderD129\", got \"%s\"",
+			 bad[i]);
+		expect_error("acme.json", doc, 1, 48, msg);
+	}
+	expect_error("acme.json", "{\"tier\": \"trainer\"}", 1, 10,
+		     "tier: expected one of \"none\", \"function\", \"verifier\", "
+		     "\"reward-model\", \"environment\", got \"trainer\"");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -434,6 +478,7 @@ int main(void)
 		cmocka_unit_test(test_bad_globs),
 		cmocka_unit_test(test_bad_paths),
 		cmocka_unit_test(test_artifact_pins),
+		cmocka_unit_test(test_inference_devices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
