@@ -101,18 +101,11 @@ static bool four_lines(char *text, char *line[4])
 	return true;
 }
 
-int artifact_signature_check(const struct sg_policy *p, const char *what, const char *sig_path,
-			     const void *data, size_t len, char *detail, size_t dlen)
+int artifact_signature_read(const char *what, const char *sig_path, char **text, size_t *n,
+			    char *detail, size_t dlen)
 {
-	unsigned char *sig = NULL, *global = NULL, *key = NULL, *msg = NULL, prehash[64];
-	char *text = NULL, *line[4];
-	size_t n = 0, comment_len;
-	int ret, ok;
+	int ret = fs_read_all(sig_path, SIG_FILE_MAX, text, n);
 
-	/* The node's openssl.cnf could load engines or providers into the
-	 * executor: only the built-in ones verify. */
-	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
-	ret = fs_read_all(sig_path, SIG_FILE_MAX, &text, &n);
 	if (ret == -ENOENT)
 		return refuse(detail, dlen, what,
 			      "no signature (expected a minisign signature in it"
@@ -123,6 +116,37 @@ int artifact_signature_check(const struct sg_policy *p, const char *what, const 
 		return ret == -EFBIG ? refuse(detail, dlen, what, "the signature file is too large")
 				     : ret;
 	}
+	return 0;
+}
+
+int artifact_signature_check(const struct sg_policy *p, const char *what, const char *sig_path,
+			     const void *data, size_t len, char *detail, size_t dlen)
+{
+	char *text = NULL;
+	size_t n = 0;
+	int ret = artifact_signature_read(what, sig_path, &text, &n, detail, dlen);
+
+	if (!ret)
+		ret = artifact_signature_verify(p, what, text, data, len, detail, dlen);
+	free(text);
+	return ret;
+}
+
+int artifact_signature_verify(const struct sg_policy *p, const char *what, const char *sig_text,
+			      const void *data, size_t len, char *detail, size_t dlen)
+{
+	unsigned char *sig = NULL, *global = NULL, *key = NULL, *msg = NULL, prehash[64];
+	char *text = strdup(sig_text), *line[4];
+	size_t comment_len;
+	int ret, ok;
+
+	if (!text) {
+		snprintf(detail, dlen, "out of memory checking %s's signature", what);
+		return -ENOMEM;
+	}
+	/* The node's openssl.cnf could load engines or providers into the
+	 * executor: only the built-in ones verify. */
+	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
 	if (!four_lines(text, line) || strncmp(line[2], TRUSTED, strlen(TRUSTED)) ||
 	    !decode(line[1], 2 + KEYID_LEN + ED_SIG_LEN, &sig) ||
 	    !decode(line[3], ED_SIG_LEN, &global) || sig[0] != 'E' ||

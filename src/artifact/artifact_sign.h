@@ -18,4 +18,13 @@
 int artifact_signature_check(const struct sg_policy *p, const char *what, const char *sig_path,
 			     const void *data, size_t len, char *detail, size_t dlen);
 
+/* The same in two steps, for a caller that keys a cache on the
+ * signature's text (src/exec/artifact_store.h): its file read whole
+ * (NUL-terminated, malloc'd; -EPERM with `detail` when there is none),
+ * then that text verified. */
+int artifact_signature_read(const char *what, const char *sig_path, char **text, size_t *n,
+			    char *detail, size_t dlen);
+int artifact_signature_verify(const struct sg_policy *p, const char *what, const char *sig_text,
+			      const void *data, size_t len, char *detail, size_t dlen);
+
 #endif

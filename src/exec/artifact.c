@@ -165,15 +165,30 @@ static int mismatch(const char *path, const char *want, const char *got, char *d
 
 /* Where the policy names keys: the signature next to the artifact, over
  * the bytes checked (a directory's: over its manifest text). */
-static int check_signature(const struct sg_policy *p, const char *path, const char *data, size_t n,
-			   char *detail, size_t len)
+static int check_signature(const struct sg_policy *p, const char *path, const char hex[SHA256_HEX],
+			   const char *data, size_t n, char *detail, size_t len)
 {
-	char sig[SG_POLICY_PATHLEN + 16];
+	char sig[SG_POLICY_PATHLEN + 16], key[SHA256_HEX], *text = NULL;
+	size_t text_len = 0;
+	int ret;
 
 	if (!p->artifacts.n_public_keys)
 		return 0;
 	snprintf(sig, sizeof(sig), "%s.minisig", path);
-	return artifact_signature_check(p, path, sig, data, n, detail, len);
+	ret = artifact_signature_read(path, sig, &text, &text_len, detail, len);
+	if (ret)
+		return ret;
+	/* The bytes are the pin's (checked above): a verdict on this
+	 * signature of them, under these keys, holds until one changes. */
+	artifact_verdict_key(hex, text, text_len, p->artifacts.public_keys,
+			     p->artifacts.n_public_keys, key);
+	if (!artifact_verdict_known(key)) {
+		ret = artifact_signature_verify(p, path, text, data, n, detail, len);
+		if (!ret)
+			artifact_verdict_note(key);
+	}
+	free(text);
+	return ret;
 }
 
 /* The pin's digest, and the bytes it is of when `keep` or signatures are
@@ -255,7 +270,7 @@ static int check_pin(const char *dir, const struct sg_policy *p, const struct sg
 	a->n_digests++;
 	if (strcmp(hex, pin->sha256))
 		return mismatch(pin->path, pin->sha256, hex, detail, len);
-	ret = check_signature(p, pin->path, a->data[k], a->lens[k], detail, len);
+	ret = check_signature(p, pin->path, hex, a->data[k], a->lens[k], detail, len);
 	ret = ret ?: revoked(dir, p, pin->path, hex, detail, len);
 	ret = ret
 		      ?: artifact_scan(p, pin->path, hex, S_ISDIR(st.st_mode) ? NULL : a->data[k],

@@ -15,6 +15,9 @@
  *    set from user space, so a changed file misses the cache. A file whose
  *    ctime is within ARTIFACT_RACY_S of the check is not noted (a write in
  *    the same clock tick would keep the five): it is hashed again.
+ *  - A verified signature's verdict is kept (artifact_store.h), keyed by
+ *    the digest, the signature's text and the policy's keys; the store
+ *    is bounded (src/artifact/artifact_bound.h).
  *  - A directory is pinned by its manifest: one "<sha256>  <relative
  *    path>\n" line per regular file, in byte order of the paths (what
  *    `sha256sum` prints), hashed. Its files are checked in place, each

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "artifact.h"
+#include "artifact/artifact_bound.h"
 #include "artifact_store.h"
 #include "lib/fs_util.h"
 #include "node/tenant_state.h"
@@ -108,7 +109,8 @@ static void index_put(const struct stat *before, const struct stat *after,
 		return;
 	stat_key(after, key, sizeof(key));
 	snprintf(path, sizeof(path), "%s/%s", dir, key);
-	fs_write_atomic(path, hex, SHA256_HEX - 1, 0600); /* a cache: a failed write costs a hash */
+	if (!fs_write_atomic(path, hex, SHA256_HEX - 1, 0600)) /* failed: it costs a hash */
+		artifact_store_bound(dir, UINT64_MAX, ARTIFACT_NOTES_MAX);
 }
 
 /* The store's copy of `hex`, when it holds one of `size` bytes. */
@@ -128,6 +130,7 @@ static int store_read(const char hex[SHA256_HEX], off_t size, char **data, size_
 		close(fd);
 		return -ENOENT;
 	}
+	futimens(fd, NULL); /* its last use: the bound removes the least recent */
 	ret = fs_read_fd(fd, (size_t)size, data, len);
 	close(fd);
 	if (!ret && *len != (size_t)size) {
@@ -145,8 +148,8 @@ static void store_put(const char hex[SHA256_HEX], const char *data, size_t len)
 	if (store_sub("sha256", dir, sizeof(dir)))
 		return;
 	snprintf(path, sizeof(path), "%s/%s", dir, hex);
-	if (access(path, F_OK))
-		fs_write_atomic(path, data, len, 0600); /* a miss next time costs a hash */
+	if (access(path, F_OK) && !fs_write_atomic(path, data, len, 0600)) /* failed: a hash */
+		artifact_store_bound(dir, artifact_store_max_bytes(), SIZE_MAX);
 }
 
 int artifact_file(const char *path, bool use_cache, char hex[SHA256_HEX], char **data, size_t *len,
@@ -319,4 +322,44 @@ out:
 		free(w.paths[i]);
 	free(w.paths);
 	return ret;
+}
+
+void artifact_verdict_key(const char digest[SHA256_HEX], const char *sig, size_t sig_len,
+			  const char (*keys)[SG_PUBKEY_LEN], int n_keys, char key[SHA256_HEX])
+{
+	static const char tag[] = "sandguard signature verdict 1\n";
+	uint8_t out[SHA256_LEN];
+	struct sha256 h;
+	uint64_t n = sig_len;
+
+	sha256_init(&h);
+	sha256_update(&h, tag, sizeof(tag) - 1);
+	sha256_update(&h, digest, SHA256_HEX - 1);
+	/* The signature's length first: its bytes cannot run into the keys'. */
+	sha256_update(&h, &n, sizeof(n));
+	sha256_update(&h, sig, sig_len);
+	for (int i = 0; i < n_keys; i++)
+		sha256_update(&h, keys[i], strlen(keys[i]) + 1);
+	sha256_final(&h, out);
+	sha256_to_hex(out, key);
+}
+
+bool artifact_verdict_known(const char key[SHA256_HEX])
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	return !artifact_store_path("signed", key, path, sizeof(path)) && !lstat(path, &st) &&
+	       S_ISREG(st.st_mode);
+}
+
+void artifact_verdict_note(const char key[SHA256_HEX])
+{
+	char path[PATH_MAX];
+
+	if (artifact_store_path("signed", key, path, sizeof(path)) ||
+	    fs_write_atomic(path, "", 0, 0600)) /* a cache: a failed write costs a check */
+		return;
+	*strrchr(path, '/') = '\0';
+	artifact_store_bound(path, UINT64_MAX, ARTIFACT_NOTES_MAX);
 }

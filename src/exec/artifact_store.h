@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "lib/sha256.h"
+#include "policy/policy.h"
 
 /* $SANDGUARD_ARTIFACT_DIR, else <state>/artifacts. */
 int artifact_store_dir(char *buf, size_t len);
@@ -28,5 +29,16 @@ int artifact_file(const char *path, bool use_cache, char hex[SHA256_HEX], char *
  * inside it is -EINVAL: what it would show is not pinned). */
 int artifact_dir(const char *path, bool use_cache, char hex[SHA256_HEX], char **text,
 		 size_t *text_len, char *detail, size_t dlen);
+
+/* Signature verdicts: a verified signature is noted in <store>/signed/
+ * under a key that is the SHA-256 of everything the verdict depends on:
+ * the digest of the bytes signed, the signature file's text, and the
+ * policy's public keys (artifact_verdict_key()). A change to any of them
+ * is another key, a miss, and a verification; only a valid signature is
+ * noted. */
+void artifact_verdict_key(const char digest[SHA256_HEX], const char *sig, size_t sig_len,
+			  const char (*keys)[SG_PUBKEY_LEN], int n_keys, char key[SHA256_HEX]);
+bool artifact_verdict_known(const char key[SHA256_HEX]);
+void artifact_verdict_note(const char key[SHA256_HEX]);
 
 #endif

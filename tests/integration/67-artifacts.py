@@ -414,6 +414,21 @@ def case_signatures(a, tag):
         bad = why_not(r, raw, "ok")
         if bad:
             return "signed%s: %s" % (" (legacy)" if legacy else "", bad)
+    # Verdicts kept: the same signature again adds none; another signature
+    # of other bytes is verified (refused), whatever was kept.
+    verdicts = os.path.join(a.env["SANDGUARD_STATE_DIR"], "artifacts", "signed")
+    kept = sorted(os.listdir(verdicts))
+    r, raw = a.exec_batch("art-sig", prog)
+    if why_not(r, raw, "ok") or sorted(os.listdir(verdicts)) != kept or not kept:
+        return "the kept verdict: %s, verdicts %s then %s" % (why_not(r, raw, "ok"), kept,
+                                                              os.listdir(verdicts))
+    sign(key, decoy)
+    shutil.copyfile(decoy + ".minisig", prog + ".minisig")
+    r, raw = a.exec_batch("art-sig", prog)
+    bad = why_not(r, raw, "tenant_policy_violation", ["does not verify"])
+    if bad or sorted(os.listdir(verdicts)) != kept:
+        return "another signature after a kept verdict: %s, verdicts %s" % (bad, os.listdir(verdicts))
+    sign(key, prog)
     sign(other, data + ".manifest")
     os.rename(data + ".manifest.minisig", data + ".minisig")
     r, raw = a.exec_batch("art-sig", prog)

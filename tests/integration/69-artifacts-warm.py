@@ -106,6 +106,35 @@ def case_module_twins(a, tag):
     return bad or (r["attempts"] != 0 and "it ran: %s" % r) or None
 
 
+def case_store_bound(a, tag):
+    """$SANDGUARD_ARTIFACT_STORE_MB bounds the store's copies: three
+    pinned programs of 450 KiB under a 1 MiB bound leave at most 1 MiB,
+    the least recently used gone, and each program still runs (a copy
+    gone costs a hash)."""
+    store = os.path.join(a.env["SANDGUARD_STATE_DIR"], "artifacts", "sha256")
+    progs = [a.program("big-%s-%d.py" % (tag, i), "# %d\n" % i + ("#" + "x" * 1023 + "\n") * 450 +
+                       "import json, sys\nprint(json.dumps([1] * len(json.load(sys.stdin)['items'])))\n")
+             for i in range(3)]
+    saved = dict(a.env)
+    a.env["SANDGUARD_ARTIFACT_STORE_MB"] = "1"
+    try:
+        for prog in progs + progs[:1]:
+            policy(a, "art-bound", [prog])
+            r, raw = a.exec_batch("art-bound", prog)
+            bad = why_not(r, raw, "ok")
+            if bad or r["scores"] != [1] * 3:
+                return "%s: %s" % (prog, bad or r["scores"])
+        names = os.listdir(store)
+        total = sum(os.path.getsize(os.path.join(store, n)) for n in names)
+        if total > 1 << 20 or sha(progs[0]) not in names or sha(progs[1]) in names:
+            return "store %d bytes, %s; want at most 1 MiB, the first program's copy (used last) " \
+                "kept, the second's (least recent) gone" % (total, sorted(names))
+        return None
+    finally:
+        a.env.clear()
+        a.env.update(saved)
+
+
 def landlock_abi():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -179,6 +208,7 @@ def case_warm_pinned_runs_cold(a, tag):
 
 CASES = [("pinned module imported from the checked copy, changed or revoked refused", case_module_copy),
          ("two pinned modules of one name refused", case_module_twins),
+         ("the store of checked copies stays within its bound", case_store_bound),
          ("a pinning tenant's warm preloads run cold, never a parent", case_warm_pinned_runs_cold)]
 
 
