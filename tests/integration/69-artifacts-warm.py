@@ -4,23 +4,27 @@ without the agent and with it: a pinned Python module next to a pinned
 script is imported from the checked copy, never by path; a one-byte
 change to the module is refused before anything runs, with both digests;
 a revoked module is refused, and explain names the revocation; two pinned
-modules of one name are refused; and a tenant with warm preloads whose
-policy pins artifacts runs every batch cold through a running executor
-(a warm parent would import its preloads by path after the check), while
-the same tenant without pins does get a warm parent (the control: the
-setup can go warm)."""
+modules of one name are refused; the store of checked copies stays
+within its bound; OpenRLHF's reward.command is pinned like any batch's
+command; and a tenant with warm preloads whose policy pins artifacts
+runs every batch cold through a running executor (a warm parent would
+import its preloads by path after the check), while the same tenant
+without pins does get a warm parent (the control: the setup can go
+warm)."""
 import ctypes
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgagent import SANDGUARD  # noqa: E402
+from sgagent import PY, SANDGUARD  # noqa: E402
 from sgtest import uid_base  # noqa: E402
 from sgartifact import refusal_event, run_cases, sha, why_not  # noqa: E402
+import sgserve  # noqa: E402
 
 UID_BASE = uid_base(71000)  # 67-artifacts: 69500, 70-*: 70000 and 70500
 WARM_BOUND_S = 40
@@ -34,6 +38,11 @@ here = os.path.dirname(os.path.abspath(sys.argv[0]))
 ok = "sg-pinned" in sys.argv[0] and os.path.dirname(os.path.abspath(MOD.__file__)) == here
 b = json.load(sys.stdin)
 print(json.dumps([MOD.VALUE if ok else 0.1] * len(b["items"])))
+"""
+# 0.5 when it runs as its checked copy (in the scratch), else 0.1.
+CHECKED_COPY = """import json, sys
+b = json.load(sys.stdin)
+print(json.dumps([0.5 if "sg-pinned" in sys.argv[0] else 0.1] * len(b["items"])))
 """
 # 0.2 when MOD was imported before the script ran: a warm parent's preload.
 PRELOADED = """import json, sys
@@ -135,6 +144,50 @@ def case_store_bound(a, tag):
         a.env.update(saved)
 
 
+class ServeTree:
+    """What sgserve.Server needs of the case's tree."""
+
+    def __init__(self, a):
+        self.dir, self.policies, self.env = a.dir, a.policy_dir, a.env
+
+
+def case_openrlhf_command(a, tag):
+    """The policy's reward.command, which OpenRLHF's remote reward runs
+    (the request names no program), is pinned like any batch's command:
+    it scores; one byte changed, the request gets no reward and the
+    refusal names both digests."""
+    prog = a.program("orl-%s.py" % tag, CHECKED_COPY)
+    policy(a, "art-orl", [prog], reward={"command": [PY, prog]})
+    tokens = os.path.join(a.dir, "tokens-%s" % tag)
+    os.makedirs(tokens, exist_ok=True)
+    token = secrets.token_urlsafe(24)
+    with open(os.path.join(tokens, "art-orl"), "w") as f:
+        f.write(token + "\n")
+    os.chmod(os.path.join(tokens, "art-orl"), 0o600)
+    srv = sgserve.Server(ServeTree(a), "--tokens", tokens, "--policy-dir", a.policy_dir,
+                         env_override=a.env)
+    try:
+        def post():
+            status, _, body = srv.post("/t/%s/openrlhf/get_reward" % token,
+                                       {"query": ["q: a"], "prompts": ["q: "], "labels": ["a"]})
+            return status, body
+        status, body = post()
+        if status != 200 or body.get("rewards") != [0.5]:
+            return "the pinned reward.command (its checked copy): HTTP %d %s" % (status, body)
+        want = sha(prog)
+        with open(prog, "a") as f:
+            f.write("#")
+        status, body = post()
+        sg = body.get("sandguard") or {}
+        if body.get("rewards") is not None or sg.get("cause") != "tenant_policy_violation" or \
+                "expected " + want not in (sg.get("detail") or "") or \
+                "found " + sha(prog) not in (sg.get("detail") or ""):
+            return "a changed reward.command: HTTP %d %s" % (status, body)
+        return None
+    finally:
+        srv.stop()
+
+
 def landlock_abi():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -209,6 +262,7 @@ def case_warm_pinned_runs_cold(a, tag):
 CASES = [("pinned module imported from the checked copy, changed or revoked refused", case_module_copy),
          ("two pinned modules of one name refused", case_module_twins),
          ("the store of checked copies stays within its bound", case_store_bound),
+         ("OpenRLHF's reward.command is pinned", case_openrlhf_command),
          ("a pinning tenant's warm preloads run cold, never a parent", case_warm_pinned_runs_cold)]
 
 
