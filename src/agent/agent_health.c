@@ -98,6 +98,9 @@ static void report(struct agent *a, const struct sg_tenant *t, const struct sg_o
 		char why[320], line[EVENT_JSON_MAX];
 		json_t *fields;
 
+		if (!per_run)
+			agent_metrics_detector(a, t->name, health_detector_name(d),
+					       !!(fired & HEALTH_BIT(d)));
 		if (!(fired & HEALTH_BIT(d)))
 			continue;
 		health_describe(hs, &t->policy->health, d, why, sizeof(why));
@@ -105,8 +108,6 @@ static void report(struct agent *a, const struct sg_tenant *t, const struct sg_o
 			per_run ? o->run_id : "", health_detector_name(d), why);
 		if (per_run)
 			agent_metrics_run_detector(a, t->name, health_detector_name(d));
-		else
-			agent_metrics_detector(a, t->name, health_detector_name(d));
 		fields = json_pack("{s:s, s:s}", "why", why, "scope", per_run ? "run" : "tenant");
 		if (event_health_json(&ev, clock_ns(CLOCK_REALTIME), health_detector_name(d),
 				      fields, line, sizeof(line)) > 0)

@@ -210,10 +210,11 @@ void agent_metrics_observe_kill_latency(struct agent *a, double seconds)
 		metrics_histogram_observe(fam.kill_latency, NULL, seconds);
 }
 
-void agent_metrics_detector(struct agent *a, const char *tenant, const char *detector)
+void agent_metrics_detector(struct agent *a, const char *tenant, const char *detector,
+			    unsigned fired)
 {
 	if (a->metrics)
-		metrics_counter_add(fam.detector, (const char *[]){ tenant, detector }, 1);
+		metrics_counter_add(fam.detector, (const char *[]){ tenant, detector }, fired);
 }
 
 void agent_metrics_run_detector(struct agent *a, const char *tenant, const char *detector)
@@ -227,14 +228,18 @@ void agent_metrics_canary(struct agent *a, const char *tenant, uint32_t probes, 
 {
 	if (!a->metrics)
 		return;
-	if (probes > failed)
+	/* Every series from the tenant's first probed batch on, at 0 if need
+	 * be: increase() cannot count a series' first sample, so an
+	 * out_of_range series born at its first failure would hide it from
+	 * SandguardCanaryFailed. */
+	if (probes) {
 		metrics_counter_add(fam.canary_probes, (const char *[]){ tenant, "in_range" },
 				    probes - failed);
-	if (failed)
 		metrics_counter_add(fam.canary_probes, (const char *[]){ tenant, "out_of_range" },
 				    failed);
-	if (nondeterministic)
-		metrics_counter_add(fam.nondeterminism, (const char *[]){ tenant }, 1);
+	}
+	metrics_counter_add(fam.nondeterminism, (const char *[]){ tenant },
+			    nondeterministic ? 1 : 0);
 }
 
 /* Every family, in the order /metrics shows them. */

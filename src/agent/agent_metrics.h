@@ -9,7 +9,10 @@ int agent_metrics_start(struct agent *a); /* no-op without --metrics */
 void agent_metrics_stop(struct agent *a);
 void agent_metrics_tick(struct agent *a);
 void agent_metrics_observe_kill_latency(struct agent *a, double seconds);
-void agent_metrics_detector(struct agent *a, const char *tenant, const char *detector);
+/* Adds `fired` (0 or 1): a 0 gives the tenant's series of each detector
+ * a sample before its first firing, which increase() needs to see it. */
+void agent_metrics_detector(struct agent *a, const char *tenant, const char *detector,
+			    unsigned fired);
 void agent_metrics_run_detector(struct agent *a, const char *tenant, const char *detector);
 void agent_metrics_canary(struct agent *a, const char *tenant, uint32_t probes, uint32_t failed,
 			  bool nondeterministic);
