@@ -16,27 +16,20 @@ the HTTP API (/api/v1/alerts) and then resolve once the fault is gone:
   the agent killed (SIGKILL)              SandguardAgentDown
 
 Prints, per alert, the fault and the seconds from its injection to
-`firing` and to resolved. Not injected here (their promtool cases in
-tests/stages/alert_rules_test.yaml stand): ring-buffer drops, lost events,
-degraded enforcement, slow kills, overturned timeouts."""
-import json
+`firing` and to resolved. The other alerts' faults are injected by
+53-alerts-live-faults."""
 import os
-import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
-import urllib.request
-
-import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import Agent, check, finish, skip  # noqa: E402
 import sgprom  # noqa: E402
+from sgalerts import Watch, scraped, start_prometheus, test_rules  # noqa: E402
 from sgtest import free_port, uid_base  # noqa: E402
 
-SRC = os.environ.get("SANDGUARD_SRC", ".")
 CONSTANT = """import json, sys
 b = json.load(sys.stdin)
 print(json.dumps([0.5] * len(b["items"])))
@@ -45,57 +38,6 @@ GOOD = """import json, sys
 b = json.load(sys.stdin)
 print(json.dumps([0.25 * (i % 4) for i in range(len(b["items"]))]))
 """
-NODE = "test-node"
-POD = "sandguard-agent-test"
-
-
-def test_rules(path):
-    """The shipped rules, with the short for: and ranges of the test."""
-    for d in yaml.safe_load_all(open(os.path.join(SRC, "deploy", "podmonitor.yaml"))):
-        if d and d["kind"] == "PrometheusRule":
-            groups = d["spec"]["groups"]
-    for g in groups:
-        g["interval"] = "1s"
-        for r in g["rules"]:
-            if "for" in r:
-                r["for"] = "1s"
-            r["expr"] = re.sub(r"\[(5|10|15|30)m\]", "[20s]", r["expr"])
-    with open(path, "w") as f:
-        yaml.safe_dump({"groups": groups}, f)
-    return {r["alert"] for g in groups for r in g["rules"]}
-
-
-def firing(prom):
-    with urllib.request.urlopen("http://%s/api/v1/alerts" % prom, timeout=5) as r:
-        body = json.loads(r.read().decode())
-    return {a["labels"]["alertname"] for a in body["data"]["alerts"] if a["state"] == "firing"}
-
-
-class Watch:
-    """Polls the firing alerts; remembers when each was first seen
-    firing and when it was last seen resolved after that."""
-
-    def __init__(self, prom):
-        self.prom, self.fired, self.resolved = prom, {}, {}
-
-    def poll(self):
-        try:
-            now, names = time.time(), firing(self.prom)
-        except OSError:
-            return
-        for n in names:
-            self.fired.setdefault(n, now)
-            self.resolved.pop(n, None)
-        for n in self.fired:
-            if n not in names:
-                self.resolved.setdefault(n, now)
-
-    def until(self, cond, seconds):
-        deadline = time.time() + seconds
-        while time.time() < deadline and not cond():
-            self.poll()
-            time.sleep(0.25)
-        return cond()
 
 
 def main():
@@ -114,24 +56,13 @@ def main():
             return
         rules = os.path.join(a.dir, "rules.yaml")
         alerts = test_rules(rules)
-        cfg = os.path.join(a.dir, "prometheus.yml")
-        with open(cfg, "w") as f:
-            yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                            "rule_files": [rules],
-                            "scrape_configs": [{"job_name": "sandguard", "static_configs": [{
-                                "targets": [target],
-                                "labels": {"node": NODE, "namespace": "sandguard", "pod": POD}}]}]}, f)
-        prom_log = open(os.path.join(a.dir, "prometheus.log"), "w")
-        prom_proc = subprocess.Popen(
-            [prometheus, "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(a.dir, "tsdb"),
-             "--web.listen-address=" + prom],
-            stdout=prom_log, stderr=prom_log, stdin=subprocess.DEVNULL)
+        prom_proc = start_prometheus(prometheus, a.dir, rules, target, prom)
         w = Watch(prom)
         good, constant = a.program("good.py", GOOD), a.program("constant.py", CONSTANT)
         # Every tenant's series at 0 first (increase() needs a sample before).
         for t in ("charlie", "calm", "delta"):
             a.exec_batch(t, good)
-        check(w.until(lambda: w.prom and _scraped(prom, "delta"), 30),
+        check(w.until(lambda: scraped(prom, "delta"), 30),
               "Prometheus scraped every tenant's series before any fault")
         w.until(lambda: False, 2)
         check(not w.fired, "no alert fires on a healthy agent", str(sorted(w.fired)))
@@ -182,20 +113,11 @@ def main():
             print("INFO: %-40s %-70s firing %5.1f s after the fault began, resolved %5.1f s after it ended" % (
                 name, fault, (fired - start) if fired else float("nan"),
                 (w.resolved[name] - back) if name in w.resolved else float("nan")))
-        print("INFO: not injected live (promtool cases only): %s" % ", ".join(
+        print("INFO: injected by 53-alerts-live-faults: %s" % ", ".join(
             sorted(alerts - set(batch_faults) - {"SandguardAgentDown"})))
     finally:
         sgprom.stop(prom_proc)
         a.cleanup()
-
-
-def _scraped(prom, tenant):
-    url = "http://%s/api/v1/query?query=sandguard_batches_total%%7Btenant%%3D%%22%s%%22%%7D" % (prom, tenant)
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return bool(json.loads(r.read().decode())["data"]["result"])
-    except OSError:
-        return False
 
 
 main()
