@@ -29,7 +29,7 @@ static struct {
 	struct metrics_family *failures, *violations, *events, *kills, *batches, *duration;
 	struct metrics_family *active, *degenerate, *invalid, *drops, *lost, *reloads;
 	struct metrics_family *confirmations, *budget_dropped;
-	struct metrics_family *feature, *build, *kill_latency, *detector, *sandboxes_total;
+	struct metrics_family *feature, *degraded, *build, *kill_latency, *detector, *sandboxes_total;
 	struct metrics_family *records, *gaps, *rebuilds, *checkpoint_failures, *disk_free;
 	struct metrics_family *disk_reserve, *cpu_seconds, *run_seconds, *mem_seconds;
 	struct metrics_family *session_steps, *sessions_ended, *sessions;
@@ -144,9 +144,30 @@ static void collect_budget_dropped(const char *tenant, uint64_t lines, void *ctx
 	metrics_counter_set(fam.budget_dropped, (const char *[]){ tenant }, lines);
 }
 
+/* What the kernel enforces right now, whoever changed it: the agent's own
+ * probe (it refuses to start degraded), and its hooks still attached.
+ * true with `reason` when something is not enforced. */
+static bool degraded_now(struct agent *a, char *reason, size_t len)
+{
+	int links = sg_pinned_links(), detached;
+
+	if (links <= 0) {
+		snprintf(reason, len, "no sandguard programs attached (no pinned links)");
+		return true;
+	}
+	detached = sg_pinned_links_detached();
+	if (detached != 0) {
+		snprintf(reason, len, "%d of the agent's hooks detached from outside%s", detached,
+			 detached < 0 ? " (cannot read the pinned links)" : "");
+		return true;
+	}
+	return enforcement_degraded(a->features, &a->modes, reason, len);
+}
+
 static void collect(struct metrics_registry *r, void *ctx)
 {
 	struct agent *a = ctx;
+	char why[512];
 
 	pthread_mutex_lock(&a->lock);
 	ledger_foreach(a->ledger, collect_tenant, a);
@@ -159,6 +180,7 @@ static void collect(struct metrics_registry *r, void *ctx)
 	if (a->events) /* its own lock */
 		event_log_foreach_dropped(a->events, collect_budget_dropped, NULL);
 	collect_disk(&a->outcomes.journal);
+	metrics_gauge_set(fam.degraded, NULL, degraded_now(a, why, sizeof(why)));
 }
 
 /* Gauges that live in the main loop's data are refreshed from it. */
@@ -192,16 +214,10 @@ void agent_metrics_tick(struct agent *a)
 static bool ready(void *ctx, char *reason, size_t len)
 {
 	struct agent *a = ctx;
-	int links = sg_pinned_links();
 
-	if (links <= 0) {
-		snprintf(reason, len, "no sandguard programs attached (no pinned links)");
-		return false;
-	}
 	/* Running but not enforcing everything is not ready; nor is a node
 	 * whose journal disk refuses new runs. */
-	return !enforcement_degraded(a->features, &a->modes, reason, len) &&
-	       agent_outcomes_ready(a, reason, len);
+	return !degraded_now(a, reason, len) && agent_outcomes_ready(a, reason, len);
 }
 
 void agent_metrics_observe_kill_latency(struct agent *a, double seconds)
@@ -323,6 +339,10 @@ static const struct family_def {
 	  &fam.reloads },
 	{ METRICS_GAUGE, "sandguard_feature_mode", "1 for the enforcement mode in use per feature.",
 	  l_fm, NULL, 0, &fam.feature },
+	{ METRICS_GAUGE, "sandguard_enforcement_degraded",
+	  "1 while the kernel does not enforce every rule: a feature without a hook, no hook "
+	  "attached, or a hook detached from outside.",
+	  NULL, NULL, 0, &fam.degraded },
 	{ METRICS_GAUGE, "sandguard_build_info", "The running sandguard version.", l_ver, NULL, 0,
 	  &fam.build },
 	{ METRICS_HISTOGRAM, "sandguard_kill_latency_seconds",

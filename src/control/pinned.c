@@ -1,5 +1,6 @@
 /* Reading the agent's pins (see pinned.h). */
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -64,6 +65,58 @@ int sg_pinned_links(void)
 	while ((de = readdir(d)))
 		if (de->d_name[0] != '.')
 			n++;
+	closedir(d);
+	return n;
+}
+
+/* Whether the link behind fd is a cgroup link no longer attached to any
+ * cgroup (detached: `bpftool link detach`, or its cgroup gone). The
+ * kernel's fdinfo of a cgroup link names its cgroup, 0 once detached. */
+static bool cgroup_link_detached(int fd)
+{
+	char path[64], line[128];
+	bool cgroup_link = false, detached = false;
+	unsigned long long id;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "link_type:", 10) && strstr(line, "cgroup"))
+			cgroup_link = true;
+		else if (sscanf(line, "cgroup_id: %llu", &id) == 1)
+			detached = id == 0;
+	}
+	fclose(f);
+	return cgroup_link && detached;
+}
+
+int sg_pinned_links_detached(void)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 256];
+	struct dirent *de;
+	uint32_t gen = sg_pinned_generation();
+	DIR *d;
+	int n = 0, fd;
+
+	if (!gen)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/gen-%u", sg_pin_root(), gen);
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		fd = bpf_obj_get(path);
+		if (fd < 0)
+			continue;
+		n += cgroup_link_detached(fd);
+		close(fd);
+	}
 	closedir(d);
 	return n;
 }

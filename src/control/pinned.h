@@ -19,6 +19,10 @@ uint32_t sg_pinned_generation(void);
 
 /* Pinned links of the active generation (readiness: > 0). */
 int sg_pinned_links(void);
+/* Pinned cgroup links of the active generation that are attached to no
+ * cgroup any more (detached from outside): each is a hook that enforces
+ * nothing. >= 0, or -errno. */
+int sg_pinned_links_detached(void);
 
 /* The cgroup the active generation's cgroup programs are attached to (the
  * agent's sandguard root), from its egress catch-all's pinned link: 0 with

@@ -34,9 +34,10 @@ fault is gone; no other alert may fire, and none on the healthy agent
 first. The dashboard's "Canary failures" panel, queried on the same
 Prometheus, must show the inflating tenant's probes out of range and a
 non-deterministic tenant's (rw_dice.py) re-score, and nothing for the
-honest one. SandguardEnforcementDegraded is not injected: a running agent never
-reports an enforced feature as `none` (the agent refuses to start
-instead, which is SandguardAgentDown); its promtool cases stand. Prints,
+honest one. Last, the agent's egress hook detached from outside (`bpftool
+link detach`, what an attacker with CAP_SYS_ADMIN could do):
+SandguardEnforcementDegraded, and /readyz 503; a restarted agent attaches a
+new generation and it resolves. Prints,
 per alert, the fault and the seconds from its injection to `firing` and
 from its end to resolved. About seven minutes."""
 import json
@@ -46,6 +47,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import PY, SANDGUARD, Agent, check, finish, skip  # noqa: E402
@@ -297,6 +300,28 @@ class Phases:
                     n, fault, (f - began) if f else float("nan"), (r - ended) if r else float("nan")))
 
 
+def detach_egress(a):
+    """Detach the active generation's egress catch-all cgroup link (as an
+    attacker with CAP_SYS_ADMIN could): its path, or None."""
+    root = a.env["SANDGUARD_PIN_ROOT"]
+    gens = sorted((d for d in os.listdir(root) if d.startswith("gen-")), key=lambda d: int(d[4:]))
+    for gen in reversed(gens):
+        path = os.path.join(root, gen, "sg_skb_egress")
+        if os.path.exists(path) and subprocess.run(["bpftool", "link", "detach", "pinned", path],
+                                                   capture_output=True).returncode == 0:
+            return path
+    return None
+
+
+def readyz(target):
+    try:
+        return urllib.request.urlopen("http://%s/readyz" % target, timeout=5).status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
 def main():
     prometheus = shutil.which("prometheus")
     if not prometheus:
@@ -383,6 +408,17 @@ def main():
         print("INFO: during the stall the kernel counted %s drops; the kill came %s s after the violation" % (
             drops and drops[0]["value"][1], kill and kill[0]["value"][1]))
         ph.resolved(["SandguardRingbufDrops", "SandguardKillLatencyHigh"], t1)
+
+        # A hook detached from outside.
+        link = detach_egress(a)
+        check(link is not None, "the agent's egress link detached with bpftool", a.env["SANDGUARD_PIN_ROOT"])
+        t0 = time.time()
+        ph.fired(["SandguardEnforcementDegraded"], "the agent's egress hook detached from outside (bpftool)", t0)
+        code = readyz(target)
+        check(code == 503, "/readyz answers 503 while a hook is detached", "HTTP %s" % code)
+        a.stop()
+        check(a.start("--metrics", target), "the agent restarts", a.log_tail())
+        ph.resolved(["SandguardEnforcementDegraded"], time.time())
 
         expected = {n for names, _, _, _ in ph.rows for n in names}
         unexpected = set(w.fired) - expected
