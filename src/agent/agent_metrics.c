@@ -29,7 +29,8 @@ static struct {
 	struct metrics_family *failures, *violations, *events, *kills, *batches, *duration;
 	struct metrics_family *active, *degenerate, *invalid, *drops, *lost, *reloads;
 	struct metrics_family *confirmations, *budget_dropped;
-	struct metrics_family *feature, *degraded, *build, *kill_latency, *detector, *sandboxes_total;
+	struct metrics_family *feature, *degraded, *build, *kill_latency, *detector,
+		*sandboxes_total;
 	struct metrics_family *records, *gaps, *rebuilds, *checkpoint_failures, *disk_free;
 	struct metrics_family *disk_reserve, *cpu_seconds, *run_seconds, *mem_seconds;
 	struct metrics_family *session_steps, *sessions_ended, *sessions;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli_opts.h"
 #include "commands.h"
 #include "exec/exec.h"
 #include "interp/interp.h"
@@ -42,18 +43,7 @@ static void usage(FILE *f)
 		"sandboxes.\n");
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "sandguard executor: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n(see 'sandguard executor --help')\n");
-	return SG_EXIT_USAGE;
-}
+static const struct cli_command command = { .name = "executor", .usage = usage };
 
 static int count(const char *flag, const char *v, unsigned long long max, unsigned long long *out)
 {
@@ -62,7 +52,8 @@ static int count(const char *flag, const char *v, unsigned long long max, unsign
 	errno = 0;
 	*out = strtoull(v, &end, 10);
 	if (errno || end == v || *end || v[0] == '-' || !*out || *out > max)
-		return usage_error("%s must be an integer in 1..%llu, got '%s'", flag, max, v);
+		return cli_usage_error(&command, "%s must be an integer in 1..%llu, got '%s'", flag,
+				       max, v);
 	return 0;
 }
 
@@ -76,8 +67,7 @@ static int parse_args(int argc, char **argv, struct executor_opts *o)
 						  { 0 } };
 	int c, ret = 0;
 
-	opterr = 0;
-	optind = 1;
+	cli_options_begin();
 	while (!ret && (c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		if (c == 'p')
 			ret = count("--pool-max", optarg, 256, &o->pool_max);
@@ -85,16 +75,11 @@ static int parse_args(int argc, char **argv, struct executor_opts *o)
 			ret = count("--idle-s", optarg, 86400, &o->idle_s);
 		else if (c == 'c')
 			ret = count("--max-clients", optarg, 65536, &o->max_clients);
-		else if (c == 'h') {
-			usage(stdout);
-			return -1;
-		} else if (c == ':')
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
 		else
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return cli_option_common(&command, c, argv);
 	}
 	if (!ret && optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(&command, "unexpected argument '%s'", argv[optind]);
 	return ret;
 }
 
