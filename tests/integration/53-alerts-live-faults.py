@@ -416,9 +416,10 @@ def main():
         ph.fired(["SandguardEnforcementDegraded"], "the agent's egress hook detached from outside (bpftool)", t0)
         code = readyz(target)
         check(code == 503, "/readyz answers 503 while a hook is detached", "HTTP %s" % code)
+        ended = time.time()  # the fault ends with this agent; its successor attaches anew
         a.stop()
         check(a.start("--metrics", target), "the agent restarts", a.log_tail())
-        ph.resolved(["SandguardEnforcementDegraded"], time.time())
+        ph.resolved(["SandguardEnforcementDegraded"], ended)
 
         expected = {n for names, _, _, _ in ph.rows for n in names}
         unexpected = set(w.fired) - expected
