@@ -66,6 +66,10 @@ int exec_owed_final_first(struct sb_run_record *rr, char *detail, size_t len);
 void exec_owed_before_booking(struct sb_run_record *rr, struct exec_booking *b, char *id,
 			      size_t len);
 
+/* A verifier test is booked: the worker's record owes nothing and stays,
+ * held, for its next test (sb_run_record_idle()). */
+void exec_owed_idle(struct sb_run_record *rr);
+
 /* The final is booked (or cannot be): the record goes. */
 void exec_owed_done(struct sb_run_record *rr);
 

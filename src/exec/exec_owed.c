@@ -105,6 +105,11 @@ void exec_owed_before_booking(struct sb_run_record *rr, struct exec_booking *b, 
 		snprintf(id, len, "%s", rec->final_id);
 }
 
+void exec_owed_idle(struct sb_run_record *rr)
+{
+	sb_run_record_idle(rr); /* deleted if it cannot be: the next run makes one */
+}
+
 void exec_owed_done(struct sb_run_record *rr)
 {
 	sb_record_release(&rr->lk);

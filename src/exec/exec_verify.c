@@ -155,13 +155,15 @@ static bool job_cold(struct verify_job *job)
 	return cold;
 }
 
-static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
+/* owed: the worker's run record, idle (owing nothing) between its tests
+ * and rewritten in place for each (sb_run_record_idle()). */
+static void run_test(struct verify_job *job, struct exec_box *box, struct sb_run_record *owed,
+		     size_t i)
 {
 	const struct exec_ctx *ctx = job->ctx;
 	const struct verify_case *tc = &job->tests->v[i];
 	struct verify_result *t = &job->res->tests[i];
 	uint32_t budget = exec_attempt_budget(ctx->policy);
-	struct sb_run_record owed; /* the test's runs; the request owes the final */
 	struct node_cpu_commit line = { .fd = -1 }; /* a confirmation run's */
 	struct sandbox_spec spec;
 	int grader = verify_grader(ctx->policy, job->tests);
@@ -177,8 +179,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 		spec.n_files = 1;
 		spec.allow_exec_in_scratch = ctx->build->compile != NULL;
 	}
-	exec_owed_init(&owed, ctx, "verify", job->batch_id, false);
-	spec.record = &owed;
+	spec.record = owed; /* the test's runs; the request owes the final */
 	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
 		struct sandbox_result r;
 		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 32], id[SG_ID_BUF];
@@ -228,7 +229,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 					  .run = &r,
 					  .spec = &spec,
 					  .detail = detail[0] ? booked : NULL };
-		exec_owed_before_booking(&owed, &b, id, sizeof(id));
+		exec_owed_before_booking(owed, &b, id, sizeof(id));
 		int err = exec_book(ctx, &b);
 		if (err) { /* unbooked: the test has no verdict */
 			cause = exec_book_failed(err, cause, detail, sizeof(detail));
@@ -252,7 +253,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, size_t i)
 	 * took it fresh): it serves no later test. */
 	if (spec.confirm)
 		exec_box_done(ctx, box);
-	exec_owed_done(&owed);
+	exec_owed_idle(owed);
 	node_cpu_release(&line);
 	free(argv);
 }
@@ -261,8 +262,10 @@ static void *worker(void *arg)
 {
 	struct verify_job *job = arg;
 	struct exec_box box = { 0 };
+	struct sb_run_record owed;
 
 	sg_log_to(job->log);
+	exec_owed_init(&owed, job->ctx, "verify", job->batch_id, false);
 	for (;;) {
 		size_t i;
 
@@ -271,8 +274,9 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&job->lock);
 		if (i >= job->tests->n)
 			break;
-		run_test(job, &box, i);
+		run_test(job, &box, &owed, i);
 	}
+	exec_owed_done(&owed);
 	exec_box_done(job->ctx, &box);
 	return NULL;
 }

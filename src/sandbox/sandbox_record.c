@@ -20,6 +20,7 @@
 #include "sandbox_scratch.h"
 
 #define RECORD_MAX_BYTES 16384
+#define RECORD_PAGE      4096 /* what one pwrite() copies whole (rewrite_in_place()) */
 #define SUFFIX           ".json"
 #define RUN_SUFFIX       ".run.json"
 #define TMP_TRIES        8 /* a .tmp file discarded before we locked it: another */
@@ -59,8 +60,10 @@ static bool names_valid(const struct sb_record *r)
 	if (r->kind != SB_RECORD_RUN)
 		return id_valid(r->sandbox) && id_valid(r->outcome) &&
 		       id_empty_or_valid(r->final_id);
+	/* A run's record may owe nothing: a verifier worker's, kept between
+	 * its tests (sb_run_record_idle()). */
 	return id_empty_or_valid(r->sandbox) && id_empty_or_valid(r->outcome) &&
-	       id_empty_or_valid(r->final_id) && (r->outcome[0] || r->final_id[0]);
+	       id_empty_or_valid(r->final_id);
 }
 
 static int copy_field(json_t *o, const char *key, char *dst, size_t len)
@@ -115,12 +118,13 @@ static int record_parse(const char *text, size_t n, struct sb_record *r)
 	return err;
 }
 
-/* The record's name: a run's after the id it owes first. */
+/* The record's name: a run's after the id it owes first (or its sandbox,
+ * when it owes nothing yet). */
 static const char *record_name(const struct sb_record *rec)
 {
 	if (rec->kind != SB_RECORD_RUN)
 		return rec->sandbox;
-	return rec->outcome[0] ? rec->outcome : rec->final_id;
+	return rec->outcome[0] ? rec->outcome : rec->final_id[0] ? rec->final_id : rec->sandbox;
 }
 
 /* A new file holding `rec`, locked, under a temporary name in `dir`:
@@ -216,6 +220,41 @@ int sb_record_replace(const struct sb_record *rec, struct sb_record_lock *lk, ch
 	return err;
 }
 
+/* Rewrite a held record in its own file: one pwrite() of at most a page
+ * at offset 0, padded with blanks to the file's length (JSON allows them),
+ * so the file holds the old text or the new, never a mix: a process dies
+ * between two system calls, and a write of one page is copied whole or not
+ * at all (a pending SIGKILL is checked before each page). A reaper reads
+ * it only once our lock is gone. Saves the new inode, rename and unlink of
+ * sb_record_replace() (on ext4, an inode allocation searches past the
+ * recently deleted ones: a quarter of the executor's CPU per verifier
+ * test, docs/performance-executor-cost.md). -E2BIG when it does not fit in
+ * a page (the caller replaces it instead), else 0 or -errno. */
+static int rewrite_in_place(const struct sb_record *rec, struct sb_record_lock *lk)
+{
+	json_t *j = record_json(rec);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	struct stat st;
+	size_t n = text ? strlen(text) : 0, size;
+	int err = text ? 0 : -ENOMEM;
+	char page[RECORD_PAGE];
+
+	json_decref(j);
+	if (!err && fstat(lk->fd, &st))
+		err = -errno;
+	size = !err && (size_t)st.st_size > n ? (size_t)st.st_size : n;
+	if (!err && size > sizeof(page))
+		err = -E2BIG;
+	if (!err) {
+		memcpy(page, text, n);
+		memset(page + n, ' ', size - n);
+		if (pwrite(lk->fd, page, size, 0) != (ssize_t)size)
+			err = errno ? -errno : -EIO;
+	}
+	free(text);
+	return err;
+}
+
 int sb_run_record_write(struct sb_run_record *r, const struct sb_record *rec, char *detail,
 			size_t dlen)
 {
@@ -223,6 +262,17 @@ int sb_run_record_write(struct sb_run_record *r, const struct sb_record *rec, ch
 
 	if (rec->kind == SB_RECORD_RUN && !r->lk.path[0])
 		first_trace_now(); /* a warm client is told first (lib/first_trace.h) */
+	if (rec->kind == SB_RECORD_RUN && r->lk.path[0] && r->lk.fd >= 0 && !r->lk.abandon) {
+		errno = 0;
+		err = rewrite_in_place(rec, &r->lk);
+		if (!err) {
+			if (rec != &r->rec)
+				r->rec = *rec;
+			return 0;
+		}
+		/* -E2BIG, or the file refused the write (nothing of the new
+		 * text can be in it but a whole page): replaced instead. */
+	}
 	err = rec->kind != SB_RECORD_RUN ? -EINVAL
 	      : r->lk.path[0]            ? sb_record_replace(rec, &r->lk, detail, dlen)
 					 : sb_record_open(rec, &r->lk, detail, dlen);
@@ -232,6 +282,23 @@ int sb_run_record_write(struct sb_run_record *r, const struct sb_record *rec, ch
 	else if (err == -EINVAL && rec->kind != SB_RECORD_RUN)
 		snprintf(detail, dlen, "not a run's record");
 	return err;
+}
+
+int sb_run_record_idle(struct sb_run_record *r)
+{
+	struct sb_record idle = r->rec;
+	char detail[256];
+
+	if (!r->lk.path[0] || r->lk.abandon || (!r->rec.outcome[0] && !r->rec.final_id[0]))
+		return 0;
+	idle.outcome[0] = '\0';
+	idle.final_id[0] = '\0';
+	idle.attempt = 0;
+	if (!sb_run_record_write(r, &idle, detail, sizeof(detail)))
+		return 0;
+	sg_warn("exec: %s: %s: the record is deleted instead", r->lk.path, detail);
+	sb_record_release(&r->lk);
+	return -EIO;
 }
 
 void sb_record_release(struct sb_record_lock *lk)

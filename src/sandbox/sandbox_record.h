@@ -21,7 +21,9 @@
  *                               before k's non-final record is appended
  *      attempt k+1 running      outcome=k+1 final_id=k+1
  *    A verifier's tests own no final (final_id ""); its request holds a
- *    record with no run (outcome "") that owes the final.
+ *    record with no run (outcome "") that owes the final. A verifier
+ *    worker keeps one record for all its tests: between two of them it
+ *    owes nothing (outcome "" final_id "", sb_run_record_idle()).
  *
  * The kernel drops a lock when its holder dies, however it dies: a record
  * nobody locks is an orphan. sb_records_reap() empties and removes an
@@ -99,7 +101,8 @@ struct sb_run_record {
 };
 
 /* Write `rec` (of kind SB_RECORD_RUN): the first time as a new record,
- * then in place; r->rec becomes rec once it is written, and stays what
+ * then in place (rewritten in its own file when it fits in a page, else
+ * replaced by sb_record_replace()); r->rec becomes rec once it is written, and stays what
  * the file says when it could not be. 0 or -errno with `detail` set. */
 int sb_run_record_write(struct sb_run_record *r, const struct sb_record *rec, char *detail,
 			size_t dlen);
@@ -111,6 +114,13 @@ int sb_run_record_write(struct sb_run_record *r, const struct sb_record *rec, ch
  * deleted once every call returned 0. Books the id; 0, or -errno to keep
  * the record for a later reap (the booking could not be written: nothing
  * is lost, and what was booked is not booked twice: same ids). */
+/* A held run record made to owe nothing, kept (and locked) for the next
+ * run of the same worker, which rewrites it in place instead of making a
+ * new file: a verifier worker's between two tests (its test is booked). A
+ * reaper deletes a record that owes nothing and books nothing. 0, or
+ * -errno when it could not be rewritten: it is then deleted (released). */
+int sb_run_record_idle(struct sb_run_record *r);
+
 typedef int (*sb_orphan_fn)(const struct sb_record *rec, const char *id, bool final, void *arg);
 
 /* Reclaim every orphan in <run>/inflight. Returns how many records were

@@ -25,7 +25,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import uid_base  # noqa: E402
-from sgexecutor import PYTHON, exec_cli, run_suite  # noqa: E402
+from sgexecutor import BIN, PYTHON, exec_cli, run_suite, wait_for  # noqa: E402
+import subprocess  # noqa: E402
 
 UID_BASE = uid_base(64700)  # 34-warm-interpreter uses 63500, 46-journal 64000, 47 64400
 WARM, COLD = "wv-warm", "wv-cold"
@@ -289,6 +290,55 @@ def t_through_executor(env, ex):
     return None
 
 
+def t_killed_mid_test_reaped_once(env, ex):
+    """kill -9 of the executor while a request's third test hangs and its
+    four others are booked. Each worker keeps one in-flight record for all
+    its tests (rewritten in place for each, owing nothing between two): the
+    hanging worker's was rewritten from its first test's. The next start
+    books the hanging test and the request's final once each, "executor
+    died", books no test twice, and leaves no record."""
+    tests = [("pass\n", "ok\n")] * 2 + [("hang\n", "ok\n")] + [("pass\n", "ok\n")] * 2
+    warm_policy(env, "wv-long", timeout_ms=60000)
+    path = os.path.join(env.dir, "tests-killed.json")
+    with open(path, "w") as f:
+        json.dump([{"input": i, "output": o} for i, o in tests], f)
+    client = subprocess.Popen([BIN, "exec", "--tenant", "wv-long", "--policy-dir", env.policies,
+                               "--tests", path, "--timeout-ms", "60000", "--batch-id", "killed",
+                               "--", PYTHON, os.path.join(env.progs, "wv_modes.py")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.env())
+    records = os.path.join(env.run, "inflight")
+
+    def mine():
+        return [o for o in env.outcomes() if o.get("batch_id") == "killed"]
+    try:
+        # Four tests booked (one worker hangs in the third, the other ran
+        # the rest), and the request's record and the hanging worker's held.
+        if not wait_for(lambda: len(mine()) >= 4 and len(os.listdir(records)) >= 2, 60):
+            client.kill()
+            return "the first tests never booked: %s %s" % (mine(), client.communicate())
+        held = sorted(os.listdir(records))
+        ex.stop(signal.SIGKILL)
+        out, _ = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    ex.start()
+    bad = []
+    if not wait_for(lambda: not os.listdir(records), 30):
+        bad.append("records left: %s (held before the kill: %s)" % (os.listdir(records), held))
+    got = mine()
+    ids = [o.get("id") for o in got]
+    died = [o for o in got if "executor died" in json.dumps(o)]
+    if len(set(ids)) != len(ids):
+        bad.append("an id booked twice: %s" % ids)
+    if len([o for o in got if o.get("cause") == "ok"]) != 4:
+        bad.append("the four passing tests are not booked once each: %s" % got)
+    if len(died) != 2 or sum(1 for o in died if o.get("final")) != 1:
+        bad.append("want the running test and the final booked once each by the reaper: %s"
+                   % died)
+    return "; ".join(bad) or None
+
+
 CASES = [("verdicts_as_cold", t_verdicts_as_cold),
          ("interpreter_as_cold", t_interpreter_as_cold),
          ("nothing_crosses_tests", t_nothing_crosses_tests),
@@ -296,7 +346,8 @@ CASES = [("verdicts_as_cold", t_verdicts_as_cold),
          ("sigsys_sends_the_tenant_cold", t_sigsys_sends_the_tenant_cold),
          ("parent_killed_runs_cold", t_parent_killed_runs_cold),
          ("without_opt_in_stays_cold", t_without_opt_in_stays_cold),
-         ("through_executor", t_through_executor)]
+         ("through_executor", t_through_executor),
+         ("killed_mid_test_reaped_once", t_killed_mid_test_reaped_once)]
 
 if __name__ == "__main__":
     sys.exit(run_suite(CASES, UID_BASE, "sgwv-", setup=setup))

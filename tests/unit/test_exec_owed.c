@@ -28,8 +28,9 @@ static struct sg_policy policy;
 static struct exec_ctx ctx;
 static char *const argv_[] = { "/usr/bin/python3", "reward.py", NULL };
 static int calls, die_at_call;
-static bool record_runs;     /* the fake writes the run's record, as sandbox_exec does */
-static int die_when_running; /* die once this many run records exist (parallel tests) */
+static bool record_runs;       /* the fake writes the run's record, as sandbox_exec does */
+static int die_when_running;   /* die once this many run records exist (parallel tests) */
+static bool die_before_record; /* die at die_at_call before its record is written */
 
 static size_t records_left(void);
 
@@ -60,6 +61,8 @@ static int fake_run(const struct sandbox_spec *spec, struct sandbox_result *r)
 	r->rule = -1;
 	r->end = SB_EXITED;
 	snprintf(r->sandbox_id, sizeof(r->sandbox_id), "fake-%d-%d", (int)getpid(), call);
+	if (call == die_at_call && die_before_record)
+		_exit(0);
 	if (record_runs)
 		record_run(spec, r->sandbox_id);
 	if (call == die_at_call)
@@ -86,7 +89,7 @@ static int setup(void **state)
 		.policy = &policy, .tenant = "acme", .argv = argv_, .run = fake_run
 	};
 	calls = die_at_call = die_when_running = 0;
-	record_runs = false;
+	record_runs = die_before_record = false;
 	return 0;
 }
 
@@ -329,6 +332,33 @@ static void test_verify_dies_with_parallel_tests(void **state)
 	json_decref(f.lines);
 }
 
+/* Dead between two tests of one worker, whose record is then idle (kept,
+ * owing nothing, for its next test): the reaper books the request's final
+ * and nothing for the idle record, which goes. Counted on the journal's
+ * lines, not the fold, which would hide a test booked twice. */
+static void test_verify_dies_between_tests(void **state)
+{
+	struct fold f;
+	size_t lines = 0, i;
+	json_t *o;
+
+	(void)state;
+	policy.limits.concurrency = 1; /* one worker, the tests in order */
+	record_runs = true;
+	die_before_record = true;
+	die_at_call = 3; /* test 1: attempts 1 (-EIO) and 2 booked; test 2 not started */
+	die_then_reap(run_verify);
+	fold_batch("v-owed", &f);
+	json_array_foreach(f.lines, i, o)
+		lines += !strcmp(json_string_value(json_object_get(o, "batch_id")), "v-owed");
+	assert_int_equal(lines, 3); /* test 1's two attempts, and the final */
+	assert_int_equal(f.records, 3);
+	assert_int_equal(f.finals, 1);
+	assert_int_equal(f.from_reaper, 1); /* the final alone */
+	assert_true(has_text(f.final, "before it booked the batch's final"));
+	json_decref(f.lines);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -338,6 +368,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_verify_dies_mid_tests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verify_dies_with_parallel_tests, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_verify_dies_between_tests, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
