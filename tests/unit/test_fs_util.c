@@ -127,6 +127,33 @@ static void test_malformed_lines(void **state)
 	assert_int_equal(v, 5);
 }
 
+/* A file past the reader's 4 KiB buffer (a v1 memory.stat): a line read in
+ * two parts is matched whole, and a line longer than the buffer is passed
+ * over without hiding the next one. */
+static void test_past_one_buffer(void **state)
+{
+	static char text[12000];
+	size_t n = 0;
+	uint64_t v;
+
+	for (int i = 0; n < 4090; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "k%d %d\n", i, i);
+	n += (size_t)snprintf(text + n, sizeof(text) - n, "split_key 77\n");
+	memset(text + n, 'x', 5000); /* one line of 5000 bytes */
+	n += 5000;
+	snprintf(text + n, sizeof(text) - n, " 1\nafter_long 31\nlast 5");
+	put("big.stat", text);
+	assert_int_equal(keyed("big.stat", "split_key", &v), 1);
+	assert_int_equal(v, 77);
+	assert_int_equal(keyed("big.stat", "k3", &v), 1);
+	assert_int_equal(v, 3);
+	assert_int_equal(keyed("big.stat", "after_long", &v), 1);
+	assert_int_equal(v, 31);
+	assert_int_equal(keyed("big.stat", "last", &v), 1);
+	assert_int_equal(v, 5);
+	assert_int_equal(keyed("big.stat", "xxxx", &v), 0);
+}
+
 static void test_unreadable(void **state)
 {
 	char sub[128], name[PATH_MAX + 8];
@@ -171,6 +198,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_last_line_without_newline, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prefix_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_past_one_buffer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unreadable, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
 	};
