@@ -1,28 +1,36 @@
 /* CPU time and CPU wait of a cgroup (see src/lib/cgroup_cpu.h). */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 #include "lib/fs_util.h"
 #include "cgroup_cpu.h"
 
-/* "some avg10=.. avg60=.. avg300=.. total=N" of cpu.pressure, in us. */
+/* "some avg10=.. avg60=.. avg300=.. total=N" of cpu.pressure, in us. By
+ * read(), not stdio: it is read after every run. */
 static bool psi_some(const char *dir, uint64_t *total)
 {
 	char path[PATH_MAX], line[256];
 	const char *t;
 	bool found = false;
-	FILE *f;
+	ssize_t n;
+	int fd;
 
 	snprintf(path, sizeof(path), "%s/cpu.pressure", dir);
-	f = fopen(path, "re");
-	if (!f)
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return false;
-	if (fgets(line, sizeof(line), f) && !strncmp(line, "some ", 5) &&
-	    (t = strstr(line, "total=")))
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	line[n] = '\0';
+	line[strcspn(line, "\n")] = '\0'; /* the "some" line alone */
+	if (!strncmp(line, "some ", 5) && (t = strstr(line, "total=")))
 		found = sscanf(t + 6, "%" SCNu64, total) == 1;
-	fclose(f);
 	return found;
 }
 
