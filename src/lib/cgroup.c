@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <poll.h>
@@ -15,50 +16,70 @@
 #include "cgroup.h"
 #include "log.h"
 
-/* Find a mount in /proc/self/mountinfo by filesystem type and, for v1,
- * by a super option (the controller name). */
-static int find_mount(const char *fstype, const char *option, char *buf, size_t len)
+/* Whether a /proc/self/mountinfo line is a mount of `fstype` with, for v1,
+ * the super option `option` (the controller name); *mnt its mount point. */
+static bool mount_matches(const char *line, const char *fstype, const char *option,
+			  char mnt[PATH_MAX])
+{
+	/* id parent maj:min root mountpoint opts [optional...] - type source superopts */
+	char type[64], superopts[1024], *save = NULL;
+	const char *sep = strstr(line, " - ");
+
+	if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+		return false;
+	if (sscanf(sep + 3, "%63s %*s %1023s", type, superopts) != 2 || strcmp(type, fstype))
+		return false;
+	if (!option)
+		return true;
+	/* strtok_r: the HTTP server's threads look mounts up concurrently */
+	for (char *tok = strtok_r(superopts, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		if (!strcmp(tok, option))
+			return true;
+	return false;
+}
+
+/* Find the mounts in /proc/self/mountinfo of `n` filesystems (fstype, and
+ * for v1 a super option each: the controller names) in one read of it:
+ * bufs[i] is the i-th's mount point, "" when there is none. 0 or -errno
+ * (-ENAMETOOLONG: a mount point longer than len). */
+static int find_mounts(const char *fstype, const char *const *options, size_t n,
+		       char (*bufs)[PATH_MAX], size_t len)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096];
-	int ret = -ENOENT;
+	char line[4096], mnt[PATH_MAX];
+	int ret = 0;
 
 	if (!f)
 		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		/* id parent maj:min root mountpoint opts [optional...] - type source superopts */
-		char mnt[PATH_MAX], type[64], superopts[1024];
-		char *sep = strstr(line, " - ");
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
-			continue;
-		if (sscanf(sep + 3, "%63s %*s %1023s", type, superopts) != 2)
-			continue;
-		if (strcmp(type, fstype))
-			continue;
-		if (option) {
-			bool found = false;
-			char *save = NULL;
-
-			/* strtok_r: the HTTP server's threads look mounts up concurrently */
-			for (char *tok = strtok_r(superopts, ",", &save); tok;
-			     tok = strtok_r(NULL, ",", &save))
-				if (!strcmp(tok, option))
-					found = true;
-			if (!found)
+	for (size_t i = 0; i < n; i++)
+		bufs[i][0] = '\0';
+	while (!ret && fgets(line, sizeof(line), f)) {
+		for (size_t i = 0; i < n && !ret; i++) {
+			if (!mount_matches(line, fstype, options ? options[i] : NULL, mnt))
 				continue;
+			/* The shortest mount point wins: in a pod that mounts the
+			 * node's / at /host, /host/sys/fs/cgroup may be listed
+			 * before /sys/fs/cgroup, the mount the pod's own paths
+			 * are below. */
+			if (bufs[i][0] && strlen(mnt) >= strlen(bufs[i]))
+				continue;
+			if ((size_t)snprintf(bufs[i], len, "%s", mnt) >= len)
+				ret = -ENAMETOOLONG;
 		}
-		/* The shortest mount point wins: in a pod that mounts the
-		 * node's / at /host, /host/sys/fs/cgroup may be listed before
-		 * /sys/fs/cgroup, the mount the pod's own paths are below. */
-		if (ret == 0 && strlen(mnt) >= strlen(buf))
-			continue;
-		if ((size_t)snprintf(buf, len, "%s", mnt) >= len) {
-			ret = -ENAMETOOLONG;
-			break;
-		}
-		ret = 0;
 	}
 	fclose(f);
+	return ret;
+}
+
+static int find_mount(const char *fstype, const char *option, char *buf, size_t len)
+{
+	char found[1][PATH_MAX];
+	int ret = find_mounts(fstype, option ? &option : NULL, 1, found, sizeof(found[0]));
+
+	if (!ret && !found[0][0])
+		ret = -ENOENT;
+	if (!ret && (size_t)snprintf(buf, len, "%s", found[0]) >= len)
+		ret = -ENAMETOOLONG;
 	return ret;
 }
 
@@ -70,6 +91,11 @@ int cgroup2_mount(char *buf, size_t len)
 int cgroup_v1_mount(const char *controller, char *buf, size_t len)
 {
 	return find_mount("cgroup", controller, buf, len);
+}
+
+int cgroup_v1_mounts(const char *const *controllers, size_t n, char (*mnts)[PATH_MAX])
+{
+	return find_mounts("cgroup", controllers, n, mnts, PATH_MAX);
 }
 
 int sandguard_root(char *buf, size_t len, bool create)

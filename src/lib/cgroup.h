@@ -3,6 +3,7 @@
  * /sys/fs/cgroup/unified on hybrid ones), never assumed. */
 #ifndef SG_CGROUP_H
 #define SG_CGROUP_H
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +12,9 @@
 /* Where the cgroup2 hierarchy (or a v1 controller) is mounted. */
 int cgroup2_mount(char *buf, size_t len);
 int cgroup_v1_mount(const char *controller, char *buf, size_t len);
+/* The v1 mounts of `n` controllers in one read of the mount table:
+ * mnts[i] is controllers[i]'s, "" when it has none (or its name is NULL). */
+int cgroup_v1_mounts(const char *const *controllers, size_t n, char (*mnts)[PATH_MAX]);
 
 /* The sandguard root: $SANDGUARD_CGROUP_ROOT if set, else <cgroup2>/sandguard.
  * Created (0755) if `create`. */

@@ -93,15 +93,15 @@ int sb_cgroup_mkdir(const char *path, bool exclusive, char *detail, size_t dlen)
 	return -errno;
 }
 
-/* <v1 mount>/<base>/<tenant>/<id> for one v1 controller. Returns 0, 1 when
- * the controller has no v1 mount, or -errno. */
-static int create_v1(struct sb_cgroup *cg, enum sb_ctrl c, const char *base, const char *tenant,
-		     const char *id, char *detail, size_t dlen)
+/* <v1 mount>/<base>/<tenant>/<id> for one v1 controller, mounted on `mnt`
+ * ("": none). Returns 0, 1 when the controller has no v1 mount, or -errno. */
+static int create_v1(struct sb_cgroup *cg, enum sb_ctrl c, const char *mnt, const char *base,
+		     const char *tenant, const char *id, char *detail, size_t dlen)
 {
-	char mnt[PATH_MAX], dir[PATH_MAX];
+	char dir[PATH_MAX];
 	int err = 0;
 
-	if (cgroup_v1_mount(v1_name[c], mnt, sizeof(mnt)))
+	if (!mnt[0])
 		return 1;
 	if ((size_t)snprintf(cg->v1[c], sizeof(cg->v1[c]), "%s/%s/%s/%s", mnt, base, tenant, id) >=
 	    sizeof(cg->v1[c])) {
@@ -278,7 +278,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		     const struct sg_policy *p, char *detail, size_t dlen)
 {
 	const struct sg_limits *lim = &p->limits;
-	char *root = cg->root, tenant_dir[PATH_MAX];
+	char *root = cg->root, tenant_dir[PATH_MAX], mnts[SB_CTRL__COUNT][PATH_MAX];
 	const char *base;
 	int err;
 
@@ -312,10 +312,12 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	}
 	base = strrchr(root, '/');
 	base = base ? base + 1 : root;
+	if (cgroup_v1_mounts(v1_name, SB_CTRL__COUNT, mnts)) /* one read of the table */
+		memset(mnts, 0, sizeof(mnts));
 	for (int c = 0; c < SB_CTRL__COUNT && !err; c++) {
 		if (cg->where[c] == SB_WHERE_V2 || (c == SB_CTRL_IO && !wants_io(lim)))
 			continue;
-		err = create_v1(cg, c, base, tenant, id, detail, dlen);
+		err = create_v1(cg, c, mnts[c], base, tenant, id, detail, dlen);
 		if (!err)
 			cg->where[c] = SB_WHERE_V1;
 		else if (err == 1) {
