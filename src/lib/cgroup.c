@@ -260,9 +260,10 @@ static int events_empty(int fd)
 	return -1;
 }
 
-/* Kill (cgroup.kill, else SIGKILL to each task) until the cgroup is empty
- * or gone, for at most timeout_ms. */
-static int kill_until_empty(const char *path, int timeout_ms, bool kill_file)
+/* Kill (through kill_fd, the cgroup's cgroup.kill opened once for every
+ * pass; else, -1, SIGKILL to each task) until the cgroup is empty or gone,
+ * for at most timeout_ms. Closes kill_fd. */
+static int kill_until_empty(const char *path, int timeout_ms, int kill_fd)
 {
 	uint64_t deadline = clock_ms(CLOCK_MONOTONIC) + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
 	char p[PATH_MAX];
@@ -276,13 +277,16 @@ static int kill_until_empty(const char *path, int timeout_ms, bool kill_file)
 		ev = open(p, O_RDONLY | O_CLOEXEC);
 	for (;;) {
 		/* A fork racing a pass is caught by the next one. */
-		err = kill_file ? write_file(path, "cgroup.kill", "1") : kill_tree(path, 0);
-		if (err == -ENOENT)
-			break; /* the cgroup is already gone */
-		if (err && kill_file) {
+		err = kill_fd < 0                       ? kill_tree(path, 0)
+		      : pwrite(kill_fd, "1", 1, 0) == 1 ? 0
+							: -errno;
+		if (err == -ENOENT || (err == -ENODEV && kill_fd >= 0))
+			break; /* the cgroup is already gone (ENODEV: removed since opened) */
+		if (err && kill_fd >= 0) {
 			sg_warn("cgroup.kill on %s: %s; killing each task instead", path,
 				strerror(-err));
-			kill_file = false;
+			close(kill_fd);
+			kill_fd = -1;
 			continue;
 		}
 		empty = ev >= 0 ? events_empty(ev) : -1;
@@ -308,7 +312,9 @@ static int kill_until_empty(const char *path, int timeout_ms, bool kill_file)
 	}
 	if (ev >= 0)
 		close(ev);
-	return err == -ENOENT ? 0 : err;
+	if (kill_fd >= 0)
+		close(kill_fd);
+	return err == -ENOENT || err == -ENODEV ? 0 : err;
 }
 
 int cgroup_kill_by_freezing(const char *path, int timeout_ms)
@@ -317,7 +323,7 @@ int cgroup_kill_by_freezing(const char *path, int timeout_ms)
 	 * a frozen task still dies of SIGKILL. Where there is no freezer (a
 	 * v1 hierarchy), the passes race the forks and win in the end. */
 	bool frozen = write_file(path, "cgroup.freeze", "1") == 0;
-	int err = kill_until_empty(path, timeout_ms, false);
+	int err = kill_until_empty(path, timeout_ms, -1);
 
 	/* Not empty in time: it stays frozen, its tasks cannot run. */
 	if (frozen && !err)
@@ -327,7 +333,14 @@ int cgroup_kill_by_freezing(const char *path, int timeout_ms)
 
 int cgroup_kill(const char *path, int timeout_ms)
 {
-	if (cgroup_kill_supported(path))
-		return kill_until_empty(path, timeout_ms, true);
+	char p[PATH_MAX];
+	int fd = -1;
+
+	/* Opened once for every pass (it is on each run's path), where
+	 * cgroup_kill_supported() would only look for it. */
+	if ((size_t)snprintf(p, sizeof(p), "%s/cgroup.kill", path) < sizeof(p))
+		fd = open(p, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return kill_until_empty(path, timeout_ms, fd);
 	return cgroup_kill_by_freezing(path, timeout_ms);
 }
