@@ -310,10 +310,13 @@ def t_killed_mid_test_reaped_once(env, ex):
 
     def mine():
         return [o for o in env.outcomes() if o.get("batch_id") == "killed"]
+
+    def passed():  # a loaded node may retry a test after a platform error: counted apart
+        return [o for o in mine() if o.get("cause") == "ok"]
     try:
         # Four tests booked (one worker hangs in the third, the other ran
         # the rest), and the request's record and the hanging worker's held.
-        if not wait_for(lambda: len(mine()) >= 4 and len(os.listdir(records)) >= 2, 60):
+        if not wait_for(lambda: len(passed()) >= 4 and len(os.listdir(records)) >= 2, 60):
             client.kill()
             return "the first tests never booked: %s %s" % (mine(), client.communicate())
         held = sorted(os.listdir(records))
@@ -331,8 +334,9 @@ def t_killed_mid_test_reaped_once(env, ex):
     died = [o for o in got if "executor died" in json.dumps(o)]
     if len(set(ids)) != len(ids):
         bad.append("an id booked twice: %s" % ids)
-    if len([o for o in got if o.get("cause") == "ok"]) != 4:
-        bad.append("the four passing tests are not booked once each: %s" % got)
+    if len(passed()) != 4:
+        bad.append("the four passing tests are not booked once each: %s" %
+                   [(o.get("id"), o.get("cause"), o.get("detail")) for o in got])
     if len(died) != 2 or sum(1 for o in died if o.get("final")) != 1:
         bad.append("want the running test and the final booked once each by the reaper: %s"
                    % died)
