@@ -4,7 +4,7 @@ shapes a fallback file hook could take. Every figure is a ratio
 against a baseline measured in the same run; the two arms of each
 comparison are interleaved. Prints one table and writes results.json.
 
-    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11,12,13,14,15]
+    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11,12,13,14,15,16,17]
 
 Run through scripts/bench/run.sh (make bench), which builds the helpers."""
 import argparse
@@ -44,6 +44,7 @@ QUICK = {
     "compile_programs": 4,
     "session_rounds": 100, "session_idle": 64,
     "artifact_rounds": 20,
+    "iteration_problems": 32,
 }
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
@@ -59,6 +60,7 @@ FULL = {
     "compile_programs": 16,
     "session_rounds": 1000, "session_idle": 256,
     "artifact_rounds": 60,
+    "iteration_problems": 1024,
 }
 
 
@@ -81,12 +83,13 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", help="scenarios to run, e.g. 1,4")
-    ap.add_argument("--programs", type=int, help="verifier programs (default 16 quick, 1024 full)")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--programs", type=int, help="verifier programs and iteration problems "
+                    "(scenarios 5 and 17; default 16 and 32 quick, 1024 full)")
     a = ap.parse_args()
     cfg = dict(QUICK if a.quick else FULL)
     if a.programs:
-        cfg["programs"] = a.programs
+        cfg["programs"] = cfg["iteration_problems"] = a.programs
     only = set(a.only.split(","))
     tools = {k: os.path.join(a.tools, k)
              for k in ("plainrun", "hookloop", "eventgen", "cgjoin", "layers", "sandbox_run",
@@ -205,6 +208,15 @@ def main():
             # Pinned reward artifacts (issue 37).
             log("scenario 16: pinned artifacts, %d rounds" % cfg["artifact_rounds"])
             doc["rows"] += artifacts.measure(env, cfg["artifact_rounds"])
+        if "17" in only:
+            # One RL iteration's shape (issue 35, item 5): its own agent
+            # and server, 128 requests in flight.
+            log("scenario 17: one RL iteration, %d problems x 15 tests, /v1/verify and "
+                "verl-style /run_code" % cfg["iteration_problems"])
+            os.environ["SANDGUARD_BIN"] = a.sandguard
+            import iteration
+            doc["iteration"] = iteration.measure(cfg["iteration_problems"], log=log)
+            doc["rows"] += iteration.rows(doc["iteration"])
         if "2" in only or "3" in only:
             log("scenarios 2+3: hook overhead, %d on/off cycles" % cfg["hook_cycles"])
             agent.stop()
@@ -232,7 +244,7 @@ def main():
     doc["duration_s"] = time.monotonic() - t_start
     order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5, "13": 9.7, "14": 9.8,
              "15": 9.9,
-             "16": 9.95}
+             "16": 9.95, "17": 9.97}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 10))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))

@@ -4,10 +4,12 @@
 # measured in the same run. Prints one table; writes <build>/bench/results.json.
 # By hand only (never in CI); the machine should be as idle as you can get it.
 #
-#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16] [--programs N]
+#   scripts/bench/run.sh [--quick] [--build DIR] [--only 1,2,...,17] [--programs N]
 #
 # --quick: about a minute, scaled down (fewer rounds, cycles, events and 16
-# verifier programs instead of 1024). Without it: the full run, ~10 minutes.
+# verifier programs instead of 1024). Without it: the full run, ~10 minutes,
+# plus scenario 17 (one RL iteration, 15,360 tests, half an hour on 2 cores;
+# --programs N scales it, with scenario 5, to N problems).
 # Builds its helpers (plainrun, hookloop, eventgen, ringgen, cgjoin, progstats) into <build>/bench/.
 # Runs a private agent (own cgroup root, pins, socket, state) like the
 # integration tests do, so a real agent on the node is never touched.
@@ -22,7 +24,7 @@ while [ $# -gt 0 ]; do
             [ $# -ge 2 ] || { echo "bench: $1 needs a value (see --help)" >&2; exit 64; }
             if [ "$1" = --build ]; then build=$2; else args+=("$1" "$2"); fi
             shift ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench: unknown argument $1 (see --help)" >&2; exit 64 ;;
     esac
     shift

@@ -73,6 +73,16 @@ def reference(body, data):
     return scope["solve"](data)
 
 
+def distinct_inputs(gen, rng, n=N_TESTS):
+    """n different inputs of a task's generator, each a line."""
+    inputs = []
+    while len(inputs) < n:
+        x = gen(rng) + "\n"
+        if x not in inputs:
+            inputs.append(x)
+    return inputs
+
+
 def generate(root, n_programs, seed=7):
     """Writes programs/vNNNN/{prog.py, tests.json, tK.in, tK.out}; returns
     [(dir, expected reward)]."""
@@ -84,11 +94,7 @@ def generate(root, n_programs, seed=7):
         os.makedirs(d, exist_ok=True)
         task = names[i % len(names)]
         body, gen = TASKS[task]
-        inputs = []
-        while len(inputs) < N_TESTS:
-            x = gen(rng) + "\n"
-            if x not in inputs:
-                inputs.append(x)
+        inputs = distinct_inputs(gen, rng)
         roll = rng.random()
         fault = "ok" if roll < 0.78 else "wrong" if roll < 0.92 else "crash" if roll < 0.97 else "hang"
         triggers = rng.sample(inputs, 1 if fault == "hang" else rng.randint(1, 3)) if fault != "ok" else []
