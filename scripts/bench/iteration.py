@@ -344,7 +344,7 @@ def measure(n_problems, deadline_ms=DEADLINE_MS, in_flight=IN_FLIGHT, admitted=A
 
 
 def cpu_text(per_test):
-    return "%.1f ms: sandboxes %.1f (python %.1f, cpp %.1f; the booked runs' own %.1f), executor " \
+    return "%.1f ms: sandboxes %.1f (python's share %.1f, cpp's %.1f; the booked runs' own %.1f), executor " \
            "%.1f, agent %.1f; beside it the bench's client %.1f, other load %.1f" % (
                per_test["sandguard"], per_test["sandboxes"], per_test["sandboxes python"],
                per_test["sandboxes cpp"], per_test.get("runs", 0.0), per_test["executor"],

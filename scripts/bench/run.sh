@@ -8,7 +8,7 @@
 #
 # --quick: about a minute, scaled down (fewer rounds, cycles, events and 16
 # verifier programs instead of 1024). Without it: the full run, ~10 minutes,
-# plus scenario 17 (one RL iteration, 15,360 tests, half an hour on 2 cores;
+# plus scenario 17 (one RL iteration, 15,360 tests, ~20 minutes on 2 cores;
 # --programs N scales it, with scenario 5, to N problems).
 # Builds its helpers (plainrun, hookloop, eventgen, ringgen, cgjoin, progstats) into <build>/bench/.
 # Runs a private agent (own cgroup root, pins, socket, state) like the
