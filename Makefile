@@ -68,7 +68,7 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
 
 # Components, lowest layer first: a component includes only those before it
 # (tests/stages/tree_layers.py checks this).
-COMPONENTS := lib policy judge telemetry health sandbox interp control node artifact exec warm session serve agent cli
+COMPONENTS := lib policy judge telemetry health sandbox interp control node artifact exec pool executor session serve agent cli
 
 BPF_SRCS  := $(wildcard src/agent/bpf/*.bpf.c)
 # The agent's objects are also built without fetching atomics, for kernels
@@ -122,8 +122,8 @@ test_lcb_LINK           := judge lib
 test_py_equal_LINK      := exec judge lib
 test_tenant_state_LINK  := node policy lib
 test_ticket_queue_LINK  := lib
-test_warm_proto_LINK    := warm exec node artifact judge interp sandbox control telemetry policy lib
-test_warm_quiet_LINK    := warm lib
+test_executor_proto_LINK := executor pool exec node artifact judge interp sandbox control telemetry policy lib
+test_pool_quiet_LINK    := pool lib
 test_exec_input_LINK    := exec judge lib
 test_exec_batch_LINK    := exec node artifact judge interp sandbox control telemetry policy lib
 test_exec_result_LINK   := exec node artifact judge interp sandbox control telemetry policy lib
@@ -135,11 +135,11 @@ test_artifact_LINK      := exec node artifact judge interp sandbox control telem
 test_sandbox_LINK       := sandbox policy lib
 test_sandbox_seccomp_LINK := sandbox policy lib
 test_sandbox_enforcer_LINK := sandbox policy lib
-test_serve_gate_LINK    := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
-test_serve_routes_LINK  := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
-test_serve_runcode_LINK := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
-test_serve_auth_LINK    := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
-test_run_build_cache_LINK := serve session warm exec node artifact judge interp sandbox control telemetry policy lib
+test_serve_gate_LINK    := serve session executor pool exec node artifact judge interp sandbox control telemetry policy lib
+test_serve_routes_LINK  := serve session executor pool exec node artifact judge interp sandbox control telemetry policy lib
+test_serve_runcode_LINK := serve session executor pool exec node artifact judge interp sandbox control telemetry policy lib
+test_serve_auth_LINK    := serve session executor pool exec node artifact judge interp sandbox control telemetry policy lib
+test_run_build_cache_LINK := serve session executor pool exec node artifact judge interp sandbox control telemetry policy lib
 test_control_LINK       := control lib
 test_agent_client_LINK  := control lib
 # Helpers drive the whole agent.

@@ -1,8 +1,8 @@
 /* sandguard exec: the command line, parsed here and only here, into a
  * struct exec_request (src/exec/exec_command.h). The request then runs in
  * a long-lived executor when one answers (the warm path: the client hands
- * it the parsed request, src/warm/warm_client.h), else here, cold, by
- * exec_command_run() itself: a cold run never enters src/warm/ past the
+ * it the parsed request, src/executor/executor_client.h), else here, cold, by
+ * exec_command_run() itself: a cold run never enters src/executor/ past the
  * client's connect(). Either way the same body prints one JSON result. */
 #include <errno.h>
 #include <getopt.h>
@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include "commands.h"
 #include "exec/exec_command.h"
-#include "warm/warm_client.h"
+#include "executor/executor_client.h"
 
 extern char **environ;
 
@@ -183,6 +183,6 @@ int cmd_exec(int argc, char **argv)
 
 	if (code)
 		return code < 0 ? SG_EXIT_OK : code;
-	code = warm_client_run(&r, environ);
+	code = executor_client_run(&r, environ);
 	return code >= 0 ? code : exec_command_run(&r, &io);
 }

@@ -1,6 +1,6 @@
 /* sandguard executor: the long-lived executor `sandguard exec` hands its
- * runs to (src/warm/warm_server.h), with a pool of sandboxes prepared ahead
- * of demand (src/warm/warm_pool.h). Runs until SIGINT or SIGTERM, then
+ * runs to (src/executor/executor_server.h), with a pool of sandboxes prepared ahead
+ * of demand (src/pool/pool.h). Runs until SIGINT or SIGTERM, then
  * stops taking runs, finishes those under way and tears every sandbox
  * down; SIGHUP retires the prepared sandboxes (the node's policies may have
  * changed). Prints "executor listening on PATH" once it is. */
@@ -17,9 +17,9 @@
 #include "interp/interp.h"
 #include "lib/log.h"
 #include "sandbox/sandbox_forker.h"
-#include "warm/warm_agent.h"
-#include "warm/warm_pool.h"
-#include "warm/warm_server.h"
+#include "control/agent_shared.h"
+#include "pool/pool.h"
+#include "executor/executor_server.h"
 
 struct executor_opts {
 	unsigned long long pool_max, idle_s, max_clients;
@@ -86,10 +86,10 @@ static int parse_args(int argc, char **argv, struct executor_opts *o)
 int cmd_executor(int argc, char **argv)
 {
 	struct executor_opts o = { 0 };
-	struct warm_agent agent;
-	struct warm_pool *pool = NULL;
-	struct warm_server *server = NULL;
-	struct warm_pool_stats st;
+	struct agent_shared agent;
+	struct pool *pool = NULL;
+	struct executor_server *server = NULL;
+	struct pool_stats st;
 	char detail[256];
 	sigset_t sigs;
 	int sig = 0, ret, reaped;
@@ -112,29 +112,29 @@ int cmd_executor(int argc, char **argv)
 	 * (src/sandbox/sandbox_forker.h). Without it, the pool clones them. */
 	if (sb_forker_start(detail, sizeof(detail)))
 		sg_warn("executor: %s: the pool clones the inits itself", detail);
-	warm_agent_init(&agent);
+	agent_shared_init(&agent);
 	/* What a killed executor left, before anything new. */
-	reaped = exec_reap_orphans(warm_agent_get(&agent));
+	reaped = exec_reap_orphans(agent_shared_get(&agent));
 	if (reaped > 0)
 		sg_info("executor: reclaimed %d orphaned records", reaped);
-	ret = warm_pool_start(&(struct warm_pool_opts){ .agent = &agent,
-							.max_ready = (unsigned)o.pool_max,
-							.idle_ms = o.idle_s * 1000 },
-			      &pool, detail, sizeof(detail));
+	ret = pool_start(&(struct pool_opts){ .agent = &agent,
+					      .max_ready = (unsigned)o.pool_max,
+					      .idle_ms = o.idle_s * 1000 },
+			 &pool, detail, sizeof(detail));
 	if (!ret)
-		ret = warm_server_start(
-			&(struct warm_server_opts){ .pool = pool,
-						    .agent = &agent,
-						    .max_clients = (unsigned)o.max_clients },
+		ret = executor_server_start(
+			&(struct executor_server_opts){ .pool = pool,
+							.agent = &agent,
+							.max_clients = (unsigned)o.max_clients },
 			&server, detail, sizeof(detail));
 	if (ret) {
 		sg_error("executor: %s", detail);
-		warm_pool_stop(pool);
-		warm_agent_close(&agent);
+		pool_stop(pool);
+		agent_shared_close(&agent);
 		sb_forker_stop();
 		return SG_EXIT_PLATFORM;
 	}
-	printf("executor listening on %s\n", warm_server_path(server));
+	printf("executor listening on %s\n", executor_server_path(server));
 	fflush(stdout);
 	for (;;) {
 		while (sigwait(&sigs, &sig) == EINTR)
@@ -142,13 +142,13 @@ int cmd_executor(int argc, char **argv)
 		if (sig != SIGHUP)
 			break;
 		sg_info("executor: SIGHUP: retiring the prepared sandboxes");
-		warm_pool_drain(pool);
+		pool_drain(pool);
 	}
 	sg_info("executor: %s: stopping", strsignal(sig));
-	warm_server_stop(server);
-	warm_pool_stats(pool, &st);
-	warm_pool_stop(pool);
-	warm_agent_close(&agent);
+	executor_server_stop(server);
+	pool_stats(pool, &st);
+	pool_stop(pool);
+	agent_shared_close(&agent);
 	sb_forker_stop();
 	sg_info("executor: stopped; %llu runs had a prepared sandbox, %llu one made for them; "
 		"%llu ran cold because their warm interpreter could not start",

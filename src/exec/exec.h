@@ -139,7 +139,7 @@ typedef int (*sandbox_runner)(const struct sandbox_spec *spec, struct sandbox_re
 
 /* Where a mode's sandboxes come from. Without one (ctx->sandboxes NULL)
  * each is prepared when its run is due and destroyed once its last run is
- * booked. The warm executor's pool is one (src/warm/warm_pool.h); so is
+ * booked. The warm executor's pool is one (src/pool/pool.h); so is
  * struct exec_later. Both functions may be called from several threads. */
 struct exec_sandboxes {
 	/* A sandbox prepared for spec's policy, tenant and exec-in-scratch,

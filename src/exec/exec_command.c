@@ -182,7 +182,7 @@ static int run_under_policy(const struct exec_io *io, const struct exec_request 
 {
 	struct sg_policy_error perr;
 	/* On the stack, not the heap: an executor's client thread keeps its
-	 * stack out of the pool's forks (src/warm/warm_stack.h), and each
+	 * stack out of the pool's forks (src/pool/pool_stack.h), and each
 	 * heap page written after such a fork is a copy-on-write fault on the
 	 * caller's path (the policy is 35 KB: 9 pages). */
 	struct sg_policy policy_buf, *policy = &policy_buf;

@@ -5,7 +5,7 @@
  * The command line is parsed once, by the CLI (src/cli/cmd_exec.c), into
  * a struct exec_request. A cold run calls exec_command_run() in the same
  * process; a warm one hands the request to a long-lived executor
- * (src/warm/warm_proto.h carries it as it is), which calls the same
+ * (src/executor/executor_proto.h carries it as it is), which calls the same
  * function with its own struct exec_io: the same checks, errors, result
  * and exit codes either way. */
 #ifndef SG_EXEC_COMMAND_H
@@ -64,7 +64,7 @@ void exec_command_set_languages(const struct exec_languages *l);
 
 /* Whether r is a request the command runs: what the CLI's parser ensures
  * with its usage errors, checked again for a request that came over a
- * socket (src/warm/warm_proto.c). */
+ * socket (src/executor/executor_proto.c). */
 bool exec_request_check(const struct exec_request *r);
 
 /* Whether the request reads the caller's stdin (an input or the code is

@@ -43,7 +43,7 @@ extern const struct sb_interp_ops interp_hook;
  * parent). */
 bool interp_verify_mode(const struct sandbox_spec *spec);
 
-/* ---- for the pool and the executor (src/warm/, src/exec/) ---- */
+/* ---- for the pool and the executor (src/pool/, src/executor/, src/exec/) ---- */
 
 /* Whether a warm interpreter for spec's script runs in sb (spec NULL: for
  * any script): a pool resets such a sandbox after its call and keeps it

@@ -6,7 +6,7 @@
  * line, took or prepared a sandbox): had the process died then, running the
  * request elsewhere books it once. A long-lived executor's client thread
  * arms it to tell its client that from here on the run is never to be run
- * again (WARM_STARTED, src/warm/warm_proto.h).
+ * again (EXECUTOR_STARTED, src/executor/executor_proto.h).
  *
  * Per thread: a run's other threads (a verifier's workers) and the pool's
  * thread, which reaps orphans, never give it; their traces follow the

@@ -31,7 +31,7 @@
 #include "telemetry/journal.h"
 #include "session/session.h"
 #include "run_build_cache.h"
-#include "warm/warm_pool.h"
+#include "pool/pool.h"
 
 #define FDS_RESERVED    64 /* logs, policy files, the agent socket, ... */
 #define FDS_PER_SANDBOX 32 /* pipes, cgroup files, the slot lock, scratch */
@@ -135,8 +135,8 @@ static void defaults(struct serve_config *cfg)
 static void serve_free(struct serve *s)
 {
 	session_mgr_stop(s->sessions);
-	warm_pool_stop(s->pool);
-	warm_agent_close(&s->agent);
+	pool_stop(s->pool);
+	agent_shared_close(&s->agent);
 	run_build_cache_free(s->build_cache);
 	serve_tokens_free(s->tokens);
 	gate_free(s->gate);
@@ -156,7 +156,7 @@ int serve_start(const struct serve_config *cfg, struct serve **out)
 	snprintf(s->policy_dir, sizeof(s->policy_dir), "%s",
 		 cfg->policy_dir ? cfg->policy_dir : policy_dir_default());
 	s->cfg.policy_dir = s->policy_dir;
-	warm_agent_init(&s->agent);
+	agent_shared_init(&s->agent);
 	ret = serve_langs_init(&s->langs, s->cfg.languages, err, sizeof(err));
 	if (ret) {
 		sg_error("serve: %s", err);
@@ -166,8 +166,8 @@ int serve_start(const struct serve_config *cfg, struct serve **out)
 	/* What a killed server left is reaped by the pool's thread, once a
 	 * second, from its start. */
 	if (!s->cfg.run) {
-		ret = warm_pool_start(&(struct warm_pool_opts){ .agent = &s->agent }, &s->pool, err,
-				      sizeof(err));
+		ret = pool_start(&(struct pool_opts){ .agent = &s->agent }, &s->pool, err,
+				 sizeof(err));
 		if (!ret)
 			ret = session_mgr_start(&s->agent, &s->sessions, err, sizeof(err));
 		if (ret) {

@@ -39,7 +39,7 @@
 #include "serve_conn.h"
 #include "serve_http.h"
 #include "serve_internal.h"
-#include "warm/warm_pool.h"
+#include "pool/pool.h"
 
 #define WORKER_STACK (256u << 10) /* a worker's frames are small; jansson recurses boundedly */
 #define DRAIN_MAX    (64u << 20)  /* body bytes of a refused request we read and drop */
@@ -385,7 +385,7 @@ static void *worker(void *arg)
 	r->reply_ready = true;
 	/* The I/O thread calls on_request again, which sends the reply. */
 	MHD_resume_connection(r->mc);
-	warm_pool_answered(h->srv->pool); /* its work may go on */
+	pool_answered(h->srv->pool); /* its work may go on */
 	atomic_fetch_sub(&h->workers, 1);
 	return NULL;
 }

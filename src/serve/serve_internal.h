@@ -30,7 +30,7 @@
 #include "serve.h"
 #include "serve_auth.h"
 #include "lib/ids.h"
-#include "warm/warm_agent.h"
+#include "control/agent_shared.h"
 
 struct session_mgr;
 
@@ -189,8 +189,8 @@ struct serve {
 	uint16_t port;
 	/* Every run's connection to the agent, and the sandboxes prepared
 	 * ahead of demand (NULL when cfg.run is a test's fake). */
-	struct warm_agent agent;
-	struct warm_pool *pool;
+	struct agent_shared agent;
+	struct pool *pool;
 	struct session_mgr *sessions;        /* environments' sessions (NULL with a fake cfg.run) */
 	struct run_build_cache *build_cache; /* NULL: off (run_build_cache.h) */
 	/* Counters for /healthz (and the tests). */

@@ -32,7 +32,7 @@
 #include "lib/json_locate.h"
 #include "lib/json_text.h"
 #include "serve_internal.h"
-#include "warm/warm_pool.h"
+#include "pool/pool.h"
 
 #define ARGV_MAX      64
 #define ARG_BYTES_MAX 131071 /* MAX_ARG_STRLEN less the NUL: one exec argument */
@@ -398,7 +398,7 @@ static void native_execute(struct serve_call *c, void *p, struct serve_reply *rp
 		.argv = plan->argv,
 		.timeout_ms = plan->timeout_ms,
 		.agent = c->agent,
-		.sandboxes = c->srv->pool ? warm_pool_source(c->srv->pool) : NULL,
+		.sandboxes = c->srv->pool ? pool_source(c->srv->pool) : NULL,
 		.path = "warm",
 		.reap_elsewhere = c->srv->pool != NULL,
 		.run = c->srv->cfg.run,

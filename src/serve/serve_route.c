@@ -418,7 +418,7 @@ static void policy_failure(struct serve_call *c, const struct serve_endpoint *ep
 
 	policy_error_format(perr, msg, sizeof(msg));
 	snprintf(detail, sizeof(detail), "platform error: cannot load the policy: %s", msg);
-	ctx.agent = warm_agent_get(&c->srv->agent);
+	ctx.agent = agent_shared_get(&c->srv->agent);
 	exec_book(&ctx, &(struct exec_booking){ .mode = ep->mode,
 						.batch_id = c->request_id,
 						.final = true,
@@ -470,7 +470,7 @@ static void admit_and_run(struct serve_call *c, const struct serve_endpoint *ep,
 		refuse(c, ep, v, late && (v == GATE_TENANT_FULL || v == GATE_SERVER_FULL), rp);
 		return;
 	}
-	c->agent = warm_agent_get(&s->agent);
+	c->agent = agent_shared_get(&s->agent);
 	c->admitted_ms = clock_ms(CLOCK_MONOTONIC);
 	ep->execute(c, plan, rp);
 	c->executed_ms = clock_ms(CLOCK_MONOTONIC);

@@ -27,7 +27,7 @@
 #include "lib/rule_names.h"
 #include "run_build_cache.h"
 #include "serve_internal.h"
-#include "warm/warm_pool.h"
+#include "pool/pool.h"
 
 #define TIME_DIGITS 9 /* execution_time 1.5, not 1.5000000000000002 */
 
@@ -374,7 +374,7 @@ void runcode_execute(struct serve_call *c, void *p, struct serve_reply *rp)
 	struct sandbox_record rec = {
 		.run = c->srv->cfg.run,
 		.ids = json_array(),
-		.pool = c->srv->pool ? warm_pool_source(c->srv->pool) : NULL,
+		.pool = c->srv->pool ? pool_source(c->srv->pool) : NULL,
 		.src = { .take = recording_take, .retire = recording_retire, .self = &rec },
 	};
 	json_t *resp = runcode_response_new(c, "Success", ""), *batch_ids = json_array();

@@ -16,14 +16,14 @@
 #include "session_internal.h"
 #include "session_kernel.h"
 #include "telemetry/journal_record.h"
-#include "warm/warm_agent.h"
+#include "control/agent_shared.h"
 
 static struct exec_ctx ctx_of(struct session_mgr *m, const struct session *s)
 {
 	return (struct exec_ctx){ .policy = s->policy,
 				  .tenant = s->tenant,
 				  .run_id = s->run_id[0] ? s->run_id : NULL,
-				  .agent = warm_agent_get(m->agent) };
+				  .agent = agent_shared_get(m->agent) };
 }
 
 static bool owned_by(const struct session *s, const struct session_owner *who)

@@ -19,7 +19,7 @@
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
 
-struct warm_agent;
+struct agent_shared;
 struct session_mgr;
 
 #define SESSION_FORK_MAX  64
@@ -54,7 +54,8 @@ struct session_create {
 	const struct exec_step *setup; /* argv, stdin, timeout; NULL: none */
 };
 
-int session_mgr_start(struct warm_agent *agent, struct session_mgr **out, char *detail, size_t len);
+int session_mgr_start(struct agent_shared *agent, struct session_mgr **out, char *detail,
+		      size_t len);
 /* Close every session (each booked final, "platform": the server
  * stopped), then stop the threads. */
 void session_mgr_stop(struct session_mgr *m);

@@ -46,7 +46,7 @@ struct session {
 #define SESSION_MAKERS 4
 
 struct session_mgr {
-	struct warm_agent *agent;
+	struct agent_shared *agent;
 	pthread_mutex_t lock; /* the table, the jobs, the flags */
 	pthread_cond_t cond;
 	struct session *head;

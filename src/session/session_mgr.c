@@ -18,7 +18,7 @@
 #include "node/tenant_state.h"
 #include "session_files.h"
 #include "session_internal.h"
-#include "warm/warm_agent.h"
+#include "control/agent_shared.h"
 
 #define READY_WAIT_MS 10000
 #define REAP_EVERY_MS 1000
@@ -262,7 +262,7 @@ static struct session *begin_session(struct session_mgr *m, const struct session
 				       .mode = "session",
 				       .attempt = 1,
 				       .cold = true,
-				       .enforcer = sg_kernel_enforcer(warm_agent_get(m->agent)) };
+				       .enforcer = sg_kernel_enforcer(agent_shared_get(m->agent)) };
 	*err = submit(m, &s->job, detail, len);
 	if (*err) {
 		unlist(m, s);
@@ -514,7 +514,8 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
-int session_mgr_start(struct warm_agent *agent, struct session_mgr **out, char *detail, size_t len)
+int session_mgr_start(struct agent_shared *agent, struct session_mgr **out, char *detail,
+		      size_t len)
 {
 	struct session_mgr *m = calloc(1, sizeof(*m));
 	int ret;

@@ -296,12 +296,12 @@ def t_kept_parents_bounded(env, ex):
            "last call (6 scripts called one at a time)" % len(kept)
 
 
-WARM_MAGIC = 0x53475732  # struct warm_request (src/warm/warm_proto.h)
+WARM_MAGIC = 0x53475732  # struct executor_request (src/executor/executor_proto.h)
 TENANT, BATCH = 1, 4  # its bits of `fields`: the request's tenant and --batch
 
 
 def warm_head(fields, argc, envc, has_stdin, length, timeout_ms=0, grader=0):
-    """struct warm_request: magic, fields, argc, envc, has_stdin, len,
+    """struct executor_request: magic, fields, argc, envc, has_stdin, len,
     timeout_ms, grader, zero."""
     return struct.pack("=6IQ2I", WARM_MAGIC, fields, argc, envc, has_stdin, length, timeout_ms,
                        grader, 0)

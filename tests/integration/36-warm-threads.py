@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The executor's client threads (src/warm/warm_server.c), as root with a
+"""The executor's client threads (src/executor/executor_server.c), as root with a
 `sandguard executor`: a thread that answered a client stays and serves the
 next one, which gets its own working directory; the part of its stack a
 run uses is left out of forks (MADV_DONTFORK: an init the executor clones

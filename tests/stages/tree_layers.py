@@ -9,7 +9,7 @@ import re
 import sys
 
 # Lowest first; the Makefile's COMPONENTS lists them in the same order.
-ORDER = ["lib", "policy", "judge", "telemetry", "health", "sandbox", "interp", "control", "node", "artifact", "exec", "warm", "session", "serve", "agent", "cli"]
+ORDER = ["lib", "policy", "judge", "telemetry", "health", "sandbox", "interp", "control", "node", "artifact", "exec", "pool", "executor", "session", "serve", "agent", "cli"]
 MAX_C_FILES = 20
 
 src = "src"

@@ -1,4 +1,4 @@
-/* Quiet moments for the warm pool's own work (src/warm/warm_quiet.h): a
+/* Quiet moments for the warm pool's own work (src/pool/pool_quiet.h): a
  * waiter goes on at once when no caller is on its path; a caller on its
  * path holds it until that caller leaves (or its bound passes, or the
  * pool stops); a thread counts once however many sandboxes it takes; a
@@ -11,12 +11,12 @@
 #include <stdint.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "warm/warm_quiet.h"
+#include "pool/pool_quiet.h"
 
 #define LONG_WAIT_MS 60000 /* a bound for failures only: nothing waits this long */
 
 struct waiter {
-	struct warm_quiet *q;
+	struct pool_quiet *q;
 	uint64_t max_ms;
 	bool quiet;
 	pthread_t t;
@@ -26,115 +26,115 @@ static void *wait_thread(void *arg)
 {
 	struct waiter *w = arg;
 
-	w->quiet = warm_quiet_wait(w->q, w->max_ms);
+	w->quiet = pool_quiet_wait(w->q, w->max_ms);
 	return NULL;
 }
 
 /* This thread on its path, and a waiter for quiet that waits as long as
  * it is (a bound it never reaches). */
-static void on_path_with_waiter(struct warm_quiet *q, struct waiter *w)
+static void on_path_with_waiter(struct pool_quiet *q, struct waiter *w)
 {
-	warm_quiet_init(q);
-	warm_quiet_enter(q);
+	pool_quiet_init(q);
+	pool_quiet_enter(q);
 	*w = (struct waiter){ .q = q, .max_ms = LONG_WAIT_MS };
 	assert_int_equal(pthread_create(&w->t, NULL, wait_thread, w), 0);
 }
 
 static void test_quiet_at_once(void **state)
 {
-	struct warm_quiet q;
+	struct pool_quiet q;
 
 	(void)state;
-	warm_quiet_init(&q);
-	assert_true(warm_quiet_wait(&q, LONG_WAIT_MS));
+	pool_quiet_init(&q);
+	assert_true(pool_quiet_wait(&q, LONG_WAIT_MS));
 	/* Leaving without entering changes nothing. */
-	warm_quiet_leave(&q);
+	pool_quiet_leave(&q);
 	assert_int_equal(q.on_path, 0);
-	assert_true(warm_quiet_wait(&q, LONG_WAIT_MS));
-	warm_quiet_destroy(&q);
+	assert_true(pool_quiet_wait(&q, LONG_WAIT_MS));
+	pool_quiet_destroy(&q);
 }
 
 static void test_once_per_thread(void **state)
 {
-	struct warm_quiet q;
+	struct pool_quiet q;
 
 	(void)state;
-	warm_quiet_init(&q);
-	warm_quiet_enter(&q);
-	warm_quiet_enter(&q); /* a second sandbox for the same caller */
+	pool_quiet_init(&q);
+	pool_quiet_enter(&q);
+	pool_quiet_enter(&q); /* a second sandbox for the same caller */
 	assert_int_equal(q.on_path, 1);
-	warm_quiet_leave(&q);
+	pool_quiet_leave(&q);
 	assert_int_equal(q.on_path, 0);
-	warm_quiet_leave(&q); /* twice: no underflow */
+	pool_quiet_leave(&q); /* twice: no underflow */
 	assert_int_equal(q.on_path, 0);
-	warm_quiet_destroy(&q);
+	pool_quiet_destroy(&q);
 }
 
 static void test_bound_passes(void **state)
 {
-	struct warm_quiet q;
+	struct pool_quiet q;
 
 	(void)state;
-	warm_quiet_init(&q);
-	warm_quiet_enter(&q);
+	pool_quiet_init(&q);
+	pool_quiet_enter(&q);
 	/* Never quiet: the waiter gives up at its bound, and says so. */
-	assert_false(warm_quiet_wait(&q, 20));
-	warm_quiet_leave(&q);
-	warm_quiet_destroy(&q);
+	assert_false(pool_quiet_wait(&q, 20));
+	pool_quiet_leave(&q);
+	pool_quiet_destroy(&q);
 }
 
 static void *caller_thread(void *arg)
 {
-	struct warm_quiet *q = arg;
+	struct pool_quiet *q = arg;
 
-	warm_quiet_enter(q);
+	pool_quiet_enter(q);
 	return NULL; /* on its path until the test leaves for it below */
 }
 
 static void test_leave_wakes(void **state)
 {
-	struct warm_quiet q;
+	struct pool_quiet q;
 	struct waiter w;
 
 	(void)state;
 	on_path_with_waiter(&q, &w);
-	warm_quiet_leave(&q);
+	pool_quiet_leave(&q);
 	assert_int_equal(pthread_join(w.t, NULL), 0);
 	assert_true(w.quiet);
-	warm_quiet_destroy(&q);
+	pool_quiet_destroy(&q);
 }
 
 static void test_two_callers(void **state)
 {
-	struct warm_quiet q;
+	struct pool_quiet q;
 	pthread_t other;
 
 	(void)state;
-	warm_quiet_init(&q);
-	warm_quiet_enter(&q);
+	pool_quiet_init(&q);
+	pool_quiet_enter(&q);
 	/* Another thread's caller counts on its own. */
 	assert_int_equal(pthread_create(&other, NULL, caller_thread, &q), 0);
 	assert_int_equal(pthread_join(other, NULL), 0);
 	assert_int_equal(q.on_path, 2);
-	warm_quiet_leave(&q);
-	assert_false(warm_quiet_wait(&q, 20)); /* the other is still on its path */
-	warm_quiet_destroy(&q);
+	pool_quiet_leave(&q);
+	assert_false(pool_quiet_wait(&q, 20)); /* the other is still on its path */
+	pool_quiet_destroy(&q);
 }
 
 static void test_stop_wakes(void **state)
 {
-	struct warm_quiet q;
+	struct pool_quiet q;
 	struct waiter w;
 
 	(void)state;
 	on_path_with_waiter(&q, &w);
-	warm_quiet_stop(&q);
+	pool_quiet_stop(&q);
 	assert_int_equal(pthread_join(w.t, NULL), 0);
 	assert_false(w.quiet);
 	/* Stopped: no more waiting at all. */
-	assert_false(warm_quiet_wait(&q, LONG_WAIT_MS));
-	warm_quiet_leave(&q);
-	warm_quiet_destroy(&q);
+	assert_false(pool_quiet_wait(&q, LONG_WAIT_MS));
+	pool_quiet_leave(&q);
+	pool_quiet_destroy(&q);
 }
 
 int main(void)

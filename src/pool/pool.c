@@ -1,7 +1,7 @@
-/* The warm pool (see src/warm/warm_pool.h). One lock guards the kinds,
+/* The warm pool (see src/pool/pool.h). One lock guards the kinds,
  * the lent and the retired lists; no sandbox is prepared or destroyed
  * under it. Two threads: the keeper (prepares, lets idle kinds go, reaps
- * orphans) and the retirer (tears down), in warm_pool_threads.c; this
+ * orphans) and the retirer (tears down), in pool_threads.c; this
  * file is the callers' side (take, retire) and the pool's start and stop. */
 #include <errno.h>
 #include <pthread.h>
@@ -15,14 +15,14 @@
 #include "node/node_cpu.h"
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "warm_agent.h"
-#include "warm_pool.h"
-#include "warm_pool_state.h"
-#include "warm_quiet.h"
-#include "warm_stack.h"
+#include "control/agent_shared.h"
+#include "pool.h"
+#include "pool_state.h"
+#include "pool_quiet.h"
+#include "pool_stack.h"
 
 /* Grow an array of `size`-byte items to hold one more. */
-bool warm_pool_room(void **items, size_t n, size_t *cap, size_t size)
+bool pool_room(void **items, size_t n, size_t *cap, size_t size)
 {
 	size_t want = *cap ? *cap * 2 : 16;
 	void *grown;
@@ -38,10 +38,9 @@ bool warm_pool_room(void **items, size_t n, size_t *cap, size_t size)
 }
 
 /* Under the lock. Out of memory: torn down at once, on this thread. */
-void warm_pool_retire_locked(struct warm_pool *p, struct sandbox *sb, struct sandbox **now)
+void pool_retire_locked(struct pool *p, struct sandbox *sb, struct sandbox **now)
 {
-	if (warm_pool_room((void **)&p->retired, p->n_retired, &p->cap_retired,
-			   sizeof(*p->retired))) {
+	if (pool_room((void **)&p->retired, p->n_retired, &p->cap_retired, sizeof(*p->retired))) {
 		p->retired[p->n_retired++] = sb;
 		pthread_cond_signal(&p->gone);
 	} else {
@@ -49,12 +48,12 @@ void warm_pool_retire_locked(struct warm_pool *p, struct sandbox *sb, struct san
 	}
 }
 
-void warm_pool_retire_ready(struct warm_pool *p, struct kind *k, struct sandbox **now)
+void pool_retire_ready(struct pool *p, struct kind *k, struct sandbox **now)
 {
 	while (k->n_ready)
-		warm_pool_retire_locked(p, k->ready[--k->n_ready], now);
+		pool_retire_locked(p, k->ready[--k->n_ready], now);
 	while (k->n_warm)
-		warm_pool_retire_locked(p, k->warm[--k->n_warm], now);
+		pool_retire_locked(p, k->warm[--k->n_warm], now);
 }
 
 /* A kept warm sandbox whose interpreter runs spec's script. Under the lock.
@@ -83,8 +82,7 @@ static bool same_kind(const struct kind *k, const struct sandbox_spec *spec)
 
 /* The kind of spec, made if new; a tenant's other policies go stale (a
  * reload). Under the lock; NULL when out of memory. */
-static struct kind *kind_of(struct warm_pool *p, const struct sandbox_spec *spec,
-			    struct sandbox **now)
+static struct kind *kind_of(struct pool *p, const struct sandbox_spec *spec, struct sandbox **now)
 {
 	struct kind *k;
 
@@ -102,16 +100,16 @@ static struct kind *kind_of(struct warm_pool *p, const struct sandbox_spec *spec
 		if (strcmp(old->tenant, k->tenant) || old->exec_in_scratch != k->exec_in_scratch)
 			continue;
 		old->stale = true;
-		warm_pool_retire_ready(p, old, now);
+		pool_retire_ready(p, old, now);
 	}
 	k->next = p->kinds;
 	p->kinds = k;
 	return k;
 }
 
-static void lend(struct warm_pool *p, struct sandbox *sb, struct kind *k, struct sandbox **now)
+static void lend(struct pool *p, struct sandbox *sb, struct kind *k, struct sandbox **now)
 {
-	if (warm_pool_room((void **)&p->lent, p->n_lent, &p->cap_lent, sizeof(*p->lent))) {
+	if (pool_room((void **)&p->lent, p->n_lent, &p->cap_lent, sizeof(*p->lent))) {
 		p->lent[p->n_lent++] = (struct lent){ .sb = sb, .k = k };
 		return;
 	}
@@ -124,13 +122,13 @@ static void lend(struct warm_pool *p, struct sandbox *sb, struct kind *k, struct
 static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb, char *detail,
 		size_t len)
 {
-	struct warm_pool *p = self;
+	struct pool *p = self;
 	struct sandbox *now = NULL;
 	struct kind *k;
 	int err;
 
 	*sb = NULL;
-	warm_quiet_enter(&p->quiet);
+	pool_quiet_enter(&p->quiet);
 	pthread_mutex_lock(&p->lock);
 	k = kind_of(p, spec, &now);
 	if (k) {
@@ -153,14 +151,14 @@ static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb
 		return 0;
 	/* None ready: prepared now, for this taker, on its thread (init is a
 	 * fork of it, and init's parent-death signal comes with that thread's
-	 * end), with the stack copyable for that fork (warm_stack.h). */
-	err = warm_stack_forkable(true);
+	 * end), with the stack copyable for that fork (pool_stack.h). */
+	err = pool_stack_forkable(true);
 	if (err)
 		snprintf(detail, len, "cannot prepare a sandbox on this thread: %s",
 			 strerror(-err));
 	else
 		err = sandbox_prepare(spec, sb, detail, len);
-	warm_stack_forkable(false);
+	pool_stack_forkable(false);
 	pthread_mutex_lock(&p->lock);
 	if (k && err)
 		k->in_use--;
@@ -174,7 +172,7 @@ static int take(void *self, const struct sandbox_spec *spec, struct sandbox **sb
 
 static void retire(void *self, struct sandbox *sb)
 {
-	struct warm_pool *p = self;
+	struct pool *p = self;
 	struct sandbox *now = NULL;
 	bool recycle = interp_for(sb, NULL);
 
@@ -185,8 +183,8 @@ static void retire(void *self, struct sandbox *sb)
 		/* A warm interpreter is reset on the retirer's thread and kept
 		 * (its kind stays in use until then). */
 		if (recycle && !p->lent[i].k->stale && !p->stopping &&
-		    warm_pool_room((void **)&p->recycled, p->n_recycled, &p->cap_recycled,
-				   sizeof(*p->recycled))) {
+		    pool_room((void **)&p->recycled, p->n_recycled, &p->cap_recycled,
+			      sizeof(*p->recycled))) {
 			p->recycled[p->n_recycled++] = p->lent[i];
 			p->lent[i] = p->lent[--p->n_lent];
 			pthread_cond_signal(&p->gone);
@@ -197,7 +195,7 @@ static void retire(void *self, struct sandbox *sb)
 		p->lent[i] = p->lent[--p->n_lent];
 		break;
 	}
-	warm_pool_retire_locked(p, sb, &now);
+	pool_retire_locked(p, sb, &now);
 	pthread_mutex_unlock(&p->lock);
 	sandbox_destroy(now);
 }
@@ -211,10 +209,9 @@ static unsigned default_max_ready(void)
 	return n < 4 ? 4 : n > MAX_READY_CAP ? MAX_READY_CAP : n;
 }
 
-int warm_pool_start(const struct warm_pool_opts *o, struct warm_pool **out, char *detail,
-		    size_t len)
+int pool_start(const struct pool_opts *o, struct pool **out, char *detail, size_t len)
 {
-	struct warm_pool *p = calloc(1, sizeof(*p));
+	struct pool *p = calloc(1, sizeof(*p));
 	int err;
 
 	*out = NULL;
@@ -225,14 +222,14 @@ int warm_pool_start(const struct warm_pool_opts *o, struct warm_pool **out, char
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->wake, NULL);
 	pthread_cond_init(&p->gone, NULL);
-	warm_quiet_init(&p->quiet);
+	pool_quiet_init(&p->quiet);
 	p->agent = o->agent;
 	p->max_ready = o->max_ready ? o->max_ready : default_max_ready();
 	p->idle_ms = o->idle_ms ? o->idle_ms : IDLE_MS;
 	p->src = (struct exec_sandboxes){ .take = take, .retire = retire, .self = p };
-	err = -pthread_create(&p->retirer, NULL, warm_pool_retirer, p);
+	err = -pthread_create(&p->retirer, NULL, pool_retirer, p);
 	if (!err) {
-		err = -pthread_create(&p->keeper, NULL, warm_pool_keeper, p);
+		err = -pthread_create(&p->keeper, NULL, pool_keeper, p);
 		if (err) {
 			pthread_mutex_lock(&p->lock);
 			p->stopping = true;
@@ -243,7 +240,7 @@ int warm_pool_start(const struct warm_pool_opts *o, struct warm_pool **out, char
 	}
 	if (err) {
 		snprintf(detail, len, "cannot start the warm pool's threads: %s", strerror(-err));
-		warm_quiet_destroy(&p->quiet);
+		pool_quiet_destroy(&p->quiet);
 		free(p);
 		return err;
 	}
@@ -251,25 +248,25 @@ int warm_pool_start(const struct warm_pool_opts *o, struct warm_pool **out, char
 	return 0;
 }
 
-const struct exec_sandboxes *warm_pool_source(struct warm_pool *p)
+const struct exec_sandboxes *pool_source(struct pool *p)
 {
 	return &p->src;
 }
 
-void warm_pool_drain(struct warm_pool *p)
+void pool_drain(struct pool *p)
 {
 	struct sandbox *now = NULL;
 
 	pthread_mutex_lock(&p->lock);
 	for (struct kind *k = p->kinds; k; k = k->next) {
 		k->stale = true;
-		warm_pool_retire_ready(p, k, &now);
+		pool_retire_ready(p, k, &now);
 	}
 	pthread_mutex_unlock(&p->lock);
 	sandbox_destroy(now);
 }
 
-void warm_pool_stats(struct warm_pool *p, struct warm_pool_stats *st)
+void pool_stats(struct pool *p, struct pool_stats *st)
 {
 	pthread_mutex_lock(&p->lock);
 	*st = p->stats;
@@ -283,11 +280,11 @@ void warm_pool_stats(struct warm_pool *p, struct warm_pool_stats *st)
 	pthread_mutex_unlock(&p->lock);
 }
 
-void warm_pool_stop(struct warm_pool *p)
+void pool_stop(struct pool *p)
 {
 	if (!p)
 		return;
-	warm_pool_drain(p);
+	pool_drain(p);
 	pthread_mutex_lock(&p->lock);
 	p->stopping = true;
 	if (p->n_lent)
@@ -295,7 +292,7 @@ void warm_pool_stop(struct warm_pool *p)
 	pthread_cond_broadcast(&p->wake);
 	pthread_cond_broadcast(&p->gone);
 	pthread_mutex_unlock(&p->lock);
-	warm_quiet_stop(&p->quiet);
+	pool_quiet_stop(&p->quiet);
 	pthread_join(p->keeper, NULL);
 	pthread_join(p->retirer, NULL);
 	/* The retirer may have ended before the keeper's last preparation
@@ -314,12 +311,12 @@ void warm_pool_stop(struct warm_pool *p)
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->wake);
 	pthread_cond_destroy(&p->gone);
-	warm_quiet_destroy(&p->quiet);
+	pool_quiet_destroy(&p->quiet);
 	free(p);
 }
 
-void warm_pool_answered(struct warm_pool *p)
+void pool_answered(struct pool *p)
 {
 	if (p)
-		warm_quiet_leave(&p->quiet);
+		pool_quiet_leave(&p->quiet);
 }

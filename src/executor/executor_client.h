@@ -13,6 +13,6 @@
  * that ends after it started the run is a platform error (a result saying
  * so, exit 2), never a second run. SANDGUARD_WARM=0 in the environment: -1
  * at once. */
-int warm_client_run(const struct exec_request *req, char **envp);
+int executor_client_run(const struct exec_request *req, char **envp);
 
 #endif

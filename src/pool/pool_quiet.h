@@ -22,29 +22,29 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct warm_quiet {
+struct pool_quiet {
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* on CLOCK_MONOTONIC */
 	unsigned on_path;       /* caller threads between take and answer */
 	bool stopping;
 };
 
-void warm_quiet_init(struct warm_quiet *q);
-void warm_quiet_destroy(struct warm_quiet *q);
+void pool_quiet_init(struct pool_quiet *q);
+void pool_quiet_destroy(struct pool_quiet *q);
 
 /* The calling thread's caller is on its path (once per thread until
- * warm_quiet_leave(); calling it again changes nothing). */
-void warm_quiet_enter(struct warm_quiet *q);
+ * pool_quiet_leave(); calling it again changes nothing). */
+void pool_quiet_enter(struct pool_quiet *q);
 
 /* The calling thread's caller has its answer (nothing if it never
  * entered). */
-void warm_quiet_leave(struct warm_quiet *q);
+void pool_quiet_leave(struct pool_quiet *q);
 
 /* Wait until no caller is on its path, at most max_ms, or until stopped.
  * True when it is quiet. */
-bool warm_quiet_wait(struct warm_quiet *q, uint64_t max_ms);
+bool pool_quiet_wait(struct pool_quiet *q, uint64_t max_ms);
 
 /* Wake every waiter now, and wait no more from now on. */
-void warm_quiet_stop(struct warm_quiet *q);
+void pool_quiet_stop(struct pool_quiet *q);
 
 #endif

@@ -1,4 +1,4 @@
-/* The executor socket's wire format (src/warm/warm_proto.h). The request
+/* The executor socket's wire format (src/executor/executor_proto.h). The request
  * the CLI parsed travels whole (every field, arguments that are not
  * UTF-8, the shared environment and nothing else) and a head or strings no
  * client sends are refused before anything runs. The send helpers: an answer in
@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "warm/warm_proto.h"
+#include "executor/executor_proto.h"
 
 #define BIG (4u << 20)
 
@@ -48,7 +48,7 @@ static void *read_thread(void *arg)
 	for (size_t off = 0; r->got && off < r->want;) {
 		size_t n = r->want - off < CHUNK ? r->want - off : CHUNK;
 
-		if (warm_recv_all(r->fd, r->got + off, n)) {
+		if (executor_recv_all(r->fd, r->got + off, n)) {
 			free(r->got);
 			r->got = NULL;
 		}
@@ -80,7 +80,7 @@ static void test_parts_arrive_whole_in_order(void **state)
 	assert_int_equal(pthread_create(&r.t, NULL, read_thread, &r), 0);
 
 	struct iovec iov[] = { { (void *)head, sizeof(head) - 1 }, { big, 0 }, { big, BIG } };
-	assert_int_equal(warm_send_iov(sv[0], iov, 3), 0);
+	assert_int_equal(executor_send_iov(sv[0], iov, 3), 0);
 	assert_int_equal(pthread_join(r.t, NULL), 0);
 	assert_non_null(r.got);
 	assert_memory_equal(r.got, head, sizeof(head) - 1);
@@ -102,8 +102,8 @@ static void test_gone_peer_is_epipe(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	close(sv[1]);
 	struct iovec iov[] = { { &byte, 1 } };
-	assert_int_equal(warm_send_iov(sv[0], iov, 1), -EPIPE);
-	assert_int_equal(warm_send_all(sv[0], &byte, 1), -EPIPE);
+	assert_int_equal(executor_send_iov(sv[0], iov, 1), -EPIPE);
+	assert_int_equal(executor_send_all(sv[0], &byte, 1), -EPIPE);
 	close(sv[0]);
 }
 
@@ -130,16 +130,16 @@ static void test_request_round_trip(void **state)
 				   .grader = SG_GRADER_LCB,
 				   .argv = argv },
 			    out;
-	struct warm_request h;
+	struct executor_request h;
 	char **env, **vec, *s;
 
 	(void)state;
-	s = warm_request_pack(&in, envp, &h);
+	s = executor_request_pack(&in, envp, &h);
 	assert_non_null(s);
-	assert_int_equal(h.magic, WARM_MAGIC);
+	assert_int_equal(h.magic, EXECUTOR_MAGIC);
 	assert_int_equal(h.argc, 3);
 	assert_int_equal(h.envc, 2); /* SANDGUARD_* but SANDGUARD_WARM */
-	assert_int_equal(warm_request_unpack(&h, s, &out, &env, &vec), 0);
+	assert_int_equal(executor_request_unpack(&h, s, &out, &env, &vec), 0);
 	assert_string_equal(out.tenant, "t-1");
 	assert_string_equal(out.policy_dir, "/etc/p\x80");
 	assert_null(out.batch_path);
@@ -163,9 +163,9 @@ static void test_request_round_trip(void **state)
 	in = (struct exec_request){
 		.tenant = "t", .tests_path = "t.json", .language = "cpp", .code_path = "-"
 	};
-	s = warm_request_pack(&in, (char *[]){ NULL }, &h);
+	s = executor_request_pack(&in, (char *[]){ NULL }, &h);
 	assert_non_null(s);
-	assert_int_equal(warm_request_unpack(&h, s, &out, &env, &vec), 0);
+	assert_int_equal(executor_request_unpack(&h, s, &out, &env, &vec), 0);
 	assert_null(out.argv);
 	assert_false(out.grader_set);
 	assert_string_equal(out.language, "cpp");
@@ -177,14 +177,14 @@ static void test_request_round_trip(void **state)
 }
 
 /* A head and strings no client sends: refused, nothing allocated. */
-static void refused(const struct warm_request *h, const char *strings)
+static void refused(const struct executor_request *h, const char *strings)
 {
 	struct exec_request r;
 	char **env, **vec, *s = malloc(h->len + 1);
 
 	assert_non_null(s);
 	memcpy(s, strings, h->len);
-	assert_int_equal(warm_request_unpack(h, s, &r, &env, &vec), -EPROTO);
+	assert_int_equal(executor_request_unpack(h, s, &r, &env, &vec), -EPROTO);
 	assert_null(vec);
 	assert_null(r.tenant);
 	free(s);
@@ -193,13 +193,16 @@ static void refused(const struct warm_request *h, const char *strings)
 static void test_request_malformed(void **state)
 {
 	/* fields: bit 0 tenant, 2 batch, 3 tests, 6 language, 7 code */
-	struct warm_request ok = { .magic = WARM_MAGIC, .fields = 1 | 4, .argc = 1, .len = 6 },
-			    h = ok;
+	struct executor_request ok = { .magic = EXECUTOR_MAGIC,
+				       .fields = 1 | 4,
+				       .argc = 1,
+				       .len = 6 },
+				h = ok;
 	struct exec_request r;
 	char **env, **vec, s[] = "t\0b\0x\0";
 
 	(void)state;
-	assert_int_equal(warm_request_unpack(&ok, s, &r, &env, &vec), 0);
+	assert_int_equal(executor_request_unpack(&ok, s, &r, &env, &vec), 0);
 	assert_string_equal(r.argv[0], "x");
 	free(vec);
 	h.fields |= 1u << 8; /* a field this side does not know */

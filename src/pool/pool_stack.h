@@ -10,7 +10,7 @@
  * thread's stack its runs use can be MADV_DONTFORK, as long as no fork
  * happens on that thread while it is: a sandbox prepared for a taker on
  * that thread (the pool had none ready) is prepared between
- * warm_stack_forkable(true) and (false).
+ * pool_stack_forkable(true) and (false).
  *
  * The top of the stack, where glibc keeps the thread's descriptor and TLS
  * (a glibc fork's child walks every thread's descriptor), is left as it
@@ -21,16 +21,16 @@
 #include <stdbool.h>
 
 /* Leave this thread's stack below the caller's frame out of forks, until
- * warm_stack_release(). False if it could not (nothing changed). */
-bool warm_stack_keep_out(void);
+ * pool_stack_release(). False if it could not (nothing changed). */
+bool pool_stack_keep_out(void);
 
 /* Whether a fork on this thread (now) copies its stack: true before a
  * fork, false after. 0, or -errno (then the stack is left copyable, and
- * kept so). No-op on a thread that did not warm_stack_keep_out(). */
-int warm_stack_forkable(bool yes);
+ * kept so). No-op on a thread that did not pool_stack_keep_out(). */
+int pool_stack_forkable(bool yes);
 
 /* Copyable again, for good. 0, or -errno: then the thread must never end
  * (glibc would reuse its stack). */
-int warm_stack_release(void);
+int pool_stack_release(void);
 
 #endif

@@ -1,19 +1,19 @@
-/* The executor's connection to the agent (see src/warm/warm_agent.h). */
+/* The executor's connection to the agent (see src/control/agent_shared.h). */
 #include <string.h>
 #include <time.h>
 #include "control/agent_client.h"
 #include "lib/clock.h"
-#include "warm_agent.h"
+#include "agent_shared.h"
 
 #define RETRY_MS 1000
 
-void warm_agent_init(struct warm_agent *a)
+void agent_shared_init(struct agent_shared *a)
 {
 	memset(a, 0, sizeof(*a));
 	pthread_mutex_init(&a->lock, NULL);
 }
 
-struct agent_conn *warm_agent_get(struct warm_agent *a)
+struct agent_conn *agent_shared_get(struct agent_shared *a)
 {
 	struct agent_conn *c;
 	uint64_t now;
@@ -29,7 +29,7 @@ struct agent_conn *warm_agent_get(struct warm_agent *a)
 	return c;
 }
 
-void warm_agent_close(struct warm_agent *a)
+void agent_shared_close(struct agent_shared *a)
 {
 	agent_close(a->conn);
 	a->conn = NULL;

@@ -1,13 +1,13 @@
-/* Quiet moments for the warm pool's own work (see src/warm/warm_quiet.h). */
+/* Quiet moments for the warm pool's own work (see src/pool/pool_quiet.h). */
 #include <errno.h>
 #include <time.h>
-#include "warm_quiet.h"
+#include "pool_quiet.h"
 
 /* The one this thread entered: a caller's thread serves one caller at a
  * time, and may take several sandboxes for it (retries, tests). */
-static __thread struct warm_quiet *entered;
+static __thread struct pool_quiet *entered;
 
-void warm_quiet_init(struct warm_quiet *q)
+void pool_quiet_init(struct pool_quiet *q)
 {
 	pthread_condattr_t attr;
 
@@ -20,13 +20,13 @@ void warm_quiet_init(struct warm_quiet *q)
 	q->stopping = false;
 }
 
-void warm_quiet_destroy(struct warm_quiet *q)
+void pool_quiet_destroy(struct pool_quiet *q)
 {
 	pthread_cond_destroy(&q->changed);
 	pthread_mutex_destroy(&q->lock);
 }
 
-void warm_quiet_enter(struct warm_quiet *q)
+void pool_quiet_enter(struct pool_quiet *q)
 {
 	if (entered == q)
 		return;
@@ -36,7 +36,7 @@ void warm_quiet_enter(struct warm_quiet *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
-void warm_quiet_leave(struct warm_quiet *q)
+void pool_quiet_leave(struct pool_quiet *q)
 {
 	if (entered != q)
 		return;
@@ -47,7 +47,7 @@ void warm_quiet_leave(struct warm_quiet *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
-bool warm_quiet_wait(struct warm_quiet *q, uint64_t max_ms)
+bool pool_quiet_wait(struct pool_quiet *q, uint64_t max_ms)
 {
 	struct timespec until;
 	bool quiet;
@@ -68,7 +68,7 @@ bool warm_quiet_wait(struct warm_quiet *q, uint64_t max_ms)
 	return quiet;
 }
 
-void warm_quiet_stop(struct warm_quiet *q)
+void pool_quiet_stop(struct pool_quiet *q)
 {
 	pthread_mutex_lock(&q->lock);
 	q->stopping = true;

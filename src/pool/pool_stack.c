@@ -1,17 +1,17 @@
-/* A client thread's stack out of forks (see src/warm/warm_stack.h). */
+/* A client thread's stack out of forks (see src/pool/pool_stack.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "warm_stack.h"
+#include "pool_stack.h"
 
 /* This thread's range out of forks; len 0: none. */
 static __thread char *lo;
 static __thread size_t len;
 static __thread bool copyable;
 
-bool warm_stack_keep_out(void)
+bool pool_stack_keep_out(void)
 {
 	pthread_attr_t attr;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), size;
@@ -33,7 +33,7 @@ bool warm_stack_keep_out(void)
 	return ok;
 }
 
-int warm_stack_forkable(bool yes)
+int pool_stack_forkable(bool yes)
 {
 	if (!len)
 		return 0;
@@ -45,7 +45,7 @@ int warm_stack_forkable(bool yes)
 	return 0;
 }
 
-int warm_stack_release(void)
+int pool_stack_release(void)
 {
 	if (len && !copyable && madvise(lo, len, MADV_DOFORK))
 		return -errno;

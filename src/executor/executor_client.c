@@ -1,5 +1,5 @@
 /* `sandguard exec`'s warm path, the client side (see
- * src/warm/warm_client.h). */
+ * src/executor/executor_client.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "warm_client.h"
-#include "warm_proto.h"
+#include "executor_client.h"
+#include "executor_proto.h"
 
 #define CHUNK 65536
 
@@ -21,7 +21,7 @@ static int connect_executor(void)
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	int fd;
 
-	if (warm_socket_path(addr.sun_path, sizeof(addr.sun_path)))
+	if (executor_socket_path(addr.sun_path, sizeof(addr.sun_path)))
 		return -1;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -34,7 +34,7 @@ static int connect_executor(void)
 }
 
 /* The head with our working directory and stdin, then the strings. */
-static int send_request(int fd, const struct warm_request *h, const char *strings)
+static int send_request(int fd, const struct executor_request *h, const char *strings)
 {
 	int fds[2] = { open(".", O_PATH | O_DIRECTORY | O_CLOEXEC), STDIN_FILENO };
 	char cbuf[CMSG_SPACE(sizeof(fds))] = { 0 };
@@ -58,7 +58,7 @@ static int send_request(int fd, const struct warm_request *h, const char *string
 	close(fds[0]);
 	if (sent != (ssize_t)sizeof(*h))
 		return sent < 0 ? -errno : -EIO;
-	return warm_send_all(fd, strings, h->len);
+	return executor_send_all(fd, strings, h->len);
 }
 
 /* Copy n bytes of the answer to `to` (or drop them, to < 0). */
@@ -68,7 +68,7 @@ static int relay(int fd, uint64_t n, int to)
 
 	while (n) {
 		size_t want = n < sizeof(buf) ? (size_t)n : sizeof(buf);
-		int err = warm_recv_all(fd, buf, want);
+		int err = executor_recv_all(fd, buf, want);
 
 		if (err)
 			return err;
@@ -110,8 +110,8 @@ static int copy_stdin(int fd)
 	uint64_t total = 0;
 	int err = 0;
 
-	while (!err && total < WARM_MAX_STDIN) {
-		uint64_t left = WARM_MAX_STDIN - total;
+	while (!err && total < EXECUTOR_MAX_STDIN) {
+		uint64_t left = EXECUTOR_MAX_STDIN - total;
 		ssize_t n =
 			read(STDIN_FILENO, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf));
 
@@ -193,11 +193,11 @@ static int executor_died(const char *tenant)
 	return 2;
 }
 
-int warm_client_run(const struct exec_request *req, char **envp)
+int executor_client_run(const struct exec_request *req, char **envp)
 {
-	const char *off = getenv(WARM_ENV_OFF);
-	struct warm_request h;
-	struct warm_reply r;
+	const char *off = getenv(EXECUTOR_ENV_OFF);
+	struct executor_request h;
+	struct executor_reply r;
 	off_t stdin_at = -1;
 	bool has_stdin, started;
 	char *strings;
@@ -216,7 +216,7 @@ int warm_client_run(const struct exec_request *req, char **envp)
 			return err ? err : -1;
 		}
 	}
-	strings = warm_request_pack(req, envp, &h);
+	strings = executor_request_pack(req, envp, &h);
 	if (!strings) {
 		close(fd);
 		return -1;
@@ -228,18 +228,18 @@ int warm_client_run(const struct exec_request *req, char **envp)
 		close(fd); /* it never had the whole request: nothing ran */
 		return -1;
 	}
-	err = warm_recv_all(fd, &r, sizeof(r));
-	if (!err && r.magic == WARM_MAGIC && r.code == WARM_NOT_SERVED) {
+	err = executor_recv_all(fd, &r, sizeof(r));
+	if (!err && r.magic == EXECUTOR_MAGIC && r.code == EXECUTOR_NOT_SERVED) {
 		if (getenv("SANDGUARD_DEBUG"))
 			relay(fd, r.err_len, STDERR_FILENO); /* why not */
 		close(fd);
 		return -1; /* refused before the command: nothing of it read */
 	}
 	/* Until it says it started the run, nothing of it is owed. */
-	started = !err && r.magic == WARM_MAGIC && r.code == WARM_STARTED;
+	started = !err && r.magic == EXECUTOR_MAGIC && r.code == EXECUTOR_STARTED;
 	if (started)
-		err = warm_recv_all(fd, &r, sizeof(r));
-	if (err || r.magic != WARM_MAGIC || r.code < 0) {
+		err = executor_recv_all(fd, &r, sizeof(r));
+	if (err || r.magic != EXECUTOR_MAGIC || r.code < 0) {
 		close(fd);
 		return started ? executor_died(req->tenant) : never_started(stdin_at);
 	}

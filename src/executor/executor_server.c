@@ -1,4 +1,4 @@
-/* The long-lived executor's local socket (see src/warm/warm_server.h). */
+/* The long-lived executor's local socket (see src/executor/executor_server.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,11 +18,11 @@
 #include "lib/first_trace.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
-#include "warm_agent.h"
-#include "warm_pool.h"
-#include "warm_proto.h"
-#include "warm_server.h"
-#include "warm_stack.h"
+#include "control/agent_shared.h"
+#include "pool/pool.h"
+#include "executor_proto.h"
+#include "executor_server.h"
+#include "pool/pool_stack.h"
 
 #define MAX_CLIENTS 4096
 /* Threads that finished a client wait for the next one, up to this many
@@ -38,12 +38,12 @@
 
 extern char **environ;
 
-struct warm_server {
+struct executor_server {
 	int listen_fd;
 	int stop_pipe[2]; /* wakes the acceptor */
 	char path[PATH_MAX];
-	struct warm_pool *pool;
-	struct warm_agent *agent;
+	struct pool *pool;
+	struct agent_shared *agent;
 	char *env; /* our shared environment: sorted entries, NUL-separated */
 	size_t env_len;
 	pthread_t acceptor;
@@ -60,10 +60,10 @@ struct warm_server {
 
 /* One client's request, as received. */
 struct client {
-	struct warm_server *s;
+	struct executor_server *s;
 	int fd;
 	int cwd, in; /* -1 when not sent */
-	struct warm_request h;
+	struct executor_request h;
 	char *strings;
 	struct exec_request req; /* its strings in `strings`, its argv in `vec` */
 	char **vec;
@@ -75,7 +75,7 @@ static int by_string(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The entries warm_env_shared() keeps, sorted, NUL-separated: the same
+/* The entries executor_env_shared() keeps, sorted, NUL-separated: the same
  * text for the same environment, whatever its order. */
 static char *env_text(char **entries, size_t n, size_t *len)
 {
@@ -86,7 +86,7 @@ static char *env_text(char **entries, size_t n, size_t *len)
 	if (!keep)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (warm_env_shared(entries[i]))
+		if (executor_env_shared(entries[i]))
 			keep[k++] = entries[i];
 	qsort(keep, k, sizeof(*keep), by_string);
 	for (size_t i = 0; i < k; i++)
@@ -120,13 +120,13 @@ static int receive(struct client *c)
 		memcpy(fds, CMSG_DATA(cm), cm->cmsg_len - CMSG_LEN(0));
 	c->cwd = fds[0];
 	c->in = fds[1];
-	if (n != (ssize_t)sizeof(c->h) || c->h.magic != WARM_MAGIC || c->h.len > WARM_MAX_STRINGS ||
-	    c->cwd < 0 || (c->h.has_stdin && c->in < 0))
+	if (n != (ssize_t)sizeof(c->h) || c->h.magic != EXECUTOR_MAGIC ||
+	    c->h.len > EXECUTOR_MAX_STRINGS || c->cwd < 0 || (c->h.has_stdin && c->in < 0))
 		return -EPROTO;
 	c->strings = malloc(c->h.len + 1);
 	if (!c->strings)
 		return -ENOMEM;
-	return warm_recv_all(c->fd, c->strings, c->h.len);
+	return executor_recv_all(c->fd, c->strings, c->h.len);
 }
 
 /* The request, and whether the client's environment is ours. */
@@ -134,7 +134,7 @@ static int unpack(struct client *c, char *why, size_t len)
 {
 	char **env, *text;
 	size_t env_len;
-	int err = warm_request_unpack(&c->h, c->strings, &c->req, &env, &c->vec);
+	int err = executor_request_unpack(&c->h, c->strings, &c->req, &env, &c->vec);
 
 	if (err)
 		return err;
@@ -154,21 +154,21 @@ static int unpack(struct client *c, char *why, size_t len)
 static void answer(struct client *c, int code, const char *out, size_t out_len, const char *err,
 		   size_t err_len)
 {
-	struct warm_reply r = {
-		.magic = WARM_MAGIC, .code = code, .out_len = out_len, .err_len = err_len
+	struct executor_reply r = {
+		.magic = EXECUTOR_MAGIC, .code = code, .out_len = out_len, .err_len = err_len
 	};
 	struct iovec iov[] = { { &r, sizeof(r) },
 			       { (void *)out, out_len },
 			       { (void *)err, err_len } };
 
-	if (warm_send_iov(c->fd, iov, ARRAY_LEN(iov)))
+	if (executor_send_iov(c->fd, iov, ARRAY_LEN(iov)))
 		sg_debug("executor: a client went away before its answer");
 }
 
 /* first_trace_now(): the client's run may be owed from here on. */
 static void started(void *arg)
 {
-	answer(arg, WARM_STARTED, "", 0, "", 0);
+	answer(arg, EXECUTOR_STARTED, "", 0, "", 0);
 }
 
 /* The command, in the client's directory, its output captured. fs_err:
@@ -178,8 +178,8 @@ static void run_command(struct client *c, int fs_err)
 {
 	struct exec_io io = { .in_fd = c->in,
 			      .path = "warm",
-			      .agent = warm_agent_get(c->s->agent),
-			      .sandboxes = warm_pool_source(c->s->pool),
+			      .agent = agent_shared_get(c->s->agent),
+			      .sandboxes = pool_source(c->s->pool),
 			      .reap_elsewhere = true,
 			      .caller_fd = c->fd };
 	char *out = NULL, *err = NULL;
@@ -193,20 +193,20 @@ static void run_command(struct client *c, int fs_err)
 
 		snprintf(why, sizeof(why), "cannot enter the client's directory: %s\n",
 			 strerror(fs_err ? fs_err : errno));
-		answer(c, WARM_NOT_SERVED, "", 0, why, strlen(why));
+		answer(c, EXECUTOR_NOT_SERVED, "", 0, why, strlen(why));
 		return;
 	}
 	io.out = open_memstream(&out, &out_len);
 	io.err = open_memstream(&err, &err_len);
 	if (!io.out || !io.err) {
-		answer(c, WARM_NOT_SERVED, "", 0, "out of memory\n", 14);
+		answer(c, EXECUTOR_NOT_SERVED, "", 0, "out of memory\n", 14);
 		if (io.out)
 			fclose(io.out);
 		if (io.err)
 			fclose(io.err);
 		return;
 	}
-	/* The client hears WARM_STARTED just before the request leaves its
+	/* The client hears EXECUTOR_STARTED just before the request leaves its
 	 * first trace that outlives us (its run's record, a booking): until
 	 * then nothing of it is owed, and were we killed the client would run
 	 * it cold, once; from then on it never does. Not before: a request
@@ -237,7 +237,7 @@ static int bound_waits(int fd)
 /* One client, from its request to its answer; then it is forgotten. */
 static void serve_client(struct client *c, int fs_err)
 {
-	struct warm_server *s = c->s;
+	struct executor_server *s = c->s;
 	char why[160] = "";
 	int err = bound_waits(c->fd);
 
@@ -246,13 +246,13 @@ static void serve_client(struct client *c, int fs_err)
 	if (!err)
 		err = unpack(c, why, sizeof(why));
 	if (err == -EXDEV)
-		answer(c, WARM_NOT_SERVED, "", 0, why, strlen(why));
+		answer(c, EXECUTOR_NOT_SERVED, "", 0, why, strlen(why));
 	else if (err)
 		sg_debug("executor: a bad request: %s", strerror(-err));
 	else
 		run_command(c, fs_err);
 	/* Answered (or given up on): the pool's own work may go on. */
-	warm_pool_answered(s->pool);
+	pool_answered(s->pool);
 	fs_close(&c->fd);
 	fs_close(&c->cwd);
 	fs_close(&c->in);
@@ -268,7 +268,7 @@ static void serve_client(struct client *c, int fs_err)
  * and a new thread faults its stack and malloc arena in again (glibc gives
  * an ended thread's stack back with MADV_DONTNEED; the policy alone is 35
  * KB, copied on the stack), and sets up its tcache. Its stack is kept out
- * of the pool's forks for the same reason (src/warm/warm_stack.h).
+ * of the pool's forks for the same reason (src/pool/pool_stack.h).
  *
  * What a client leaves in the thread: its working directory (the next
  * fchdir()s to its own) and nothing else: the log stream, the caller
@@ -279,11 +279,11 @@ static void serve_client(struct client *c, int fs_err)
 static void *client_thread(void *arg)
 {
 	struct client *c = arg;
-	struct warm_server *s = c->s;
+	struct executor_server *s = c->s;
 	/* Its own working directory, from the first client on. */
 	int fs_err = unshare(CLONE_FS) ? errno : 0;
 
-	warm_stack_keep_out();
+	pool_stack_keep_out();
 
 	for (;;) {
 		serve_client(c, fs_err);
@@ -306,7 +306,7 @@ static void *client_thread(void *arg)
 	pthread_mutex_unlock(&s->lock);
 	/* A stack glibc would hand to a thread that forks: never given back
 	 * (the process's exit ends this thread). */
-	if (warm_stack_release()) {
+	if (pool_stack_release()) {
 		sg_warn("executor: a client thread's stack stays out of forks: the thread stays");
 		for (;;)
 			pause();
@@ -324,7 +324,7 @@ static bool peer_is_root(int fd)
 }
 
 /* To a thread that waits for a client, or a new one. */
-static void take_client(struct warm_server *s, int fd)
+static void take_client(struct executor_server *s, int fd)
 {
 	struct client *c = calloc(1, sizeof(*c));
 	pthread_attr_t attr;
@@ -368,13 +368,14 @@ static void take_client(struct warm_server *s, int fd)
 	}
 	free(c);
 	/* No room: the client runs cold (it sent nothing that ran). */
-	answer(&(struct client){ .fd = fd }, WARM_NOT_SERVED, "", 0, "the executor is full\n", 21);
+	answer(&(struct client){ .fd = fd }, EXECUTOR_NOT_SERVED, "", 0, "the executor is full\n",
+	       21);
 	close(fd);
 }
 
 static void *acceptor(void *arg)
 {
-	struct warm_server *s = arg;
+	struct executor_server *s = arg;
 
 	for (;;) {
 		struct pollfd pfd[2] = { { .fd = s->listen_fd, .events = POLLIN },
@@ -400,13 +401,13 @@ static void *acceptor(void *arg)
 }
 
 /* Bind <run>/executor.sock, replacing a stale one but never a live one. */
-static int listen_on(struct warm_server *s, char *detail, size_t len)
+static int listen_on(struct executor_server *s, char *detail, size_t len)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	mode_t old;
 	int probe, err;
 
-	err = warm_socket_path(s->path, sizeof(s->path));
+	err = executor_socket_path(s->path, sizeof(s->path));
 	if (!err)
 		err = fs_run_subdir("", 0755, addr.sun_path, sizeof(addr.sun_path));
 	if (err || strlen(s->path) >= sizeof(addr.sun_path)) {
@@ -436,10 +437,10 @@ static int listen_on(struct warm_server *s, char *detail, size_t len)
 	return err;
 }
 
-int warm_server_start(const struct warm_server_opts *o, struct warm_server **out, char *detail,
-		      size_t len)
+int executor_server_start(const struct executor_server_opts *o, struct executor_server **out,
+			  char *detail, size_t len)
 {
-	struct warm_server *s = calloc(1, sizeof(*s));
+	struct executor_server *s = calloc(1, sizeof(*s));
 	size_t n_env = 0;
 	int err;
 
@@ -479,12 +480,12 @@ int warm_server_start(const struct warm_server_opts *o, struct warm_server **out
 	return 0;
 }
 
-const char *warm_server_path(const struct warm_server *s)
+const char *executor_server_path(const struct executor_server *s)
 {
 	return s->path;
 }
 
-void warm_server_stop(struct warm_server *s)
+void executor_server_stop(struct executor_server *s)
 {
 	if (!s)
 		return;

@@ -1,15 +1,15 @@
-/* The warm pool's state, shared by its callers' side (warm_pool.c: take,
- * retire, start, stop) and its two threads (warm_pool_threads.c: the
- * keeper and the retirer). Private to src/warm; the pool's API is
- * warm_pool.h. One lock (warm_pool.lock) guards all of it. */
+/* The warm pool's state, shared by its callers' side (pool.c: take,
+ * retire, start, stop) and its two threads (pool_threads.c: the
+ * keeper and the retirer). Private to src/pool; the pool's API is
+ * pool.h. One lock (pool.lock) guards all of it. */
 #ifndef SG_WARM_POOL_STATE_H
 #define SG_WARM_POOL_STATE_H
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "warm_pool.h"
-#include "warm_quiet.h"
+#include "pool.h"
+#include "pool_quiet.h"
 
 #define WINDOW_MS     10000 /* demand: the peak of this window and the last */
 #define TICK_MS       500
@@ -18,7 +18,7 @@
 #define BACKOFF_MS    1000  /* after a failed preparation, for that kind */
 #define IDLE_MS       60000
 #define MAX_READY_CAP 64
-#define QUIET_MAX_MS  250 /* the longest the pool's work waits for quiet (warm_quiet.h) */
+#define QUIET_MAX_MS  250 /* the longest the pool's work waits for quiet (pool_quiet.h) */
 #define QUIET_BACKLOG 8   /* more retired than this: no waiting */
 
 /* Sandboxes of one (tenant, policy, exec in scratch). */
@@ -44,7 +44,7 @@ struct lent {
 	struct kind *k;
 };
 
-struct warm_pool {
+struct pool {
 	pthread_mutex_t lock;
 	pthread_cond_t wake; /* the keeper: demand changed, or stop */
 	pthread_cond_t gone; /* the retirer: something to tear down, or stop */
@@ -56,26 +56,26 @@ struct warm_pool {
 	struct lent *recycled; /* warm sandboxes to reset, their kind's in_use kept */
 	size_t n_recycled, cap_recycled;
 	unsigned destroying;
-	struct warm_pool_stats stats;
-	struct warm_agent *agent;
+	struct pool_stats stats;
+	struct agent_shared *agent;
 	unsigned max_ready;
 	uint64_t idle_ms, last_reap;
 	bool stopping;
-	struct warm_quiet quiet;
+	struct pool_quiet quiet;
 	pthread_t keeper, retirer;
 	struct exec_sandboxes src;
 };
 
 /* Grow an array of `size`-byte items to hold one more. */
-bool warm_pool_room(void **items, size_t n, size_t *cap, size_t size);
+bool pool_room(void **items, size_t n, size_t *cap, size_t size);
 /* Queue sb for the retirer. Under the lock; out of memory: *now is set,
  * for the caller to destroy once the lock is released. */
-void warm_pool_retire_locked(struct warm_pool *p, struct sandbox *sb, struct sandbox **now);
+void pool_retire_locked(struct pool *p, struct sandbox *sb, struct sandbox **now);
 /* Retire every ready and kept warm sandbox of k. Under the lock. */
-void warm_pool_retire_ready(struct warm_pool *p, struct kind *k, struct sandbox **now);
+void pool_retire_ready(struct pool *p, struct kind *k, struct sandbox **now);
 
-/* The threads' bodies (pthread_create() by warm_pool_start()). */
-void *warm_pool_keeper(void *arg);
-void *warm_pool_retirer(void *arg);
+/* The threads' bodies (pthread_create() by pool_start()). */
+void *pool_keeper(void *arg);
+void *pool_retirer(void *arg);
 
 #endif

@@ -1,4 +1,4 @@
-/* The executor socket's wire format (see src/warm/warm_proto.h). */
+/* The executor socket's wire format (see src/executor/executor_proto.h). */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include "lib/array_len.h"
 #include "lib/fs_util.h"
-#include "warm_proto.h"
+#include "executor_proto.h"
 
 /* The request's strings, in the order they travel (bit i of `fields`). */
 static const size_t request_fields[] = {
@@ -40,7 +40,7 @@ static void put(char *buf, size_t *off, const char *s)
 
 /* The strings into buf (NULL: only counted); their length. */
 static size_t put_strings(const struct exec_request *r, char **envp, char *buf,
-			  struct warm_request *h)
+			  struct executor_request *h)
 {
 	size_t off = 0;
 
@@ -53,7 +53,7 @@ static size_t put_strings(const struct exec_request *r, char **envp, char *buf,
 	for (char *const *a = r->argv; a && *a; a++, h->argc++)
 		put(buf, &off, *a);
 	for (char **e = envp; *e; e++) {
-		if (!warm_env_shared(*e))
+		if (!executor_env_shared(*e))
 			continue;
 		put(buf, &off, *e);
 		h->envc++;
@@ -61,19 +61,19 @@ static size_t put_strings(const struct exec_request *r, char **envp, char *buf,
 	return off;
 }
 
-char *warm_request_pack(const struct exec_request *r, char **envp, struct warm_request *h)
+char *executor_request_pack(const struct exec_request *r, char **envp, struct executor_request *h)
 {
 	size_t len;
 	char *buf;
 
 	memset(h, 0, sizeof(*h));
 	len = put_strings(r, envp, NULL, h);
-	if (len > WARM_MAX_STRINGS || !(buf = malloc(len ? len : 1)))
+	if (len > EXECUTOR_MAX_STRINGS || !(buf = malloc(len ? len : 1)))
 		return NULL;
-	*h = (struct warm_request){ .magic = WARM_MAGIC,
-				    .len = (uint32_t)len,
-				    .timeout_ms = r->timeout_ms,
-				    .grader = r->grader_set ? r->grader + 1u : 0 };
+	*h = (struct executor_request){ .magic = EXECUTOR_MAGIC,
+					.len = (uint32_t)len,
+					.timeout_ms = r->timeout_ms,
+					.grader = r->grader_set ? r->grader + 1u : 0 };
 	put_strings(r, envp, buf, h);
 	return buf;
 }
@@ -93,8 +93,8 @@ static int split(char *s, uint32_t len, uint32_t *off, char **v, uint64_t n)
 	return 0;
 }
 
-int warm_request_unpack(const struct warm_request *h, char *strings, struct exec_request *r,
-			char ***env, char ***vec)
+int executor_request_unpack(const struct executor_request *h, char *strings, struct exec_request *r,
+			    char ***env, char ***vec)
 {
 	uint32_t known = (1u << ARRAY_LEN(request_fields)) - 1, off = 0;
 	uint64_t n_fields = (uint64_t)__builtin_popcount(h->fields);
@@ -139,20 +139,20 @@ int warm_request_unpack(const struct warm_request *h, char *strings, struct exec
 	return 0;
 }
 
-int warm_socket_path(char *buf, size_t len)
+int executor_socket_path(char *buf, size_t len)
 {
-	return fs_run_subdir(WARM_SOCKET, 0, buf, len);
+	return fs_run_subdir(EXECUTOR_SOCKET, 0, buf, len);
 }
 
-bool warm_env_shared(const char *entry)
+bool executor_env_shared(const char *entry)
 {
-	size_t off = strlen(WARM_ENV_OFF);
+	size_t off = strlen(EXECUTOR_ENV_OFF);
 
 	return !strncmp(entry, "SANDGUARD_", 10) &&
-	       !(!strncmp(entry, WARM_ENV_OFF, off) && entry[off] == '=');
+	       !(!strncmp(entry, EXECUTOR_ENV_OFF, off) && entry[off] == '=');
 }
 
-int warm_send_iov(int fd, struct iovec *iov, int n)
+int executor_send_iov(int fd, struct iovec *iov, int n)
 {
 	while (n > 0) {
 		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
@@ -173,14 +173,14 @@ int warm_send_iov(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
-int warm_send_all(int fd, const void *buf, size_t len)
+int executor_send_all(int fd, const void *buf, size_t len)
 {
 	struct iovec v = { (void *)buf, len };
 
-	return warm_send_iov(fd, &v, 1);
+	return executor_send_iov(fd, &v, 1);
 }
 
-int warm_recv_all(int fd, void *buf, size_t len)
+int executor_recv_all(int fd, void *buf, size_t len)
 {
 	char *p = buf;
 

@@ -1,9 +1,9 @@
-/* The warm pool's two threads (see src/warm/warm_pool.h): the keeper
+/* The warm pool's two threads (see src/pool/pool.h): the keeper
  * prepares sandboxes ahead of demand, lets idle kinds go and reaps
  * orphans; the retirer resets warm sandboxes for their next call and
  * tears down the rest. Both do the pool's own work off the callers' path,
- * and both wait for a quiet moment first (warm_quiet.h). Kept apart from
- * warm_pool.c, the callers' side, which only queues work for them. */
+ * and both wait for a quiet moment first (pool_quiet.h). Kept apart from
+ * pool.c, the callers' side, which only queues work for them. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,13 +17,13 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/priority.h"
-#include "warm_agent.h"
-#include "warm_pool_state.h"
+#include "control/agent_shared.h"
+#include "pool_state.h"
 
 /* ---- the keeper ------------------------------------------------------ */
 
 /* The most in use at once lately, and one spare: a take leaves one ready,
- * so that its refill can wait for a quiet moment (warm_pool_keeper()). */
+ * so that its refill can wait for a quiet moment (pool_keeper()). */
 static unsigned wanted(const struct kind *k)
 {
 	unsigned peak = k->peak_now > k->peak_before ? k->peak_now : k->peak_before;
@@ -35,16 +35,16 @@ static unsigned wanted(const struct kind *k)
 }
 
 /* Not urgent, and a caller on its path: wait for a quiet moment first
- * (src/warm/warm_quiet.h). Called and returns with the lock held. */
-static void wait_quiet(struct warm_pool *p)
+ * (src/pool/pool_quiet.h). Called and returns with the lock held. */
+static void wait_quiet(struct pool *p)
 {
 	pthread_mutex_unlock(&p->lock);
-	warm_quiet_wait(&p->quiet, QUIET_MAX_MS);
+	pool_quiet_wait(&p->quiet, QUIET_MAX_MS);
 	pthread_mutex_lock(&p->lock);
 }
 
 /* Windows roll, idle kinds go stale, stale ones are let go. Under the lock. */
-static void age(struct warm_pool *p, uint64_t now, struct sandbox **later)
+static void age(struct pool *p, uint64_t now, struct sandbox **later)
 {
 	for (struct kind **kp = &p->kinds; *kp;) {
 		struct kind *k = *kp;
@@ -61,13 +61,13 @@ static void age(struct warm_pool *p, uint64_t now, struct sandbox **later)
 				sg_debug("warm pool: tenant %s: a warm interpreter is past "
 					 "max_age_s (%u): retired",
 					 k->tenant, k->policy.warm.max_age_s);
-				warm_pool_retire_locked(p, k->warm[i], later);
+				pool_retire_locked(p, k->warm[i], later);
 				k->warm[i] = k->warm[--k->n_warm];
 			}
 		}
 		if (!k->in_use && now - k->last_take >= p->idle_ms && !k->stale) {
 			k->stale = true;
-			warm_pool_retire_ready(p, k, later);
+			pool_retire_ready(p, k, later);
 		}
 		if (k->stale && !k->n_ready && !k->n_warm && !k->preparing && !k->in_use) {
 			*kp = k->next;
@@ -82,7 +82,7 @@ static void age(struct warm_pool *p, uint64_t now, struct sandbox **later)
 
 /* At the pool's bound, a ready sandbox of the kind used longest ago makes
  * room for one used since. Under the lock; false when there is none. */
-static bool make_room(struct warm_pool *p, const struct kind *for_k, struct sandbox **later)
+static bool make_room(struct pool *p, const struct kind *for_k, struct sandbox **later)
 {
 	struct kind *victim = NULL;
 
@@ -92,13 +92,13 @@ static bool make_room(struct warm_pool *p, const struct kind *for_k, struct sand
 			victim = k;
 	if (!victim)
 		return false;
-	warm_pool_retire_locked(p, victim->ready[--victim->n_ready], later);
+	pool_retire_locked(p, victim->ready[--victim->n_ready], later);
 	return true;
 }
 
 /* The kind used last of those short of ready sandboxes, with room made for
  * it within the pool's bound. Under the lock; NULL: none. */
-static struct kind *short_kind(struct warm_pool *p, uint64_t now, struct sandbox **later)
+static struct kind *short_kind(struct pool *p, uint64_t now, struct sandbox **later)
 {
 	struct kind *best = NULL;
 	size_t total = 0;
@@ -115,12 +115,12 @@ static struct kind *short_kind(struct warm_pool *p, uint64_t now, struct sandbox
 }
 
 /* One sandbox for k, prepared with the lock released. */
-static void prepare_one(struct warm_pool *p, struct kind *k)
+static void prepare_one(struct pool *p, struct kind *k)
 {
 	struct sandbox_spec spec = { .policy = &k->policy,
 				     .tenant = k->tenant,
 				     .allow_exec_in_scratch = k->exec_in_scratch,
-				     .enforcer = sg_kernel_enforcer(warm_agent_get(p->agent)) };
+				     .enforcer = sg_kernel_enforcer(agent_shared_get(p->agent)) };
 	struct sandbox *sb = NULL, *now = NULL;
 	char detail[256];
 	int err;
@@ -142,9 +142,8 @@ static void prepare_one(struct warm_pool *p, struct kind *k)
 		p->stats.prepare_failures++;
 		k->backoff_until = clock_ms(CLOCK_MONOTONIC) + BACKOFF_MS;
 	} else if (k->stale || p->stopping ||
-		   !warm_pool_room((void **)&k->ready, k->n_ready, &k->cap_ready,
-				   sizeof(*k->ready))) {
-		warm_pool_retire_locked(p, sb, &now);
+		   !pool_room((void **)&k->ready, k->n_ready, &k->cap_ready, sizeof(*k->ready))) {
+		pool_retire_locked(p, sb, &now);
 	} else {
 		k->ready[k->n_ready++] = sb;
 	}
@@ -155,7 +154,7 @@ static void prepare_one(struct warm_pool *p, struct kind *k)
 	}
 }
 
-static void reap_orphans(struct warm_pool *p, uint64_t now)
+static void reap_orphans(struct pool *p, uint64_t now)
 {
 	int n;
 
@@ -163,15 +162,15 @@ static void reap_orphans(struct warm_pool *p, uint64_t now)
 		return;
 	p->last_reap = now;
 	pthread_mutex_unlock(&p->lock);
-	n = exec_reap_orphans(warm_agent_get(p->agent));
+	n = exec_reap_orphans(agent_shared_get(p->agent));
 	if (n < 0)
 		sg_warn("warm pool: cannot look for orphaned sandboxes: %s", strerror(-n));
 	pthread_mutex_lock(&p->lock);
 }
 
-void *warm_pool_keeper(void *arg)
+void *pool_keeper(void *arg)
 {
-	struct warm_pool *p = arg;
+	struct pool *p = arg;
 	bool waited = false;
 
 	/* Preparing is the pool's own work: below the sandboxes that run;
@@ -179,7 +178,7 @@ void *warm_pool_keeper(void *arg)
 	 * it clones inherits its thread's). */
 	if (!sg_can_raise_priority())
 		sg_debug("warm pool: no CAP_SYS_NICE: the keeper prepares at the runs' priority");
-	else if (setpriority(PRIO_PROCESS, (id_t)gettid(), WARM_POOL_NICE))
+	else if (setpriority(PRIO_PROCESS, (id_t)gettid(), POOL_NICE))
 		sg_debug("warm pool: cannot lower the keeper's priority: %s", strerror(errno));
 	pthread_mutex_lock(&p->lock);
 	while (!p->stopping) {
@@ -226,10 +225,10 @@ void *warm_pool_keeper(void *arg)
  * scripts one after the other would keep one per script and take the
  * node's slots from other tenants. At most the policy's concurrency are
  * kept; the one kept longest ago goes. Under the lock. */
-static void bound_warm(struct warm_pool *p, struct kind *k, struct sandbox **now)
+static void bound_warm(struct pool *p, struct kind *k, struct sandbox **now)
 {
 	while (k->n_warm && k->n_warm >= k->policy.limits.concurrency) {
-		warm_pool_retire_locked(p, k->warm[0], now);
+		pool_retire_locked(p, k->warm[0], now);
 		memmove(&k->warm[0], &k->warm[1], (k->n_warm - 1) * sizeof(*k->warm));
 		k->n_warm--;
 	}
@@ -238,7 +237,7 @@ static void bound_warm(struct warm_pool *p, struct kind *k, struct sandbox **now
 /* A warm sandbox after its call: reset, and kept for its kind's next call
  * unless the reset refused it (its interpreter is recycled) or the kind
  * went stale meanwhile. Called and returns with the lock held. */
-static void recycle_one(struct warm_pool *p, struct lent l)
+static void recycle_one(struct pool *p, struct lent l)
 {
 	char detail[256];
 	struct sandbox *now = NULL;
@@ -251,8 +250,8 @@ static void recycle_one(struct warm_pool *p, struct lent l)
 	pthread_mutex_lock(&p->lock);
 	l.k->in_use--;
 	if (err || l.k->stale || p->stopping ||
-	    !warm_pool_room((void **)&l.k->warm, l.k->n_warm, &l.k->cap_warm, sizeof(*l.k->warm))) {
-		warm_pool_retire_locked(p, l.sb, &now);
+	    !pool_room((void **)&l.k->warm, l.k->n_warm, &l.k->cap_warm, sizeof(*l.k->warm))) {
+		pool_retire_locked(p, l.sb, &now);
 	} else {
 		bound_warm(p, l.k, &now);
 		l.k->warm[l.k->n_warm++] = l.sb;
@@ -264,9 +263,9 @@ static void recycle_one(struct warm_pool *p, struct lent l)
 	}
 }
 
-void *warm_pool_retirer(void *arg)
+void *pool_retirer(void *arg)
 {
-	struct warm_pool *p = arg;
+	struct pool *p = arg;
 	bool waited = false;
 
 	pthread_mutex_lock(&p->lock);

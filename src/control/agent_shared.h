@@ -9,15 +9,15 @@
 
 struct agent_conn;
 
-struct warm_agent {
+struct agent_shared {
 	pthread_mutex_t lock;
 	struct agent_conn *conn; /* set once, then kept */
 	uint64_t last_try_ms;
 };
 
-void warm_agent_init(struct warm_agent *a);
+void agent_shared_init(struct agent_shared *a);
 /* The connection, or NULL when no agent answers (yet). */
-struct agent_conn *warm_agent_get(struct warm_agent *a);
-void warm_agent_close(struct warm_agent *a);
+struct agent_conn *agent_shared_get(struct agent_shared *a);
+void agent_shared_close(struct agent_shared *a);
 
 #endif
