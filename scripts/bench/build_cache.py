@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 SRC = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 os.environ.setdefault("SANDGUARD_SRC", SRC)
 os.environ.setdefault("SANDGUARD_BIN", os.path.join(SRC, "build", "sandguard"))
-sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 from sgagent import Agent  # noqa: E402
 from sgserve import UID_BASE, Env, Server, verl_request, verl_verdict  # noqa: E402

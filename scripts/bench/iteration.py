@@ -50,7 +50,6 @@ SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
 os.environ.setdefault("SANDGUARD_SRC", SRC)
 os.environ.setdefault("SANDGUARD_BIN", os.path.join(SRC, "build", "sandguard"))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 from cpumeter import own_cpu_ms, usage_ms  # noqa: E402
 import iteration_programs as programs  # noqa: E402

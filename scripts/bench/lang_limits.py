@@ -14,7 +14,7 @@ import os
 import sys
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 os.environ.setdefault("SANDGUARD_BIN", os.path.join(SRC, "build", "sandguard"))
 os.environ.setdefault("SANDGUARD_SRC", SRC)

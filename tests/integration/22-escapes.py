@@ -19,7 +19,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from sgagent import Agent  # noqa: E402
 from sgtest import accepts_nothing, exit_code, report, uid_base  # noqa: E402
 

@@ -37,7 +37,6 @@ import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from sgtest import exit_code, report, uid_base  # noqa: E402
 import sgexecutor  # noqa: E402

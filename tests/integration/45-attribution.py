@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import PY, SANDGUARD, Agent, check, finish, skip  # noqa: E402
 from sgtest import remove_cgroup_tree, sandbox_cgroups, tenant_memory_dir  # noqa: E402
 import sgjournal  # noqa: E402

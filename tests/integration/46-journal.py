@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import Agent, PY, SANDGUARD, check, finish  # noqa: E402
 import sgjournal  # noqa: E402
 from sgtest import uid_base  # noqa: E402

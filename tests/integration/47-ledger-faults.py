@@ -34,7 +34,7 @@ import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import Agent, PY, SANDGUARD, check, finish, skip  # noqa: E402,F401
 import sgjournal  # noqa: E402
 from sgtest import free_port, uid_base  # noqa: E402

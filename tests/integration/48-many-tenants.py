@@ -29,7 +29,7 @@ import sys
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import Agent, check, finish, skip  # noqa: E402
 from sgtest import free_port  # noqa: E402
 import sgjournal  # noqa: E402

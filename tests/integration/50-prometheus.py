@@ -16,7 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import Agent, check, finish, skip  # noqa: E402
 import sgprom  # noqa: E402
 from sgtest import free_port, uid_base  # noqa: E402

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import Agent, check, finish  # noqa: E402
 from sgtest import free_port, uid_base  # noqa: E402
 

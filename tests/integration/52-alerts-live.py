@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import Agent, check, finish, skip  # noqa: E402
 import sgprom  # noqa: E402
 from sgalerts import Watch, scraped, start_prometheus, test_rules  # noqa: E402

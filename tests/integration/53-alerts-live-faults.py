@@ -50,7 +50,6 @@ import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgagent import PY, SANDGUARD, Agent, check, finish, skip  # noqa: E402
 import sgprom  # noqa: E402
 from sgalerts import NODE, Watch, query, scraped, start_prometheus, test_rules  # noqa: E402

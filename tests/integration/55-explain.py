@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import SANDGUARD, Agent, check, finish  # noqa: E402
 from sgtest import uid_base  # noqa: E402
 import sgjournal  # noqa: E402

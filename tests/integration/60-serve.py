@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgserve import (BIN, MAX_BODY, MEMORY_MB, OUTPUT_CAP, Server, run_suite,  # noqa: E402
                      verl_request, verl_verdict)

@@ -24,7 +24,6 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgserve import used_scratch_left, verl_request, verl_verdict  # noqa: E402
 import sgjournal  # noqa: E402

@@ -21,7 +21,7 @@ import os
 import secrets
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import Agent  # noqa: E402
 from sgserve import SRC, UID_BASE, Env, Server, can_run, run_cases  # noqa: E402
 from sgtest import exit_code, report  # noqa: E402

@@ -22,7 +22,6 @@ import os
 import stat
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import report  # noqa: E402
 from sgserve import verl_request, verl_verdict  # noqa: E402

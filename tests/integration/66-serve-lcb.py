@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sglcb import harness_policy  # noqa: E402
 from sgserve import SRC, run_suite, verl_request, verl_verdict  # noqa: E402
 

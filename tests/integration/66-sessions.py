@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sgagent  # noqa: E402
 import sgjournal  # noqa: E402
 from sgagent import SANDGUARD, report  # noqa: E402

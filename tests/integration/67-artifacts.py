@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import PY  # noqa: E402
 from sgtest import uid_base  # noqa: E402
 from sgartifact import refusal_event, run_cases, sha, why_not  # noqa: E402

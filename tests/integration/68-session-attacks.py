@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sgagent  # noqa: E402
 from sgagent import report  # noqa: E402
 from sgserve import can_run  # noqa: E402

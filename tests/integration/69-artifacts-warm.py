@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import PY, SANDGUARD  # noqa: E402
 from sgtest import uid_base  # noqa: E402
 from sgartifact import refusal_event, run_cases, sha, why_not  # noqa: E402

@@ -140,7 +140,7 @@ def _json_of(r):
 
 
 def top(agent, *args):
-    """`sandguard top --json` through agent.run() (tests/integration/sgagent.py)."""
+    """`sandguard top --json` through agent.run() (tests/lib/sgagent.py)."""
     return _json_of(agent.run(["top", "--json"] + list(args)))
 
 

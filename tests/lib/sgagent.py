@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import check, cgroup2_mount, exit_code, remove_cgroup_tree, report, skip  # noqa: E402,F401
 
 SANDGUARD = os.environ.get("SANDGUARD_BIN", "build/sandguard")

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import exit_code, report, slot_processes  # noqa: E402
 import sgexecutor  # noqa: E402
 from sgexecutor import BIN, PYTHON, Env  # noqa: E402

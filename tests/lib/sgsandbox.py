@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import cgroup2_mount, cgroup_v1_mounts, exit_code, report  # noqa: E402
 
 BUILD = os.environ.get("SANDGUARD_BUILD") or os.path.abspath("build")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import cgroup2_mount, exit_code, remove_cgroup_tree, report, test_tree, uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 
