@@ -33,7 +33,8 @@
 #include "sandbox_internal.h"
 #include "sandbox_landlock.h"
 
-#define HOSTNAME "sandbox" /* the same for every sandbox: nothing of the node */
+#define HOSTNAME         "sandbox" /* the same for every sandbox: nothing of the node */
+#define SLOT_WAIT_MAX_MS 30000     /* a run waiting for a free uid slot, at most */
 
 int sb_fail(char *detail, size_t dlen, int err, const char *fmt, ...)
 {
@@ -100,7 +101,7 @@ static int record(struct sandbox *sb, char *detail, size_t dlen)
 }
 
 /* Slot, id, record and scratch: a fresh random id until its scratch is new. */
-static int make_scratch(struct sandbox *sb, char *detail, size_t dlen)
+static int make_scratch(struct sandbox *sb, uint64_t slot_wait_ms, char *detail, size_t dlen)
 {
 	const struct sg_policy *p = &sb->policy;
 	struct sb_scratch_spec sp = { .root = p->scratch_root,
@@ -109,7 +110,7 @@ static int make_scratch(struct sandbox *sb, char *detail, size_t dlen)
 				      .size_mb = p->scratch_mb,
 				      .inodes = p->scratch_inodes,
 				      .exec = sb->exec_in_scratch };
-	int err = sb_slot_acquire(&sb->slot, detail, dlen);
+	int err = sb_slot_acquire(&sb->slot, slot_wait_ms, detail, dlen);
 
 	if (err)
 		return err;
@@ -376,6 +377,18 @@ static int clear_slot(struct sandbox *sb, char *detail, size_t dlen)
 
 /* One sandbox. A slot that names an account (-EUSERS) is handed back in
  * *refused, still locked, for the next attempt to pass over. */
+/* How long a run may wait for a uid slot while the node has none free:
+ * until it must start (its caller's bound), else its policy's
+ * queue_timeout_ms, at most SLOT_WAIT_MAX_MS. */
+static uint64_t slot_wait(const struct sandbox_spec *spec)
+{
+	uint64_t now = clock_ms(CLOCK_MONOTONIC), wait = spec->policy->limits.queue_timeout_ms;
+
+	if (spec->start_by_ms)
+		return spec->start_by_ms > now ? spec->start_by_ms - now : 0;
+	return wait < SLOT_WAIT_MAX_MS ? wait : SLOT_WAIT_MAX_MS;
+}
+
 static int prepare_once(const struct sandbox_spec *spec, struct sandbox **out, int *refused,
 			char *detail, size_t dlen)
 {
@@ -400,7 +413,7 @@ static int prepare_once(const struct sandbox_spec *spec, struct sandbox **out, i
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
 		sb->cg.tasks_fd[c] = -1;
 	sb->cg.dir_fd = sb->cg.procs_fd = -1;
-	err = make_scratch(sb, detail, dlen);
+	err = make_scratch(sb, slot_wait(spec), detail, dlen);
 	err = err ?: make_cgroup(sb, detail, dlen);
 	err = err ?: make_layers(sb, detail, dlen);
 	err = err ?: start_init(sb, detail, dlen);

@@ -11,7 +11,10 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#include "lib/clock.h"
+#include "lib/detail.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
 #include "sandbox_scratch.h"
@@ -75,7 +78,8 @@ int sb_slot_check(const struct sb_slot *slot, char *detail, size_t dlen)
 	return 0;
 }
 
-int sb_slot_acquire(struct sb_slot *slot, char *detail, size_t dlen)
+/* A free slot now, or -EBUSY. */
+static int take_free(struct sb_slot *slot, char *detail, size_t dlen)
 {
 	unsigned start = 0;
 	uid_t base;
@@ -115,6 +119,30 @@ int sb_slot_acquire(struct sb_slot *slot, char *detail, size_t dlen)
 	snprintf(detail, dlen, "all %d sandbox slots (uids %u..%u) are in use", SB_SLOTS,
 		 (unsigned)base, (unsigned)(base + SB_SLOTS - 1));
 	return -EBUSY;
+}
+
+int sb_slot_acquire(struct sb_slot *slot, uint64_t wait_ms, char *detail, size_t dlen)
+{
+	uint64_t start = clock_ms(CLOCK_MONOTONIC), now = start, pause_ms = 5;
+	int err;
+
+	/* Slots free up as runs end: a node whose every uid is taken for a
+	 * moment makes a run wait, as admission's lines do, rather than fail
+	 * it as a platform error. */
+	while ((err = take_free(slot, detail, dlen)) == -EBUSY && now - start < wait_ms) {
+		uint64_t left = wait_ms - (now - start);
+
+		uint64_t ms = pause_ms < left ? pause_ms : left;
+
+		nanosleep(&(struct timespec){ .tv_sec = (time_t)(ms / 1000),
+					      .tv_nsec = (long)(ms % 1000) * 1000000 },
+			  NULL);
+		pause_ms = pause_ms < 100 ? pause_ms * 2 : 100;
+		now = clock_ms(CLOCK_MONOTONIC);
+	}
+	if (err == -EBUSY && wait_ms)
+		detail_append(detail, dlen, ", still after %llu ms", (unsigned long long)wait_ms);
+	return err;
 }
 
 void sb_slot_release(struct sb_slot *slot)

@@ -11,6 +11,7 @@
 #ifndef SG_SANDBOX_SLOTS_H
 #define SG_SANDBOX_SLOTS_H
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define SB_UID_BASE_DEFAULT 60000
@@ -26,9 +27,10 @@ struct sb_slot {
 /* The first uid of the slot range ($SANDGUARD_UID_BASE or the default). */
 int sb_uid_base(uid_t *base);
 
-/* Take a free slot. Returns 0, -EBUSY when every slot is taken, or -errno,
- * with `detail` filled in on error. */
-int sb_slot_acquire(struct sb_slot *slot, char *detail, size_t dlen);
+/* Take a free slot, waiting up to wait_ms for one while every slot is
+ * taken. Returns 0, -EBUSY when every slot is still taken, or -errno, with
+ * `detail` filled in on error. */
+int sb_slot_acquire(struct sb_slot *slot, uint64_t wait_ms, char *detail, size_t dlen);
 
 /* 0 when no account (NSS: user or group) has the slot's uid or gid, else
  * -EUSERS with `detail` filled in: running tenant code as it would hand

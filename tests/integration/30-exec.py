@@ -409,6 +409,44 @@ def t_slot_of_an_account_skipped(env):
             os.close(fd)
 
 
+def t_slots_full_waits(env):
+    """Every uid slot of the node taken (the test holds all 256 lock files of
+    the suite's range): a run waits for one rather than failing as a
+    platform error; the test frees one slot a second later, and the run
+    gets exactly that one (its program scores with its own uid) and is ok,
+    in one attempt."""
+    held = {}
+    os.makedirs("/run/sandguard/slots", mode=0o700, exist_ok=True)
+    try:
+        for uid in range(UID_BASE, UID_BASE + SLOTS):
+            fd = os.open("/run/sandguard/slots/%d.lock" % uid, os.O_RDWR | os.O_CREAT, 0o600)
+            held[uid] = fd
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        p = subprocess.Popen([BIN, "exec", "--tenant", "rw-skip", "--policy-dir", env.policies, "--batch", "-",
+                              "--", PYTHON, os.path.join(env.progs, "rw_uid.py")], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.env(SANDGUARD_WARM="0"))
+        p.stdin.write(json.dumps(batch("slots-full")).encode())
+        p.stdin.close()
+        p.stdin = None
+        time.sleep(1)
+        if p.poll() is not None:
+            return "the run ended while every slot was taken: %s" % p.stdout.read().decode()[-300:]
+        freed = UID_BASE + SLOTS // 2
+        os.close(held.pop(freed))
+        out, err = p.communicate(timeout=120)
+        res = json.loads(out) if out.strip() else None
+        why = expect(env, "rw-skip", p.returncode, res, "ok", 0)
+        if why:
+            return why
+        if res["scores"] != [float(freed)] * 3 or res.get("attempts") != 1:
+            return "ran as uid %s in %s attempts, want the freed slot %d in one" % (
+                res["scores"], res.get("attempts"), freed)
+        return None
+    finally:
+        for fd in held.values():
+            os.close(fd)
+
+
 def t_concurrency_refused(env):
     d = os.path.join(env.run, "tenants", "rw-cap")
     os.makedirs(d, exist_ok=True)
@@ -522,6 +560,7 @@ CASES = [
     ("exec-abort-crash", t_abort),
     ("exec-memory-hog-oom", t_memory_hog),
     ("exec-fork-bomb-bounded", t_fork_bomb),
+    ("exec-slots-full-waits-for-one", t_slots_full_waits),
     ("exec-daemon-grandchild-killed", t_daemon),
     ("exec-env-no-secrets", t_env_dump),
     ("exec-write-outside-scratch-refused", t_write_outside),
