@@ -303,13 +303,14 @@ def t_killed_mid_test_reaped_once(env, ex):
     with open(path, "w") as f:
         json.dump([{"input": i, "output": o} for i, o in tests], f)
     client = subprocess.Popen([BIN, "exec", "--tenant", "wv-long", "--policy-dir", env.policies,
-                               "--tests", path, "--timeout-ms", "60000", "--batch-id", "killed",
+                               "--tests", path, "--timeout-ms", "60000", "--batch-id", "killed-mid-test",
                                "--", PYTHON, os.path.join(env.progs, "wv_modes.py")],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.env())
     records = os.path.join(env.run, "inflight")
 
     def mine():
-        return [o for o in env.outcomes() if o.get("batch_id") == "killed"]
+        # (its own batch id: parent_killed_runs_cold's "killed" is in the same journal)
+        return [o for o in env.outcomes() if o.get("batch_id") == "killed-mid-test" and o.get("tenant") == "wv-long"]
 
     def passed():  # a loaded node may retry a test after a platform error: counted apart
         return [o for o in mine() if o.get("cause") == "ok"]
