@@ -116,8 +116,11 @@ static int make_pipes(struct run *r)
 	for (int i = 0; i < 4; i++)
 		if (pipe2(pairs[i], O_CLOEXEC))
 			return sb_run_fail(r, -errno, "pipe: %s", strerror(errno));
-	/* Our ends never block; bigger pipes mean fewer wakeups on a flood. */
+	/* Our ends never block; bigger pipes mean fewer wakeups on a flood,
+	 * and a stdin that fits its pipe is all there before the deadline
+	 * starts (watch()). */
 	fcntl(r->in[1], F_SETFL, O_NONBLOCK);
+	fcntl(r->in[1], F_SETPIPE_SZ, PIPE_BYTES);
 	fcntl(r->out[0], F_SETFL, O_NONBLOCK);
 	fcntl(r->err[0], F_SETFL, O_NONBLOCK);
 	fcntl(r->out[0], F_SETPIPE_SZ, PIPE_BYTES);
@@ -524,6 +527,15 @@ static int watch(struct run *r, struct sb_pump *pump, uint64_t start)
 	 * path. */
 	if (r->spec->one_run && sb_interp_channel(sb) < 0)
 		sb_scratch_detach(sb);
+	/* Its stdin, as much as the pipe holds (all of a test's input, as a
+	 * rule), before its deadline starts: the program does not wait on the
+	 * executor's pump, which a busy node may be slow to schedule, in the
+	 * time that is the tenant's. */
+	pump->in = (struct sb_feed){ .fd = r->in[1],
+				     .data = r->spec->stdin_data,
+				     .len = r->spec->stdin_len };
+	r->in[1] = -1;
+	sb_feed(&pump->in);
 	start = clock_ms(CLOCK_MONOTONIC);
 	node_idle_read(&idle_at_start);
 	/* Main can end before its execve is seen here (a program that fails at
@@ -534,12 +546,9 @@ static int watch(struct run *r, struct sb_pump *pump, uint64_t start)
 	pump->end_fd = r->done_read || r->ctl_gone  ? -1
 		       : sb_interp_channel(sb) >= 0 ? sb_interp_channel(sb)
 						    : sb->ctl;
-	pump->in = (struct sb_feed){ .fd = r->in[1],
-				     .data = r->spec->stdin_data,
-				     .len = r->spec->stdin_len };
 	pump->out = (struct sb_capture){ .fd = r->out[0], .limit = sb->policy.limits.output_bytes };
 	pump->err = (struct sb_capture){ .fd = r->err[0], .limit = sb->policy.limits.output_bytes };
-	r->in[1] = r->out[0] = r->err[0] = -1; /* the pump owns them now */
+	r->out[0] = r->err[0] = -1; /* the pump owns them now */
 	pump->deadline_ms = start + r->timeout_ms;
 	ret = sb_pump_run(pump);
 	if (ret < 0)

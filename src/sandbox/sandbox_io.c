@@ -68,7 +68,7 @@ static int drain(struct sb_capture *c)
 	return 0;
 }
 
-static void feed(struct sb_feed *f)
+void sb_feed(struct sb_feed *f)
 {
 	while (f->fd >= 0 && f->off < f->len) {
 		size_t n = f->len - f->off;
@@ -134,7 +134,7 @@ static int turn(struct sb_pump *p, bool watch_end, uint64_t until)
 	if (poll(fds, (nfds_t)nfds, left > INT_MAX ? INT_MAX : (int)left) < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (in_i >= 0 && fds[in_i].revents)
-		feed(&p->in);
+		sb_feed(&p->in);
 	ret = collect(p, fds, out_i, err_i);
 	if (ret)
 		return ret;

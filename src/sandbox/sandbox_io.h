@@ -39,6 +39,10 @@ struct sb_pump {
 	uint64_t end_ms;      /* when the outcome was decided */
 };
 
+/* Writes what of f->data its pipe takes now (never blocks), and closes
+ * the pipe once all is written, or once nobody reads it. */
+void sb_feed(struct sb_feed *f);
+
 /* Runs until the main process ended, the deadline, or stdout oversize.
  * Returns an enum sb_pump_end, or -errno (-ENOMEM, a failed poll). */
 int sb_pump_run(struct sb_pump *p);
