@@ -50,12 +50,12 @@ import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import PY, SANDGUARD, Agent, check, finish, skip  # noqa: E402
 import sgprom  # noqa: E402
 from sgalerts import NODE, Watch, query, scraped, start_prometheus, test_rules  # noqa: E402
 from sgtest import free_port, uid_base  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sgjournal  # noqa: E402
 
 SRC = os.environ.get("SANDGUARD_SRC", ".")

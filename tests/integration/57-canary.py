@@ -21,9 +21,9 @@ import sys
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import Agent, check, finish, skip, SANDGUARD, SRC  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgtest import free_port, uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 

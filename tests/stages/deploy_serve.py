@@ -41,7 +41,6 @@ import yaml
 
 SRC, BIN = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
-sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 sys.path.insert(0, os.path.join(SRC, "tests", "stages"))
 os.environ.setdefault("SANDGUARD_BIN", BIN)
 os.environ.setdefault("SANDGUARD_SRC", SRC)
