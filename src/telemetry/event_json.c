@@ -43,6 +43,12 @@ static const char *const hook_names[] = {
 	[SG_HOOK_LSM_UNIX_SEND] = "lsm_unix_send", [SG_HOOK_LSM_UNIX_BIND] = "lsm_unix_bind",
 };
 
+bool event_type_agents_own(uint32_t type)
+{
+	return type == SG_EV_SANDBOX_KILLED || type == SG_EV_HEALTH ||
+	       type == SG_EV_EVENTS_DROPPED || type == SG_EV_ARTIFACT_REFUSED;
+}
+
 const char *event_type_name(uint32_t type)
 {
 	return type < ARRAY_LEN(type_names) ? type_names[type] : NULL;
@@ -421,8 +427,7 @@ int event_to_json(const struct sg_event *e, const struct event_ctx *ctx, char *b
 	struct json_out o;
 
 	/* The agent's own types never come from the kernel. */
-	if (!type || !action || e->type == SG_EV_SANDBOX_KILLED || e->type == SG_EV_HEALTH ||
-	    e->type == SG_EV_EVENTS_DROPPED || e->type == SG_EV_ARTIFACT_REFUSED)
+	if (!type || !action || event_type_agents_own(e->type))
 		return -EINVAL;
 	/* An allowed exec and an exit concern no rule; e->rule is 0
 	 * (egress) there, so it must not be read. */

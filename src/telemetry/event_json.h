@@ -81,6 +81,8 @@ int event_health_json(const struct event_ctx *ctx, uint64_t realtime_ns, const c
 		      json_t *fields, char *buf, size_t len);
 
 /* Names used in the JSON and as metric label values. */
+/* A type the agent writes itself, never one a kernel event may carry. */
+bool event_type_agents_own(uint32_t type);
 const char *event_type_name(uint32_t type);     /* "egress_denied", ...; NULL if unknown */
 int event_type_from_name(const char *name);     /* enum sg_event_type, or -1 */
 const char *event_action_name(uint32_t action); /* "allowed", ...; NULL if unknown */
