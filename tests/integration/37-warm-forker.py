@@ -52,11 +52,13 @@ def children(pid):
 
 def forkers(pid, wait_s=5):
     """The executor's forker: forked before its "ready" line, it names
-    itself just after the fork, which a loaded node may not have run yet."""
+    itself just after the fork, which a loaded node may not have run yet.
+    An init it has just cloned (the executor's child too) bears its name
+    until it names itself: more than one is looked at again until then."""
     deadline = time.monotonic() + wait_s
     while True:
         found = [c for c in children(pid) if (stat(c) or ("",))[0] == "sg-forker"]
-        if found or time.monotonic() >= deadline:
+        if len(found) == 1 or time.monotonic() >= deadline:
             return found
         time.sleep(0.05)
 
