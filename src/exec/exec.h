@@ -431,6 +431,16 @@ enum sg_cause exec_book_refusal(const struct exec_ctx *ctx, const char *mode, co
  * why it is not booked. */
 enum sg_cause exec_book_failed(int err, enum sg_cause cause, char *detail, size_t len);
 
+/* The node's CPU (mem false: limits.cpu) or memory (limits.memory_mb) of
+ * one sandbox of ctx's tenant, in admission's first-come line, waiting at
+ * most wait_ms: SG_CAUSE_OK with *c held (node_cpu_release() gives it
+ * back), or SG_CAUSE_PLATFORM_ERROR with *refusal and `detail`. A batch's
+ * admission takes both; a session's step its CPU. */
+struct node_cpu_commit;
+enum sg_cause exec_admit_node(const struct exec_ctx *ctx, bool mem, uint64_t wait_ms,
+			      struct node_cpu_commit *c, enum exec_refusal *refusal, char *detail,
+			      size_t detail_len);
+
 /* Reclaim what killed executors left (cgroups, scratch, processes) and
  * book each orphaned attempt once, final, platform_error "executor died",
  * through exec_book() with the agent connection `agent` (may be NULL).

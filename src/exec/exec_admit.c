@@ -72,16 +72,14 @@ static enum sg_cause caller_gone(const struct exec_ctx *ctx, const char *line,
 	return SG_CAUSE_PLATFORM_ERROR;
 }
 
-/* The node's CPU (mem false) or memory of one sandbox, in the time left of
- * the wait: the commitment in slot, or a refusal with its code and detail. */
-static enum sg_cause admit_node(const struct exec_ctx *ctx, struct tenant_slot *slot, bool mem,
-				uint64_t wait_ms, enum exec_refusal *refusal, char *detail,
-				size_t detail_len)
+enum sg_cause exec_admit_node(const struct exec_ctx *ctx, bool mem, uint64_t wait_ms,
+			      struct node_cpu_commit *c, enum exec_refusal *refusal, char *detail,
+			      size_t detail_len)
 {
 	const struct sg_limits *lim = &ctx->policy->limits;
 	uint32_t used, cap;
-	int ret = mem ? node_mem_commit(lim->memory_mb, wait_ms, &slot->mem, &used, &cap)
-		      : node_cpu_commit(lim->cpu, wait_ms, &slot->cpu, &used, &cap);
+	int ret = mem ? node_mem_commit(lim->memory_mb, wait_ms, c, &used, &cap)
+		      : node_cpu_commit(lim->cpu, wait_ms, c, &used, &cap);
 	char held[96], need[64];
 
 	if (!ret)
@@ -168,12 +166,12 @@ static enum sg_cause admit_in_line(const struct exec_ctx *ctx, struct tenant_slo
 		return SG_CAUSE_PLATFORM_ERROR;
 	}
 	waited = clock_ms(CLOCK_MONOTONIC) - start;
-	cause = admit_node(ctx, slot, false, wait_ms > waited ? wait_ms - waited : 0, refusal,
-			   detail, detail_len);
+	cause = exec_admit_node(ctx, false, wait_ms > waited ? wait_ms - waited : 0, &slot->cpu,
+				refusal, detail, detail_len);
 	if (cause == SG_CAUSE_OK) {
 		waited = clock_ms(CLOCK_MONOTONIC) - start;
-		cause = admit_node(ctx, slot, true, wait_ms > waited ? wait_ms - waited : 0,
-				   refusal, detail, detail_len);
+		cause = exec_admit_node(ctx, true, wait_ms > waited ? wait_ms - waited : 0,
+					&slot->mem, refusal, detail, detail_len);
 	}
 	if (cause != SG_CAUSE_OK) {
 		tenant_slot_release(slot);

@@ -209,27 +209,21 @@ void session_run_step(struct session_mgr *m, struct session *s, const struct exe
 }
 
 /* The node's CPU for one step, in the same first-come line as every
- * run's (node_cpu.h), waiting at most the policy's queue_timeout_ms: so a
- * tenant's sessions can never together take CPU that admission promised
- * other tenants' runs (and their timeouts' confirmations). Refused:
- * -EAGAIN (a 503), nothing ran, nothing booked. */
-static int hold_node_cpu(struct session *s, struct node_cpu_commit *c, char *detail, size_t len)
+ * run's (exec_admit_node()), waiting at most the policy's
+ * queue_timeout_ms: so a tenant's sessions can never together take CPU
+ * that admission promised other tenants' runs (and their timeouts'
+ * confirmations). Refused: -EAGAIN (a 503), nothing ran, nothing booked. */
+static int hold_node_cpu(struct session_mgr *m, struct session *s, struct node_cpu_commit *c,
+			 char *detail, size_t len)
 {
-	const struct sg_limits *lim = &s->policy->limits;
-	uint32_t used, cap;
-	int err = node_cpu_commit(lim->cpu, lim->queue_timeout_ms, c, &used, &cap);
+	struct exec_ctx ctx = ctx_of(m, s);
+	enum exec_refusal why;
 
-	if (err == -EBUSY || err == -ETIMEDOUT) {
-		snprintf(
-			detail, len,
-			"node CPUs committed: %.2f of %.2f cores are held by running sandboxes and "
-			"the step needs %.2f (limits.cpu); nothing ran, retry later",
-			used / 1000.0, cap / 1000.0, lim->cpu);
-		return -EAGAIN;
-	}
-	if (err)
-		snprintf(detail, len, "cannot commit node CPU for the step: %s", strerror(-err));
-	return err;
+	if (exec_admit_node(&ctx, false, s->policy->limits.queue_timeout_ms, c, &why, detail,
+			    len) == SG_CAUSE_OK)
+		return 0;
+	return why == EXEC_REFUSED_NODE_CPU || why == EXEC_REFUSED_NODE_CPU_TIMEOUT ? -EAGAIN
+										    : -EIO;
 }
 
 int session_exec(struct session_mgr *m, const struct session_owner *who, const char *id,
@@ -282,7 +276,7 @@ int session_exec(struct session_mgr *m, const struct session_owner *who, const c
 		argv = kargv;
 	}
 	step.argv = argv;
-	if ((err = hold_node_cpu(s, &cpu, detail, len)))
+	if ((err = hold_node_cpu(m, s, &cpu, detail, len)))
 		goto give;
 	session_run_step(m, s, &step, res);
 	node_cpu_release(&cpu);
