@@ -287,25 +287,35 @@ static void shuffle(long *a, size_t n, struct canary_rng *r)
 	}
 }
 
-/* Which probes go in: per_batch of them, distinct while the set lasts. */
+/* Which probes go in: per_batch of them, distinct while the set lasts.
+ * Drawn from a shuffled deck of the set's indices (dealt again only when
+ * a batch wants more probes than the set has), not by redrawing on a
+ * repeat: a bounded redraw gives up now and then, and a batch that leaves
+ * out the one probe a hack would fail lets that hack through. */
 static void choose_probes(const struct canary_set *set, const struct sg_canary *cfg,
 			  const json_t *items, struct canary_rng *r, struct canary_mix *m,
 			  json_t **shaped_items)
 {
 	size_t want = cfg->per_batch < 64 ? cfg->per_batch : 64;
+	size_t *deck = calloc(set->n, sizeof(*deck));
+	size_t dealt = set->n;
 
+	if (!deck) {
+		snprintf(m->note, sizeof(m->note), "out of memory: batch sent without probes");
+		return;
+	}
 	for (size_t k = 0; k < want; k++) {
-		const struct canary_probe *p = &set->probes[below(r, set->n)];
-
-		for (size_t tries = 0; tries < 8 && set->n >= want; tries++) {
-			bool dup = false;
-
-			for (size_t j = 0; j < m->n_probes; j++)
-				dup |= !strcmp(m->probes[j].name, p->name);
-			if (!dup)
-				break;
-			p = &set->probes[below(r, set->n)];
+		if (dealt == set->n) {
+			for (size_t i = 0; i < set->n; i++)
+				deck[i] = i;
+			dealt = 0;
 		}
+		/* one Fisher-Yates step: a uniform pick among the undealt */
+		size_t j = dealt + below(r, set->n - dealt), t = deck[j];
+
+		deck[j] = deck[dealt];
+		deck[dealt] = t;
+		const struct canary_probe *p = &set->probes[deck[dealt++]];
 		struct ids_taken taken = { items, shaped_items, m->n_probes };
 
 		shaped_items[m->n_probes] = shaped(p->item, &taken, r);
@@ -314,16 +324,17 @@ static void choose_probes(const struct canary_set *set, const struct sg_canary *
 				 "probe %s is not shaped as this batch's items: batch sent without "
 				 "probes",
 				 p->name);
-			for (size_t j = 0; j < m->n_probes; j++) {
-				json_decref(shaped_items[j]);
-				shaped_items[j] = NULL;
+			for (size_t i = 0; i < m->n_probes; i++) {
+				json_decref(shaped_items[i]);
+				shaped_items[i] = NULL;
 			}
 			m->n_probes = 0;
-			return;
+			break;
 		}
 		m->probes[m->n_probes] = *p;
 		m->probes[m->n_probes++].item = NULL; /* the set's, freed before the run */
 	}
+	free(deck);
 }
 
 static int serialise(json_t *doc, struct canary_mix *m)

@@ -172,6 +172,43 @@ static void test_mix_shape_and_order(void **s)
 	canary_set_free(&set);
 }
 
+/* A batch that asks for as many probes as the set has carries every one
+ * of them, every time (the redraw this replaced left one out of ~4% of
+ * such batches: 57-canary's warm batch with no hack probe); one that asks
+ * for more deals the set again, so no probe comes twice before all came
+ * once. */
+static void test_probes_distinct_while_the_set_lasts(void **s)
+{
+	struct canary_set set = load_probes();
+	struct canary_rng rng = { 7 };
+
+	(void)s;
+	for (uint32_t per_batch = 1; per_batch <= 7; per_batch++) {
+		struct sg_canary cfg = { .rate = 1, .per_batch = per_batch };
+
+		for (int round = 0; round < 1000; round++) {
+			char *trainer = trainer_batch(4, round);
+			struct canary_mix m;
+			size_t count[3] = { 0 };
+
+			assert_int_equal(canary_mix_build(trainer, strlen(trainer), &set, &cfg,
+							  &rng, &m),
+					 0);
+			assert_int_equal(m.n_probes, per_batch);
+			for (size_t i = 0; i < m.n_probes; i++)
+				for (size_t k = 0; k < set.n; k++)
+					count[k] += !strcmp(m.probes[i].name, set.probes[k].name);
+			for (size_t k = 0; k < set.n; k++) {
+				assert_true(count[k] >= per_batch / set.n);
+				assert_true(count[k] <= (per_batch + set.n - 1) / set.n);
+			}
+			canary_mix_free(&m);
+			free(trainer);
+		}
+	}
+	canary_set_free(&set);
+}
+
 /* Without probes the document is serialised the same way, so its form
  * never tells a batch with probes from one without. */
 static void test_batch_without_probes_looks_the_same(void **s)
@@ -365,6 +402,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_set_errors),
 		cmocka_unit_test(test_mix_shape_and_order),
+		cmocka_unit_test(test_probes_distinct_while_the_set_lasts),
 		cmocka_unit_test(test_batch_without_probes_looks_the_same),
 		cmocka_unit_test(test_positions_uniform),
 		cmocka_unit_test(test_inflating_caught_honest_never),
