@@ -27,30 +27,27 @@ int exec_exit_code(enum sg_cause cause)
 }
 
 /* One attempt's verdict: the run's cause, then the schema gate on a clean
- * exit. On ok, *scores holds the batch's scores. */
+ * exit (a batch that fails it is tenant_bad_output, booked invalid). On
+ * ok, *scores holds the batch's scores. */
 static enum sg_cause judge(int rc, const struct sandbox_result *r, const struct sandbox_spec *spec,
-			   size_t n_items, double **scores, int *rule, bool *invalid, char *detail,
+			   size_t n_items, double **scores, int *rule, char *detail,
 			   size_t detail_len)
 {
 	enum sg_cause cause = exec_classify(rc, r, spec, rule, detail, detail_len);
 	int ret;
 
 	*scores = NULL;
-	*invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT;
 	if (cause != SG_CAUSE_OK)
 		return cause;
 	if (r->out_truncated) { /* a sandbox that flags it without SB_OUTPUT_OVERSIZE */
 		snprintf(detail, detail_len, "oversized: stdout exceeded the cap of %llu bytes",
 			 (unsigned long long)spec->policy->limits.output_bytes);
-		*invalid = true;
 		return SG_CAUSE_TENANT_BAD_OUTPUT;
 	}
 	ret = scores_parse(r->out ? r->out : "", r->out ? r->out_len : 0, n_items, scores, detail,
 			   detail_len);
-	if (ret == -EBADMSG) {
-		*invalid = true;
+	if (ret == -EBADMSG)
 		return SG_CAUSE_TENANT_BAD_OUTPUT;
-	}
 	if (ret) {
 		snprintf(detail, detail_len, "platform error: validating the scores: %s",
 			 strerror(-ret));
@@ -80,11 +77,109 @@ static void pause_tenant(const struct exec_ctx *ctx, const char *batch_id, struc
 		      ctx->tenant);
 }
 
+/* A batch's own part of its attempts (exec_attempt()): the schema gate,
+ * the canaries, the failure mode's retries, a revoked artifact, and the
+ * result it keeps. */
+struct batch_attempts {
+	const struct exec_ctx *ctx;
+	const struct exec_batch *batch;
+	struct exec_result *res;
+	struct canary_batch *canary;
+	struct artifact_run *art;
+	uint32_t budget;
+	/* the attempt's */
+	double *scores; /* ok only */
+	struct score_stats st;
+	int revoked; /* exec_artifacts_revoked()'s, when asked */
+};
+
+static void batch_judge(void *self, struct exec_try *t)
+{
+	struct batch_attempts *ba = self;
+	struct canary_batch *canary = ba->canary;
+	int cerr;
+
+	exec_box_over(ba->ctx, t->box); /* every attempt a fresh sandbox */
+	ba->st = (struct score_stats){ 0 };
+	t->cause = judge(t->rc, &t->r, t->spec,
+			 canary->on ? canary->mix.n_total : ba->batch->n_items, &ba->scores,
+			 &t->rule, t->detail, sizeof(t->detail));
+	/* The probes come out before anything else sees the scores. */
+	if (t->cause == SG_CAUSE_OK &&
+	    (cerr = canary_batch_scores(ba->ctx, canary, t->spec, &ba->scores))) {
+		free(ba->scores);
+		ba->scores = NULL;
+		snprintf(t->detail, sizeof(t->detail),
+			 "platform error: separating the canaries: %s", strerror(-cerr));
+		t->cause = SG_CAUSE_PLATFORM_ERROR;
+	}
+	if (t->cause == SG_CAUSE_OK)
+		scores_stats(ba->scores, ba->batch->n_items, &ba->st);
+}
+
+static bool batch_again(void *self, struct exec_try *t)
+{
+	struct batch_attempts *ba = self;
+	bool again = t->confirm || (t->attempt < ba->budget &&
+				    exec_retryable(ba->ctx->policy->failure, t->cause));
+
+	/* A pinned artifact revoked since it was checked runs no more, not
+	 * even a confirmation: this attempt is the final. */
+	ba->revoked = again ? exec_artifacts_revoked(ba->ctx, ba->art, t->detail, sizeof(t->detail))
+			    : 0;
+	return again && !ba->revoked;
+}
+
+static void batch_book(void *self, const struct exec_try *t, struct exec_booking *b)
+{
+	struct batch_attempts *ba = self;
+	struct canary_batch *canary = ba->canary;
+
+	b->stats = t->cause == SG_CAUSE_OK ? &ba->st : NULL;
+	b->canary = canary->on || canary->rep.detail[0] ? &canary->rep : NULL;
+	b->artifact_refused = ba->revoked == -EPERM ? t->detail : NULL;
+}
+
+static void batch_take(void *self, struct exec_try *t)
+{
+	struct batch_attempts *ba = self;
+	struct exec_result *res = ba->res;
+
+	if (t->unbooked) { /* no scores of an unbooked attempt leave */
+		free(ba->scores);
+		ba->scores = NULL;
+	}
+	if (t->cause != SG_CAUSE_OK)
+		sg_debug("exec: %s/%s attempt %u: %s: %s", ba->ctx->tenant, ba->batch->batch_id,
+			 t->attempt, cause_name(t->cause), t->detail);
+	snprintf(res->warm_fallback, sizeof(res->warm_fallback), "%s", t->r.warm_fallback);
+	/* The result keeps the last attempt's stderr. */
+	free(res->err);
+	res->err = t->r.err;
+	res->err_len = t->r.err ? t->r.err_len : 0;
+	t->r.err = NULL;
+	res->attempts = t->attempt;
+	if (t->again) {
+		free(ba->scores);
+		ba->scores = NULL;
+		return;
+	}
+	res->cause = t->cause;
+	res->rule = t->rule;
+	snprintf(res->detail, sizeof(res->detail), "%s", t->detail);
+	res->scores = ba->scores;
+	res->n_scores = t->cause == SG_CAUSE_OK ? ba->batch->n_items : 0;
+	res->stats = ba->st;
+}
+
+static const struct exec_mode_ops batch_ops = {
+	.judge = batch_judge, .again = batch_again, .book = batch_book, .take = batch_take
+};
+
 int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struct exec_result *res)
 {
 	const struct sg_policy *p = ctx->policy;
 	uint64_t start = clock_ms(CLOCK_MONOTONIC), timeout = exec_timeout_ms(ctx);
-	uint32_t budget = exec_attempt_budget(p);
 	struct sb_run_record owed;
 	struct node_cpu_commit line = { .fd = -1 }; /* a confirmation run's */
 	struct tenant_slot slot;
@@ -121,94 +216,21 @@ int exec_batch(const struct exec_ctx *ctx, const struct exec_batch *batch, struc
 	 * one prepared on the spot is never reset (a pool's are left as they
 	 * were: the pool may recycle them). */
 	spec.one_run = !ctx->sandboxes || ctx->sandboxes->stop_after_run;
-	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
-		struct exec_box box = { 0 };
-		struct sandbox_result r;
-		struct score_stats st = { 0 };
-		char detail[EXEC_DETAIL_MAX], id[SG_ID_BUF];
-		double *scores;
-		bool invalid, again, due, confirm;
-		int rule, rc, cerr, revoked = 0;
-
-		rc = exec_box_run(ctx, &box, &spec, &r);
-		exec_box_over(ctx, &box); /* every attempt a fresh sandbox */
-		enum sg_cause cause = judge(rc, &r, &spec,
-					    canary.on ? canary.mix.n_total : batch->n_items,
-					    &scores, &rule, &invalid, detail, sizeof(detail));
-		/* The probes come out before anything else sees the scores. */
-		if (cause == SG_CAUSE_OK &&
-		    (cerr = canary_batch_scores(ctx, &canary, &spec, &scores))) {
-			free(scores);
-			scores = NULL;
-			snprintf(detail, sizeof(detail),
-				 "platform error: separating the canaries: %s", strerror(-cerr));
-			cause = SG_CAUSE_PLATFORM_ERROR;
-		}
-		if (cause == SG_CAUSE_OK)
-			scores_stats(scores, batch->n_items, &st);
-		/* A confirmation comes whatever the failure mode: a tenant that
-		 * pauses or skips at its first fault is not judged on a run the
-		 * node starved. */
-		due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
-		confirm = due && exec_confirm_admit(ctx, &spec, &line, detail, sizeof(detail));
-		again = confirm || (attempt < budget && exec_retryable(p->failure, cause));
-		if (again)
-			revoked = exec_artifacts_revoked(ctx, &art, detail, sizeof(detail));
-		again = again && !revoked;
-		struct exec_booking b = { .mode = "batch",
-					  .batch_id = batch->batch_id,
-					  .attempt = attempt,
-					  .final = !again,
-					  .retried = again,
-					  .confirm = exec_confirm_state(confirm, due, &spec),
-					  .cause = cause,
-					  .rule = rule,
-					  .wall_ms = r.wall_ms,
-					  .run = &r,
-					  .spec = &spec,
-					  .stats = cause == SG_CAUSE_OK ? &st : NULL,
-					  .invalid = invalid,
-					  .detail = detail,
-					  .canary = canary.on || canary.rep.detail[0] ? &canary.rep
-										      : NULL,
-					  .artifact_refused = revoked == -EPERM ? detail : NULL };
-		exec_owed_before_booking(&owed, &b, id, sizeof(id));
-		again = b.retried;
-		int err = exec_book(ctx, &b);
-		if (err) { /* unbooked: what ran is withheld, and nothing runs again */
-			cause = exec_book_failed(err, cause, detail, sizeof(detail));
-			rule = -1;
-			again = false;
-			free(scores);
-			scores = NULL;
-		}
-		if (cause != SG_CAUSE_OK)
-			sg_debug("exec: %s/%s attempt %u: %s: %s", ctx->tenant, batch->batch_id,
-				 attempt, cause_name(cause), detail);
-
-		exec_attempts_add(&res->runs, attempt, -1, spec.confirm, r.sandbox_id, cause);
-		snprintf(res->warm_fallback, sizeof(res->warm_fallback), "%s", r.warm_fallback);
-		/* The result keeps the last attempt's stderr. */
-		free(res->err);
-		res->err = r.err;
-		res->err_len = r.err ? r.err_len : 0;
-		r.err = NULL;
-		sandbox_result_free(&r);
-		exec_box_done(ctx, &box); /* every attempt a fresh sandbox */
-		res->attempts = attempt;
-		if (again) {
-			free(scores);
-			exec_confirm_next(ctx, &spec, b.confirm == SG_CONFIRM_NEXT);
-			continue;
-		}
-		res->cause = cause;
-		res->rule = rule;
-		snprintf(res->detail, sizeof(res->detail), "%s", detail);
-		res->scores = scores;
-		res->n_scores = cause == SG_CAUSE_OK ? batch->n_items : 0;
-		res->stats = st;
-		break;
-	}
+	exec_attempt(&(struct exec_attempt_plan){
+		.ctx = ctx,
+		.spec = &spec,
+		.batch_id = batch->batch_id,
+		.line = &line,
+		.runs = &res->runs,
+		.bad_output_invalid = true,
+		.ops = &batch_ops,
+		.self = &(struct batch_attempts){ .ctx = ctx,
+						  .batch = batch,
+						  .res = res,
+						  .canary = &canary,
+						  .art = &art,
+						  .budget = exec_attempt_budget(p) },
+	});
 	exec_owed_done(&owed);
 	/* What the tenant's code wrote to stderr could repeat the items it
 	 * read, probes and all: with canaries, an ok batch's result carries

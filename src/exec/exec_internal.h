@@ -41,6 +41,60 @@ void exec_box_over(const struct exec_ctx *ctx, struct exec_box *box);
 /* Done with box's sandbox (its runs are booked): retired. */
 void exec_box_done(const struct exec_ctx *ctx, struct exec_box *box);
 
+/* ---- the attempts of one run (exec_attempts.c) ---------------------- */
+
+/* One attempt, as exec_attempt() hands it to the mode's hooks. */
+struct exec_try {
+	uint32_t attempt;                /* 1-based */
+	struct exec_box *box;            /* the sandbox it ran in */
+	const struct sandbox_spec *spec; /* what ran (spec->confirm: a confirmation) */
+	int rc;                          /* exec_box_run()'s */
+	struct sandbox_result r;         /* freed once take() has had it */
+	enum sg_cause cause;             /* judge()'s, and what is booked */
+	int rule;
+	char detail[EXEC_DETAIL_MAX];
+	bool unadmitted; /* judge(): a confirmation was due and cannot be had */
+	bool confirm;    /* a confirmation run follows (admitted) */
+	bool again;      /* another attempt follows */
+	bool unbooked;   /* its booking failed: what ran is withheld */
+};
+
+/* What a mode does that the others do not; self is the mode's own. */
+struct exec_mode_ops {
+	/* Before each run, a last word on the spec; NULL: none. */
+	void (*before)(void *self, struct sandbox_spec *spec);
+	/* What the run means: t->cause, t->rule, t->detail (and the mode's
+	 * own verdict); it may rewrite t->rc and t->r to what is booked. */
+	void (*judge)(void *self, struct exec_try *t);
+	/* Whether another attempt follows, with t->confirm known: the mode's
+	 * retry rule, and a confirmation unless the mode says otherwise. */
+	bool (*again)(void *self, struct exec_try *t);
+	/* The mode's fields of the attempt's booking (test, stats, ...);
+	 * NULL: none. */
+	void (*book)(void *self, const struct exec_try *t, struct exec_booking *b);
+	/* After the booking, every attempt (t->again: not the last): what
+	 * the mode keeps of it; it may take t->r's buffers. */
+	void (*take)(void *self, struct exec_try *t);
+};
+
+/* One batch, request, verifier test or compile: what exec_attempt() runs. */
+struct exec_attempt_plan {
+	const struct exec_ctx *ctx;
+	struct sandbox_spec *spec;    /* its record (spec->record) follows the bookings */
+	const char *batch_id;         /* booked as */
+	struct exec_box *box;         /* the worker's (a verifier's); NULL: one per attempt */
+	struct node_cpu_commit *line; /* a confirmation's CPU; the caller releases it */
+	struct exec_attempts *runs;   /* where each run is noted; NULL: take() notes it */
+	bool bad_output_invalid;      /* a tenant_bad_output is booked invalid */
+	const struct exec_mode_ops *ops;
+	void *self;
+};
+
+/* Run, judge, book, until an attempt is the last: a confirmation run
+ * after a timeout the node may have caused, the mode's retries, and no
+ * more once a booking fails. */
+void exec_attempt(const struct exec_attempt_plan *plan);
+
 /* The id b is booked under: b->outcome_id, else its run's attempt id,
  * else its run's sandbox id, else `owed` (the final a run record owes
  * without a run of its own; NULL: none), else a fresh one. 0, or -errno

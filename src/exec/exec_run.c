@@ -25,11 +25,76 @@ static void take_output(struct exec_run_result *res, struct sandbox_result *r)
 	r->n_fetched = 0;
 }
 
+/* A run-once request's own part of its attempts (exec_attempt()). */
+struct run_attempts {
+	struct exec_run_result *res;
+	uint32_t budget;
+};
+
+static void run_judge(void *self, struct exec_try *t)
+{
+	struct run_attempts *ra = self;
+
+	t->cause = exec_classify(t->rc, &t->r, t->spec, &t->rule, t->detail, sizeof(t->detail));
+	/* A confirmation that could not start before its caller's bound:
+	 * the first run's timeout stands, never a 504 for the trainer to
+	 * retry (the first run was the program's). */
+	if (t->spec->confirm && t->rc == -ETIME) {
+		snprintf(t->detail, sizeof(t->detail),
+			 "deadline of %llu ms passed; its confirmation run could not start "
+			 "before its caller gives up: the timeout stands",
+			 (unsigned long long)ra->res->timeout_ms);
+		t->cause = SG_CAUSE_TENANT_TIMEOUT;
+		t->rule = -1;
+		t->rc = 0;
+		t->r.end = SB_TIMEOUT;
+		t->unadmitted = true;
+	}
+}
+
+static bool run_again(void *self, struct exec_try *t)
+{
+	struct run_attempts *ra = self;
+
+	/* Only a platform error is retried; too late once is too late for
+	 * every later attempt. */
+	return t->confirm ||
+	       (t->cause == SG_CAUSE_PLATFORM_ERROR && t->attempt < ra->budget && t->rc != -ETIME);
+}
+
+static void run_take(void *self, struct exec_try *t)
+{
+	struct exec_run_result *res = ((struct run_attempts *)self)->res;
+	struct sandbox_result *r = &t->r;
+
+	res->attempts = t->attempt;
+	if (t->again)
+		return;
+	res->cause = t->cause;
+	res->rule = t->rule;
+	snprintf(res->detail, sizeof(res->detail), "%s", t->detail);
+	res->wall_ms = r->wall_ms;
+	if (t->unbooked) /* what ran is withheld */
+		return;
+	if (t->rc == -ETIME)
+		res->refusal = EXEC_REFUSED_LATE;
+	if (t->rc >= 0) {
+		res->timed_out = r->end == SB_TIMEOUT;
+		res->has_return_code = r->end == SB_EXITED;
+		res->return_code = r->end == SB_EXITED ? r->exit_code : 0;
+		res->signal = r->end == SB_SIGNALED ? r->signal : 0;
+		take_output(res, r);
+	}
+}
+
+static const struct exec_mode_ops run_ops = { .judge = run_judge,
+					      .again = run_again,
+					      .take = run_take };
+
 int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	     struct exec_run_result *res)
 {
 	const struct sg_policy *base = ctx->policy;
-	uint32_t budget = exec_attempt_budget(base);
 	const char *id = req->request_id ? req->request_id : "";
 	struct sb_run_record owed;
 	struct node_cpu_commit line = { .fd = -1 }; /* a confirmation run's */
@@ -78,81 +143,16 @@ int exec_run(const struct exec_ctx *ctx, const struct exec_run_request *req,
 	spec.allow_exec_in_scratch = req->allow_exec_in_scratch;
 	exec_owed_init(&owed, ctx, "run", id, true);
 	spec.record = &owed;
-	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
-		struct exec_box box = { 0 };
-		struct sandbox_result r;
-		char outcome_id[SG_ID_BUF];
-		int rule, rc = exec_box_run(ctx, &box, &spec, &r);
-		enum sg_cause cause =
-			exec_classify(rc, &r, &spec, &rule, res->detail, sizeof(res->detail));
-		/* A confirmation that could not start before its caller's
-		 * bound: the first run's timeout stands, never a 504 for the
-		 * trainer to retry (the first run was the program's). */
-		bool unstarted = spec.confirm && rc == -ETIME;
-		if (unstarted) {
-			snprintf(res->detail, sizeof(res->detail),
-				 "deadline of %llu ms passed; its confirmation run could not start "
-				 "before its caller gives up: the timeout stands",
-				 (unsigned long long)res->timeout_ms);
-			cause = SG_CAUSE_TENANT_TIMEOUT;
-			rule = -1;
-			rc = 0;
-			r.end = SB_TIMEOUT;
-		}
-		bool due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
-		bool confirm = due && exec_confirm_admit(ctx, &spec, &line, res->detail,
-							 sizeof(res->detail));
-		/* Too late once is too late for every later attempt. */
-		bool again = confirm ||
-			     (cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget && rc != -ETIME);
-		struct exec_booking b = { .mode = "run",
-					  .batch_id = id,
-					  .attempt = attempt,
-					  .final = !again,
-					  .retried = again,
-					  .confirm = exec_confirm_state(confirm, due || unstarted,
-									&spec),
-					  .cause = cause,
-					  .rule = rule,
-					  .wall_ms = r.wall_ms,
-					  .run = &r,
-					  .spec = &spec,
-					  .invalid = cause == SG_CAUSE_TENANT_BAD_OUTPUT,
-					  .detail = res->detail };
-		exec_owed_before_booking(&owed, &b, outcome_id, sizeof(outcome_id));
-		again = b.retried;
-		int err = exec_book(ctx, &b);
-
-		if (err) { /* unbooked: what ran is withheld */
-			cause = exec_book_failed(err, cause, res->detail, sizeof(res->detail));
-			rule = -1;
-			again = false;
-			rc = -EIO;
-		}
-		res->attempts = attempt;
-		exec_attempts_add(&res->runs, attempt, -1, spec.confirm, r.sandbox_id, cause);
-		if (again) {
-			sandbox_result_free(&r);
-			exec_box_done(ctx, &box);
-			exec_confirm_next(ctx, &spec, b.confirm == SG_CONFIRM_NEXT);
-			continue;
-		}
-		res->cause = cause;
-		res->rule = rule;
-		if (rc == -ETIME)
-			res->refusal = EXEC_REFUSED_LATE;
-		res->wall_ms = r.wall_ms;
-		if (rc >= 0) {
-			res->timed_out = r.end == SB_TIMEOUT;
-			res->has_return_code = r.end == SB_EXITED;
-			res->return_code = r.end == SB_EXITED ? r.exit_code : 0;
-			res->signal = r.end == SB_SIGNALED ? r.signal : 0;
-			take_output(res, &r);
-		}
-		sandbox_result_free(&r);
-		exec_box_done(ctx, &box);
-		break;
-	}
+	exec_attempt(&(struct exec_attempt_plan){
+		.ctx = ctx,
+		.spec = &spec,
+		.batch_id = id,
+		.line = &line,
+		.runs = &res->runs,
+		.bad_output_invalid = true,
+		.ops = &run_ops,
+		.self = &(struct run_attempts){ .res = res, .budget = exec_attempt_budget(base) },
+	});
 	exec_owed_done(&owed);
 	node_cpu_release(&line);
 	free(policy);

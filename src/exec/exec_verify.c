@@ -155,6 +155,101 @@ static bool job_cold(struct verify_job *job)
 	return cold;
 }
 
+/* A test's own part of its attempts (exec_attempt()). */
+struct test_attempts {
+	struct verify_job *job;
+	size_t i;
+	int grader;
+	/* Platform errors retried within it; a warm SIGSYS's cold rerun
+	 * adds one, as it is not a retry. */
+	uint32_t budget;
+	/* the attempt's */
+	enum verify_status status;
+	bool cold_rerun;
+	char booked[EXEC_DETAIL_MAX + 32];
+};
+
+/* A warm box does not fit a test that must run cold: it is replaced. */
+static void test_before(void *self, struct sandbox_spec *spec)
+{
+	struct test_attempts *ta = self;
+
+	spec->cold = spec->confirm || job_cold(ta->job);
+}
+
+static void test_judge(void *self, struct exec_try *t)
+{
+	struct test_attempts *ta = self;
+	const struct exec_ctx *ctx = ta->job->ctx;
+
+	t->cause = exec_classify(t->rc, &t->r, t->spec, &t->rule, t->detail, sizeof(t->detail));
+	/* Killed by SIGSYS warm: booked as what it was (the program can send
+	 * itself SIGSYS, so it is no evidence of ours), and superseded by a
+	 * cold run, the test's own, not a retry. */
+	ta->cold_rerun =
+		cold_would_differ(ta->job, t->box, t->rc, &t->r, t->detail, sizeof(t->detail));
+	if (ta->cold_rerun)
+		ta->budget++;
+	ta->status = status_of(t->cause);
+	if (t->cause == SG_CAUSE_OK && t->r.out_truncated) {
+		ta->status = VERIFY_FAIL;
+		snprintf(t->detail, sizeof(t->detail),
+			 "oversized: stdout exceeded the cap of %llu bytes",
+			 (unsigned long long)ctx->policy->limits.output_bytes);
+	} else if (t->cause == SG_CAUSE_OK &&
+		   !verify_judge(ta->grader, &ta->job->tests->v[ta->i], t->r.out, t->r.out_len,
+				 t->detail, sizeof(t->detail))) {
+		ta->status = VERIFY_FAIL; /* a wrong answer: the run itself was fine (cause ok) */
+	}
+}
+
+/* Test failures are the verdict; a platform error is retried from the
+ * request's pool. */
+static bool test_again(void *self, struct exec_try *t)
+{
+	struct test_attempts *ta = self;
+
+	return t->confirm || ta->cold_rerun ||
+	       (t->cause == SG_CAUSE_PLATFORM_ERROR && t->attempt < ta->budget &&
+		take_retry(ta->job));
+}
+
+static void test_book(void *self, const struct exec_try *t, struct exec_booking *b)
+{
+	struct test_attempts *ta = self;
+
+	snprintf(ta->booked, sizeof(ta->booked), "test %zu: %s", ta->i, t->detail);
+	b->superseded = ta->cold_rerun;
+	b->test = (uint32_t)ta->i + 1;
+	b->detail = t->detail[0] ? ta->booked : NULL;
+}
+
+static void test_take(void *self, struct exec_try *t)
+{
+	struct test_attempts *ta = self;
+	struct verify_result *v = &ta->job->res->tests[ta->i];
+
+	if (t->unbooked) /* the test has no verdict */
+		ta->status = VERIFY_ERROR;
+	note_run(ta->job, ta->i, t->attempt, t->spec->confirm, t->cause,
+		 ta->status != VERIFY_PASS && !t->again, &t->r);
+	v->status = ta->status;
+	v->cause = t->cause;
+	v->rule = t->rule;
+	v->wall_ms = t->r.wall_ms;
+	v->warm = t->r.warm;
+	v->confirmed = t->spec->confirm;
+	snprintf(v->detail, sizeof(v->detail), "%s", t->detail);
+}
+
+static const struct exec_mode_ops test_ops = {
+	.before = test_before,
+	.judge = test_judge,
+	.again = test_again,
+	.book = test_book,
+	.take = test_take,
+};
+
 /* owed: the worker's run record, idle (owing nothing) between its tests
  * and rewritten in place for each (sb_run_record_idle()). */
 static void run_test(struct verify_job *job, struct exec_box *box, struct sb_run_record *owed,
@@ -162,12 +257,13 @@ static void run_test(struct verify_job *job, struct exec_box *box, struct sb_run
 {
 	const struct exec_ctx *ctx = job->ctx;
 	const struct verify_case *tc = &job->tests->v[i];
-	struct verify_result *t = &job->res->tests[i];
-	uint32_t budget = exec_attempt_budget(ctx->policy);
 	struct node_cpu_commit line = { .fd = -1 }; /* a confirmation run's */
 	struct sandbox_spec spec;
-	int grader = verify_grader(ctx->policy, job->tests);
-	char **argv = verify_test_argv(grader, tc, ctx->argv); /* NULL: ctx->argv */
+	struct test_attempts ta = { .job = job,
+				    .i = i,
+				    .grader = verify_grader(ctx->policy, job->tests),
+				    .budget = exec_attempt_budget(ctx->policy) };
+	char **argv = verify_test_argv(ta.grader, tc, ctx->argv); /* NULL: ctx->argv */
 
 	exec_spec_init(ctx, ctx->policy, "verify", job->batch_id, job->timeout_ms, &spec);
 	if (argv)
@@ -180,75 +276,15 @@ static void run_test(struct verify_job *job, struct exec_box *box, struct sb_run
 		spec.allow_exec_in_scratch = ctx->build->compile != NULL;
 	}
 	spec.record = owed; /* the test's runs; the request owes the final */
-	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
-		struct sandbox_result r;
-		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 32], id[SG_ID_BUF];
-		int rule, rc;
-		enum sg_cause cause;
-		enum verify_status status;
-		bool again, due, confirm, cold_rerun;
-
-		/* a warm box does not fit it: replaced */
-		spec.cold = spec.confirm || job_cold(job);
-		rc = exec_box_run(ctx, box, &spec, &r);
-		cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
-		/* Killed by SIGSYS warm: booked as what it was (the program
-		 * can send itself SIGSYS, so it is no evidence of ours), and
-		 * superseded by a cold run, the test's own, not a retry. */
-		cold_rerun = cold_would_differ(job, box, rc, &r, detail, sizeof(detail));
-		if (cold_rerun)
-			budget++;
-		status = status_of(cause);
-		due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
-		confirm = due && exec_confirm_admit(ctx, &spec, &line, detail, sizeof(detail));
-		again = confirm || cold_rerun ||
-			(cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget && take_retry(job));
-
-		if (cause == SG_CAUSE_OK && r.out_truncated) {
-			status = VERIFY_FAIL;
-			snprintf(detail, sizeof(detail),
-				 "oversized: stdout exceeded the cap of %llu bytes",
-				 (unsigned long long)ctx->policy->limits.output_bytes);
-		} else if (cause == SG_CAUSE_OK &&
-			   !verify_judge(grader, tc, r.out, r.out_len, detail, sizeof(detail))) {
-			status =
-				VERIFY_FAIL; /* a wrong answer: the run itself was fine (cause ok) */
-		}
-		snprintf(booked, sizeof(booked), "test %zu: %s", i, detail);
-		struct exec_booking b = { .mode = "verify",
-					  .batch_id = job->batch_id,
-					  .attempt = attempt,
-					  .final = false,
-					  .retried = again,
-					  .superseded = cold_rerun,
-					  .confirm = exec_confirm_state(confirm, due, &spec),
-					  .test = (uint32_t)i + 1,
-					  .cause = cause,
-					  .rule = rule,
-					  .wall_ms = r.wall_ms,
-					  .run = &r,
-					  .spec = &spec,
-					  .detail = detail[0] ? booked : NULL };
-		exec_owed_before_booking(owed, &b, id, sizeof(id));
-		int err = exec_book(ctx, &b);
-		if (err) { /* unbooked: the test has no verdict */
-			cause = exec_book_failed(err, cause, detail, sizeof(detail));
-			status = VERIFY_ERROR;
-			again = false;
-		}
-		note_run(job, i, attempt, spec.confirm, cause, status != VERIFY_PASS && !again, &r);
-		t->status = status;
-		t->cause = cause;
-		t->rule = rule;
-		t->wall_ms = r.wall_ms;
-		t->warm = r.warm;
-		t->confirmed = spec.confirm;
-		snprintf(t->detail, sizeof(t->detail), "%s", detail);
-		sandbox_result_free(&r);
-		if (!again)
-			break;
-		exec_confirm_next(ctx, &spec, b.confirm == SG_CONFIRM_NEXT);
-	}
+	/* The worker's box serves its tests one after another; each run is
+	 * noted under the job's lock (note_run()). */
+	exec_attempt(&(struct exec_attempt_plan){ .ctx = ctx,
+						  .spec = &spec,
+						  .batch_id = job->batch_id,
+						  .box = box,
+						  .line = &line,
+						  .ops = &test_ops,
+						  .self = &ta });
 	/* A confirmation ran in a favoured sandbox of its own (exec_box_run()
 	 * took it fresh): it serves no later test. */
 	if (spec.confirm)

@@ -88,24 +88,93 @@ static int source_program(const struct exec_build *bd, struct sandbox_file *prog
 	return 0;
 }
 
+/* The compile's own part of its attempts (exec_attempt()). */
+struct compile_attempts {
+	const struct exec_build *bd;
+	struct exec_result *res;
+	struct sandbox_file *program;
+	uint32_t budget;
+	/* the attempt's */
+	enum sg_cause ran; /* the run's own cause, before the program is looked at */
+	char booked[EXEC_DETAIL_MAX + 16];
+	int verdict; /* verify_compile()'s */
+};
+
+static void compile_judge(void *self, struct exec_try *t)
+{
+	struct compile_attempts *ca = self;
+
+	t->cause = exec_classify(t->rc, &t->r, t->spec, &t->rule, t->detail, sizeof(t->detail));
+	ca->ran = t->cause;
+	if (t->cause == SG_CAUSE_OK)
+		t->cause = built(&t->r, t->spec, t->detail, sizeof(t->detail));
+}
+
+/* Only the run's own platform error is retried: a compiler that exited 0
+ * said it was done, whatever it left. */
+static bool compile_again(void *self, struct exec_try *t)
+{
+	struct compile_attempts *ca = self;
+
+	return t->confirm || (ca->ran == SG_CAUSE_PLATFORM_ERROR && t->attempt < ca->budget);
+}
+
+static void compile_book(void *self, const struct exec_try *t, struct exec_booking *b)
+{
+	struct compile_attempts *ca = self;
+
+	snprintf(ca->booked, sizeof(ca->booked), "compile%s%s", t->detail[0] ? ": " : "",
+		 t->detail);
+	b->detail = ca->booked;
+}
+
+static void compile_take(void *self, struct exec_try *t)
+{
+	struct compile_attempts *ca = self;
+	const struct exec_build *bd = ca->bd;
+	struct sandbox_result *r = &t->r;
+
+	ca->res->attempts++;
+	if (t->again)
+		return;
+	note_end(ca->res->compile, t->cause, r, t->rc, t->attempt);
+	if (t->cause == SG_CAUSE_OK) {
+		*ca->program = (struct sandbox_file){ .path = bd->artifact,
+						      .data = r->fetched[0].data,
+						      .len = r->fetched[0].len,
+						      .mode = bd->artifact_mode };
+		ca->res->compile->program_bytes = r->fetched[0].len;
+		r->fetched[0].data = NULL;
+		ca->verdict = 0;
+	} else {
+		take_message(ca->res, r);
+		decide(ca->res, t->cause, t->detail);
+	}
+}
+
+static const struct exec_mode_ops compile_ops = {
+	.judge = compile_judge, .again = compile_again, .book = compile_book, .take = compile_take
+};
+
 int verify_compile(const struct exec_ctx *ctx, const char *batch_id, struct sandbox_file *program,
 		   struct exec_result *res)
 {
 	const struct exec_build *bd = ctx->build;
 	const char *fetch[] = { bd->artifact };
-	uint32_t budget = exec_attempt_budget(ctx->policy);
 	struct node_cpu_commit line = { .fd = -1 };
-	struct verify_compile_result *cr;
+	struct compile_attempts ca = { .bd = bd,
+				       .res = res,
+				       .program = program,
+				       .budget = exec_attempt_budget(ctx->policy),
+				       .verdict = 1 };
 	struct sb_run_record owed;
 	struct sandbox_spec spec;
-	int verdict = 1;
 
 	if (!bd->compile) /* interpreted: its source is the program */
 		return source_program(bd, program);
-	cr = calloc(1, sizeof(*cr));
-	if (!cr)
+	res->compile = calloc(1, sizeof(*res->compile));
+	if (!res->compile)
 		return -ENOMEM;
-	res->compile = cr;
 	exec_spec_init(ctx, ctx->policy, "verify", batch_id,
 		       bd->timeout_ms ? bd->timeout_ms : exec_timeout_ms(ctx), &spec);
 	spec.argv = bd->compile;
@@ -116,64 +185,16 @@ int verify_compile(const struct exec_ctx *ctx, const char *batch_id, struct sand
 	spec.cold = true;
 	exec_owed_init(&owed, ctx, "verify", batch_id, false);
 	spec.record = &owed;
-	for (uint32_t attempt = 1;; attempt++, spec.attempt++) {
-		struct exec_box box = { 0 };
-		struct sandbox_result r;
-		char detail[EXEC_DETAIL_MAX], booked[EXEC_DETAIL_MAX + 16], id[SG_ID_BUF];
-		int rule, rc = exec_box_run(ctx, &box, &spec, &r);
-		enum sg_cause cause = exec_classify(rc, &r, &spec, &rule, detail, sizeof(detail));
-		bool due = cause == SG_CAUSE_TENANT_TIMEOUT && exec_confirm_wanted(rc, &r, &spec);
-		bool confirm = due && exec_confirm_admit(ctx, &spec, &line, detail, sizeof(detail));
-		bool again = confirm || (cause == SG_CAUSE_PLATFORM_ERROR && attempt < budget);
-
-		if (cause == SG_CAUSE_OK)
-			cause = built(&r, &spec, detail, sizeof(detail));
-		snprintf(booked, sizeof(booked), "compile%s%s", detail[0] ? ": " : "", detail);
-		struct exec_booking b = { .mode = "verify",
-					  .batch_id = batch_id,
-					  .attempt = attempt,
-					  .retried = again,
-					  .confirm = exec_confirm_state(confirm, due, &spec),
-					  .cause = cause,
-					  .rule = rule,
-					  .wall_ms = r.wall_ms,
-					  .run = &r,
-					  .spec = &spec,
-					  .detail = booked };
-		exec_owed_before_booking(&owed, &b, id, sizeof(id));
-		int err = exec_book(ctx, &b);
-		if (err) { /* unbooked: the compile has no verdict */
-			cause = exec_book_failed(err, cause, detail, sizeof(detail));
-			again = false;
-		}
-		res->attempts++;
-		exec_attempts_add(&res->runs, attempt, -1, spec.confirm, r.sandbox_id, cause);
-		if (again) {
-			sandbox_result_free(&r);
-			exec_box_done(ctx, &box);
-			exec_confirm_next(ctx, &spec, b.confirm == SG_CONFIRM_NEXT);
-			continue;
-		}
-		note_end(cr, cause, &r, rc, attempt);
-		if (cause == SG_CAUSE_OK) {
-			*program = (struct sandbox_file){ .path = bd->artifact,
-							  .data = r.fetched[0].data,
-							  .len = r.fetched[0].len,
-							  .mode = bd->artifact_mode };
-			cr->program_bytes = r.fetched[0].len;
-			r.fetched[0].data = NULL;
-			verdict = 0;
-		} else {
-			take_message(res, &r);
-			decide(res, cause, detail);
-		}
-		sandbox_result_free(&r);
-		exec_box_done(ctx, &box);
-		break;
-	}
+	exec_attempt(&(struct exec_attempt_plan){ .ctx = ctx,
+						  .spec = &spec,
+						  .batch_id = batch_id,
+						  .line = &line,
+						  .runs = &res->runs,
+						  .ops = &compile_ops,
+						  .self = &ca });
 	exec_owed_done(&owed);
 	node_cpu_release(&line);
-	return verdict;
+	return ca.verdict;
 }
 
 json_t *verify_compile_json(const struct verify_compile_result *c)
