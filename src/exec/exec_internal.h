@@ -1,5 +1,6 @@
-/* Shared by the executor's modes (exec_batch.c, exec_verify.c, exec_run.c):
- * classification, admission, booking. Not an API: see src/exec/exec.h. */
+/* Shared by the executor's modes (exec_batch.c, exec_verify.c, exec_run.c,
+ * verify_compile.c): classification, admission, the attempt loop, booking.
+ * Not an API: see src/exec/exec.h. */
 #ifndef SG_EXEC_INTERNAL_H
 #define SG_EXEC_INTERNAL_H
 #include <stdbool.h>
