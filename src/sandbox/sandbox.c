@@ -1,5 +1,7 @@
-/* A sandbox's life around its runs: prepare and destroy (see
- * src/sandbox/sandbox.h; a run is src/sandbox/sandbox_exec.c).
+/* A sandbox's life around its runs: prepare, its enrollment with the
+ * kernel's enforcer, and destroy (see src/sandbox/sandbox.h; init's READY
+ * and a run's start are sandbox_start.c, a run sandbox_exec.c, the reset
+ * between runs sandbox_reuse.c).
  *
  * Order matters: the in-flight record exists before anything it names, so
  * a killed executor leaves nothing the next one cannot find. The node
@@ -11,13 +13,10 @@
  * told, cgroups removed, scratch unmounted, slot released, record gone. */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +24,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "lib/array_len.h"
 #include "lib/clock.h"
 #include "lib/fs_util.h"
 #include "lib/log.h"
@@ -446,155 +444,6 @@ int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char 
 	for (int i = 0; i < n; i++)
 		close(refused[i]);
 	return err;
-}
-
-int sb_read_init(struct sandbox *sb, struct sb_child_report *msg, int timeout_ms)
-{
-	struct pollfd pfd = { .fd = sb->ctl, .events = POLLIN };
-	ssize_t n;
-	int ready;
-
-	if (sb->ctl < 0)
-		return -EPIPE;
-	do
-		ready = poll(&pfd, 1, timeout_ms);
-	while (ready < 0 && errno == EINTR);
-	if (ready <= 0)
-		return ready < 0 ? -errno : 0;
-	n = recv(sb->ctl, msg, sizeof(*msg), MSG_DONTWAIT);
-	if (n == (ssize_t)sizeof(*msg))
-		return 1;
-	/* EOF: init is gone. */
-	sb->broken = true;
-	return n < 0 && errno != ECONNRESET ? -errno : -EPIPE;
-}
-
-int sb_await_done(struct sandbox *sb, int wait_ms, struct sb_child_report *done)
-{
-	uint64_t until = clock_ms(CLOCK_MONOTONIC) + (uint64_t)wait_ms;
-
-	for (;;) {
-		uint64_t now = clock_ms(CLOCK_MONOTONIC);
-		int got = sb_read_init(sb, done, now < until ? (int)(until - now) : 0);
-
-		if (got <= 0 || done->type == SB_REPORT_DONE)
-			return got;
-	}
-}
-
-void sb_on_ready(struct sandbox *sb, bool note_scratch)
-{
-	char(*rel)[PATH_MAX] = NULL;
-	size_t n;
-
-	sb->ready = true;
-	/* Not noted (a sandbox's only run: spec->one_run), sb->marked stays
-	 * false and sandbox_reset() refuses it: the ~10 page faults of the
-	 * noting, after init's clone, are spared on the way to the execve. */
-	if (!note_scratch)
-		return;
-	/* Counted first, then only that many: a zeroed array for every
-	 * possible entry is 32 pages, each a page fault (tens of
-	 * microseconds here) between READY and the run's execve. */
-	n = sb_root_in_scratch(&sb->root, NULL, 0);
-	if (n > SB_SCRATCH_KEEP || (n && !(rel = malloc(n * sizeof(*rel)))))
-		return;
-	sb_root_in_scratch(&sb->root, rel, n);
-	sb->marked = !sb_scratch_mark_kept(sb->scratch, rel, n, &sb->marks);
-	free(rel);
-}
-
-int sandbox_wait_ready(struct sandbox *sb, int timeout_ms, char *detail, size_t dlen)
-{
-	struct sb_child_report msg;
-	int got;
-
-	if (sb->ready)
-		return 0;
-	got = sb_read_init(sb, &msg, timeout_ms);
-	if (got == 1 && msg.type == SB_REPORT_READY) {
-		sb_on_ready(sb, true);
-		return 0;
-	}
-	sb->broken = true;
-	if (got == 1 && msg.type == SB_REPORT_FAILED && msg.step == SB_STEP_ROOT && msg.op >= 0 &&
-	    (size_t)msg.op < sb->root.n_ops)
-		return sb_fail(detail, dlen, -msg.err,
-			       "sandbox setup failed while %s (%s, at %s): %s",
-			       sb_child_step_name(msg.step), sb->id,
-			       sb_root_str(&sb->root, sb->root.ops[msg.op].path),
-			       strerror(msg.err));
-	if (got == 1 && msg.type == SB_REPORT_FAILED)
-		return sb_fail(detail, dlen, -msg.err, "sandbox setup failed while %s (%s): %s",
-			       sb_child_step_name(msg.step), sb->id, strerror(msg.err));
-	if (got == 0)
-		return sb_fail(detail, dlen, -ETIMEDOUT, "sandbox %s was not set up within %d ms",
-			       sb->id, timeout_ms);
-	return sb_fail(detail, dlen, got < 0 ? got : -EPROTO,
-		       "sandbox %s: its init ended before it was set up", sb->id);
-}
-
-/* What only the executor reads (admission, retries, health): a request
- * that tightens its own wait or retries (the HTTP /run_code does, from its
- * client's budget) still fits a sandbox made for its policy. */
-#define SKIP(f)                                                                   \
-	{                                                                         \
-		offsetof(struct sg_policy, f), sizeof(((struct sg_policy *)0)->f) \
-	}
-static const struct skip {
-	size_t off, len;
-} executor_part[] = { SKIP(limits.on_excess), SKIP(limits.queue_timeout_ms),
-		      SKIP(failure),          SKIP(max_retries),
-		      SKIP(health),           SKIP(canary) };
-#undef SKIP
-_Static_assert(offsetof(struct sg_policy, limits.on_excess) <
-			       offsetof(struct sg_policy, limits.queue_timeout_ms) &&
-		       offsetof(struct sg_policy, limits.queue_timeout_ms) <
-			       offsetof(struct sg_policy, failure) &&
-		       offsetof(struct sg_policy, failure) <
-			       offsetof(struct sg_policy, max_retries) &&
-		       offsetof(struct sg_policy, max_retries) <
-			       offsetof(struct sg_policy, health) &&
-		       offsetof(struct sg_policy, health) < offsetof(struct sg_policy, canary),
-	       "executor_part[] is in the order of the fields");
-
-/* The policies byte for byte (padding included, as a copy with those
- * fields cleared would compare) around the executor's part. In place:
- * two 35 KiB copies on the stack were ~17 fresh pages, each a page
- * fault of tens of microseconds, on every run's path. */
-bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b)
-{
-	const char *pa = (const char *)a, *pb = (const char *)b;
-	size_t at = 0;
-
-	for (size_t i = 0; i <= ARRAY_LEN(executor_part); i++) {
-		size_t next = i < ARRAY_LEN(executor_part) ? executor_part[i].off : sizeof(*a);
-
-		if (next > at && memcmp(pa + at, pb + at, next - at))
-			return false;
-		if (i < ARRAY_LEN(executor_part) &&
-		    executor_part[i].off + executor_part[i].len > at)
-			at = executor_part[i].off + executor_part[i].len;
-	}
-	return true;
-}
-
-bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec)
-{
-	return spec->policy && spec->tenant && !strcmp(sb->tenant, spec->tenant) &&
-	       sb->exec_in_scratch == spec->allow_exec_in_scratch &&
-	       !(spec->cold && sb_interp_channel(sb) >= 0) &&
-	       sandbox_policy_same(&sb->policy, spec->policy);
-}
-
-const char *sandbox_id(const struct sandbox *sb)
-{
-	return sb->id;
-}
-
-int sandbox_favour_cpu(struct sandbox *sb, char *detail, size_t len)
-{
-	return sb_cgroup_cpu_favour(&sb->cg, detail, len);
 }
 
 void sandbox_stop(struct sandbox *sb)

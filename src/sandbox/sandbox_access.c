@@ -1,8 +1,30 @@
-/* What the interpreter forkserver (src/interp/) reads of a sandbox and
- * does in it (sandbox_interp.h): a few accessors and the handover of the
- * next run's cgroup, so that it needs none of the sandbox's internals. */
+/* What the components above read of a prepared sandbox and the little
+ * they do in it, so that none needs its internals: its id, scratch and
+ * uid (sandbox.h: the executor, sessions), a confirmation run's CPU
+ * weight, and the interpreter forkserver's (src/interp/) accessors and the
+ * handover of the next run's cgroup (sandbox_interp.h). */
 #include <pthread.h>
 #include "sandbox_internal.h"
+
+const char *sandbox_id(const struct sandbox *sb)
+{
+	return sb->id;
+}
+
+const char *sandbox_scratch_path(const struct sandbox *sb)
+{
+	return sb->scratch;
+}
+
+uid_t sandbox_uid(const struct sandbox *sb)
+{
+	return sb->slot.uid;
+}
+
+int sandbox_favour_cpu(struct sandbox *sb, char *detail, size_t len)
+{
+	return sb_cgroup_cpu_favour(&sb->cg, detail, len);
+}
 
 struct sb_interp *sandbox_interp(const struct sandbox *sb)
 {

@@ -1,6 +1,9 @@
-/* A prepared sandbox, shared by its two halves: sandbox.c (prepare and
- * destroy: what lives as long as the sandbox) and sandbox_exec.c (a run,
- * and the reset between runs). Not an API: see src/sandbox/sandbox.h. */
+/* A prepared sandbox, shared by the files that make up its life:
+ * sandbox.c (prepare and destroy: what lives as long as the sandbox),
+ * sandbox_start.c (init's READY and DONE, a run's start), sandbox_exec.c
+ * (a run), sandbox_outcome.c (its verdict), sandbox_reuse.c (the reset
+ * between runs) and sandbox_access.c (what others read of it). Not an
+ * API: see src/sandbox/sandbox.h. */
 #ifndef SG_SANDBOX_INTERNAL_H
 #define SG_SANDBOX_INTERNAL_H
 #include <limits.h>
@@ -58,7 +61,7 @@ struct sandbox {
 	bool used;         /* a run happened since the last reset */
 	bool broken;       /* cannot serve another run: destroy it */
 	/* The last run's DONE is still to be read from init: sandbox_reset()
-	 * reads it before another run (see start_and_watch()). */
+	 * reads it before another run (see sb_run_read_done()). */
 	bool done_owed;
 	unsigned runs;
 	uint64_t oom_base, limit_base, pids_base; /* the counters before the current run */

@@ -1,5 +1,6 @@
-/* One run in a prepared sandbox, shared by sandbox_exec.c (start and
- * watch) and sandbox_outcome.c (verdict and outputs). Not an API: see
+/* One run in a prepared sandbox, shared by sandbox_exec.c (the run and
+ * its watch), sandbox_start.c (its start, and init's DONE) and
+ * sandbox_outcome.c (verdict and outputs). Not an API: see
  * src/sandbox/sandbox.h. */
 #ifndef SG_SANDBOX_RUN_H
 #define SG_SANDBOX_RUN_H
@@ -31,6 +32,28 @@ struct run {
 
 /* res->detail set; returns err. */
 int sb_run_fail(struct run *r, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The run's START, with its fds, to the sandbox's init (or, the first
+ * run, to its main forked ahead); the run's ends of the fds are closed
+ * whatever happens. 0, or -errno with res->detail (the sandbox broken when
+ * the START could not be sent). */
+int sb_run_send_start(struct run *r);
+
+/* A warm call: the run's fds to the sandbox's warm interpreter, which
+ * forks the call's process (sandbox_interp.h). 0, or -errno with detail. */
+int sb_run_send_call(struct run *r);
+
+/* Until main's execve (or its failure to start), at most until deadline
+ * (CLOCK_MONOTONIC ms), reading init's messages meanwhile. 0 when the
+ * tenant's code started (or its exec was refused by the tenant's own exec
+ * rule: r->exec_refused), else -errno with res->detail. */
+int sb_run_wait_exec(struct run *r, uint64_t deadline);
+
+/* Main ended, or is being killed: init's (or the warm interpreter's) DONE
+ * into r->done, waiting at most wait_ms. Init's, when `owe`, is not waited
+ * for at all: sandbox_reset() reads it before another run. A DONE that
+ * does not come leaves the sandbox broken. */
+void sb_run_read_done(struct run *r, int wait_ms, bool owe);
 
 /* What ended the run (res->end, exit code, signal, rule). Returns 0, or a
  * platform error: -ECHILD when nothing explains an init (or warm

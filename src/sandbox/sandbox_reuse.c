@@ -1,9 +1,66 @@
-/* The reset between two runs of a prepared sandbox: a verifier's next
- * test, or a warm interpreter's next call (see src/sandbox/sandbox.h and
+/* A prepared sandbox's reuse (see src/sandbox/sandbox.h): whether it fits
+ * the next run's spec, and the reset between two runs (a verifier's next
+ * test, a warm interpreter's next call, a session's next step: see
  * sandbox_interp.h). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
+#include "lib/array_len.h"
 #include "sandbox_internal.h"
+
+/* What only the executor reads (admission, retries, health): a request
+ * that tightens its own wait or retries (the HTTP /run_code does, from its
+ * client's budget) still fits a sandbox made for its policy. */
+#define SKIP(f)                                                                   \
+	{                                                                         \
+		offsetof(struct sg_policy, f), sizeof(((struct sg_policy *)0)->f) \
+	}
+static const struct skip {
+	size_t off, len;
+} executor_part[] = { SKIP(limits.on_excess), SKIP(limits.queue_timeout_ms),
+		      SKIP(failure),          SKIP(max_retries),
+		      SKIP(health),           SKIP(canary) };
+#undef SKIP
+_Static_assert(offsetof(struct sg_policy, limits.on_excess) <
+			       offsetof(struct sg_policy, limits.queue_timeout_ms) &&
+		       offsetof(struct sg_policy, limits.queue_timeout_ms) <
+			       offsetof(struct sg_policy, failure) &&
+		       offsetof(struct sg_policy, failure) <
+			       offsetof(struct sg_policy, max_retries) &&
+		       offsetof(struct sg_policy, max_retries) <
+			       offsetof(struct sg_policy, health) &&
+		       offsetof(struct sg_policy, health) < offsetof(struct sg_policy, canary),
+	       "executor_part[] is in the order of the fields");
+
+/* The policies byte for byte (padding included, as a copy with those
+ * fields cleared would compare) around the executor's part. In place:
+ * two 35 KiB copies on the stack were ~17 fresh pages, each a page
+ * fault of tens of microseconds, on every run's path. */
+bool sandbox_policy_same(const struct sg_policy *a, const struct sg_policy *b)
+{
+	const char *pa = (const char *)a, *pb = (const char *)b;
+	size_t at = 0;
+
+	for (size_t i = 0; i <= ARRAY_LEN(executor_part); i++) {
+		size_t next = i < ARRAY_LEN(executor_part) ? executor_part[i].off : sizeof(*a);
+
+		if (next > at && memcmp(pa + at, pb + at, next - at))
+			return false;
+		if (i < ARRAY_LEN(executor_part) &&
+		    executor_part[i].off + executor_part[i].len > at)
+			at = executor_part[i].off + executor_part[i].len;
+	}
+	return true;
+}
+
+bool sandbox_fits(const struct sandbox *sb, const struct sandbox_spec *spec)
+{
+	return spec->policy && spec->tenant && !strcmp(sb->tenant, spec->tenant) &&
+	       sb->exec_in_scratch == spec->allow_exec_in_scratch &&
+	       !(spec->cold && sb_interp_channel(sb) >= 0) &&
+	       sandbox_policy_same(&sb->policy, spec->policy);
+}
 
 static int not_reused(struct sandbox *sb, int err, char *detail, size_t dlen, const char *why)
 {
@@ -81,14 +138,4 @@ int sandbox_reset(struct sandbox *sb, char *detail, size_t dlen)
 void sandbox_keep_scratch(struct sandbox *sb)
 {
 	sb->keep_scratch = true;
-}
-
-const char *sandbox_scratch_path(const struct sandbox *sb)
-{
-	return sb->scratch;
-}
-
-uid_t sandbox_uid(const struct sandbox *sb)
-{
-	return sb->slot.uid;
 }
