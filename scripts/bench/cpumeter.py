@@ -18,7 +18,7 @@ subtree, and a removed cgroup's usage stays in its parent's. So:
 - both: the agent's own CPU (utime + stime) during the window.
 
 The warm parents' share is sampled: each sandbox's run-1 cgroup (the
-parent's, docs/sandbox.md) every SAMPLE_S; a parent's last few ms before
+parent's, docs/warm-interpreters.md) every SAMPLE_S; a parent's last few ms before
 its sandbox goes are missed, so it is a lower bound. The child of a test
 is counted in run-1 until it has joined its own cgroup (its first
 copy-on-write faults after the fork)."""

@@ -4,7 +4,7 @@ invocation per program, nproc invocations at a time, as a trainer would)
 and through an unsandboxed runner (`xargs -P$(nproc)` over runone.sh, each
 test under `timeout`), and again for a tenant whose policy has warm
 interpreters for verifier tests (warm.verify: each test a child of a warm
-parent, docs/sandbox.md). Reports tests/s per chunk of programs (the order
+parent, docs/warm-interpreters.md). Reports tests/s per chunk of programs (the order
 of the three runners turns from chunk to chunk) and checks that each
 sandguard variant gives every program the unsandboxed runner's reward.
 

@@ -137,7 +137,7 @@ struct sg_sandbox_entry *registry_find(struct registry *r, uint64_t cgid);
  * event (one map lookup), because they change: a prepared sandbox is
  * enrolled before its request is known, and a sandbox with a warm
  * interpreter serves calls of several batches, each enrolling its own ids
- * before it starts (docs/sandbox.md, "Warm interpreters"). The executor's
+ * before it starts (docs/warm-interpreters.md). The executor's
  * verdict request drains the ring buffer at the end of each call, before
  * the next call's ids are written. Empty ids leave the known ones. */
 void registry_event_ids(struct registry *r, struct sg_sandbox_entry *s);

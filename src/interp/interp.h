@@ -1,4 +1,4 @@
-/* The interpreter forkserver (docs/sandbox.md, "Warm interpreters"; the
+/* The interpreter forkserver (docs/warm-interpreters.md; the
  * policy's "warm"): a sandbox whose main process is a forkserver parent,
  * the tenant's interpreter with the policy's preloaded modules imported
  * (src/interp/interp_bootstrap.py). The sandbox calls it through its hook
@@ -47,7 +47,7 @@ bool interp_verify_mode(const struct sandbox_spec *spec);
 
 /* Whether a warm interpreter for spec's script runs in sb (spec NULL: for
  * any script): a pool resets such a sandbox after its call and keeps it
- * for that script's next call (docs/sandbox.md, "Warm interpreters"). */
+ * for that script's next call (docs/warm-interpreters.md). */
 bool interp_for(const struct sandbox *sb, const struct sandbox_spec *spec);
 
 /* Whether a warm interpreter was started in sb: the tenant's preloaded

@@ -158,7 +158,7 @@ int interp_prefork(struct sandbox *sb, char *detail, size_t dlen)
 	}
 	m->n = (uint32_t)n;
 	/* Opened here, as root: the child, which may not open it, joins its
-	 * cgroup by writing to it (docs/sandbox.md: why not clone3). */
+	 * cgroup by writing to it (docs/warm-interpreters.md: why not clone3). */
 	err = sb_cgroup_open(sandbox_leaf_path(sb), "cgroup.procs", O_WRONLY, &procs, detail, dlen);
 	if (!err) {
 		err = sandbox_send_fds(w->sock, m,

@@ -58,7 +58,7 @@ struct sg_warm {
 	uint32_t max_age_s;     /* or this long after it started */
 	uint32_t max_growth_mb; /* or when its RSS grew this much past its start */
 	/* Verifier mode's Python tests too, on a parent of their own that
-	 * preloads nothing (docs/policy.md "warm", docs/sandbox.md). */
+	 * preloads nothing (docs/policy.md "warm", docs/warm-interpreters.md). */
 	bool verify;
 };
 

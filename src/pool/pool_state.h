@@ -29,7 +29,7 @@ struct kind {
 	struct sandbox **ready;
 	size_t n_ready, cap_ready;
 	/* Reset after a call, their warm interpreters kept for the next call
-	 * of the same script (docs/sandbox.md, "Warm interpreters"). */
+	 * of the same script (docs/warm-interpreters.md). */
 	struct sandbox **warm;
 	size_t n_warm, cap_warm;
 	unsigned preparing, in_use;

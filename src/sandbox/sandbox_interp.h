@@ -1,5 +1,5 @@
 /* What a sandbox asks of the interpreter forkserver that may run in it
- * (src/interp/interp.h; docs/sandbox.md, "Warm interpreters"), and what
+ * (src/interp/interp.h; docs/warm-interpreters.md), and what
  * the forkserver may read of the sandbox and do in it. sandbox/ is the
  * mechanism (init, cgroups, layers, one run); the forkserver is a client
  * of that mechanism that the sandbox consults at each run through these

@@ -102,8 +102,8 @@ static const int denied[] = {
  * kernel allows for any process of the caller's uid: Landlock's scopes do
  * not cover them (it scopes signals and ptrace, not these). A warm call
  * shares its uid and process group with its forkserver parent, and every
- * later call's child inherits what was set on the parent (docs/sandbox.md,
- * "Threat model of the warm parent"). Only on the caller itself (pid 0). */
+ * later call's child inherits what was set on the parent
+ * (docs/warm-interpreters.md, "Threat model of the warm parent"). Only on the caller itself (pid 0). */
 static const int self_only[] = {
 	__NR_prlimit64,     __NR_sched_setaffinity, __NR_sched_setscheduler, __NR_sched_setparam,
 #ifdef __NR_sched_setattr

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Warm interpreters end to end, as root (docs/sandbox.md, "Warm
-interpreters"): a `sandguard executor` whose sandboxes, for a tenant whose
-policy has "warm", run a forkserver parent with the preloaded modules, and
+"""Warm interpreters end to end, as root (docs/warm-interpreters.md): a
+`sandguard executor` whose sandboxes, for a tenant whose policy has "warm",
+run a forkserver parent with the preloaded modules, and
 `sandguard exec` calls that each become a fresh child of it. Each case
 asserts what the issue requires: nothing crosses calls (a module global, a
 file), a call cannot reach its parent (signal, ptrace, /proc), the scores
@@ -221,8 +221,8 @@ def ran_cold_as_its_own(env, tenant, program, res, warm_sandbox, bid, scores, ar
     outside, which is what the tenant's own preloaded code could do too):
     it ran again cold, in another sandbox, as its own and only attempt,
     and scored; nothing of the warm run was booked; the tenant's next call
-    runs cold and says why. Why not a platform_error: docs/sandbox.md,
-    "Warm interpreters"."""
+    runs cold and says why. Why not a platform_error:
+    docs/warm-interpreters.md."""
     if not res or res["attempts"] != 1 or res["sandboxes"][0]["cause"] != "ok":
         return "want one attempt, ok, run cold: %s" % res
     if res["sandboxes"][0]["sandbox"] == warm_sandbox:

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Warm interpreters for verifier tests end to end, as root (docs/sandbox.md,
-"Warm interpreters for verifier tests"; the policy's warm.verify): each
+"""Warm interpreters for verifier tests end to end, as root
+(docs/warm-interpreters.md, "Warm interpreters for verifier tests"; the policy's warm.verify): each
 test of a Python program a child of a warm parent in the request's
 sandbox. Each case asserts what the issue requires of it: the verdicts,
 exit codes and stderr are the cold runner's (tests/programs/wv_modes.py),
@@ -214,8 +214,7 @@ def t_parent_killed_runs_cold(env, ex):
     """Test 2's parent killed mid-test (what the tenant's own code in it
     could do as well): nothing its warm run reports is evidence of a
     platform fault, so the test runs again cold, as its own run, and
-    passes; nothing of the warm run is booked (docs/sandbox.md, "Warm
-    interpreters")."""
+    passes; nothing of the warm run is booked (docs/warm-interpreters.md)."""
     warm_policy(env, "wv-kill", failure="retry", retries=1, concurrency=1)
     out = {}
     runner = threading.Thread(target=lambda: out.update(

@@ -1,6 +1,6 @@
 # Warm verifier tests: one program, what it does chosen by its first input
-# line; each mode's expected output is "ok" (docs/sandbox.md, "Warm
-# interpreters for verifier tests"). The same tests run cold and warm must
+# line; each mode's expected output is "ok" (docs/warm-interpreters.md,
+# "Warm interpreters for verifier tests"). The same tests run cold and warm must
 # get the same verdicts, exit codes and stderr.
 import atexit
 import os
