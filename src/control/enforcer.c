@@ -1,10 +1,12 @@
 /* The kernel enforcer (see enforcer.h): each operation a sandbox asks for,
  * on the pinned maps (enroll.c, pinned.c) and the agent (agent_client.c). */
+#include <errno.h>
 #include <stdio.h>
 #include "agent_client.h"
 #include "enforcer.h"
 #include "enroll.h"
 #include "pinned.h"
+#include "pinset.h"
 
 #define AGENT_REGISTER_MS 250  /* the notification only: enforcement is already in place */
 #define AGENT_COMPILE_MS  2000 /* a tenant's policy file the agent has not compiled yet */
@@ -64,22 +66,46 @@ static int kill_verdict(void *ctx, uint64_t cgroup_id, int *rule, int timeout_ms
 	return agent_kill_verdict(ctx, cgroup_id, rule, timeout_ms);
 }
 
+/* The kernel's record of a sandbox, read in the kept maps it was enrolled
+ * in (pinset.h): `read` on its sg_state, or the error of opening it. */
+static int on_state(uint64_t cgroup_id, int *rule, int (*read)(int, uint64_t, int *))
+{
+	struct sg_pinset *set = sg_pinset_get(false);
+	int ret;
+
+	*rule = -1;
+	if (!set)
+		return -ENOMEM;
+	ret = set->fd[SG_PIN_STATE] >= 0 ? read(set->fd[SG_PIN_STATE], cgroup_id, rule)
+					 : set->err[SG_PIN_STATE];
+	sg_pinset_put(set);
+	return ret;
+}
+
+static int quiet_in(int fd, uint64_t cgroup_id, int *rule)
+{
+	(void)rule;
+	return sg_pinned_quiet_in(fd, cgroup_id);
+}
+
 static int quiet(void *ctx, uint64_t cgroup_id)
 {
+	int unused;
+
 	(void)ctx;
-	return sg_pinned_quiet(cgroup_id);
+	return on_state(cgroup_id, &unused, quiet_in);
 }
 
 static int trip_rule(void *ctx, uint64_t cgroup_id, int *rule)
 {
 	(void)ctx;
-	return sg_pinned_trip_rule(cgroup_id, rule);
+	return on_state(cgroup_id, rule, sg_pinned_trip_rule_in);
 }
 
 static int first_rule(void *ctx, uint64_t cgroup_id, int *rule)
 {
 	(void)ctx;
-	return sg_pinned_first_rule(cgroup_id, rule);
+	return on_state(cgroup_id, rule, sg_pinned_first_rule_in);
 }
 
 static const struct sb_enforcer_ops kernel_ops = {

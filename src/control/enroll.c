@@ -24,6 +24,7 @@
 #include "lib/log.h"
 #include "ondemand.h"
 #include "pinned.h"
+#include "pinset.h"
 #include "lib/ids.h"
 #include "policy/policy.h"
 
@@ -62,42 +63,20 @@ static bool own_policy(const struct sg_policy *p, const char *tenant)
 	return strcmp(tenant, "default") && !strncmp(base, tenant, n) && !strcmp(base + n, ".json");
 }
 
+/* The maps an enrollment writes and reads, from the kept set (pinset.h). */
 struct pins {
 	int sandboxes, state, policies, index, killed;
 	int ids; /* -1 under an agent older than the map: the notification alone */
 };
 
-#define PINS_NONE                      \
-	{                              \
-		-1, -1, -1, -1, -1, -1 \
-	}
-
-static void pins_close(struct pins *p)
+static struct pins pins_of(const struct sg_pinset *s)
 {
-	int *fds[] = { &p->sandboxes, &p->state, &p->policies, &p->index, &p->killed, &p->ids };
-
-	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
-		if (*fds[i] >= 0)
-			close(*fds[i]);
-}
-
-/* -ENOENT when there are no pins at all. `lookups`: also the maps an
- * enrollment reads (policies, the tenant index), which a release does not:
- * each pin's open is a path walk and a descriptor, on every test's path. */
-static int pins_open(struct pins *p, bool lookups)
-{
-	const int *needed[] = { &p->sandboxes, &p->state, &p->policies, &p->index };
-
-	p->sandboxes = sg_pinned_map("sg_sandboxes");
-	p->state = sg_pinned_map("sg_state");
-	p->policies = lookups ? sg_pinned_map("sg_policies") : -1;
-	p->index = lookups ? sg_pinned_map("sg_tenant_index") : -1;
-	p->killed = sg_pinned_map("sg_killed");
-	p->ids = sg_pinned_map("sg_sandbox_ids");
-	for (size_t i = 0; i < (lookups ? sizeof(needed) / sizeof(needed[0]) : 2); i++)
-		if (*needed[i] < 0)
-			return *needed[i];
-	return 0;
+	return (struct pins){ .sandboxes = s->fd[SG_PIN_SANDBOXES],
+			      .state = s->fd[SG_PIN_STATE],
+			      .policies = s->fd[SG_PIN_POLICIES],
+			      .index = s->fd[SG_PIN_INDEX],
+			      .killed = s->fd[SG_PIN_KILLED],
+			      .ids = s->fd[SG_PIN_IDS] };
 }
 
 /* The slot the tenant's sandboxes use now, or -ENOENT when the tenant's
@@ -188,11 +167,12 @@ fail:
 /* The entries are written: attach the programs that judge opens, where
  * they are attached on demand (the fallback's), before any of the
  * sandbox's code runs (src/control/ondemand.h). */
-static int watch_opens(const struct pins *p, const struct sg_enroll_request *req, uint32_t slot,
+static int watch_opens(const struct sg_pinset *set, const struct pins *p,
+		       const struct sg_enroll_request *req, uint32_t slot,
 		       struct sg_enroll_result *res)
 {
 	char why[200];
-	int err = sg_ondemand_attach(-1, 0, why, sizeof(why));
+	int err = sg_ondemand_attach_set(set, why, sizeof(why));
 
 	if (err) {
 		take_back(p, req->who.cgroup_id);
@@ -223,8 +203,8 @@ static int no_agent(const struct sg_enroll_request *req, struct sg_enroll_result
 	return 0;
 }
 
-static int enroll(const struct pins *p, const struct sg_enroll_request *req,
-		  struct sg_enroll_result *res)
+static int enroll(const struct sg_pinset *set, const struct pins *p,
+		  const struct sg_enroll_request *req, struct sg_enroll_result *res)
 {
 	bool own = own_policy(req->who.policy, req->who.tenant);
 	char why[200];
@@ -263,7 +243,7 @@ static int enroll(const struct pins *p, const struct sg_enroll_request *req,
 			return err;
 		/* The slot may have been given up since it was read. */
 		if (current_slot(p, req->who.tenant, own, &again) == 0 && again == slot)
-			return watch_opens(p, req, slot, res);
+			return watch_opens(set, p, req, slot, res);
 		take_back(p, req->who.cgroup_id);
 	}
 	snprintf(res->detail, sizeof(res->detail),
@@ -279,46 +259,62 @@ static int enroll(const struct pins *p, const struct sg_enroll_request *req,
  * them: refused as the deployment's fault. Compared by cgroup id, which
  * no cgroup namespace changes. Pins that say nothing of the root (no such
  * link) are not refused for it. */
-static int same_cgroup_root(const struct sg_enroll_request *req, struct sg_enroll_result *res)
+static int same_cgroup_root(const struct sg_enroll_request *req, const struct sg_gen_facts *gen,
+			    struct sg_enroll_result *res)
 {
-	uint64_t agents = 0, ours = 0;
+	uint64_t ours = 0;
 
-	if (!req->who.cgroup_root || sg_pinned_root_cgroup_id(&agents) ||
-	    cgroup_id_of(req->who.cgroup_root, &ours) || agents == ours)
+	if (!req->who.cgroup_root || gen->root_err || cgroup_id_of(req->who.cgroup_root, &ours) ||
+	    gen->root_id == ours)
 		return 0;
 	snprintf(res->detail, sizeof(res->detail),
 		 "the agent enforces below another cgroup root (id %llu) than this executor's "
 		 "%.120s (id %llu): fix the deployment (SANDGUARD_CGROUP_ROOT)",
-		 (unsigned long long)agents, req->who.cgroup_root, (unsigned long long)ours);
+		 (unsigned long long)gen->root_id, req->who.cgroup_root, (unsigned long long)ours);
 	return -EXDEV;
 }
 
-int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_result *res)
+/* The kept set checked against the pins (an agent started after a
+ * cleanup pinned new maps): 0 with the generation's facts, or -errno
+ * with res filled (no_agent()'s 0 is returned as 1). */
+static int usable(struct sg_pinset *set, const struct sg_enroll_request *req,
+		  struct sg_gen_facts *gen, struct sg_enroll_result *res)
 {
-	struct pins p = PINS_NONE;
-	int err;
+	int err = set ? sg_pinset_usable(set) : -ENOMEM;
 
-	memset(res, 0, sizeof(*res));
-	err = pins_open(&p, true);
 	if (err == -ENOENT) {
-		pins_close(&p);
-		return no_agent(req, res);
+		err = no_agent(req, res);
+		return err ? err : 1;
 	}
-	if (!err && sg_pinned_links() <= 0)
-		err = -ENOLINK;
+	if (!err) {
+		sg_pinset_facts(set, gen);
+		if (gen->links <= 0)
+			err = -ENOLINK;
+	}
 	if (err) {
 		snprintf(res->detail, sizeof(res->detail),
 			 "the agent's pins under %s are unusable: %s", sg_pin_root(),
 			 err == -ENOLINK ? "no programs attached" : strerror(-err));
-		pins_close(&p);
 		return err;
 	}
-	err = same_cgroup_root(req, res);
+	return same_cgroup_root(req, gen, res);
+}
+
+int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_result *res)
+{
+	struct sg_pinset *set = sg_pinset_get(true);
+	struct sg_gen_facts gen;
+	struct pins p;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	err = usable(set, req, &gen, res);
 	if (err) {
-		pins_close(&p);
-		return err;
+		sg_pinset_put(set);
+		return err > 0 ? 0 : err;
 	}
-	err = enroll(&p, req, res);
+	p = pins_of(set);
+	err = enroll(set, &p, req, res);
 	if (!err && req->agent) {
 		/* For attribution only (run and batch ids): the kernel already
 		 * enforces, whatever the agent answers or fails to. */
@@ -338,19 +334,21 @@ int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_resu
 				 req->who.sandbox, strerror(-n));
 		}
 	}
-	pins_close(&p);
+	sg_pinset_put(set);
 	return err;
 }
 
 int sg_enroll_ids(const struct sg_enroll_request *req, char *detail, size_t len)
 {
-	struct pins p = PINS_NONE;
+	struct sg_pinset *set = sg_pinset_get(false);
 	struct sg_enroll_result res = { 0 };
+	struct pins p = { -1, -1, -1, -1, -1, -1 };
 	int err;
 
-	p.ids = sg_pinned_map("sg_sandbox_ids");
+	if (set)
+		p = pins_of(set);
 	err = write_ids(&p, req, &res);
-	pins_close(&p);
+	sg_pinset_put(set);
 	if (err)
 		snprintf(detail, len, "%s", res.detail);
 	return err;
@@ -358,12 +356,15 @@ int sg_enroll_ids(const struct sg_enroll_request *req, char *detail, size_t len)
 
 void sg_enroll_release(uint64_t cgroup_id)
 {
-	struct pins p = PINS_NONE;
+	struct sg_pinset *set = sg_pinset_get(false);
+	struct pins p;
 
-	pins_open(&p, false);
+	if (!set)
+		return;
+	p = pins_of(set);
 	if (p.sandboxes >= 0 && p.state >= 0)
 		take_back(&p, cgroup_id);
 	if (p.killed >= 0)
 		bpf_map_delete_elem(p.killed, &cgroup_id);
-	pins_close(&p);
+	sg_pinset_put(set);
 }

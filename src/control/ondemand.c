@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include "ondemand.h"
 #include "pinned.h"
+#include "pinset.h"
 
 /* How long to wait for a detached link's release: up to 2 s. */
 #define RELEASE_WAIT_US    2000
@@ -41,12 +42,9 @@ void sg_ondemand_unlock(int lock_fd)
 		close(lock_fd); /* releases the flock */
 }
 
-/* <pin root>/gen-<gen>/ondemand (gen 0: the active one), or -ENOENT when
- * no generation is active. */
+/* <pin root>/gen-<gen>/ondemand, or -ENOENT for gen 0 (none active). */
 static int ondemand_dir(uint32_t gen, char *buf, size_t len)
 {
-	if (!gen)
-		gen = sg_pinned_generation();
 	if (!gen)
 		return -ENOENT;
 	snprintf(buf, len, "%s/gen-%u/ondemand", sg_pin_root(), gen);
@@ -185,10 +183,20 @@ static int attach_missing(const char *dir, const char *name, void *arg_)
 	return link_pinned(dir, name) ? 0 : attach_one(dir, name, arg->why, arg->len);
 }
 
-int sg_ondemand_attach(int lock_fd, uint32_t gen, char *why, size_t len)
+/* Lock held: attach what generation `gen` (0: none active) has not. */
+static int attach_locked(uint32_t gen, char *why, size_t len)
 {
 	struct attach_arg arg = { why, len };
 	char dir[PATH_MAX];
+	int err = ondemand_dir(gen, dir, sizeof(dir));
+
+	if (!err)
+		err = for_each_program(dir, attach_missing, &arg);
+	return err == -ENOENT ? 0 : err; /* nothing on demand: LSM mode, or an older agent */
+}
+
+int sg_ondemand_attach(int lock_fd, uint32_t gen, char *why, size_t len)
+{
 	int lock = lock_fd, err;
 
 	if (lock < 0) {
@@ -200,13 +208,22 @@ int sg_ondemand_attach(int lock_fd, uint32_t gen, char *why, size_t len)
 	}
 	/* The generation is read under the lock: an agent switching
 	 * generations holds it. */
-	err = ondemand_dir(gen, dir, sizeof(dir));
-	if (!err)
-		err = for_each_program(dir, attach_missing, &arg);
-	if (err == -ENOENT)
-		err = 0; /* nothing on demand: LSM mode, or an older agent */
+	err = attach_locked(gen ? gen : sg_pinned_generation(), why, len);
 	if (lock_fd < 0)
 		sg_ondemand_unlock(lock);
+	return err;
+}
+
+int sg_ondemand_attach_set(const struct sg_pinset *set, char *why, size_t len)
+{
+	int lock = sg_ondemand_lock(), err;
+
+	if (lock < 0) {
+		snprintf(why, len, "cannot lock %s: %s", sg_pin_root(), strerror(-lock));
+		return lock;
+	}
+	err = attach_locked(sg_pinset_generation(set), why, len);
+	sg_ondemand_unlock(lock);
 	return err;
 }
 
@@ -240,7 +257,7 @@ int sg_ondemand_detach_if_idle(void)
 
 	if (lock < 0)
 		return lock;
-	err = ondemand_dir(0, dir, sizeof(dir));
+	err = ondemand_dir(sg_pinned_generation(), dir, sizeof(dir));
 	/* Unpinning a link detaches its program (nothing else holds it). */
 	if (!err && sg_ondemand_no_sandbox())
 		err = for_each_program(dir, unpin_link, &detached);
@@ -263,7 +280,7 @@ int sg_ondemand_attached(void)
 {
 	char dir[PATH_MAX];
 	int n[2] = { 0, 0 }; /* programs, linked */
-	int err = ondemand_dir(0, dir, sizeof(dir));
+	int err = ondemand_dir(sg_pinned_generation(), dir, sizeof(dir));
 
 	if (!err)
 		err = for_each_program(dir, count_linked, n);

@@ -50,9 +50,13 @@ uint32_t sg_pinned_generation(void)
 
 int sg_pinned_links(void)
 {
+	return sg_pinned_links_of(sg_pinned_generation());
+}
+
+int sg_pinned_links_of(uint32_t gen)
+{
 	char dir[PATH_MAX];
 	struct dirent *de;
-	uint32_t gen = sg_pinned_generation();
 	DIR *d;
 	int n = 0;
 
@@ -123,9 +127,13 @@ int sg_pinned_links_detached(void)
 
 int sg_pinned_root_cgroup_id(uint64_t *id)
 {
+	return sg_pinned_root_cgroup_id_of(sg_pinned_generation(), id);
+}
+
+int sg_pinned_root_cgroup_id_of(uint32_t gen, uint64_t *id)
+{
 	struct bpf_link_info info;
 	__u32 len = sizeof(info);
-	uint32_t gen = sg_pinned_generation();
 	char path[PATH_MAX];
 	int fd, err = 0;
 
@@ -163,42 +171,68 @@ int sg_pinned_kill_rule(uint64_t cgroup_id, int *rule)
 	return *rule >= 0;
 }
 
-int sg_pinned_quiet(uint64_t cgroup_id)
+int sg_pinned_quiet_in(int state_fd, uint64_t cgroup_id)
 {
 	struct sg_sandbox_state st;
+
+	return bpf_map_lookup_elem(state_fd, &cgroup_id, &st) == 0 && !st.violations &&
+	       !st.tripped && sg_state_first_rule(&st) < 0;
+}
+
+int sg_pinned_quiet(uint64_t cgroup_id)
+{
 	int fd = sg_pinned_map("sg_state"), quiet;
 
 	if (fd < 0)
 		return fd;
-	quiet = bpf_map_lookup_elem(fd, &cgroup_id, &st) == 0 && !st.violations && !st.tripped &&
-		sg_state_first_rule(&st) < 0;
+	quiet = sg_pinned_quiet_in(fd, cgroup_id);
 	close(fd);
 	return quiet;
 }
 
 /* A rule read off a sandbox's sg_state by `decode`: 1 when it names one. */
-static int state_rule(uint64_t cgroup_id, int *rule, int (*decode)(const struct sg_sandbox_state *))
+static int state_rule(int fd, uint64_t cgroup_id, int *rule,
+		      int (*decode)(const struct sg_sandbox_state *))
 {
 	struct sg_sandbox_state st;
-	int fd = sg_pinned_map("sg_state");
+
+	*rule = -1;
+	if (bpf_map_lookup_elem(fd, &cgroup_id, &st) == 0)
+		*rule = decode(&st);
+	return *rule >= 0;
+}
+
+int sg_pinned_first_rule_in(int state_fd, uint64_t cgroup_id, int *rule)
+{
+	return state_rule(state_fd, cgroup_id, rule, sg_state_first_rule);
+}
+
+int sg_pinned_trip_rule_in(int state_fd, uint64_t cgroup_id, int *rule)
+{
+	return state_rule(state_fd, cgroup_id, rule, sg_state_kill_rule);
+}
+
+/* `in` on the pinned sg_state, opened for the call. */
+static int on_state(uint64_t cgroup_id, int *rule, int (*in)(int, uint64_t, int *))
+{
+	int fd = sg_pinned_map("sg_state"), found;
 
 	*rule = -1;
 	if (fd < 0)
 		return fd;
-	if (bpf_map_lookup_elem(fd, &cgroup_id, &st) == 0)
-		*rule = decode(&st);
+	found = in(fd, cgroup_id, rule);
 	close(fd);
-	return *rule >= 0;
+	return found;
 }
 
 int sg_pinned_first_rule(uint64_t cgroup_id, int *rule)
 {
-	return state_rule(cgroup_id, rule, sg_state_first_rule);
+	return on_state(cgroup_id, rule, sg_pinned_first_rule_in);
 }
 
 int sg_pinned_trip_rule(uint64_t cgroup_id, int *rule)
 {
-	return state_rule(cgroup_id, rule, sg_state_kill_rule);
+	return on_state(cgroup_id, rule, sg_pinned_trip_rule_in);
 }
 
 int sg_pinned_sandbox_ids(uint64_t cgroup_id, struct sg_sandbox_ids *ids)

@@ -17,8 +17,10 @@ int sg_pinned_config(struct sg_config *cfg);
 /* The generation the active agent switched to (sg_config), 0 if none. */
 uint32_t sg_pinned_generation(void);
 
-/* Pinned links of the active generation (readiness: > 0). */
+/* Pinned links of the active generation (readiness: > 0); _of: of
+ * generation `gen` (0: none). */
 int sg_pinned_links(void);
+int sg_pinned_links_of(uint32_t gen);
 /* Pinned cgroup links of the active generation that are attached to no
  * cgroup any more (detached from outside): each is a hook that enforces
  * nothing. >= 0, or -errno. */
@@ -28,6 +30,7 @@ int sg_pinned_links_detached(void);
  * agent's sandguard root), from its egress catch-all's pinned link: 0 with
  * *id, or -errno. */
 int sg_pinned_root_cgroup_id(uint64_t *id);
+int sg_pinned_root_cgroup_id_of(uint32_t gen, uint64_t *id);
 
 /* Whether the agent killed a sandbox, from its pinned record (sg_killed):
  * 1 with *rule (enum sg_rule) when it did, 0 when not (a kill-class
@@ -53,6 +56,12 @@ int sg_pinned_first_rule(uint64_t cgroup_id, int *rule);
  * the task's own system call, and every agent kill follows one: a
  * sandbox with none has nothing for the agent to kill it for. */
 int sg_pinned_quiet(uint64_t cgroup_id);
+
+/* The three reads above on an open sg_state (an executor's kept one,
+ * pinset.h). */
+int sg_pinned_quiet_in(int state_fd, uint64_t cgroup_id);
+int sg_pinned_trip_rule_in(int state_fd, uint64_t cgroup_id, int *rule);
+int sg_pinned_first_rule_in(int state_fd, uint64_t cgroup_id, int *rule);
 
 struct sg_sandbox_ids;
 

@@ -9,7 +9,12 @@ its result is returned, and the agent's ledger is the fold of the journal:
     attempt its executor had booked) changes nothing, and is counted as a
     duplicate in `status`;
   - an executor in the middle of a run keeps talking to a restarted agent
-    (its connection is opened again; no "no verdict" fallback).
+    (its connection is opened again; no "no verdict" fallback);
+  - an agent restarted after `agent --cleanup` in the middle of a verifier
+    request (new maps pinned): the request's next test is enrolled in the
+    new agent's maps (the executor keeps the maps it opened, and must see
+    they are not the pinned ones any more): its denied connect is still
+    EPERM, and the new agent books the denial.
 
 The exactly-once check is tests/lib/sgjournal.py's, which the chaos stage
 reuses."""
@@ -44,6 +49,23 @@ b = json.load(sys.stdin)
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.05)
 print(json.dumps([1.0] * len(b["items"])))
+"""
+# A verifier program: test "wait" waits for the flag file (argv[1]), any
+# other input is a port on 127.0.0.1 to connect to (egress denied).
+WAIT_OR_CONNECT = """import os, socket, sys, time
+what = sys.stdin.read().strip()
+if what == "wait":
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
+    print("waited")
+else:
+    try:
+        socket.create_connection(("127.0.0.1", int(what)), timeout=5)
+        print("connected")
+    except PermissionError:
+        print("EPERM")
+    except OSError as e:
+        print("errno", e.errno)
 """
 TENANTS = ["t1", "t2", "t3", "t4"]
 POLICY = {"limits": {"timeout_ms": 60000, "memory_mb": 256, "max_tasks": 32, "concurrency": 8,
@@ -241,13 +263,69 @@ def reconnect(a, progs):
               "agent restarted (%s) during a run: the executor reached the new agent" % how, err[-300:])
 
 
+def repinned(a, progs):
+    """An agent restarted on new maps (`agent --cleanup` first) while a
+    verifier request's first test runs: its second test, in the same
+    sandbox enrolled again, is in the new maps."""
+    import socket
+    a.write_policy("t-repin", {"limits": {"timeout_ms": 60000, "memory_mb": 256, "max_tasks": 32,
+                                          "concurrency": 1},
+                               "actions": {"egress": "deny"}})
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    flag = os.path.join(a.programs, "flag-repin")
+    path = os.path.join(a.dir, "tests-repin.json")
+    with open(path, "w") as f:
+        json.dump([{"input": "wait", "output": "waited"},
+                   {"input": str(srv.getsockname()[1]), "output": "EPERM"}], f)
+    p = subprocess.Popen([SANDGUARD, "exec", "--tenant", "t-repin", "--policy-dir", a.policy_dir,
+                          "--tests", path, "--batch-id", "b-repin", "--", PY, progs["connect"], flag],
+                         env=a.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tdir = os.path.join(a.env["SANDGUARD_CGROUP_ROOT"], "t-repin")
+    deadline = time.time() + 30
+    while time.time() < deadline and not sandbox_running(tdir):
+        time.sleep(0.05)
+    pin = os.path.join(a.env["SANDGUARD_PIN_ROOT"], "sg_sandboxes")
+    before = os.stat(pin).st_ino
+    a.stop()
+    a.run(["agent", "--cleanup"])
+    ok = a.start()
+    repinned_ok = ok and os.stat(pin).st_ino != before
+    since = os.path.getsize(a.events) if os.path.exists(a.events) else 0
+    with open(flag, "w"):
+        pass
+    out, err = p.communicate(timeout=120)
+    srv.close()
+    try:
+        r = json.loads(out)
+    except ValueError:
+        r = None
+    check(repinned_ok, "agent restarted after --cleanup: sg_sandboxes pinned anew", a.log_tail())
+    tests = r.get("tests", []) if r else []
+    check(r is not None and r.get("reward") == 1 and len(tests) == 2 and
+          all(t.get("status") == "pass" for t in tests),
+          "agent re-pinned its maps mid-request: the next test's connect is still EPERM",
+          out[-400:] + err[-300:])
+    with open(a.events) as f:
+        f.seek(since)
+        new = [json.loads(x) for x in f if x.strip()]
+    denied = [e for e in new if e.get("type") == "egress_denied" and e.get("tenant") == "t-repin"
+              and e.get("action") == "denied"]
+    # (Its sandbox and batch ids are not on it: the new agent was never
+    # told of the sandbox, and names it from its own registrations.)
+    check(len(denied) == 1, "agent re-pinned its maps mid-request: the new agent booked the denial",
+          str([(e.get("type"), e.get("tenant")) for e in new][-10:]))
+
+
 def main():
     a = Agent({t: POLICY for t in TENANTS}, name="journal")
     a.env["SANDGUARD_UID_BASE"] = str(uid_base(64000))
     state = a.env["SANDGUARD_STATE_DIR"]
     try:
         progs = {"good": a.program("good.py", GOOD), "slow": a.program("slow.py", SLOW),
-                 "wait": a.program("wait.py", WAIT_FOR_FLAG)}
+                 "wait": a.program("wait.py", WAIT_FOR_FLAG),
+                 "connect": a.program("wait_or_connect.py", WAIT_OR_CONNECT)}
         if not a.start():
             check(False, "agent starts", open(os.path.join(a.dir, "agent.log")).read()[-500:])
             return
@@ -255,6 +333,7 @@ def main():
         kill_during_batches(a, state, progs)
         duplicate_ids(a, state)
         reconnect(a, progs)
+        repinned(a, progs)
     finally:
         a.cleanup()
 
