@@ -23,6 +23,18 @@
 
 static pthread_mutex_t append_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The lock file and the newest segment, kept open between this process's
+ * appends (under append_lock): a booking then costs no readdir of the
+ * journal and no open. Whatever other processes did meanwhile is checked
+ * under the flock (current_segment(), lock_journal()). A child of a fork
+ * opens its own: the parent's flock is on the same open file. */
+static struct {
+	char dir[PATH_MAX];
+	pid_t pid;
+	int lock_fd, seg_fd;
+	uint64_t seq;
+} kept = { .lock_fd = -1, .seg_fd = -1 };
+
 int journal_state_dir(char *buf, size_t len)
 {
 	const char *v = getenv(SG_STATE_DIR_ENV);
@@ -187,40 +199,81 @@ static int open_segment(const struct journal *j, uint64_t seq, bool create)
 	return fd;
 }
 
-/* The segment to append `need` bytes to, rotated if full; lock held. */
-static int current_segment(const struct journal *j, size_t need, uint64_t *seq, off_t *size)
+static void forget_segment(void)
 {
-	uint64_t *seqs;
+	if (kept.seg_fd >= 0)
+		close(kept.seg_fd);
+	kept.seg_fd = -1;
+	kept.seq = 0;
+}
+
+/* Whether the kept segment is still the newest: still linked (a wiped
+ * journal unlinks it), and no segment after it (another executor rotates
+ * by creating the next one; segments are pruned oldest first, so the
+ * next one cannot be gone while this one is there). */
+static bool kept_is_newest(const struct journal *j, struct stat *st)
+{
+	char next[PATH_MAX];
+
+	if (kept.seg_fd < 0 || fstat(kept.seg_fd, st) || st->st_nlink == 0)
+		return false;
+	if (journal_segment_path(j->dir, kept.seq + 1, next, sizeof(next)))
+		return false;
+	return access(next, F_OK) && errno == ENOENT;
+}
+
+/* The newest segment, found by a readdir, opened and kept; lock held. */
+static int find_segment(const struct journal *j, struct stat *st)
+{
+	uint64_t *seqs, seq;
 	size_t n;
-	struct stat st;
 	int fd, err = journal_segments(j->dir, &seqs, &n);
 
 	if (err)
 		return err;
-	*seq = n ? seqs[n - 1] : 1;
+	seq = n ? seqs[n - 1] : 1;
 	free(seqs);
-	fd = open_segment(j, *seq, n == 0);
+	fd = open_segment(j, seq, n == 0);
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, &st)) {
+	if (fstat(fd, st)) {
 		err = -errno;
 		close(fd);
 		return err;
 	}
+	kept.seg_fd = fd;
+	kept.seq = seq;
+	return 0;
+}
+
+/* The segment to append `need` bytes to, rotated if full; lock held.
+ * Returns the kept segment's fd (owned by `kept`), or -errno. */
+static int current_segment(const struct journal *j, size_t need, uint64_t *seq, off_t *size)
+{
+	struct stat st;
+	int fd, err;
+
+	if (!kept_is_newest(j, &st)) {
+		forget_segment();
+		if ((err = find_segment(j, &st)))
+			return err;
+	}
+	*seq = kept.seq;
 	*size = st.st_size;
 	if (!S_ISREG(st.st_mode)) {
-		close(fd);
+		forget_segment();
 		return -EINVAL;
 	}
 	if (st.st_size == 0 || (uint64_t)st.st_size + need <= j->segment_bytes)
+		return kept.seg_fd;
+	forget_segment();
+	fd = open_segment(j, ++*seq, true);
+	if (fd < 0)
 		return fd;
-	close(fd);
-	(*seq)++;
-	fd = open_segment(j, *seq, true);
-	if (fd >= 0) {
-		*size = 0;
-		prune(j, *seq);
-	}
+	*size = 0;
+	kept.seg_fd = fd;
+	kept.seq = *seq;
+	prune(j, *seq);
 	return fd;
 }
 
@@ -265,7 +318,7 @@ static int append_locked(const struct journal *j, const char *line, size_t len,
 		return fd;
 	if (size > 0 && pread(fd, &last, 1, size - 1) != 1) {
 		err = -errno;
-		close(fd);
+		forget_segment();
 		return err ? err : -EIO;
 	}
 	if (last != '\n')
@@ -274,10 +327,8 @@ static int append_locked(const struct journal *j, const char *line, size_t len,
 	iov[n_iov++] = (struct iovec){ .iov_base = "\n", .iov_len = 1 };
 	for (int i = 0; i < n_iov; i++)
 		want += iov[i].iov_len;
-	if ((err = reserve_room(fd, size, want))) {
-		close(fd);
+	if ((err = reserve_room(fd, size, want)))
 		return err;
-	}
 	w = writev(fd, iov, n_iov);
 	/* All of the line but its newline is a record: the next append (or
 	 * the segment's end, for a reader) ends it, and the fold books it. */
@@ -287,7 +338,6 @@ static int append_locked(const struct journal *j, const char *line, size_t len,
 			sg_warn("journal: an append to segment %" PRIu64 " was cut short after %zd "
 				"of %zd bytes (%s): the part written stays, as one bad line",
 				seq, w, want, strerror(-err));
-		close(fd);
 		return err;
 	}
 	if (at)
@@ -295,13 +345,22 @@ static int append_locked(const struct journal *j, const char *line, size_t len,
 	return fd;
 }
 
-int journal_append(const struct journal *j, const char *line, size_t len, struct journal_pos *at)
+/* The kept lock file of j's journal, opened (and the journal's directory
+ * made) when there is none for it in this process. */
+static int lock_file(const struct journal *j)
 {
 	char lock[PATH_MAX];
-	int fd, seg, err;
+	int fd, err;
 
-	if (memchr(line, '\n', len))
-		return -EINVAL; /* one record, one line */
+	if (kept.lock_fd >= 0 && kept.pid == getpid() && !strcmp(kept.dir, j->dir))
+		return kept.lock_fd;
+	if (kept.pid == getpid()) { /* another journal's: closed (a fork's copies are left) */
+		if (kept.lock_fd >= 0)
+			close(kept.lock_fd);
+		forget_segment();
+	}
+	kept.lock_fd = kept.seg_fd = -1;
+	kept.seq = 0;
 	if ((size_t)snprintf(lock, sizeof(lock), "%s/" LOCK_NAME, j->dir) >= sizeof(lock))
 		return -ENAMETOOLONG;
 	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -312,23 +371,71 @@ int journal_append(const struct journal *j, const char *line, size_t len, struct
 	}
 	if (fd < 0)
 		return -errno;
+	snprintf(kept.dir, sizeof(kept.dir), "%s", j->dir);
+	kept.pid = getpid();
+	kept.lock_fd = fd;
+	return fd;
+}
+
+static void forget_lock(void)
+{
+	close(kept.lock_fd);
+	kept.lock_fd = -1;
+	forget_segment();
+}
+
+/* The journal's flock, on the kept lock file: a lock file since removed
+ * (the journal wiped) is no lock for the others, who open the new one. */
+static int lock_journal(const struct journal *j)
+{
+	struct stat st;
+
+	for (int tries = 0; tries < 3; tries++) {
+		int fd = lock_file(j);
+
+		if (fd < 0)
+			return fd;
+		while (flock(fd, LOCK_EX) && errno == EINTR)
+			;
+		if (fstat(fd, &st) == 0 && st.st_nlink > 0)
+			return fd;
+		forget_lock();
+	}
+	return -ESTALE;
+}
+
+int journal_append(const struct journal *j, const char *line, size_t len, struct journal_pos *at)
+{
+	int lock, seg, sync_fd = -1, err = 0;
+
+	if (memchr(line, '\n', len))
+		return -EINVAL; /* one record, one line */
 	/* One thread of this process at a time asks for the flock: the
 	 * kernel wakes every waiter of an flock at each release, and a
 	 * hundred threads booking at once (serve at a deadline) would spend
 	 * seconds in that herd. The mutex queues them here instead. */
 	pthread_mutex_lock(&append_lock);
-	while (flock(fd, LOCK_EX) && errno == EINTR)
-		;
+	lock = lock_journal(j);
+	if (lock < 0) {
+		pthread_mutex_unlock(&append_lock);
+		return lock;
+	}
 	seg = append_locked(j, line, len, at);
-	close(fd); /* and the lock with it */
+	/* The kept fd may be replaced as soon as the lock is released: the
+	 * sync goes through a copy of it. */
+	if (seg >= 0 && (sync_fd = fcntl(seg, F_DUPFD_CLOEXEC, 0)) < 0)
+		err = fdatasync(seg) ? -errno : 0;
+	flock(lock, LOCK_UN);
 	pthread_mutex_unlock(&append_lock);
 	if (seg < 0)
 		return seg;
 	/* Synced outside the lock: concurrent executors' syncs overlap (the
 	 * filesystem commits them together) instead of queueing one by one.
 	 * Ours covers our line, written before it began. */
-	err = fdatasync(seg) ? -errno : 0;
-	close(seg);
+	if (sync_fd >= 0) {
+		err = fdatasync(sync_fd) ? -errno : 0;
+		close(sync_fd);
+	}
 	return err;
 }
 

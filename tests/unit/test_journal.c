@@ -417,6 +417,75 @@ static void test_tail_taken_back(void **s)
 	journal_cursor_close(&c);
 }
 
+/* A forked child's: `n` records <prefix><i>, then its exit (1: one failed). */
+static void child_appends(const char *prefix, int n)
+{
+	char id[64], *line;
+	struct sg_outcome o;
+	size_t len;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "%s%d", prefix, i);
+		o = outcome(id, "acme", SG_CAUSE_OK);
+		if (journal_record_encode(&o, NULL, &line, &len) ||
+		    journal_append(&j, line, len, NULL))
+			_exit(1);
+		free(line);
+	}
+	_exit(0);
+}
+
+/* This process keeps the newest segment open between appends: whatever
+ * other executors did to the journal meanwhile, its next record lands in
+ * the live newest segment and is read back. */
+static void test_kept_segment(void **s)
+{
+	struct sg_outcome o = outcome("a", "acme", SG_CAUSE_OK);
+	struct journal_pos at;
+	char path[PATH_MAX], ids[65536], cmd[PATH_MAX + 16];
+	uint64_t *seqs;
+	size_t n;
+	pid_t kid;
+	int fd, status;
+
+	setenv("SANDGUARD_JOURNAL_SEGMENT_BYTES", "4096", 1);
+	setenv("SANDGUARD_JOURNAL_KEEP", "2", 1);
+	assert_int_equal(journal_init(&j, state), 0);
+	assert_int_equal(append(&o).segment, 1); /* segment 1 kept open */
+	/* Another executor rotated: segment 2 made, empty so far. */
+	assert_int_equal(journal_segment_path(j.dir, 2, path, sizeof(path)), 0);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0640);
+	assert_true(fd >= 0);
+	close(fd);
+	o = outcome("b", "acme", SG_CAUSE_OK);
+	assert_int_equal(append(&o).segment, 2);
+	/* Another process rotates past the kept segment and prunes it. */
+	kid = fork();
+	assert_true(kid >= 0);
+	if (kid == 0)
+		child_appends("k", 100);
+	assert_int_equal(waitpid(kid, &status, 0), kid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(journal_segments(j.dir, &seqs, &n), 0);
+	assert_int_equal(n, 2);
+	assert_true(seqs[0] > 2); /* the kept segment 2 is gone */
+	o = outcome("z", "acme", SG_CAUSE_OK);
+	at = append(&o);
+	assert_int_equal(at.segment, seqs[1]);
+	free(seqs);
+	assert_true(read_ids(&(struct journal_pos){ 0, 0 }, ids, sizeof(ids), NULL) > 2);
+	assert_non_null(strstr(ids, "k99 z "));
+	/* The journal wiped (its lock file too): a new one, segment 1. */
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", j.dir);
+	assert_int_equal(system(cmd), 0);
+	o = outcome("c", "acme", SG_CAUSE_OK);
+	assert_int_equal(append(&o).segment, 1);
+	assert_int_equal(read_ids(&(struct journal_pos){ 0, 0 }, ids, sizeof(ids), NULL), 1);
+	assert_string_equal(ids, "c ");
+	snprintf(path, sizeof(path), "%s/.lock", j.dir);
+	assert_int_equal(access(path, F_OK), 0);
+}
+
 /* Executors append at once: every record whole, none lost. */
 static void test_concurrent_appends(void **s)
 {
@@ -432,18 +501,8 @@ static void test_concurrent_appends(void **s)
 		kids[k] = fork();
 		assert_true(kids[k] >= 0);
 		if (kids[k] == 0) {
-			for (int i = 0; i < EACH; i++) {
-				struct sg_outcome o;
-				snprintf(id, sizeof(id), "k%d-%d", k, i);
-				o = outcome(id, "acme", SG_CAUSE_OK);
-				char *line;
-				size_t len;
-				if (journal_record_encode(&o, NULL, &line, &len) ||
-				    journal_append(&j, line, len, NULL))
-					_exit(1);
-				free(line);
-			}
-			_exit(0);
+			snprintf(id, sizeof(id), "k%d-", k);
+			child_appends(id, EACH);
 		}
 	}
 	for (int k = 0; k < KIDS; k++) {
@@ -496,6 +555,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_append, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tail_taken_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_segment, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_appends, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_space, setup, teardown),
 	};
