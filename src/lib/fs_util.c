@@ -159,22 +159,18 @@ static int keyed_line(const char *line, const char *key, size_t klen, uint64_t *
  * few of these files for every run (cpu.stat, memory.events, ...), and
  * fopen()'s allocations and its fstat() were a tenth of what reading them
  * cost (docs/performance-executor-cost.md). */
-int fs_read_keyed(const char *dir, const char *file, const char *key, uint64_t *v)
+int fs_pread_keyed(int fd, const char *key, uint64_t *v)
 {
-	char path[PATH_MAX], buf[4096];
+	char buf[4096];
 	size_t klen = strlen(key), have = 0;
 	bool skipping = false; /* within a line longer than buf: passed over */
-	int fd, ret = 0;
+	off_t at = 0;
+	int ret = 0;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
-		return -ENAMETOOLONG;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	/* Line by line, so that a key of any length is compared whole and a
 	 * malformed line cannot hide the lines after it. */
 	while (!ret) {
-		ssize_t r = read(fd, buf + have, sizeof(buf) - 1 - have);
+		ssize_t r = pread(fd, buf + have, sizeof(buf) - 1 - have, at);
 		char *line = buf, *nl;
 
 		if (r < 0 && errno == EINTR)
@@ -183,6 +179,7 @@ int fs_read_keyed(const char *dir, const char *file, const char *key, uint64_t *
 			ret = -errno; /* EISDIR, EIO */
 			break;
 		}
+		at += r;
 		have += (size_t)r;
 		buf[have] = '\0';
 		while (!ret && (nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
@@ -204,6 +201,20 @@ int fs_read_keyed(const char *dir, const char *file, const char *key, uint64_t *
 			have = 0;
 		}
 	}
+	return ret;
+}
+
+int fs_read_keyed(const char *dir, const char *file, const char *key, uint64_t *v)
+{
+	char path[PATH_MAX];
+	int fd, ret;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = fs_pread_keyed(fd, key, v);
 	close(fd);
 	return ret;
 }

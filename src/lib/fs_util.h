@@ -39,5 +39,9 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
  * number is passed over. 1 with *v set when found, 0 when no line has the
  * key, or -errno when the file cannot be read. */
 int fs_read_keyed(const char *dir, const char *file, const char *key, uint64_t *v);
+/* The same on an open file, read from its start (pread: a kernel file such
+ * as cpu.stat is generated again at offset 0, so one descriptor serves
+ * every read). */
+int fs_pread_keyed(int fd, const char *key, uint64_t *v);
 
 #endif

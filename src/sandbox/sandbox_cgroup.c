@@ -33,19 +33,6 @@ static const char *const v1_name[SB_CTRL__COUNT] = {
 };
 
 #define CPU_PERIOD_US 100000
-/* A memory cgroup charges in batches of up to 64 pages: its usage can stop
- * short of its limit by that much when a charge fails. */
-#define CHARGE_SLACK (64 * (uint64_t)sysconf(_SC_PAGESIZE))
-
-/* A counter of a flat-keyed cgroup file such as memory.events; 0 when the
- * file or the key is missing (a kernel without that counter). */
-static uint64_t read_keyed(const char *dir, const char *file, const char *key)
-{
-	uint64_t v;
-
-	return fs_read_keyed(dir, file, key, &v) == 1 ? v : 0;
-}
-
 /* Whether <dir>/cgroup.controllers lists `ctrl`, i.e. the parent enabled it. */
 static bool v2_offers(const char *dir, const char *ctrl)
 {
@@ -267,6 +254,8 @@ static void no_fds(struct sb_cgroup *cg)
 	cg->dir_fd = cg->procs_fd = -1;
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
 		cg->tasks_fd[c] = -1;
+	for (int i = 0; i < SB_STAT__COUNT; i++)
+		cg->stat_fd[i] = -1;
 }
 
 int sb_cgroup_root(char *buf, size_t len)
@@ -336,6 +325,8 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 			tenant);
 	if (!err)
 		err = open_join_fds(cg, detail, dlen);
+	if (!err)
+		sb_cgroup_stat_open(cg);
 	if (!err && cgroup_id_of(cg->v2, &cg->id)) {
 		err = -errno;
 		snprintf(detail, dlen, "cannot stat cgroup %s: %s", cg->v2, strerror(errno));
@@ -382,75 +373,6 @@ int sb_cgroup_pids_backstop(struct sb_cgroup *cg, const struct sg_limits *lim)
 	return set_limit(pids, "pids.max", val, false, detail, sizeof(detail));
 }
 
-uint64_t sb_cgroup_oom_kills(const struct sb_cgroup *cg)
-{
-	switch (cg->where[SB_CTRL_MEMORY]) {
-	case SB_WHERE_V2:
-		return read_keyed(cg->v2, "memory.events", "oom_kill");
-	case SB_WHERE_V1:
-		return read_keyed(cg->v1[SB_CTRL_MEMORY], "memory.oom_control", "oom_kill");
-	default:
-		return 0;
-	}
-}
-
-/* A cgroup v1 file that holds one counter, such as memory.failcnt; 0 when
- * it is missing or unreadable. */
-static uint64_t read_counter(const char *dir, const char *file)
-{
-	char path[PATH_MAX], buf[32];
-	ssize_t n;
-	int fd;
-
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
-		return 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return strtoull(buf, NULL, 10);
-}
-
-uint64_t sb_cgroup_mem_limit_mark(const struct sb_cgroup *cg)
-{
-	switch (cg->where[SB_CTRL_MEMORY]) {
-	case SB_WHERE_V2:
-		return read_keyed(cg->v2, "memory.events", "oom");
-	case SB_WHERE_V1: /* the high-water marks start again from the usage */
-		write_file(cg->v1[SB_CTRL_MEMORY], "memory.max_usage_in_bytes", "0");
-		write_file(cg->v1[SB_CTRL_MEMORY], "memory.memsw.max_usage_in_bytes", "0");
-		return 0;
-	default:
-		return 0;
-	}
-}
-
-bool sb_cgroup_mem_limit_reached(const struct sb_cgroup *cg, uint64_t oom_base)
-{
-	const char *mem = cg->v1[SB_CTRL_MEMORY];
-	uint64_t limit, peak, peak_sw;
-
-	switch (cg->where[SB_CTRL_MEMORY]) {
-	case SB_WHERE_V2: /* the limit reached and an allocation about to fail */
-		return read_keyed(cg->v2, "memory.events", "oom") > oom_base;
-	case SB_WHERE_V1:
-		/* v1 keeps no such event (and its failcnt stays 0 on recent
-		 * kernels): the usage's high-water mark at the limit, or
-		 * memory + swap's at its own (the same value, charged first
-		 * where swap is accounted), within one charge batch. */
-		limit = read_counter(mem, "memory.limit_in_bytes");
-		peak = read_counter(mem, "memory.max_usage_in_bytes");
-		peak_sw = read_counter(mem, "memory.memsw.max_usage_in_bytes");
-		return limit && (peak >= limit - CHARGE_SLACK || peak_sw >= limit - CHARGE_SLACK);
-	default:
-		return true; /* no memory controller: nothing to tell them apart */
-	}
-}
-
 /* The highest CPU weight a cgroup can have (cpu.weight's 10000 on v2,
  * cpu.shares' 262144 on v1): among its tenant's sandboxes, the kernel
  * then gives it the CPU first whenever they contend. Its quota still
@@ -465,30 +387,6 @@ int sb_cgroup_cpu_favour(const struct sb_cgroup *cg, char *detail, size_t dlen)
 	default:
 		snprintf(detail, dlen, "no cpu controller for the sandbox's cgroup");
 		return -EOPNOTSUPP;
-	}
-}
-
-uint64_t sb_cgroup_cpu_throttled_us(const struct sb_cgroup *cg)
-{
-	switch (cg->where[SB_CTRL_CPU]) {
-	case SB_WHERE_V2:
-		return read_keyed(cg->v2, "cpu.stat", "throttled_usec");
-	case SB_WHERE_V1: /* nanoseconds there */
-		return read_keyed(cg->v1[SB_CTRL_CPU], "cpu.stat", "throttled_time") / 1000;
-	default:
-		return 0;
-	}
-}
-
-uint64_t sb_cgroup_pids_max_hits(const struct sb_cgroup *cg)
-{
-	switch (cg->where[SB_CTRL_PIDS]) {
-	case SB_WHERE_V2:
-		return read_keyed(cg->v2, "pids.events", "max");
-	case SB_WHERE_V1:
-		return read_keyed(cg->v1[SB_CTRL_PIDS], "pids.events", "max");
-	default:
-		return 0;
 	}
 }
 
@@ -563,6 +461,7 @@ int sb_cgroup_destroy(struct sb_cgroup *cg)
 	int err, e;
 
 	sb_cgroup_close_join_fds(cg);
+	sb_cgroup_stat_close(cg);
 	err = sb_cgroup_kill(cg, 2000);
 	if (err)
 		sg_error("cannot empty sandbox cgroup %s: %s", cg->v2, strerror(-err));

@@ -43,6 +43,20 @@ enum sb_ctrl { SB_CTRL_PIDS, SB_CTRL_MEMORY, SB_CTRL_CPU, SB_CTRL_IO, SB_CTRL__C
 
 enum sb_ctrl_where { SB_WHERE_NONE, SB_WHERE_V2, SB_WHERE_V1, SB_WHERE_RLIMIT };
 
+/* The counter files every run reads or resets, kept open for the
+ * sandbox's life (sandbox_cgroup_stat.c), on v2 or v1 where their
+ * controller is: memory.events (v1 memory.oom_control), memory.peak (v1
+ * memory.max_usage_in_bytes), v1 memory.memsw.max_usage_in_bytes,
+ * pids.events, cpu.stat. */
+enum sb_stat {
+	SB_STAT_MEM_EVENTS,
+	SB_STAT_MEM_PEAK,
+	SB_STAT_MEMSW_PEAK,
+	SB_STAT_PIDS_EVENTS,
+	SB_STAT_CPU_STAT,
+	SB_STAT__COUNT
+};
+
 struct sb_cgroup {
 	char v2[PATH_MAX];                 /* the sandbox's cgroup2 directory */
 	char v1[SB_CTRL__COUNT][PATH_MAX]; /* "" where not used */
@@ -50,6 +64,7 @@ struct sb_cgroup {
 	int dir_fd;                   /* the v2 directory: clone3(CLONE_INTO_CGROUP); -1 */
 	int procs_fd;                 /* its cgroup.procs, to join by migration; -1 */
 	int tasks_fd[SB_CTRL__COUNT]; /* v1 `tasks` files the new process joins; -1 */
+	int stat_fd[SB_STAT__COUNT];  /* enum sb_stat's files; -1 where there is none */
 	uint64_t id;                  /* cgroup2 id */
 	char root[PATH_MAX];          /* the sandguard cgroup2 root it is under */
 };
@@ -79,6 +94,11 @@ bool sb_cgroup_mem_peak_close(int fd, uint64_t *bytes);
  * or -errno with `detail` filled in; on error nothing is left behind. */
 int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		     const struct sg_policy *p, char *detail, size_t dlen);
+
+/* Open the counter files (enum sb_stat) once the cgroups are made; a
+ * missing one reads as 0. Closed by sb_cgroup_destroy(). */
+void sb_cgroup_stat_open(struct sb_cgroup *cg);
+void sb_cgroup_stat_close(struct sb_cgroup *cg);
 
 /* Shared by sandbox_cgroup*.c: mkdir (exclusive: EEXIST is an error) and
  * open of dir/file (file NULL: dir itself), close-on-exec; 0 or -errno

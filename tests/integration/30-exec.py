@@ -506,6 +506,29 @@ def t_verifier(env):
             return "three 1 s timeouts took %d ms" % elapsed
 
 
+def t_verifier_oom_in_reused_sandbox(env):
+    """Each worker's second test runs in its sandbox put back (its counter
+    files kept open since it was made, read again at offset 0): an OOM
+    there is still the test's "oom", a pass still a pass."""
+    tests = [{"input": "1 2\n", "output": "3\n"}, {"input": "3 4\n", "output": "7\n"},
+             {"input": "hog", "output": "0"}, {"input": "hog", "output": "0"},
+             {"input": "5 6\n", "output": "11\n"}]
+    path = os.path.join(env.dir, "tests-oom.json")
+    with open(path, "w") as f:
+        json.dump(tests, f)
+    rc, res, err, _ = exec_cli(env, ["--tenant", "rw-verify", "--policy-dir", env.policies,
+                                     "--tests", path, "--timeout-ms", "2000", "--batch-id", "v-oom",
+                                     "--", PYTHON, os.path.join(env.progs, "rw_sum_or_hog.py")])
+    why = expect(env, "rw-verify", rc, res, "ok", 0)
+    if why:
+        return why + ": " + err[-300:]
+    statuses = [t["status"] for t in res["tests"]]
+    if statuses != ["pass", "pass", "oom", "oom", "pass"] or res["reward"] != 0:
+        return "reward %s, tests %s" % (res["reward"], res["tests"])
+    if len({s["sandbox"] for s in res.get("sandboxes", [])}) >= len(tests):
+        return "no sandbox was reused: %s" % res.get("sandboxes")
+
+
 def t_usage(env):
     with open(os.path.join(env.dir, "batch.json"), "w") as f:
         json.dump(batch("u"), f)
@@ -574,6 +597,7 @@ CASES = [
     ("exec-require-agent-refused", t_require_agent),
     ("exec-policy-unreadable-platform", t_policy_unreadable),
     ("exec-verifier-mode", t_verifier),
+    ("exec-verifier-oom-in-reused-sandbox", t_verifier_oom_in_reused_sandbox),
     ("exec-usage-errors", t_usage),
 ]
 
