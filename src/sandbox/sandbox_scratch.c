@@ -433,52 +433,61 @@ static int keep_entry(int dfd, const char *name, const char *rel, int k, int dep
  * level's .tmp and .shm are reset_private()'s. 0 or -errno. */
 static int empty_dir(int dfd, const char *rel, int depth, struct walk *w)
 {
-	int copy = dup(dfd), err = 0;
-	char sub[PATH_MAX];
-	struct dirent *e;
-	DIR *d;
+	enum { DENTS = 4096 };
+	char sub[PATH_MAX], *buf;
+	int err = 0;
+	long n;
 
-	if (copy < 0)
-		return -errno;
-	d = fdopendir(copy);
-	if (!d) {
-		close(copy);
-		return -errno;
-	}
-	while (!err && (e = readdir(d))) {
-		const char *name = e->d_name;
-		int k = -1, fd;
+	/* getdents64 on dfd itself, not readdir() on a copy: fdopendir()'s
+	 * dup, fstat and two fcntl per directory were a third of a reset's
+	 * system calls, for every test (docs/performance-executor-cost.md).
+	 * Entries are removed between two reads, as readdir() did. The
+	 * buffer is not on the stack: the walk recurses (a serve worker's
+	 * stack is 256 KiB). Every caller opened dfd for this walk, so it
+	 * reads from the start. */
+	buf = malloc(DENTS);
+	if (!buf)
+		return -ENOMEM;
+	while (!err && (n = syscall(SYS_getdents64, dfd, buf, DENTS)) > 0) {
+		for (long off = 0; !err && off < n;) {
+			struct dirent64 *e = (struct dirent64 *)(buf + off);
+			const char *name = e->d_name;
+			int k = -1, fd;
 
-		if (!strcmp(name, ".") || !strcmp(name, "..") ||
-		    (rel && !*rel &&
-		     (!strcmp(name, SB_SCRATCH_TMP) || !strcmp(name, SB_SCRATCH_SHM) ||
-		      !strcmp(name, SB_SCRATCH_MNT))))
-			continue;
-		if (rel && w->m->n_kept) {
-			snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", name);
-			k = kept_index(w->m, sub);
-		}
-		if (k >= 0) {
-			err = keep_entry(dfd, name, sub, k, depth, w);
-			continue;
-		}
-		if (!unlinkat(dfd, name, 0) || errno == ENOENT)
-			continue;
-		if (errno != EISDIR)
-			err = -errno;
-		else if (depth >= SB_SCRATCH_RESET_DEPTH)
-			err = -EBUSY;
-		else if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-			 0)
-			err = -errno;
-		else {
-			err = empty_dir(fd, NULL, depth + 1, w);
-			close(fd);
-			if (!err && unlinkat(dfd, name, AT_REMOVEDIR))
+			off += e->d_reclen;
+			if (!strcmp(name, ".") || !strcmp(name, "..") ||
+			    (rel && !*rel &&
+			     (!strcmp(name, SB_SCRATCH_TMP) || !strcmp(name, SB_SCRATCH_SHM) ||
+			      !strcmp(name, SB_SCRATCH_MNT))))
+				continue;
+			if (rel && w->m->n_kept) {
+				snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", name);
+				k = kept_index(w->m, sub);
+			}
+			if (k >= 0) {
+				err = keep_entry(dfd, name, sub, k, depth, w);
+				continue;
+			}
+			if (!unlinkat(dfd, name, 0) || errno == ENOENT)
+				continue;
+			if (errno != EISDIR)
 				err = -errno;
+			else if (depth >= SB_SCRATCH_RESET_DEPTH)
+				err = -EBUSY;
+			else if ((fd = openat(dfd, name,
+					      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+				err = -errno;
+			else {
+				err = empty_dir(fd, NULL, depth + 1, w);
+				close(fd);
+				if (!err && unlinkat(dfd, name, AT_REMOVEDIR))
+					err = -errno;
+			}
 		}
 	}
-	closedir(d);
+	if (!err && n < 0)
+		err = -errno;
+	free(buf);
 	return err;
 }
 
@@ -527,7 +536,7 @@ int sb_scratch_mark_kept(const char *path, char (*rel)[PATH_MAX], size_t n,
  * made. The times too, because a run may set them (utimensat needs no
  * Landlock right) and the next run would read 2 x 64 bits per directory
  * from it. */
-static int restore(int fd, const struct sb_scratch_marks *m)
+static int restore(int fd, const struct stat *st, const struct sb_scratch_marks *m)
 {
 	char names[4096];
 	ssize_t len = flistxattr(fd, names, sizeof(names));
@@ -537,9 +546,14 @@ static int restore(int fd, const struct sb_scratch_marks *m)
 			return -errno;
 	if (len < 0 && errno != ENOTSUP)
 		return -errno;
-	if (fchown(fd, m->uid, m->gid) || fchmod(fd, 0700) || futimens(fd, m->times))
+	/* Owner and mode as fstat() found them before the walk (which
+	 * changes neither): set only when a run changed them. The times
+	 * always: the walk's own reads may have moved the access time. */
+	if ((st->st_uid != m->uid || st->st_gid != m->gid) && fchown(fd, m->uid, m->gid))
 		return -errno;
-	return 0;
+	if ((st->st_mode & 07777) != 0700 && fchmod(fd, 0700))
+		return -errno;
+	return futimens(fd, m->times) ? -errno : 0;
 }
 
 /* .tmp, .shm or .mnt: the very directory the sandbox's root binds,
@@ -553,7 +567,7 @@ static int reset_private(int root, const char *name, ino_t ino, struct walk *w)
 		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? -EBUSY : -errno;
 	err = fstat(fd, &st) ? -errno : st.st_ino != ino || st.st_dev != w->m->dev ? -EBUSY : 0;
 	err = err ?: empty_dir(fd, name, 1, w);
-	err = err ?: restore(fd, w->m);
+	err = err ?: restore(fd, &st, w->m);
 	close(fd);
 	return err;
 }
@@ -573,7 +587,7 @@ int sb_scratch_reset(const char *path, const struct sb_scratch_marks *m, char *d
 	err = err ?: reset_private(root, SB_SCRATCH_SHM, m->shm, &w);
 	err = err ?: reset_private(root, SB_SCRATCH_MNT, m->mnt, &w);
 	err = err ?: empty_dir(root, "", 1, &w);
-	err = err ?: restore(root, m);
+	err = err ?: restore(root, &st, m);
 	if (!err && w.seen != m->n_kept)
 		err = -EBUSY; /* something the root build made is gone */
 	close(root);

@@ -144,10 +144,10 @@ def t_interpreter_as_cold(env, ex):
 def t_nothing_crosses_tests(env, ex):
     """One sandbox (concurrency 1): test 1 leaves a file here, in /tmp and /mnt,
     a daemon, a changed global, environment and recursion limit, and the
-    times of its directories; tests 2 and 3, children of the same parent,
+    times and modes of its directories; tests 2 and 3, children of the same parent,
     see none of them."""
     warm_policy(env, "wv-state", concurrency=1)
-    tests = [("leave\n", "clean | file tmp mnt global limit env daemon times\n"), ("look\n", "clean\n"),
+    tests = [("leave\n", "clean | file tmp mnt global limit env daemon times modes\n"), ("look\n", "clean\n"),
              ("look\n", "clean\n")]
     rc, res, err = verify(env, "wv-state", "wv_state.py", tests, "state",
                                             timeout_ms=3000)

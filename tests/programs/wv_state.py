@@ -1,8 +1,9 @@
 # Warm verifier tests: nothing of one test reaches the next. Input "leave":
 # leave a file in the working directory, in /tmp and in /mnt, a daemon that
 # keeps touching /tmp/heartbeat, a changed module global, environment and
-# recursion limit, the times of the working directory, /tmp, /dev/shm and
-# /mnt (a channel of 2 x 64 bits each), then look again (the control: each is seen where it
+# recursion limit, the times and the modes of the working directory, /tmp,
+# /dev/shm and /mnt (a channel of 2 x 64 bits each, and 12 bits), then look
+# again (the control: each is seen where it
 # was left). Every test prints what it sees of an earlier one first
 # ("clean": nothing).
 import builtins
@@ -12,6 +13,7 @@ import sys
 import time
 
 MARK = 1234567890  # the times a test leaves on its directories
+MODE = 0o701  # and the mode
 SHARED_DIRS = (".", "/tmp", "/dev/shm", "/mnt")
 
 
@@ -39,6 +41,8 @@ def look():
         seen.append("daemon")
     if any(int(t) == MARK for d in SHARED_DIRS for t in (os.stat(d).st_atime, os.stat(d).st_mtime)):
         seen.append("times")
+    if any(os.stat(d).st_mode & 0o7777 == MODE for d in SHARED_DIRS):
+        seen.append("modes")
     return " ".join(seen) or "clean"
 
 
@@ -51,6 +55,7 @@ def leave():
     sys.setrecursionlimit(5000)
     for d in SHARED_DIRS:
         os.utime(d, (MARK, MARK))
+        os.chmod(d, MODE)
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
