@@ -130,6 +130,41 @@ static int write_ids(const struct pins *p, const struct sg_enroll_request *req,
 	return -errno;
 }
 
+/* The last sandbox this thread enrolled: a sandbox put back between tests
+ * is enrolled again with the same scratch, whose identity cannot have
+ * changed (its reset refuses a scratch root that is not the inode it
+ * made), so it is resolved once per sandbox, not per test. A cgroup id is
+ * never reused for another cgroup. */
+static __thread struct {
+	uint64_t cgroup_id;
+	char scratch[PATH_MAX];
+	struct sg_sandbox sb;
+} last_scratch;
+
+static int scratch_identity(const struct sg_enroll_request *req, struct sg_sandbox *sb)
+{
+	uint32_t slot = sb->tenant;
+	int root_fd, err;
+
+	if (last_scratch.cgroup_id && last_scratch.cgroup_id == req->who.cgroup_id &&
+	    !strcmp(last_scratch.scratch, req->who.scratch)) {
+		*sb = last_scratch.sb;
+		sb->tenant = slot;
+		return 0;
+	}
+	root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	err = root_fd < 0 ? -errno : sg_scratch_identity(root_fd, req->who.scratch, sb);
+	if (root_fd >= 0)
+		close(root_fd);
+	if (!err && strlen(req->who.scratch) < sizeof(last_scratch.scratch)) {
+		last_scratch.cgroup_id = req->who.cgroup_id;
+		snprintf(last_scratch.scratch, sizeof(last_scratch.scratch), "%s",
+			 req->who.scratch);
+		last_scratch.sb = *sb;
+	}
+	return err;
+}
+
 /* Write the entries for `slot`: the ids, then state, so that a program
  * that finds the sandbox finds its counters, and the agent its ids. */
 static int write_entries(const struct pins *p, const struct sg_enroll_request *req, uint32_t slot,
@@ -137,11 +172,8 @@ static int write_entries(const struct pins *p, const struct sg_enroll_request *r
 {
 	struct sg_sandbox_state st = { 0 };
 	struct sg_sandbox sb = { .tenant = slot };
-	int root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), err;
+	int err = scratch_identity(req, &sb);
 
-	err = root_fd < 0 ? -errno : sg_scratch_identity(root_fd, req->who.scratch, &sb);
-	if (root_fd >= 0)
-		close(root_fd);
 	if (err) {
 		snprintf(res->detail, sizeof(res->detail), "scratch %s: %s", req->who.scratch,
 			 strerror(-err));

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <jansson.h>
 #include "abi/events.h"
 #include "abi/maps.h"
@@ -245,6 +246,51 @@ static void test_ids(void)
 	at_sandbox_free(&sb);
 	err = sg_pinned_sandbox_ids(0, &(struct sg_sandbox_ids){ 0 });
 	at_result(err == 0, "ids: no entry for a cgroup nobody enrolled", "got %d", err);
+}
+
+/* The scratch identity each sandbox's entry carries (sg_sandboxes), 0
+ * when there is none. */
+static uint64_t entry_scratch_ino(const struct at_sandbox *sb)
+{
+	struct sg_sandbox e = { 0 };
+	uint64_t cgid = 0;
+	int fd = sg_pinned_map("sg_sandboxes");
+
+	if (fd < 0)
+		return 0;
+	if (cgroup_id_of(sb->cg, &cgid) || bpf_map_lookup_elem(fd, &cgid, &e))
+		e.scratch_ino = 0;
+	close(fd);
+	return e.scratch_ino;
+}
+
+/* An executor's thread resolves a sandbox's scratch once and keeps it for
+ * the sandbox's next enrollments: two sandboxes enrolled one after the
+ * other on one thread each carry their own scratch. */
+static void test_scratch_identity(void)
+{
+	struct sg_enroll_result res;
+	struct at_sandbox a, b;
+	struct stat sa = { 0 }, sb = { 0 };
+	uint64_t ia = 0, ib = 0;
+	bool stats;
+
+	if (at_sandbox_enroll(&env, "acme", &a, false, &res) || !res.enforced)
+		return at_result(false, "scratch identity: enrolled", "%s", res.detail);
+	if (at_sandbox_enroll(&env, "acme", &b, false, &res) || !res.enforced) {
+		at_sandbox_free(&a);
+		return at_result(false, "scratch identity: enrolled", "%s", res.detail);
+	}
+	ia = entry_scratch_ino(&a);
+	ib = entry_scratch_ino(&b);
+	stats = stat(a.scratch, &sa) == 0 && stat(b.scratch, &sb) == 0;
+	at_result(stats && ia == sa.st_ino && ib == sb.st_ino && ia != ib,
+		  "scratch identity: two sandboxes enrolled by one thread each carry their own",
+		  "entries %llu %llu, scratches %llu %llu", (unsigned long long)ia,
+		  (unsigned long long)ib, (unsigned long long)sa.st_ino,
+		  (unsigned long long)sb.st_ino);
+	at_sandbox_free(&a);
+	at_sandbox_free(&b);
 }
 
 /* The fallback's file programs are attached only while a sandbox exists
@@ -493,6 +539,7 @@ int main(int argc, char **argv)
 		test_no_pins();
 		test_verdict_kill();
 		test_ids();
+		test_scratch_identity();
 		test_on_demand();
 		test_stuck_client();
 		test_agent_down();
