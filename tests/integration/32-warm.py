@@ -266,8 +266,10 @@ def cgroup_dirs(env, tenant):
 
 
 def records(env):
+    """The in-flight records: a .tmp file is none (a record being written,
+    or a released one the executor keeps for its next record)."""
     d = os.path.join(env.run, "inflight")
-    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+    return sorted(n for n in os.listdir(d) if not n.startswith(".")) if os.path.isdir(d) else []
 
 
 def t_killed_executor(env, ex):

@@ -34,6 +34,29 @@ static bool die_before_record; /* die at die_at_call before its record is writte
 
 static size_t records_left(void);
 
+/* The names in the in-flight directory: the records (prefix NULL: those
+ * not starting with a dot), or all those starting with `prefix`, dot
+ * files included (the released records an executor keeps for reuse are
+ * .tmp files). */
+static size_t files_left(const char *prefix)
+{
+	char dir[128];
+	struct dirent *e;
+	size_t n = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/run/inflight", tmp);
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += prefix ? strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+				      !strncmp(e->d_name, prefix, strlen(prefix))
+			    : e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
 /* What the sandbox layer writes when a run starts (record_run()). */
 static void record_run(const struct sandbox_spec *spec, const char *id)
 {
@@ -145,19 +168,7 @@ static void fold_batch(const char *batch_id, struct fold *f)
 
 static size_t records_left(void)
 {
-	char dir[128];
-	struct dirent *e;
-	size_t n = 0;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "%s/run/inflight", tmp);
-	d = opendir(dir);
-	if (!d)
-		return 0;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
+	return files_left(NULL);
 }
 
 /* In a child, `fn` dies (or returns, then the child exits without any
@@ -189,6 +200,45 @@ static void run_batch(void)
 
 	assert_int_equal(exec_batch_parse(json, strlen(json), "b", &batch, err, sizeof(err)), 0);
 	exec_batch(&ctx, &batch, &res);
+}
+
+/* A batch run to its end (its records released and kept for reuse, as
+ * .tmp files), then another one during which the executor dies. */
+static void finished_then_dies(void)
+{
+	static const char json[] = "{\"batch_id\": \"b-next\", \"items\": [{\"prompt\": "
+				   "\"p\", \"completion\": \"a\"}]}";
+	struct exec_batch batch;
+	struct exec_result res;
+	char err[256];
+
+	run_batch();
+	if (files_left(".tmp-spare-") == 0 || records_left() != 0)
+		_exit(3); /* the released records were not kept, or not released */
+	assert_int_equal(exec_batch_parse(json, strlen(json), "b", &batch, err, sizeof(err)), 0);
+	exec_batch(&ctx, &batch, &res);
+}
+
+/* Records an executor released and kept are no records: dead in the next
+ * batch, it leaves that batch's record, booked once by the reaper, and
+ * nothing for the finished one; its kept files go with it. */
+static void test_kept_records_are_no_records(void **state)
+{
+	struct fold f;
+
+	(void)state;
+	record_runs = true;
+	die_at_call = 3; /* the finished batch's two attempts, then the next's first */
+	die_then_reap(finished_then_dies);
+	fold_batch("b-owed", &f);
+	assert_int_equal(f.finals, 1);
+	assert_int_equal(f.from_reaper, 0);
+	json_decref(f.lines);
+	fold_batch("b-next", &f);
+	assert_int_equal(f.finals, 1);
+	assert_true(has_text(f.final, "executor died"));
+	json_decref(f.lines);
+	assert_int_equal(files_left(""), 0);
 }
 
 /* Attempt 1 booked (retried), dead before attempt 2 ran: the final is the
@@ -363,6 +413,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_dies_between_attempts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_records_are_no_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dies_around_the_append, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dies_mid_attempt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verify_dies_mid_tests, setup, teardown),
