@@ -3,7 +3,8 @@
  *
  * Opening a pin (BPF_OBJ_GET) walks its path and makes a descriptor; an
  * executor did it ~16 times for every test (enrol, release, the verdict's
- * reads). Kept, they cost nothing; but an agent started after `agent
+ * reads). Kept, a test opens none (its check is a stat() of each pin);
+ * but an agent started after `agent
  * --cleanup` (or after its pins were removed) pins new maps, and a sandbox
  * written into the old ones would be in maps nobody reads. So before each
  * enrollment the set is checked: each pin's inode (bpffs gives every pin
@@ -14,6 +15,7 @@
  * reopening it never closes a descriptor another one is using. */
 #ifndef SG_CONTROL_PINSET_H
 #define SG_CONTROL_PINSET_H
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -47,7 +49,7 @@ struct sg_pinset {
 	dev_t dev[SG_PIN__COUNT];
 	ino_t ino[SG_PIN__COUNT]; /* 0: not pinned when opened */
 	int err[SG_PIN__COUNT];   /* why fd is -1 */
-	char root[4096];
+	char root[PATH_MAX];
 	int refs;
 };
 
