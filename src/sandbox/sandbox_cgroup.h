@@ -44,7 +44,7 @@ enum sb_ctrl { SB_CTRL_PIDS, SB_CTRL_MEMORY, SB_CTRL_CPU, SB_CTRL_IO, SB_CTRL__C
 enum sb_ctrl_where { SB_WHERE_NONE, SB_WHERE_V2, SB_WHERE_V1, SB_WHERE_RLIMIT };
 
 /* The counter files every run reads or resets, kept open for the
- * sandbox's life (sandbox_cgroup_stat.c), on v2 or v1 where their
+ * sandbox's life (sandbox_cgroup_run.c), on v2 or v1 where their
  * controller is: memory.events (v1 memory.oom_control), memory.peak (v1
  * memory.max_usage_in_bytes), v1 memory.memsw.max_usage_in_bytes,
  * pids.events, cpu.stat. */
