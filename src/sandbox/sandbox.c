@@ -199,6 +199,10 @@ static int make_cgroup(struct sandbox *sb, char *detail, size_t dlen)
 	if (err)
 		return err;
 	sb->cgroup_made = true;
+	/* Its counters, kept open for its life (sandbox_cgroup_run.c); here,
+	 * not in sb_cgroup_create(), so that the cgroup's making calls
+	 * nothing of the runs' file. */
+	sb_cgroup_stat_open(&sb->cg);
 	err = sb_cgroup_leaf_make(&sb->cg, 1, &sb->leaf, detail, dlen);
 	err = err ?: sb_enroll(sb, true, detail, dlen);
 	if (err || !sb->agent_enforced)
@@ -483,6 +487,7 @@ void sandbox_destroy(struct sandbox *sb)
 		sg_debug("sandbox %s: the agent was not told it is gone", sb->id);
 	fs_close(&sb->leaf.dir_fd);
 	fs_close(&sb->leaf.procs_fd);
+	sb_cgroup_stat_close(&sb->cg);
 	if (sb->cgroup_made)
 		cg_err = sb_cgroup_destroy(&sb->cg);
 	else

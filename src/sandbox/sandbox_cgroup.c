@@ -325,8 +325,6 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 			tenant);
 	if (!err)
 		err = open_join_fds(cg, detail, dlen);
-	if (!err)
-		sb_cgroup_stat_open(cg);
 	if (!err && cgroup_id_of(cg->v2, &cg->id)) {
 		err = -errno;
 		snprintf(detail, dlen, "cannot stat cgroup %s: %s", cg->v2, strerror(errno));
@@ -461,7 +459,6 @@ int sb_cgroup_destroy(struct sb_cgroup *cg)
 	int err, e;
 
 	sb_cgroup_close_join_fds(cg);
-	sb_cgroup_stat_close(cg);
 	err = sb_cgroup_kill(cg, 2000);
 	if (err)
 		sg_error("cannot empty sandbox cgroup %s: %s", cg->v2, strerror(-err));

@@ -96,7 +96,8 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		     const struct sg_policy *p, char *detail, size_t dlen);
 
 /* Open the counter files (enum sb_stat) once the cgroups are made; a
- * missing one reads as 0. Closed by sb_cgroup_destroy(). */
+ * missing one reads as 0. The sandbox opens them after
+ * sb_cgroup_create() and closes them before sb_cgroup_destroy(). */
 void sb_cgroup_stat_open(struct sb_cgroup *cg);
 void sb_cgroup_stat_close(struct sb_cgroup *cg);
 
