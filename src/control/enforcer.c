@@ -66,8 +66,9 @@ static int kill_verdict(void *ctx, uint64_t cgroup_id, int *rule, int timeout_ms
 	return agent_kill_verdict(ctx, cgroup_id, rule, timeout_ms);
 }
 
-/* The kernel's record of a sandbox, read in the kept maps it was enrolled
- * in (pinset.h): `read` on its sg_state, or the error of opening it. */
+/* The kernel's record of a sandbox, read in the kept maps of the last
+ * check (pinset.h: not necessarily the set it was enrolled in, after an
+ * agent's --cleanup): `read` on its sg_state, or the error of opening it. */
 static int on_state(uint64_t cgroup_id, int *rule, int (*read)(int, uint64_t, int *))
 {
 	struct sg_pinset *set = sg_pinset_get(false);

@@ -55,7 +55,11 @@ struct sg_pinset {
 
 /* The current set, counted (sg_pinset_put() it). `check`: first make
  * sure it is still what is pinned (an enrollment); without it, the set
- * of the last check (a release or a read of a sandbox enrolled in it).
+ * of the last check, by any thread (a release or a read of a sandbox's
+ * record). A sandbox enrolled in maps an agent has since replaced (after
+ * `agent --cleanup`) is then read and released in the new ones, as when
+ * every operation opened the pins by path: keeping each sandbox's own set
+ * is not done (docs/performance-executor-cost.md).
  * NULL only when out of memory. */
 struct sg_pinset *sg_pinset_get(bool check);
 void sg_pinset_put(struct sg_pinset *s);

@@ -1,5 +1,6 @@
 /* The node's idle CPU time (see src/lib/node_idle.h). */
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -10,7 +11,14 @@
 /* /proc/stat, opened once per process and read again from offset 0 with
  * pread (procfs generates it afresh for a read at 0): a test's start
  * reads it, and its open and stdio cost more than the parse. The fd is
- * shared by threads; each pread is whole under the file's own lock. */
+ * shared by threads, and so is the one snapshot procfs keeps for it: a
+ * read at offset 0 makes a new one, a read further on continues the
+ * newest. Where the per-CPU lines outgrow one pread (about 70 CPUs),
+ * another thread's read from 0 between two of ours would stitch one CPU's
+ * line from two snapshots, a wrong idle time that decides whether a
+ * timeout gets its confirmation run: so a whole read holds read_lock. */
+static pthread_mutex_t read_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int stat_fd(void)
 {
 	static int fd = -1;
@@ -43,20 +51,14 @@ static void add_cpu(const char *line, const cpu_set_t *set, long hz, struct node
 	s->cpus++;
 }
 
-void node_idle_read(struct node_idle *s)
+/* The per-CPU lines come first; reading stops at the first line that is
+ * not one (the long "intr" line is never parsed). */
+static void read_cpu_lines(int fd, const cpu_set_t *set, long hz, struct node_idle *s)
 {
-	long hz = sysconf(_SC_CLK_TCK);
 	char buf[4096];
 	size_t have = 0;
 	off_t at = 0;
-	cpu_set_t set;
-	int fd;
 
-	memset(s, 0, sizeof(*s));
-	if (hz <= 0 || sched_getaffinity(0, sizeof(set), &set) || (fd = stat_fd()) < 0)
-		return;
-	/* The per-CPU lines come first; reading stops at the first line
-	 * that is not one (the long "intr" line is never parsed). */
 	for (;;) {
 		ssize_t n = pread(fd, buf + have, sizeof(buf) - 1 - have, at);
 		char *line = buf, *nl;
@@ -72,7 +74,7 @@ void node_idle_read(struct node_idle *s)
 				s->known = s->cpus > 0;
 				return;
 			}
-			add_cpu(line, &set, hz, s);
+			add_cpu(line, set, hz, s);
 			line = nl + 1;
 		}
 		have -= (size_t)(line - buf);
@@ -81,6 +83,20 @@ void node_idle_read(struct node_idle *s)
 			return; /* a line longer than any cpu line: not /proc/stat */
 	}
 	s->known = s->cpus > 0;
+}
+
+void node_idle_read(struct node_idle *s)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	cpu_set_t set;
+	int fd;
+
+	memset(s, 0, sizeof(*s));
+	if (hz <= 0 || sched_getaffinity(0, sizeof(set), &set) || (fd = stat_fd()) < 0)
+		return;
+	pthread_mutex_lock(&read_lock);
+	read_cpu_lines(fd, &set, hz, s);
+	pthread_mutex_unlock(&read_lock);
 }
 
 bool node_idle_between(const struct node_idle *a, const struct node_idle *b, uint64_t *idle_ms)

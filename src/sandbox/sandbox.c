@@ -412,9 +412,7 @@ static int prepare_once(const struct sandbox_spec *spec, struct sandbox **out, i
 	sb->owner = pthread_self();
 	sb->interp_ops = interp_hook;
 	sb->leaf.dir_fd = sb->leaf.procs_fd = -1;
-	for (int c = 0; c < SB_CTRL__COUNT; c++)
-		sb->cg.tasks_fd[c] = -1;
-	sb->cg.dir_fd = sb->cg.procs_fd = -1;
+	sb_cgroup_no_fds(&sb->cg);
 	err = make_scratch(sb, slot_wait(spec), detail, dlen);
 	err = err ?: make_cgroup(sb, detail, dlen);
 	err = err ?: make_layers(sb, detail, dlen);

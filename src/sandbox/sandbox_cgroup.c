@@ -249,7 +249,7 @@ void sb_cgroup_close_join_fds(struct sb_cgroup *cg)
 		fs_close(&cg->tasks_fd[c]);
 }
 
-static void no_fds(struct sb_cgroup *cg)
+void sb_cgroup_no_fds(struct sb_cgroup *cg)
 {
 	cg->dir_fd = cg->procs_fd = -1;
 	for (int c = 0; c < SB_CTRL__COUNT; c++)
@@ -272,7 +272,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	int err;
 
 	memset(cg, 0, sizeof(*cg));
-	no_fds(cg);
+	sb_cgroup_no_fds(cg);
 	err = sandguard_root(root, sizeof(cg->root), true);
 	if (err) {
 		snprintf(detail, dlen, "cannot create the sandguard cgroup root: %s",

@@ -95,6 +95,11 @@ bool sb_cgroup_mem_peak_close(int fd, uint64_t *bytes);
 int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 		     const struct sg_policy *p, char *detail, size_t dlen);
 
+/* Every descriptor of cg marked as none (-1): what a sandbox's cgroup
+ * holds before sb_cgroup_create(), so that a sandbox that fails before it
+ * closes nothing of anyone else's (a zeroed one would close fd 0). */
+void sb_cgroup_no_fds(struct sb_cgroup *cg);
+
 /* Open the counter files (enum sb_stat) once the cgroups are made; a
  * missing one reads as 0. The sandbox opens them after
  * sb_cgroup_create() and closes them before sb_cgroup_destroy(). */

@@ -9,6 +9,7 @@
  * cold run carries its why, and the state it made in a sandbox is ended
  * with the sandbox. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -296,6 +297,49 @@ static void test_zero_enforcer_refused(void **state)
 	sandbox_result_free(&res);
 }
 
+/* A sandbox that fails before its cgroups exist (here: a scratch root that
+ * is a file) closes none of the process's descriptors on its way out:
+ * its cgroup's descriptors start as none, not 0 (the review's find: a
+ * zeroed counter set closed fd 0 five times, and in a threaded executor
+ * whatever another thread had opened as 0 next). */
+static void test_failed_start_closes_nothing_of_ours(void **state)
+{
+	struct sandbox_result res;
+	struct env *e = *state;
+	char saved[sizeof(e->policy.scratch_root)], saved_file[PATH_MAX];
+	struct stat before, after;
+	int p[2], keep0, fd;
+
+	if (!e)
+		skip();
+	/* fd 0 is a pipe of ours for the test's length, whatever stdin was */
+	keep0 = dup(0);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(dup2(p[0], 0), 0);
+	assert_int_equal(fstat(0, &before), 0);
+	memcpy(saved, e->policy.scratch_root, sizeof(saved));
+	snprintf(e->policy.scratch_root, sizeof(e->policy.scratch_root), "%s/a-file/scratch",
+		 e->dir);
+	snprintf(saved_file, sizeof(saved_file), "%s/a-file", e->dir);
+	fd = open(saved_file, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_true(run(e, (struct sb_enforcer){ .none = true }, "exit 0", &res) < 0);
+	sandbox_result_free(&res);
+	memcpy(e->policy.scratch_root, saved, sizeof(saved));
+	unlink(saved_file);
+	assert_int_equal(fstat(0, &after), 0);
+	assert_int_equal(after.st_ino, before.st_ino);
+	assert_int_equal(fcntl(p[0], F_GETFD), 0); /* the pipe's own fds too */
+	assert_int_equal(fcntl(p[1], F_GETFD), 0);
+	if (keep0 >= 0) {
+		dup2(keep0, 0);
+		close(keep0);
+	}
+	close(p[0]);
+	close(p[1]);
+}
+
 static void test_enforcer_asked_and_obeyed(void **state)
 {
 	struct sandbox_result res;
@@ -370,6 +414,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_runs_with_no_enforcer),
 		cmocka_unit_test(test_zero_enforcer_refused),
+		cmocka_unit_test(test_failed_start_closes_nothing_of_ours),
 		cmocka_unit_test(test_enforcer_asked_and_obeyed),
 		cmocka_unit_test(test_interp_hook_asked),
 	};
