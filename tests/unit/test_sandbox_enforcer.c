@@ -252,7 +252,23 @@ static int env_teardown(void **state)
 
 	if (!e)
 		return 0;
-	rmdir(e->cg); /* its tenants' cgroups went with their sandboxes */
+	/* Its sandboxes' cgroups went with them; the tenant's stays (as on a
+	 * node) and goes here, on v2 and on each v1 controller. */
+	static const char *const v1[] = { "cpu", "memory", "pids", "blkio" };
+	const char *base = strrchr(e->cg, '/') + 1;
+	char mnt[PATH_MAX], path[PATH_MAX * 2];
+
+	snprintf(path, sizeof(path), "%s/unit-enforcer", e->cg);
+	rmdir(path);
+	rmdir(e->cg);
+	for (size_t i = 0; i < sizeof(v1) / sizeof(*v1); i++) {
+		if (cgroup_v1_mount(v1[i], mnt, sizeof(mnt)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/unit-enforcer", mnt, base);
+		rmdir(path);
+		snprintf(path, sizeof(path), "%s/%s", mnt, base);
+		rmdir(path);
+	}
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->dir);
 	return system(cmd) == 0 ? 0 : -1;
 }
