@@ -147,6 +147,31 @@ static struct {
 	} s[SPARES];
 } spares = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* This process's kept files unlinked (spares.lock held); a forked
+ * child's inherited list is its parent's, and left alone. */
+static void spares_drop_locked(void)
+{
+	for (unsigned i = 0; spares.pid == getpid() && i < spares.n; i++) {
+		unlink(spares.s[i].path);
+		close(spares.s[i].fd);
+	}
+	spares.n = 0;
+}
+
+/* The kept files go with an orderly exit: a one-shot `sandguard exec`
+ * would otherwise leave its spares to the next run's reaper, and the
+ * in-flight directory would never be empty between runs. A killed
+ * process's are the reaper's. The pid is checked before the lock: a
+ * child forked while another thread held it must not wait on it. */
+static void spares_drop_at_exit(void)
+{
+	if (spares.pid != getpid())
+		return;
+	pthread_mutex_lock(&spares.lock);
+	spares_drop_locked();
+	pthread_mutex_unlock(&spares.lock);
+}
+
 /* A kept file of `dir` (locked, still linked under a .tmp name) now
  * holding `text`: its fd with *tmp its name, or -1 when none is kept. */
 static int spare_take(const char *dir, const char *text, char *tmp, size_t tmp_len)
@@ -184,11 +209,11 @@ static int spare_keep(const char *path, int fd)
 	*slash = '\0';
 	pthread_mutex_lock(&spares.lock);
 	if (spares.pid != getpid() || strcmp(spares.dir, dir)) {
-		for (unsigned i = 0; spares.pid == getpid() && i < spares.n; i++) {
-			unlink(spares.s[i].path);
-			close(spares.s[i].fd);
-		}
-		spares.n = 0;
+		spares_drop_locked();
+		if (spares.pid != getpid() && atexit(spares_drop_at_exit))
+			sg_debug(
+				"in-flight records: no exit handler: %s's spares wait for a reaper",
+				dir);
 		spares.pid = getpid();
 		snprintf(spares.dir, sizeof(spares.dir), "%s", dir);
 	}

@@ -241,6 +241,39 @@ static void test_kept_records_are_no_records(void **state)
 	assert_int_equal(files_left(""), 0);
 }
 
+/* An executor that ends in order (exit(), a one-shot `sandguard exec`)
+ * takes its kept files with it: the in-flight directory is empty after it,
+ * with no reaper (chaos's check: a final CLI run left two .tmp-spare files). */
+static void test_orderly_exit_leaves_no_files(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	record_runs = true;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		run_batch();
+		_exit(files_left(".tmp-spare-") ? 0 : 3); /* kept while it runs */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(files_left(".tmp-spare-") > 0); /* _exit: the reaper's */
+	assert_true(exec_reap_orphans(NULL) >= 0);
+	assert_int_equal(files_left(""), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		run_batch();
+		exit(0); /* in order: its atexit handler runs */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(files_left(""), 0);
+}
+
 /* Attempt 1 booked (retried), dead before attempt 2 ran: the final is the
  * one the record owed between the two, booked by the reaper. */
 static void test_dies_between_attempts(void **state)
@@ -414,6 +447,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_dies_between_attempts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_records_are_no_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_orderly_exit_leaves_no_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dies_around_the_append, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dies_mid_attempt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verify_dies_mid_tests, setup, teardown),
