@@ -158,12 +158,13 @@ static void spares_drop_locked(void)
 	spares.n = 0;
 }
 
-/* The kept files go with an orderly exit: a one-shot `sandguard exec`
- * would otherwise leave its spares to the next run's reaper, and the
- * in-flight directory would never be empty between runs. A killed
- * process's are the reaper's. The pid is checked before the lock: a
- * child forked while another thread held it must not wait on it. */
-static void spares_drop_at_exit(void)
+/* The kept files go with an orderly exit (atexit, and `sandguard exec`'s
+ * _exit() calls it): a one-shot run would otherwise leave its spares to
+ * the next run's reaper, and the in-flight directory would never be empty
+ * between runs. A killed process's are the reaper's. The pid is checked
+ * before the lock: a child forked while another thread held it must not
+ * wait on it. */
+void sb_records_drop_kept(void)
 {
 	if (spares.pid != getpid())
 		return;
@@ -210,7 +211,7 @@ static int spare_keep(const char *path, int fd)
 	pthread_mutex_lock(&spares.lock);
 	if (spares.pid != getpid() || strcmp(spares.dir, dir)) {
 		spares_drop_locked();
-		if (spares.pid != getpid() && atexit(spares_drop_at_exit))
+		if (spares.pid != getpid() && atexit(sb_records_drop_kept))
 			sg_debug(
 				"in-flight records: no exit handler: %s's spares wait for a reaper",
 				dir);

@@ -128,4 +128,9 @@ typedef int (*sb_orphan_fn)(const struct sb_record *rec, const char *id, bool fi
  * cgroup cannot be emptied stays for the next pass (it is not booked yet). */
 int sb_records_reap(sb_orphan_fn fn, void *arg);
 
+/* Unlink the released records' files this process keeps for reuse: at an
+ * orderly exit (registered with atexit when the first is kept; a caller
+ * that leaves with _exit() calls it first). */
+void sb_records_drop_kept(void);
+
 #endif

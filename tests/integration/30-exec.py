@@ -38,6 +38,12 @@ def t_good(env):
         return "unexpected result %s" % res
     if res["tenant"] != "rw-skip" or res["batch_id"] != "good-1":
         return "wrong identity in %s" % res
+    # A run that ended in order leaves no in-flight file, not even the
+    # released records' files it kept for reuse (.tmp-spare-*).
+    inflight = os.path.join(env.run, "inflight")
+    left = sorted(os.listdir(inflight)) if os.path.isdir(inflight) else []
+    if left:
+        return "in-flight files left after the run: %s" % left[:5]
 
 
 def t_stopped_before_booking(env):
