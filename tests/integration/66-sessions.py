@@ -370,10 +370,16 @@ def case_serve_killed(agent, serve):
         finals = [r for r in recs if r["final"]]
         if len(finals) != 1 or finals[0]["class"] != "platform" or finals[0].get("session_end") != "platform":
             return "after a killed serve: %r" % recs
+        # Its cgroup and scratch go with its sandbox's record, which the
+        # reaper may take after the run record that owed the final (the
+        # directory's order): within the same deadline, not before it.
         cg = os.path.join(agent.env["SANDGUARD_CGROUP_ROOT"], TENANT, sandbox)
+        scratch = os.path.join(agent.scratch, TENANT, sandbox)
+        while (os.path.exists(cg) or os.path.exists(scratch)) and time.time() < deadline:
+            time.sleep(0.2)
         if os.path.exists(cg):
             return "its cgroup is left: %s" % cg
-        if os.path.exists(os.path.join(agent.scratch, TENANT, sandbox)):
+        if os.path.exists(scratch):
             return "its scratch is left"
     finally:
         serve2.stop()
