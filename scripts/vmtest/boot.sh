@@ -35,12 +35,12 @@ rm -f "$outdir/console.log" "$outdir/results.log" "$outdir/status"
 start=$(date +%s.%N)
 set +e
 timeout --kill-after=10 "$timeout_s" \
-    qemu-system-x86_64 -accel tcg -cpu "${VMTEST_CPU:-max,-cx16}" \
+    qemu-system-x86_64 -accel tcg,thread=single -cpu "${VMTEST_CPU:-max,-cx16}" \
         -m "${VMTEST_MEM:-1024}" -smp "${VMTEST_SMP:-2}" \
         -nographic -monitor none -nic none -no-reboot \
         -serial "file:$outdir/console.log" -serial "file:$outdir/results.log" \
         -kernel "$vmlinuz" -initrd "$initrd" \
-        -append "console=ttyS0 quiet panic=-1 lsm=landlock,lockdown,yama,bpf ${VMTEST_APPEND:-}" \
+        -append "console=ttyS0 quiet loglevel=5 softlockup_all_cpu_backtrace=1 panic=-1 lsm=landlock,lockdown,yama,bpf vmtest_watchdog=$((timeout_s * 9 / 10)) ${VMTEST_APPEND:-}" \
         </dev/null >"$outdir/qemu.log" 2>&1
 rc=$?
 set -e

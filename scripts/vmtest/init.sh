@@ -60,12 +60,41 @@ try_mount devpts /dev/pts
 # No NIC: loopback is the guest's only network.
 ip link set lo up
 
+# A payload that hangs is killed by the host's timeout, and all the host
+# keeps is the console. So before that timeout (vmtest_watchdog=SECONDS on
+# the kernel command line, from boot.sh) the guest says what is stuck: a
+# FAIL line on the results channel naming each process with its state and
+# where it waits in the kernel, and every task's kernel stack on the
+# console (sysrq t), to read in console.log.
+watchdog() {
+    after=$(sed -n 's/.*vmtest_watchdog=\([0-9]*\).*/\1/p' /proc/cmdline)
+    [ -n "$after" ] || return 0
+    sleep "$after"
+    stuck=
+    for d in /proc/[0-9]*; do
+        pid=${d#/proc/}
+        [ "$pid" = $$ ] && continue
+        cmd=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null | cut -c1-80)
+        [ -n "$cmd" ] || continue # a kernel thread
+        state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "$d/status" 2>/dev/null)
+        # (wchan reads 0 on these kernels: the stack's top says where.)
+        where=$(sed -n '1s/^[^]]*] \([^+]*\).*/\1/p' "$d/stack" 2>/dev/null)
+        stuck="$stuck [$pid $state ${where:-?}: $cmd]"
+        echo "vmtest-watchdog: $pid $state ${where:-?}: $cmd" >&2
+        cat "$d/stack" >&2 2>/dev/null
+    done
+    echo 8 > /proc/sys/kernel/printk # past "quiet": the dump reaches the console
+    echo t > /proc/sysrq-trigger 2>/dev/null
+    echo "FAIL: watchdog: the payload still runs after $after s; processes:$stuck" > "$results"
+}
+
 if [ ! -c "$results" ]; then
     echo "vmtest-init: no $results: results cannot reach the host"
 else
     # Raw: no \n -> \r\n translation on the results channel.
     stty -F "$results" raw -echo 2>/dev/null
     cd /tmp || cd /
+    watchdog &
     {
         echo "VMTEST-BOOTED: $(uname -r) $(cut -d' ' -f1 /proc/uptime)"
         for m in $failed_mounts; do

@@ -178,14 +178,45 @@ int at_agent_start(struct at_env *env)
 	return -ETIMEDOUT;
 }
 
+/* Each thread's kernel stack on our stderr (the console log, in the VM
+ * matrix): where a process that does not stop is waiting. */
+static void dump_stacks(pid_t pid)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd),
+		 "for t in /proc/%d/task/*; do echo \"-- $t\"; cat $t/stack; done >&2", (int)pid);
+	if (system(cmd) != 0)
+		fprintf(stderr, "agent_test: no stacks for %d\n", (int)pid);
+}
+
+/* SIGTERM, and the agent's exit status. An agent that has not stopped
+ * within AT_STOP_MS is a failure, not a test that waits forever (the VM
+ * matrix would lose every later result): its stacks are logged, and it is
+ * killed. */
+#define AT_STOP_MS 30000
+
 int at_agent_stop(struct at_env *env)
 {
+	long deadline = now_ms() + AT_STOP_MS;
 	int st = 0;
 
 	if (env->agent <= 0)
 		return 0;
 	kill(env->agent, SIGTERM);
-	waitpid(env->agent, &st, 0);
+	while (waitpid(env->agent, &st, WNOHANG) == 0) {
+		if (now_ms() > deadline) {
+			dump_stacks(env->agent);
+			at_result(
+				false, "agent: SIGTERM stops the agent",
+				"pid %d still runs %d ms after SIGTERM (its stacks are on stderr)",
+				(int)env->agent, AT_STOP_MS);
+			kill(env->agent, SIGKILL);
+			waitpid(env->agent, &st, 0);
+			break;
+		}
+		usleep(20000);
+	}
 	env->agent = 0;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

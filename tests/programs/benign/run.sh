@@ -65,7 +65,19 @@ agent_pid=
 
 cleanup() {
     if [ -n "$agent_pid" ]; then
+        # SIGTERM stops the agent; one that still runs after 30 s is a
+        # failure (its stacks on stderr), not a run that waits forever.
         kill "$agent_pid" 2>/dev/null
+        i=0
+        while kill -0 "$agent_pid" 2>/dev/null && [ $i -lt 300 ]; do
+            [ -z "$(sed -n 's/^State:[[:space:]]*Z.*/z/p' "/proc/$agent_pid/status" 2>/dev/null)" ] || break
+            sleep 0.1; i=$((i + 1))
+        done
+        if [ $i -ge 300 ]; then
+            for t in /proc/"$agent_pid"/task/*; do echo "-- $t"; cat "$t/stack"; done >&2 2>/dev/null
+            fail "benign (agent $agent)" "the agent still runs 30 s after SIGTERM (its stacks on stderr)"
+            kill -9 "$agent_pid" 2>/dev/null
+        fi
         wait "$agent_pid" 2>/dev/null
         "$sg" agent --cleanup >/dev/null 2>&1
     fi
