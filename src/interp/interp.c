@@ -55,7 +55,7 @@ static struct sb_interp *state_of(struct sandbox *sb)
 	if (!w)
 		return NULL;
 	w->sock = -1;
-	w->home.dir_fd = w->home.procs_fd = -1;
+	sb_cgroup_leaf_init(&w->home);
 	sandbox_interp_set(sb, w);
 	return w;
 }
@@ -348,8 +348,7 @@ static int check(struct sandbox *sb, char *detail, size_t dlen)
 static void end(struct sb_interp *w)
 {
 	fs_close(&w->sock);
-	fs_close(&w->home.dir_fd);
-	fs_close(&w->home.procs_fd);
+	sb_cgroup_leaf_close(&w->home);
 	free(w);
 }
 

@@ -260,21 +260,15 @@ static int events_empty(int fd)
 	return -1;
 }
 
-/* Kill (through kill_fd, the cgroup's cgroup.kill opened once for every
- * pass; else, -1, SIGKILL to each task) until the cgroup is empty or gone,
- * for at most timeout_ms. Closes kill_fd. */
-static int kill_until_empty(const char *path, int timeout_ms, int kill_fd)
+/* Kill (through kill_fd, the cgroup's cgroup.kill, written on every pass;
+ * else, -1, SIGKILL to each task) until the cgroup is empty or gone, for
+ * at most timeout_ms. ev is its cgroup.events, or -1. Both descriptors are
+ * the caller's: they are never closed here. */
+static int kill_until_empty(const char *path, int timeout_ms, int kill_fd, int ev)
 {
 	uint64_t deadline = clock_ms(CLOCK_MONOTONIC) + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-	char p[PATH_MAX];
-	int err, ev = -1, early = 0, empty;
+	int err, early = 0, empty;
 
-	/* v2: the kernel notifies a poller of cgroup.events when "populated"
-	 * flips, so the wait between passes ends as soon as the last task is
-	 * gone instead of at the next 1 ms tick (on the way to a cold
-	 * `sandguard exec`'s exit). Passes still come at least every 1 ms. */
-	if ((size_t)snprintf(p, sizeof(p), "%s/cgroup.events", path) < sizeof(p))
-		ev = open(p, O_RDONLY | O_CLOEXEC);
 	for (;;) {
 		/* A fork racing a pass is caught by the next one. */
 		err = kill_fd < 0                       ? kill_tree(path, 0)
@@ -285,7 +279,6 @@ static int kill_until_empty(const char *path, int timeout_ms, int kill_fd)
 		if (err && kill_fd >= 0) {
 			sg_warn("cgroup.kill on %s: %s; killing each task instead", path,
 				strerror(-err));
-			close(kill_fd);
 			kill_fd = -1;
 			continue;
 		}
@@ -304,17 +297,41 @@ static int kill_until_empty(const char *path, int timeout_ms, int kill_fd)
 		}
 		/* A change that was not the emptying (the freezer's "frozen"):
 		 * a few are fine; more, and the file is not worth polling. */
-		if (poll(&(struct pollfd){ .fd = ev, .events = POLLPRI }, 1, 1) > 0 &&
-		    ++early > 8) {
-			close(ev);
+		if (poll(&(struct pollfd){ .fd = ev, .events = POLLPRI }, 1, 1) > 0 && ++early > 8)
 			ev = -1;
-		}
 	}
+	return err == -ENOENT || err == -ENODEV ? 0 : err;
+}
+
+/* <path>/<file>, opened; -1 when it cannot be. */
+static int open_in(const char *path, const char *file, int flags)
+{
+	char p[PATH_MAX];
+
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", path, file) >= sizeof(p))
+		return -1;
+	return open(p, flags | O_CLOEXEC);
+}
+
+/* v2: the kernel notifies a poller of cgroup.events when "populated" flips,
+ * so the wait between passes ends as soon as the last task is gone instead
+ * of at the next 1 ms tick (on the way to a cold `sandguard exec`'s exit).
+ * Passes still come at least every 1 ms. */
+static int kill_opening_events(const char *path, int timeout_ms, int kill_fd)
+{
+	int ev = open_in(path, "cgroup.events", O_RDONLY), err;
+
+	err = kill_until_empty(path, timeout_ms, kill_fd, ev);
 	if (ev >= 0)
 		close(ev);
-	if (kill_fd >= 0)
-		close(kill_fd);
-	return err == -ENOENT || err == -ENODEV ? 0 : err;
+	return err;
+}
+
+int cgroup_kill_held(const char *path, int kill_fd, int events_fd, int timeout_ms)
+{
+	if (kill_fd < 0)
+		return cgroup_kill(path, timeout_ms); /* no cgroup.kill: the freezer's way */
+	return kill_until_empty(path, timeout_ms, kill_fd, events_fd);
 }
 
 int cgroup_kill_by_freezing(const char *path, int timeout_ms)
@@ -323,7 +340,7 @@ int cgroup_kill_by_freezing(const char *path, int timeout_ms)
 	 * a frozen task still dies of SIGKILL. Where there is no freezer (a
 	 * v1 hierarchy), the passes race the forks and win in the end. */
 	bool frozen = write_file(path, "cgroup.freeze", "1") == 0;
-	int err = kill_until_empty(path, timeout_ms, -1);
+	int err = kill_opening_events(path, timeout_ms, -1);
 
 	/* Not empty in time: it stays frozen, its tasks cannot run. */
 	if (frozen && !err)
@@ -333,14 +350,13 @@ int cgroup_kill_by_freezing(const char *path, int timeout_ms)
 
 int cgroup_kill(const char *path, int timeout_ms)
 {
-	char p[PATH_MAX];
-	int fd = -1;
-
 	/* Opened once for every pass (it is on each run's path), where
 	 * cgroup_kill_supported() would only look for it. */
-	if ((size_t)snprintf(p, sizeof(p), "%s/cgroup.kill", path) < sizeof(p))
-		fd = open(p, O_WRONLY | O_CLOEXEC);
-	if (fd >= 0)
-		return kill_until_empty(path, timeout_ms, fd);
-	return cgroup_kill_by_freezing(path, timeout_ms);
+	int fd = open_in(path, "cgroup.kill", O_WRONLY), err;
+
+	if (fd < 0)
+		return cgroup_kill_by_freezing(path, timeout_ms);
+	err = kill_opening_events(path, timeout_ms, fd);
+	close(fd);
+	return err;
 }

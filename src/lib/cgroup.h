@@ -31,6 +31,11 @@ int cgroup_kill(const char *path, int timeout_ms);
  * SIGKILL each task of it and of its descendants until it is empty, thaw.
  * cgroup_kill() uses it where cgroup.kill is missing. */
 int cgroup_kill_by_freezing(const char *path, int timeout_ms);
+/* cgroup_kill() through the caller's open cgroup.kill and cgroup.events
+ * (either may be -1; with no cgroup.kill, cgroup_kill() by path): a
+ * cgroup killed again and again (a run's, at each run's end) spares the
+ * opens. The descriptors stay open. */
+int cgroup_kill_held(const char *path, int kill_fd, int events_fd, int timeout_ms);
 bool cgroup_kill_supported(const char *path);
 bool cgroup_is_empty(const char *path);
 int cgroup_count_procs(const char *path, const char *file /* "cgroup.procs" or "cgroup.threads" */);

@@ -11,7 +11,7 @@
 
 /* "some avg10=.. avg60=.. avg300=.. total=N" of cpu.pressure, in us. By
  * read(), not stdio: it is read after every run. */
-static bool psi_some(const char *dir, uint64_t *total)
+static bool psi_some(const char *dir, int dir_fd, uint64_t *total)
 {
 	char path[PATH_MAX], line[256];
 	const char *t;
@@ -20,7 +20,8 @@ static bool psi_some(const char *dir, uint64_t *total)
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/cpu.pressure", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = dir_fd >= 0 ? openat(dir_fd, "cpu.pressure", O_RDONLY | O_CLOEXEC)
+			 : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	n = read(fd, line, sizeof(line) - 1);
@@ -66,12 +67,15 @@ static bool live_run_delay(const char *dir, uint64_t *us)
 	return any;
 }
 
-void cgroup_cpu_read(const char *dir, struct cgroup_cpu_stats *st)
+void cgroup_cpu_read(const char *dir, int dir_fd, int cpu_stat_fd, struct cgroup_cpu_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	if (!dir || !dir[0])
 		return;
-	st->usage_known = fs_read_keyed(dir, "cpu.stat", "usage_usec", &st->usage_us) == 1;
-	st->wait_from_psi = psi_some(dir, &st->wait_us);
+	st->usage_known = (cpu_stat_fd >= 0
+				   ? fs_pread_keyed(cpu_stat_fd, "usage_usec", &st->usage_us)
+				   : fs_read_keyed(dir, "cpu.stat", "usage_usec", &st->usage_us)) ==
+			  1;
+	st->wait_from_psi = psi_some(dir, dir_fd, &st->wait_us);
 	st->wait_known = st->wait_from_psi || live_run_delay(dir, &st->wait_us);
 }

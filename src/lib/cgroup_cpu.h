@@ -30,7 +30,9 @@ struct cgroup_cpu_stats {
 };
 
 /* Read both for the cgroup2 directory `dir` (a run's cgroup), before it
- * is emptied (schedstat needs live tasks). */
-void cgroup_cpu_read(const char *dir, struct cgroup_cpu_stats *st);
+ * is emptied (schedstat needs live tasks). dir_fd (the directory, open)
+ * and cpu_stat_fd (its cpu.stat, open; read from offset 0) spare the walks
+ * of the path; either may be -1. */
+void cgroup_cpu_read(const char *dir, int dir_fd, int cpu_stat_fd, struct cgroup_cpu_stats *st);
 
 #endif

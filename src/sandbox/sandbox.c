@@ -411,7 +411,7 @@ static int prepare_once(const struct sandbox_spec *spec, struct sandbox **out, i
 	sb->slot.lock_fd = sb->landlock_fd = sb->ctl = sb->pre = sb->scratch_fd = -1;
 	sb->owner = pthread_self();
 	sb->interp_ops = interp_hook;
-	sb->leaf.dir_fd = sb->leaf.procs_fd = -1;
+	sb_cgroup_leaf_init(&sb->leaf);
 	sb_cgroup_no_fds(&sb->cg);
 	err = make_scratch(sb, slot_wait(spec), detail, dlen);
 	err = err ?: make_cgroup(sb, detail, dlen);
@@ -483,8 +483,7 @@ void sandbox_destroy(struct sandbox *sb)
 	end_init(sb);
 	if (sb->registered && sb->enforcer.ops->unregister(sb->enforcer.ctx, sb->cg.id))
 		sg_debug("sandbox %s: the agent was not told it is gone", sb->id);
-	fs_close(&sb->leaf.dir_fd);
-	fs_close(&sb->leaf.procs_fd);
+	sb_cgroup_leaf_close(&sb->leaf);
 	sb_cgroup_stat_close(&sb->cg);
 	if (sb->cgroup_made)
 		cg_err = sb_cgroup_destroy(&sb->cg);

@@ -89,7 +89,8 @@ const char *sandbox_leaf_path(const struct sandbox *sb)
 void sandbox_leaf_take(struct sandbox *sb, struct sb_leaf *to)
 {
 	*to = sb->leaf;
-	sb->leaf = (struct sb_leaf){ .dir_fd = -1, .procs_fd = -1 };
+	sb->leaf.path[0] = '\0';
+	sb_cgroup_leaf_init(&sb->leaf);
 }
 
 int sandbox_leaf_next(struct sandbox *sb, char *detail, size_t dlen)

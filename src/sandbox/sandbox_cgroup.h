@@ -74,7 +74,16 @@ struct sb_leaf {
 	char path[PATH_MAX]; /* "" when none */
 	int dir_fd;          /* for clone3(CLONE_INTO_CGROUP); -1 */
 	int procs_fd;        /* its cgroup.procs, where clone3 cannot place a process; -1 */
+	/* Opened with the leaf (relative to dir_fd), read or written at
+	 * every run's end: no walk of the path each time. -1 where the
+	 * kernel has no such file (cgroup.kill before 5.14). */
+	int cpu_stat_fd, kill_fd, events_fd;
 };
+
+/* A leaf with no descriptor yet (all -1); its descriptors closed (the
+ * directory stays). */
+void sb_cgroup_leaf_init(struct sb_leaf *leaf);
+void sb_cgroup_leaf_close(struct sb_leaf *leaf);
 
 /* The sandbox's peak memory over one run. A run's own cgroup has no
  * memory controller, so it is the sandbox's cgroup2 memory.peak, opened
@@ -154,6 +163,10 @@ int sb_cgroup_leaf_remove(struct sb_leaf *leaf, int timeout_ms);
 
 /* Kill what is in a run's cgroup, without waiting. */
 void sb_cgroup_leaf_kill(const struct sb_leaf *leaf);
+
+/* Kill what is in a run's cgroup and wait, at most timeout_ms, until it is
+ * empty (cgroup_kill() through the leaf's open files). 0 when empty. */
+int sb_cgroup_leaf_settle(const struct sb_leaf *leaf, int timeout_ms);
 
 /* Kill every process in the sandbox and wait until it is empty. */
 int sb_cgroup_kill(struct sb_cgroup *cg, int timeout_ms);

@@ -56,12 +56,36 @@ int sb_cgroup_join_self(const struct sb_cgroup *cg, bool migrate)
 	return 0;
 }
 
+void sb_cgroup_leaf_init(struct sb_leaf *leaf)
+{
+	leaf->dir_fd = leaf->procs_fd = leaf->cpu_stat_fd = leaf->kill_fd = leaf->events_fd = -1;
+}
+
+void sb_cgroup_leaf_close(struct sb_leaf *leaf)
+{
+	fs_close(&leaf->dir_fd);
+	fs_close(&leaf->procs_fd);
+	fs_close(&leaf->cpu_stat_fd);
+	fs_close(&leaf->kill_fd);
+	fs_close(&leaf->events_fd);
+}
+
+/* The files every run's end reads or writes (sandbox_exec.c,
+ * sandbox_outcome.c), opened once through the leaf's directory. Each is
+ * optional: without one, the caller goes by the path as before. */
+static void leaf_open_files(struct sb_leaf *leaf)
+{
+	leaf->cpu_stat_fd = openat(leaf->dir_fd, "cpu.stat", O_RDONLY | O_CLOEXEC);
+	leaf->kill_fd = openat(leaf->dir_fd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+	leaf->events_fd = openat(leaf->dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+}
+
 int sb_cgroup_leaf_make(const struct sb_cgroup *cg, unsigned n, struct sb_leaf *leaf, char *detail,
 			size_t dlen)
 {
 	int err;
 
-	leaf->dir_fd = leaf->procs_fd = -1;
+	sb_cgroup_leaf_init(leaf);
 	if ((size_t)snprintf(leaf->path, sizeof(leaf->path), "%s/run-%u", cg->v2, n) >=
 	    sizeof(leaf->path)) {
 		leaf->path[0] = '\0';
@@ -75,6 +99,8 @@ int sb_cgroup_leaf_make(const struct sb_cgroup *cg, unsigned n, struct sb_leaf *
 		if (!err && !sb_clone3_works())
 			err = sb_cgroup_open(leaf->path, "cgroup.procs", O_WRONLY, &leaf->procs_fd,
 					     detail, dlen);
+		if (!err)
+			leaf_open_files(leaf);
 		if (err)
 			sb_cgroup_leaf_remove(leaf, 0);
 	}
@@ -85,16 +111,26 @@ int sb_cgroup_leaf_make(const struct sb_cgroup *cg, unsigned n, struct sb_leaf *
 
 void sb_cgroup_leaf_kill(const struct sb_leaf *leaf)
 {
-	if (leaf->path[0] && write_file(leaf->path, "cgroup.kill", "1") == -ENOENT)
+	if (!leaf->path[0])
+		return;
+	if (leaf->kill_fd >= 0)
+		(void)!pwrite(leaf->kill_fd, "1", 1, 0); /* gone already: nothing to kill */
+	else
 		cgroup_kill(leaf->path, 0); /* no cgroup.kill: the freezer's way */
+}
+
+int sb_cgroup_leaf_settle(const struct sb_leaf *leaf, int timeout_ms)
+{
+	if (!leaf->path[0])
+		return -ENOENT;
+	return cgroup_kill_held(leaf->path, leaf->kill_fd, leaf->events_fd, timeout_ms);
 }
 
 int sb_cgroup_leaf_remove(struct sb_leaf *leaf, int timeout_ms)
 {
 	int err = 0;
 
-	fs_close(&leaf->dir_fd);
-	fs_close(&leaf->procs_fd);
+	sb_cgroup_leaf_close(leaf);
 	if (!leaf->path[0])
 		return 0;
 	/* Removed at once when it is empty, as it mostly is by now (the

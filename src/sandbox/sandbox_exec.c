@@ -167,8 +167,8 @@ static int start_and_watch(struct run *r, struct sb_pump *pump)
 	 * counters stay readable until the cgroup is removed (at the next
 	 * reset or the sandbox's end). */
 	r->res->mem_peak_known = sb_cgroup_mem_peak_close(mem_peak, &r->res->mem_peak_bytes);
-	if (r->res->cpu_known && sb->leaf.path[0] &&
-	    fs_read_keyed(sb->leaf.path, "cpu.stat", "usage_usec", &cpu_us) == 1 &&
+	if (r->res->cpu_known && sb->leaf.cpu_stat_fd >= 0 &&
+	    fs_pread_keyed(sb->leaf.cpu_stat_fd, "usage_usec", &cpu_us) == 1 &&
 	    cpu_us > r->res->cpu_us)
 		r->res->cpu_us = cpu_us;
 	return ret;
@@ -238,7 +238,7 @@ static int watch(struct run *r, struct sb_pump *pump, uint64_t start)
 		r->res->node_cpus = idle_at_end.cpus;
 	}
 	/* Before the kill: schedstat needs the tasks alive. */
-	cgroup_cpu_read(sb->leaf.path, &cpu);
+	cgroup_cpu_read(sb->leaf.path, sb->leaf.dir_fd, sb->leaf.cpu_stat_fd, &cpu);
 	r->res->cpu_known = cpu.usage_known;
 	r->res->cpu_ms = cpu.usage_us / 1000;
 	r->res->cpu_us = cpu.usage_us;

@@ -106,7 +106,7 @@ int sb_run_decide(struct run *r, int pump_end)
 	 * call's ids replace its own (the agent tells each event with the ids
 	 * in force when it reads it). */
 	if (sb_enforcer_has_agent(&sb->enforcer) || sb->enrolled)
-		settled = sb->leaf.path[0] && cgroup_kill(sb->leaf.path, LEAF_SETTLE_MS) == 0;
+		settled = sb_cgroup_leaf_settle(&sb->leaf, LEAF_SETTLE_MS) == 0;
 	/* No violation on record: nothing for the agent or the record to say. */
 	quiet = settled && sb->enrolled &&
 		sb->enforcer.ops->quiet(sb->enforcer.ctx, sb->cg.id) == 1;
