@@ -10,8 +10,12 @@ total_p=0; total_f=0; total_s=0
 # Pins and cgroup roots of earlier runs that were killed: their agents'
 # programs would otherwise stay attached under every stage (sweep_stale.py).
 python3 tests/lib/sweep_stale.py || true
+# Each stage's wall time, printed above the tally: CI must stay under an
+# hour, and this says where the time goes.
+times=
 stage() {
     local name=$1; shift
+    local t0=$SECONDS
     echo
     echo "######## $name"
     # tee into a file of our own: re-opening /dev/stderr would truncate a
@@ -26,6 +30,7 @@ stage() {
     [ -n "$f" ] || f=0
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "$name: exited $rc"; fi
     total_p=$((total_p + ${p:-0})); total_f=$((total_f + f)); total_s=$((total_s + ${s:-0}))
+    times="$times $name $((SECONDS - t0)) s,"
 }
 stage unit        tests/run-unit.sh "$build"
 stage integration tests/run-integration.sh "$build"
@@ -33,5 +38,6 @@ for extra in tests/stages/*.sh; do
     [ -x "$extra" ] && stage "$(basename "$extra" .sh)" "$extra" "$build"
 done
 echo
+echo "stage times:${times%,} (all $SECONDS s)"
 echo "all: $total_p passed, $total_f failed, $total_s skipped"
 [ $total_f -eq 0 ]
