@@ -434,20 +434,24 @@ static int keep_entry(int dfd, const char *name, const char *rel, int k, int dep
 static int empty_dir(int dfd, const char *rel, int depth, struct walk *w)
 {
 	enum { DENTS = 4096 };
-	char sub[PATH_MAX], *buf;
+	char *buf, *sub;
 	int err = 0;
 	long n;
 
 	/* getdents64 on dfd itself, not readdir() on a copy: fdopendir()'s
 	 * dup, fstat and two fcntl per directory were a third of a reset's
 	 * system calls, for every test (docs/performance-executor-cost.md).
-	 * Entries are removed between two reads, as readdir() did. The
-	 * buffer is not on the stack: the walk recurses (a serve worker's
-	 * stack is 256 KiB). Every caller opened dfd for this walk, so it
-	 * reads from the start. */
-	buf = malloc(DENTS);
+	 * Entries are removed between two reads, as readdir() did. Every
+	 * caller opened dfd for this walk, so it reads from the start.
+	 * Neither the entries nor the path of a kept one are on the stack:
+	 * the walk recurses, up to SB_SCRATCH_RESET_DEPTH levels of the
+	 * tenant's making, on a serve worker's 256 KiB stack (with `sub` on
+	 * it, a 63-deep tree made by one test's program overflowed it and
+	 * took serve down). A level's frame is now some 100 bytes. */
+	buf = malloc(DENTS + PATH_MAX);
 	if (!buf)
 		return -ENOMEM;
+	sub = buf + DENTS;
 	while (!err && (n = syscall(SYS_getdents64, dfd, buf, DENTS)) > 0) {
 		for (long off = 0; !err && off < n;) {
 			struct dirent64 *e = (struct dirent64 *)(buf + off);
@@ -461,7 +465,7 @@ static int empty_dir(int dfd, const char *rel, int depth, struct walk *w)
 			      !strcmp(name, SB_SCRATCH_MNT))))
 				continue;
 			if (rel && w->m->n_kept) {
-				snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", name);
+				snprintf(sub, PATH_MAX, "%s%s%s", rel, *rel ? "/" : "", name);
 				k = kept_index(w->m, sub);
 			}
 			if (k >= 0) {

@@ -41,7 +41,7 @@
 #include "serve_internal.h"
 #include "pool/pool.h"
 
-#define WORKER_STACK (256u << 10) /* a worker's frames are small; jansson recurses boundedly */
+
 #define DRAIN_MAX    (64u << 20)  /* body bytes of a refused request we read and drop */
 
 struct serve_http {
@@ -530,7 +530,7 @@ int serve_http_start(struct serve *s, int listen_fd, struct serve_http **out)
 	h->max_workers = cfg->max_concurrency + cfg->queue + SERVE_EXTRA_WORKERS;
 	pthread_attr_init(&h->worker_attr);
 	pthread_attr_setdetachstate(&h->worker_attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&h->worker_attr, WORKER_STACK);
+	pthread_attr_setstacksize(&h->worker_attr, SG_SERVE_WORKER_STACK);
 	h->conns = conns_new(listen_fd, cfg->max_connections, cfg->header_timeout_s, hand_over, h);
 	if (!h->conns) {
 		close(listen_fd);

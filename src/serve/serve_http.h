@@ -9,6 +9,14 @@
  * thread with a small stack. */
 #define SERVE_EXTRA_WORKERS 128
 
+/* A worker's stack. Whatever recurses on a request's data or a run's
+ * output on a worker must be bounded to fit it with room to spare: the
+ * scratch reset's walk (SB_SCRATCH_RESET_DEPTH levels of ~200 bytes), the
+ * call-based judge's parse and compare (PY_JSON_DEPTH_MAX levels of ~80
+ * bytes; unit test_py_equal runs them on a stack of this size), jansson
+ * (its own 2,048-level bound). */
+#define SG_SERVE_WORKER_STACK (256u << 10)
+
 struct serve;
 struct serve_http;
 

@@ -297,6 +297,27 @@ def t_verify(env, srv):
         return "cpp verify: HTTP %d %s" % (status, res)
 
 
+def t_verify_deep_tree(env, srv):
+    """A test's program leaves a directory tree as deep as the scratch
+    reset walks (63 levels) or deeper (100: the sandbox is not reused).
+    The reset between tests runs on a serve worker's 256 KiB stack: with
+    a 4 KiB path buffer in each level's frame, the 63-deep tree overflowed
+    it and serve died (connection closed, then refused). Every test is
+    judged, and serve answers after."""
+    code = ("import os\nn = int(input())\nos.makedirs('/'.join(['d'] * n))\nprint(n)\n")
+    tests = [{"input": "%d\n" % n, "output": "%d\n" % n} for n in (63, 63, 100, 63, 1)]
+    status, _, res = srv.post("/v1/verify", {"code": code, "language": "python", "tests": tests},
+                              timeout=120)
+    if status != 200 or res["reward"] != 1 or [t["status"] for t in res["tests"]] != ["pass"] * 5:
+        return "HTTP %d %s" % (status, res)
+    status, _, res = srv.post("/v1/verify", {"code": "print(input())", "language": "python",
+                                             "tests": [{"input": "7\n", "output": "7\n"}]})
+    if status != 200 or res["reward"] != 1:
+        return "after it: HTTP %d %s" % (status, res)
+    if srv.proc.poll() is not None:
+        return "serve exited %s" % srv.proc.returncode
+
+
 # ---- part 3: load ----------------------------------------------------------
 
 def t_load(env, _srv):
@@ -540,6 +561,7 @@ def main():
         ("run_code: files and fetch_files", t_files), ("run_code: cpp", t_cpp),
         ("run_code: bad input is 4xx, never booked", t_bad_input),
         ("v1/score", t_score), ("v1/verify", t_verify),
+        ("v1/verify: a test's deep tree, reset on a worker's stack", t_verify_deep_tree),
         ("load: over capacity", t_load), ("load: all queued", t_load_queued),
         ("drain on SIGTERM", t_drain), ("run_code with the agent enforcing", t_with_agent)],
         setup=policies, server_args=("--languages", "python,cpp" if shutil.which("g++") else "python"))

@@ -100,6 +100,30 @@ def case_verify_bad_requests(env, srv):
     return None
 
 
+def case_verify_deep_values(env, srv):
+    """Nesting past what json.loads() loads (PY_JSON_DEPTH_MAX, 990): an
+    expected output 5,000 deep is a 400 naming it, and a function that
+    returns a 5,000-deep list fails its test; a 990-deep one passes.
+    Both are parsed on a serve worker's 256 KiB stack: with the old bound
+    of 10,000 the first took serve down (SIGSEGV)."""
+    deep = "[" * 5000 + "]" * 5000
+    status, res = verify(srv, {"code": "def f(x):\n    return x\n", "language": "python",
+                               "tests": [{"input": "1", "output": deep, "fn_name": "f"}]})
+    if status != 400 or "nested too deeply" not in res.get("error", ""):
+        return "a 5,000-deep expected output: %d %s, want 400" % (status, res)
+    code = ("import sys\nsys.setrecursionlimit(100000)\n"
+            "def f(n):\n    x = []\n    for _ in range(n - 1):\n        x = [x]\n    return x\n")
+    for n, want in ((5000, "fail"), (990, "pass")):
+        status, res = verify(srv, {"code": code, "language": "python",
+                                   "tests": [{"input": str(n), "output": "[" * 990 + "]" * 990,
+                                              "fn_name": "f"}]})
+        if status != 200 or [t["status"] for t in res["tests"]] != [want]:
+            return "a function returning %d levels: %d %s, want %s" % (n, status, str(res)[:300], want)
+    if srv.proc.poll() is not None:
+        return "serve exited %s" % srv.proc.returncode
+    return None
+
+
 def case_run_code_fn_name(env, srv):
     body = dict(verl_request(TWO_SUM, "[2, 7, 11, 15]\n9"), fn_name="twoSum", grader="lcb")
     status, _, resp = srv.post("/run_code", body)
@@ -135,6 +159,7 @@ if __name__ == "__main__":
         ("verify: tests as LiveCodeBench's input_output", case_verify_input_output),
         ("verify: the policy's grader, the request's over it", case_verify_policy_grader),
         ("verify: bad call-based requests are 400s", case_verify_bad_requests),
+        ("verify: values nested past json.loads()'s depth, on a worker's stack", case_verify_deep_values),
         ("run_code: fn_name answers the return value as JSON", case_run_code_fn_name),
         ("run_code: bad fn_name requests are 400s", case_run_code_bad_requests),
     ], setup=setup))

@@ -3,14 +3,17 @@
  * Every expected verdict is what Python 3.11 gives for
  * json.loads(a) == json.loads(b). */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 #include "judge/py_equal.h"
 #include "exec/verify_judge.h"
+#include "serve/serve_http.h"
 
 static int eq(const char *a, const char *b)
 {
@@ -113,12 +116,80 @@ static void test_judge(void **state)
 			    "no report from the harness: the program ended the process itself");
 }
 
+/* n levels of arrays, as json.dumps() writes them: "[[[...]]]". */
+static char *nested(int n)
+{
+	char *s = malloc(2 * (size_t)n + 1);
+
+	assert_non_null(s);
+	memset(s, '[', n);
+	memset(s + n, ']', n);
+	s[2 * n] = '\0';
+	return s;
+}
+
+struct deep_args {
+	int at_max, past_max, judged;
+	char err[128];
+};
+
+static void *deep_on_worker(void *arg_)
+{
+	struct deep_args *a = arg_;
+	char *max = nested(PY_JSON_DEPTH_MAX), *past = nested(PY_JSON_DEPTH_MAX + 1);
+	char *report = malloc(strlen(VERIFY_HARNESS_MARK) + strlen(max) + 2);
+	char why[128];
+
+	a->at_max = eq(max, max);
+	a->past_max = py_json_check(past, strlen(past), a->err, sizeof(a->err));
+	sprintf(report, "%s%s\n", VERIFY_HARNESS_MARK, max);
+	a->judged = judge(report, max, why);
+	free(report);
+	free(max);
+	free(past);
+	return NULL;
+}
+
+/* The deepest value is parsed, compared and freed on a stack the size of a
+ * serve worker's, where the judge runs: with a bound of 10,000 a 5,000-deep
+ * expected output overflowed it. One level deeper is refused. (ASan's
+ * frames are several times larger: its build gets more stack.) */
+static void test_depth_fits_a_worker(void **state)
+{
+	struct deep_args a = { 0 };
+	size_t stack = SG_SERVE_WORKER_STACK;
+	pthread_attr_t attr;
+	pthread_t t;
+
+#if defined(__SANITIZE_ADDRESS__)
+	stack *= 8;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+	stack *= 8;
+#endif
+#endif
+	(void)state;
+	assert_int_equal(pthread_attr_init(&attr), 0);
+	assert_int_equal(pthread_attr_setstacksize(&attr, stack), 0);
+	assert_int_equal(pthread_create(&t, &attr, deep_on_worker, &a), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	pthread_attr_destroy(&attr);
+	assert_int_equal(a.at_max, 1);
+	assert_true(a.judged);
+	assert_int_equal(a.past_max, -EINVAL);
+	assert_non_null(strstr(a.err, "nested too deeply"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_numbers), cmocka_unit_test(test_kinds),
-		cmocka_unit_test(test_strings), cmocka_unit_test(test_containers),
-		cmocka_unit_test(test_syntax),  cmocka_unit_test(test_judge),
+		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_kinds),
+		cmocka_unit_test(test_strings),
+		cmocka_unit_test(test_containers),
+		cmocka_unit_test(test_syntax),
+		cmocka_unit_test(test_judge),
+		cmocka_unit_test(test_depth_fits_a_worker),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
