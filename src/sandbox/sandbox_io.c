@@ -45,18 +45,22 @@ static int keep(struct sb_capture *c, const char *buf, size_t n)
 	return 0;
 }
 
-/* Read what is there (bounded per turn). 0, or -errno. */
+/* Read what is there (bounded per turn). 0, or -errno. The buffer is
+ * not on the stack: the pump runs on a serve worker's 256 KiB stack
+ * (SG_SERVE_WORKER_STACK), under a session step's or a batch's frames,
+ * and 64 KiB of it here left a session step some 40 KiB to spare. */
 static int drain(struct sb_capture *c)
 {
-	char buf[CHUNK];
+	char *buf = malloc(CHUNK);
+	int err = 0;
 
-	for (int i = 0; i < READS_PER_TURN && c->fd >= 0; i++) {
-		ssize_t n = read(c->fd, buf, sizeof(buf));
+	if (!buf)
+		return -ENOMEM;
+	for (int i = 0; !err && i < READS_PER_TURN && c->fd >= 0; i++) {
+		ssize_t n = read(c->fd, buf, CHUNK);
 
 		if (n > 0) {
-			int err = keep(c, buf, (size_t)n);
-			if (err)
-				return err;
+			err = keep(c, buf, (size_t)n);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -65,7 +69,8 @@ static int drain(struct sb_capture *c)
 			break;
 		fs_close(&c->fd); /* EOF, or an error we cannot do anything about */
 	}
-	return 0;
+	free(buf);
+	return err;
 }
 
 void sb_feed(struct sb_feed *f)

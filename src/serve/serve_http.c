@@ -42,7 +42,7 @@
 #include "pool/pool.h"
 
 
-#define DRAIN_MAX    (64u << 20)  /* body bytes of a refused request we read and drop */
+#define DRAIN_MAX (64u << 20) /* body bytes of a refused request we read and drop */
 
 struct serve_http {
 	struct serve *srv;
@@ -358,6 +358,25 @@ static int keep(struct request *r, const char *data, size_t n)
 	r->len += n;
 	r->body[r->len] = '\0';
 	return 0;
+}
+
+int serve_http_hold(struct serve_http *h, size_t bytes)
+{
+	if (!h)
+		return 0; /* (no HTTP side: a unit's own calls) */
+	if (bytes > h->srv->cfg.max_buffered)
+		return -E2BIG;
+	if (atomic_fetch_add(&h->buffered, bytes) + bytes > h->srv->cfg.max_buffered) {
+		atomic_fetch_sub(&h->buffered, bytes);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+void serve_http_release(struct serve_http *h, size_t bytes)
+{
+	if (h)
+		atomic_fetch_sub(&h->buffered, bytes);
 }
 
 /* The client's wait started when it connected, not when its headers were

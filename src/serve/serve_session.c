@@ -483,6 +483,9 @@ out:
 	}
 }
 
+/* The most sessions a list answers. */
+#define LIST_MAX 256
+
 static void session_execute(struct serve_call *c, void *plan, struct serve_reply *rp)
 {
 	struct session_plan *p = plan;
@@ -503,12 +506,19 @@ static void session_execute(struct serve_call *c, void *plan, struct serve_reply
 		do_get(c, p, &who, rp);
 		return;
 	case OP_LIST: {
-		struct session_info list[256];
-		size_t n = session_list(m, &who, list, 256);
+		/* 128 KiB: not on a worker's 256 KiB stack (SG_SERVE_WORKER_STACK). */
+		struct session_info *list = calloc(LIST_MAX, sizeof(*list));
+		size_t n = list ? session_list(m, &who, list, LIST_MAX) : 0;
 		json_t *arr = json_array();
 
-		for (size_t i = 0; i < n && i < 256; i++)
+		if (!list) {
+			json_decref(arr);
+			serve_error(rp, 500, "out of memory listing the sessions");
+			return;
+		}
+		for (size_t i = 0; i < n && i < LIST_MAX; i++)
 			json_array_append_new(arr, info_json(&list[i]));
+		free(list);
 		rp->status = 200;
 		rp->body = json_pack("{s:o}", "sessions", arr);
 		return;

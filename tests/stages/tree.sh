@@ -23,13 +23,33 @@ else
     result SKIP "format" "no clang-format (apt-get install clang-format)"
 fi
 
+# The same build writes the compiler's call graph and frame sizes
+# (-fcallgraph-info, GCC 10+) for the serve worker's stack check below.
 log=$(mktemp)
-if make --no-print-directory -j"$(nproc)" BUILD=build-werror EXTRA_CFLAGS=-Werror all >"$log" 2>&1; then
+cgi= probe=$(mktemp -d)
+if (cd "$probe" && echo 'int f(void){return 0;}' | ${CC:-cc} -fcallgraph-info=su -x c -c - -o p.o) 2>/dev/null; then
+    cgi=-fcallgraph-info=su
+fi
+rm -rf "$probe"
+# (An object built earlier without it is built again: make does not track flags.)
+[ -n "$cgi" ] && [ -d build-werror/obj ] &&
+    find build-werror/obj -name '*.o' | while read -r o; do [ -e "${o%.o}.ci" ] || rm -f "$o"; done
+if make --no-print-directory -j"$(nproc)" BUILD=build-werror EXTRA_CFLAGS="-Werror $cgi" all >"$log" 2>&1; then
     result PASS "build: warning-free at -Wall -Wextra (-Werror)"
 else
     result FAIL "build with -Werror" "$(grep -m3 -E 'warning|error' "$log" | tr '\n' ' ')"
 fi
 rm -f "$log"
+
+# A request runs whole on a serve worker's 256 KiB stack: the deepest
+# path the compiler can see must leave half of it (tests/stages/worker_stack.py).
+if [ -z "$cgi" ]; then
+    result SKIP "stack: a serve worker's deepest path" "${CC:-cc} has no -fcallgraph-info (GCC 10+)"
+elif out=$(python3 tests/stages/worker_stack.py build-werror/obj . 2>&1); then
+    result PASS "stack: a serve worker's deepest path leaves half its stack" "$out"
+else
+    result FAIL "stack: a serve worker's deepest path" "$out"
+fi
 
 # Every `sandguard exec` pays for the shared libraries the binary needs
 # before it can hand its run over: libmicrohttpd (and gnutls behind it) is
