@@ -98,6 +98,7 @@ HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/%,$(HELPER_SRCS))
 test_base64_LINK        := lib
 test_sha256_LINK        := lib
 test_fs_util_LINK       := lib
+test_json_shape_LINK    := lib
 test_node_idle_LINK     := lib
 test_event_json_LINK    := telemetry lib
 test_event_json_decode_LINK := telemetry lib

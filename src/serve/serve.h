@@ -46,8 +46,12 @@
 #include "exec/exec.h"
 #include "exec/exec_command.h"
 
-#define SERVE_MAX_BODY_DEFAULT        (8u << 20)
-#define SERVE_MAX_BUFFERED_DEFAULT    (256u << 20)
+#define SERVE_MAX_BODY_DEFAULT     (8u << 20)
+#define SERVE_MAX_BUFFERED_DEFAULT (256u << 20)
+/* A request body nests at most this deep (serve_route.c, check_shape()). */
+#define SERVE_JSON_DEPTH_MAX 64
+/* What a parsed body's tree is held at, per value, from --max-buffered. */
+#define SERVE_JSON_VALUE_BYTES        256
 #define SERVE_QUEUE_DEFAULT           64
 #define SERVE_TENANT_QUEUE_DEFAULT    32
 #define SERVE_MAX_CONNECTIONS_DEFAULT 4096

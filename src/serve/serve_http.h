@@ -28,6 +28,13 @@ int serve_http_start(struct serve *s, int listen_fd, struct serve_http **out);
  * replies grace_s to go out, then close everything. Safe on NULL. */
 void serve_http_stop(struct serve_http *h, unsigned grace_s);
 
+/* Take `bytes` more of the --max-buffered budget the request bodies share
+ * (a body's parsed tree, estimated before it is built), or refuse: 0, or
+ * -ENOSPC when the budget is spent now (retry later), -E2BIG when it could
+ * never hold that much. serve_http_release() gives it back. */
+int serve_http_hold(struct serve_http *h, size_t bytes);
+void serve_http_release(struct serve_http *h, size_t bytes);
+
 struct serve_http_counts {
 	uint32_t connections, workers, in_flight;
 	uint64_t header_timeouts;     /* connections shut for a header deadline */

@@ -13,8 +13,10 @@
 #include <string.h>
 #include <time.h>
 #include "lib/clock.h"
+#include "lib/json_shape.h"
 #include "lib/json_text.h"
 #include "lib/log.h"
+#include "serve_http.h"
 #include "serve_internal.h"
 
 #define TENANTS_PREFIX "/tenants/"
@@ -492,6 +494,48 @@ static void log_request(const struct serve_call *c, const char *shown, const str
 		rp->no_reply ? "dropped, client gone, " : "", rp->status, now - at, when);
 }
 
+/* A body's shape before jansson builds its tree (lib/json_shape.h). Its
+ * nesting: jansson's encoder and free recurse with no bound, ~300 bytes a
+ * level, and a request's values are encoded again on its worker's 256 KiB
+ * stack (/openrlhf's labels, a canary mix): 835 levels overflowed it. Its
+ * values: a tree takes up to ~200 bytes a value (an empty object), so an
+ * 8 MiB body of "{}," became 618 MiB. That estimate is held from the
+ * --max-buffered budget the bodies share until the request ends (*held),
+ * so the trees of every request parsing at once stay within it. */
+static int check_shape(struct serve *s, const struct serve_request *rq, size_t *held,
+		       struct serve_reply *rp)
+{
+	struct json_shape shape;
+	size_t bytes;
+	int err;
+
+	json_shape(rq->body ? rq->body : "", rq->body_len, &shape);
+	if (shape.depth > SERVE_JSON_DEPTH_MAX) {
+		serve_error(rp, 400, "the body nests %zu levels deep; at most %d are taken",
+			    shape.depth, SERVE_JSON_DEPTH_MAX);
+		return -EINVAL;
+	}
+	bytes = shape.values * SERVE_JSON_VALUE_BYTES;
+	err = serve_http_hold(s->http, bytes);
+	if (err == -E2BIG) {
+		serve_error(rp, 413,
+			    "the body holds %zu JSON values, whose tree (%zu bytes at %d a value) "
+			    "is more than the server holds at once (sandguard serve "
+			    "--max-buffered)",
+			    shape.values, bytes, SERVE_JSON_VALUE_BYTES);
+		return err;
+	}
+	if (err) {
+		serve_error(rp, 503,
+			    "the server holds too many request bodies at once "
+			    "(sandguard serve --max-buffered); retry later");
+		rp->retry_after_s = 1;
+		return err;
+	}
+	*held = bytes;
+	return 0;
+}
+
 static void handle_post(struct serve *s, const struct serve_route *rt,
 			const struct serve_request *rq, struct serve_reply *rp)
 {
@@ -500,10 +544,13 @@ static void handle_post(struct serve *s, const struct serve_route *rt,
 	struct sg_policy_error perr;
 	struct sg_policy *policy = NULL;
 	json_error_t jerr;
-	json_t *body;
+	json_t *body = NULL;
 	void *plan = NULL;
+	size_t held = 0;
 	char shown[256];
 
+	if (check_shape(s, rq, &held, rp))
+		goto out;
 	body = json_loadb(rq->body ? rq->body : "", rq->body_len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body) {
 		serve_error(rp, 400, "invalid JSON body: line %d, column %d: %s", jerr.line,
@@ -538,6 +585,7 @@ out:
 	log_request(&c, shown, rp);
 	free(policy);
 	json_decref(body);
+	serve_http_release(s->http, held);
 }
 
 void serve_handle_routed(struct serve *s, const struct serve_route *rt,

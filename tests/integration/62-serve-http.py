@@ -240,9 +240,46 @@ def t_caps(env, srv):
         return "a refused request was booked: %s" % env.outcomes()
 
 
+def vm_hwm_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(next(line for line in f if line.startswith("VmHWM:")).split()[1])
+
+
+def t_many_values(env, _srv):
+    """A body of many small values: jansson's tree takes up to ~200 bytes
+    a value, so 1 MiB of '{},' became ~70 MiB in serve before it could be
+    refused, and 8 MiB (the default --max-body) 618 MiB. Its tree,
+    estimated from the text at 256 bytes a value, is now held from
+    --max-buffered (here 32 MiB) before the parse: a 413 naming the values,
+    and serve's peak memory does not grow by the tree. A body of the same
+    size in a few values is parsed (and refused for what it says: an
+    unknown key)."""
+    srv = Server(env, "--max-buffered", str(32 << 20))
+    try:
+        before = vm_hwm_kib(srv.proc.pid)
+        values = b"[" + b"{}," * ((1 << 20) // 3 - 10) + b"{}]"
+        status, _, res = srv.post("/v1/verify", values, timeout=120)
+        grown = vm_hwm_kib(srv.proc.pid) - before
+        if status != 413 or "JSON values" not in res.get("error", ""):
+            return "1 MiB of '{},': HTTP %d %s" % (status, str(res)[:300])
+        if grown > 16 << 10:
+            return "serve's peak memory grew %d MiB for a refused body" % (grown >> 10)
+        status, _, res = srv.post("/v1/verify", {"code": "print(1)", "language": "python",
+                                                 "pad": "x" * (900 << 10)})
+        if status != 400 or "JSON values" in res.get("error", "") or "pad" not in res.get("error", ""):
+            return "900 KiB in one value: HTTP %d %s, want its unknown key refused" % (status, str(res)[:300])
+        if env.outcomes():
+            return "a refused request was booked: %s" % env.outcomes()
+        if srv.proc.poll() is not None:
+            return "serve exited %s" % srv.proc.returncode
+    finally:
+        srv.stop()
+
+
 def main():
     return run_suite("serve http", [
         ("caps on tests and files", t_caps),
+        ("a body of many values: 413 before its tree is built", t_many_values),
         ("530 slowloris + 530 idle connections: legitimate requests still answered", t_slowloris),
         ("connection cap: 503, not a reset", t_connection_cap),
         ("body deadline", t_body_deadline),

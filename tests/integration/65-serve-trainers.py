@@ -206,6 +206,30 @@ def t_tci(w):
     return None
 
 
+def t_openrlhf_deep_labels(w):
+    """Labels may be any JSON values, and the endpoint encodes them again
+    on the request's worker (256 KiB of stack): jansson's encoder recurses
+    ~300 bytes a level with no bound, and 1,000-deep labels stopped serve
+    (SIGSEGV). A body nested past 64 levels is a 400 before it is parsed,
+    never booked; 64 levels are taken."""
+    before = len(sgjournal.read(w.agent.env["SANDGUARD_STATE_DIR"]))
+    # Written out: Python's own json.dumps stops at ~1,000 levels.
+    deep = b'{"query": ["q: 4"], "prompts": ["q: "], "labels": [' + b"[" * 999 + b"0" + b"]" * 999 + b"]}"
+    status, _, body = w.srv.post("/t/%s/openrlhf/get_reward" % w.tokens["acme"], deep, {"Accept": "*/*"})
+    if status != 400 or "nests 1001 levels deep; at most 64" not in body.get("error", ""):
+        return "1,000-deep labels: HTTP %d %s" % (status, str(body)[:300])
+    ok = {"answer": 4}
+    for _ in range(61):  # the body, its labels array, 61 levels, and the label's object: 64
+        ok = [ok]
+    status, _, body = openrlhf_post(w, "acme", ["q: 4"], ["q: "], [ok])
+    if status != 200:
+        return "64 levels: HTTP %d %s" % (status, str(body)[:300])
+    after = len(sgjournal.read(w.agent.env["SANDGUARD_STATE_DIR"]))
+    if after != before + 1:
+        return "%d bookings, want 1 (the 64-level request's)" % (after - before)
+    return None
+
+
 def t_tci_refused(w):
     before = len(sgjournal.read(w.agent.env["SANDGUARD_STATE_DIR"]))
     ok = {"code": "print(1)", "language": "python"}
@@ -299,6 +323,7 @@ def main():
         run_cases([("openrlhf: exact request, each tenant's program, labels, booking", t_openrlhf_scores),
                    ("openrlhf: a violation is booked to its cause, no reward", t_openrlhf_violation),
                    ("openrlhf: bad shapes and credentials are 4xx, never booked", t_openrlhf_refused),
+                   ("openrlhf: labels nested past 64 levels are a 400, serve lives", t_openrlhf_deep_labels),
                    ("rllm: together tci/execute, verdicts and booking", t_tci),
                    ("rllm: tci bad shapes and credentials are 4xx, never booked", t_tci_refused),
                    ("rllm: the shipped SandguardCodeTool", t_codetool),
