@@ -67,6 +67,7 @@ int exec_session_step(const struct exec_ctx *ctx, struct sandbox *sb, struct sb_
 	spec.attempt = st->step;
 	spec.cold = true;
 	spec.record = owed;
+	spec.command_is_tenants = true; /* the tool call's own argv */
 	rc = sandbox_exec(sb, &spec, &r);
 	res->cause = exec_classify(rc, &r, &spec, &res->rule, res->detail, sizeof(res->detail));
 	/* A step that ran to its end is the tool call's answer whatever its

@@ -49,7 +49,13 @@ struct sandbox_spec {
 	const char *const *fetch; /* scratch-relative paths read back after the run */
 	size_t n_fetch;
 	bool allow_exec_in_scratch; /* compiled languages only */
-	bool cold;                  /* never a warm interpreter, whatever the policy */
+	/* argv[0] is the tenant's own choice (a session step's tool call),
+	 * not a runner the platform picked: a command that cannot be
+	 * executed (not found, not executable) is the run's answer, exit
+	 * status 127 or 126 as from a shell, never the platform's setup
+	 * failure (which is retried and blamed on nobody). */
+	bool command_is_tenants;
+	bool cold; /* never a warm interpreter, whatever the policy */
 	/* A timeout's confirmation run (src/exec/exec_confirm.c): a fresh
 	 * sandbox whose CPU weight is the highest its tenant's sandboxes can
 	 * have, so that sandguard's own load cannot crowd it. */

@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "sandbox_child.h"
 #include "sandbox_landlock.h"
@@ -95,6 +96,27 @@ _Noreturn void sb_child_fail(const struct sb_child_plan *p, int step, int err, i
 static _Noreturn void fail(const struct sb_child_plan *p, int step, int err)
 {
 	sb_child_fail(p, step, err, -1);
+}
+
+/* "<command>: <why>" on the run's stderr, as a shell says it, where the
+ * tenant reads it when its own command could not be executed
+ * (sandbox_start.c). Only write(): no stdio or strerror() in this child. */
+static void say_exec_failed(const char *cmd, int err)
+{
+	const char *why = err == ENOENT    ? "command not found"
+			  : err == EACCES  ? "permission denied"
+			  : err == ENOEXEC ? "cannot execute: exec format error"
+			  : err == EISDIR  ? "is a directory"
+			  : err == ENOTDIR ? "not a directory"
+					   : "cannot execute";
+	struct iovec v[] = { { (void *)cmd, strnlen(cmd, 256) },
+			     { ": ", 2 },
+			     { (void *)why, strlen(why) },
+			     { "\n", 1 } };
+
+	if (writev(2, v, 4) < 0) {
+		/* its stderr is gone: the exit status says it */
+	}
 }
 
 /* Every fd above stderr becomes close-on-exec: the tenant starts with 0, 1
@@ -221,6 +243,7 @@ _Noreturn void sb_child_start(const struct sb_child_plan *p)
 		if (errno != ENOENT)
 			err = errno; /* e.g. EACCES: worth more than "not found" */
 	}
+	say_exec_failed(p->argv[0], err);
 	fail(p, SB_STEP_EXEC, err);
 }
 

@@ -74,7 +74,14 @@ int sb_run_decide(struct run *r, int pump_end)
 	if (WIFSIGNALED(status))
 		res->signal = WTERMSIG(status);
 	res->rule = -1;
-	if (pump_end == SB_PUMP_OVERSIZE) {
+	if (r->exec_failed) {
+		/* The tenant's command could not be executed (sandbox_start.c):
+		 * a shell's 127 for one not found, 126 for one found but not
+		 * runnable. */
+		res->end = SB_EXITED;
+		res->exit_code = r->exec_failed == ENOENT || r->exec_failed == ENOTDIR ? 127 : 126;
+		res->signal = 0;
+	} else if (pump_end == SB_PUMP_OVERSIZE) {
 		res->end = SB_OUTPUT_OVERSIZE;
 	} else if (pump_end == SB_PUMP_DEADLINE || res->wall_ms > r->timeout_ms) {
 		res->end = SB_TIMEOUT;

@@ -28,6 +28,10 @@ struct run {
 	/* A run of the tenant's command (sandbox_exec()), not a warm
 	 * interpreter's start, whose refusal is the start's failure. */
 	bool tenant_command;
+	/* The errno of main's execve of a command that is the tenant's own
+	 * choice (spec->command_is_tenants) and cannot be executed; 0. The
+	 * run goes on to its end as an exit with 127 or 126. */
+	int exec_failed;
 };
 
 /* res->detail set; returns err. */

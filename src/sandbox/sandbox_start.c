@@ -324,6 +324,31 @@ static bool exec_refused_by_policy(struct run *r, const struct sb_child_report *
 	return true;
 }
 
+/* Main's execve of the tenant's own command (a session step's tool call)
+ * failed for what the command is: not there, not executable, not a
+ * program. That is the tool call's answer, as a shell gives it (127, 126,
+ * and main's message on its stderr), not the platform's setup failure: a
+ * model must not be able to turn a failing step into a platform_error,
+ * which is retried and blamed on nobody. */
+static bool exec_failed_tenants(struct run *r, const struct sb_child_report *rep)
+{
+	if (!r->tenant_command || !r->spec->command_is_tenants || rep->step != SB_STEP_EXEC)
+		return false;
+	switch (rep->err) {
+	case ENOENT:
+	case ENOTDIR:
+	case ELOOP:
+	case ENAMETOOLONG:
+	case EACCES:
+	case ENOEXEC:
+	case EISDIR:
+		r->exec_failed = rep->err;
+		return true;
+	default:
+		return false; /* ENOMEM, E2BIG, ETXTBSY...: not what the command is */
+	}
+}
+
 /* What main said on the report pipe, read once every writer is gone:
  * EXEC then EOF, it exec'd; FAILED, a setup step failed (a platform
  * error); EOF alone, it ended before its execve. */
@@ -348,7 +373,7 @@ static int read_start_reports(struct run *r)
 	if (n == 0 && exec_next)
 		return 0;
 	if (n == (ssize_t)sizeof(rep) && rep.type == SB_REPORT_FAILED &&
-	    exec_refused_by_policy(r, &rep))
+	    (exec_refused_by_policy(r, &rep) || exec_failed_tenants(r, &rep)))
 		return 0;
 	r->sb->broken = true;
 	/* In a warm call, what writes EXEC (or FAILED) is Python code in the

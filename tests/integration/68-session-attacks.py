@@ -542,6 +542,28 @@ def case_get_bounded(agent, serve):
     return why
 
 
+def case_missing_command(agent, serve):
+    """A tool call whose argv names a program its exec rule allows but that
+    is not there (/usr/bin/python3* allows /usr/bin/python3-none): the
+    step's answer is a shell's: status error, exit 127 and "command not
+    found" on its stderr, cause ok, and the session goes on. It was booked a
+    platform_error, the sandbox broken: a model could turn any failing
+    step into the platform's, retried and blamed on nobody."""
+    s = Session(serve.url, tenant=TENANT)
+    try:
+        r = s.exec_argv(["/usr/bin/python3-none", "-c", "1"])
+        if r.get("status") != "error" or r.get("cause") != "ok" or r.get("exit_code") != 127 \
+                or r.get("session_ended") or "command not found" not in r.get("stderr", ""):
+            return "a missing allowed command: %r" % r
+        r = s.run("echo next")
+        if r.get("session_ended") or r.get("stdout") != "next\n":
+            return "the step after it: %r" % r
+    finally:
+        s.close()
+    bad = [o for o in session_records(agent, s.id) if o.get("cause") == "platform_error"]
+    return "booked platform_error: %r" % bad if bad else None
+
+
 CASES = [
     ("put through planted links, a FIFO, a dir link: nothing of the host written", case_put_through_links),
     ("get through planted links and a FIFO: nothing of the host read", case_get_through_links),
@@ -561,6 +583,7 @@ CASES = [
     ("bad or oversized create files are the request's, never the platform's", case_create_files_are_the_requests),
     ("a paused tenant: no create with a setup, no fork", case_paused_makes_nothing),
     ("a get is bounded: no path twice, no file past 16 MiB", case_get_bounded),
+    ("a tool call's missing command is exit 127, never the platform's", case_missing_command),
 ]
 
 
