@@ -205,8 +205,12 @@ bool lcb_decimal_equal(const char *a, size_t a_len, const char *b, size_t b_len)
 	struct decimal da, db;
 	bool eq = false;
 
-	if (!buf)
+	/* A NUL is no character of a number: Decimal() raises on it, where
+	 * the NUL-terminated parse below would stop at it and read a number. */
+	if (!buf || memchr(a, '\0', a_len) || memchr(b, '\0', b_len)) {
+		free(buf);
 		return false;
+	}
 	char *ca = without_underscores(a, a_len, buf);
 	char *cb = without_underscores(b, b_len, buf + a_len + 1);
 	char *dga = buf + a_len + 1 + b_len + 1;

@@ -114,6 +114,11 @@ static void test_lengths_with_nul(void **state)
 	/* Binary-safe: a NUL is an ordinary byte. */
 	assert_true(lcb_match("a\0b\n", 4, "a\0b", 3, NULL, 0));
 	assert_false(lcb_match("a\0b", 3, "a\0c", 3, NULL, 0));
+	/* Decimal("5\x00junk") raises in Python: no number, not equal to 5.
+	 * The parse stopped at the NUL and read "5". */
+	assert_false(lcb_decimal_equal("5\0junk", 6, "5", 1));
+	assert_false(lcb_decimal_equal("5", 1, "5.0\0", 4));
+	assert_false(lcb_match("5\0junk\n", 8, "5", 1, NULL, 0));
 }
 
 int main(void)
