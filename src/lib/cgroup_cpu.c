@@ -19,9 +19,12 @@ static bool psi_some(const char *dir, int dir_fd, uint64_t *total)
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/cpu.pressure", dir);
-	fd = dir_fd >= 0 ? openat(dir_fd, "cpu.pressure", O_RDONLY | O_CLOEXEC)
-			 : open(path, O_RDONLY | O_CLOEXEC);
+	if (dir_fd >= 0) {
+		fd = openat(dir_fd, "cpu.pressure", O_RDONLY | O_CLOEXEC);
+	} else {
+		snprintf(path, sizeof(path), "%s/cpu.pressure", dir);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
 	if (fd < 0)
 		return false;
 	n = read(fd, line, sizeof(line) - 1);

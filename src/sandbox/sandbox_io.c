@@ -45,22 +45,17 @@ static int keep(struct sb_capture *c, const char *buf, size_t n)
 	return 0;
 }
 
-/* Read what is there (bounded per turn). 0, or -errno. The buffer is
- * not on the stack: the pump runs on a serve worker's 256 KiB stack
- * (SG_SERVE_WORKER_STACK), under a session step's or a batch's frames,
- * and 64 KiB of it here left a session step some 40 KiB to spare. */
-static int drain(struct sb_capture *c)
+/* Read what is there (bounded per turn), through buf (CHUNK bytes). 0, or
+ * -errno. */
+static int drain(struct sb_capture *c, char *buf)
 {
-	char *buf = malloc(CHUNK);
-	int err = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	for (int i = 0; !err && i < READS_PER_TURN && c->fd >= 0; i++) {
+	for (int i = 0; i < READS_PER_TURN && c->fd >= 0; i++) {
 		ssize_t n = read(c->fd, buf, CHUNK);
 
 		if (n > 0) {
-			err = keep(c, buf, (size_t)n);
+			int err = keep(c, buf, (size_t)n);
+			if (err)
+				return err;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -69,8 +64,7 @@ static int drain(struct sb_capture *c)
 			break;
 		fs_close(&c->fd); /* EOF, or an error we cannot do anything about */
 	}
-	free(buf);
-	return err;
+	return 0;
 }
 
 void sb_feed(struct sb_feed *f)
@@ -98,15 +92,19 @@ static int collect(struct sb_pump *p, const struct pollfd *fds, int out_i, int e
 {
 	int err;
 
+	/* Once per run, not per read: 64 KiB on the stack here left a session
+	 * step some 40 KiB of a serve worker's 256 KiB to spare. */
+	if (!p->chunk && (out_i >= 0 || err_i >= 0) && !(p->chunk = malloc(CHUNK)))
+		return -ENOMEM;
 	if (out_i >= 0 && fds[out_i].revents) {
-		err = drain(&p->out);
+		err = drain(&p->out, p->chunk);
 		if (err)
 			return err;
 		if (p->out.seen > p->out.limit)
 			return SB_PUMP_OVERSIZE;
 	}
 	if (err_i >= 0 && fds[err_i].revents)
-		return drain(&p->err);
+		return drain(&p->err, p->chunk);
 	return 0;
 }
 
@@ -189,6 +187,8 @@ int sb_pump_drain(struct sb_pump *p, uint64_t until_ms)
 
 void sb_pump_close(struct sb_pump *p)
 {
+	free(p->chunk);
+	p->chunk = NULL;
 	fs_close(&p->in.fd);
 	fs_close(&p->out.fd);
 	fs_close(&p->err.fd);

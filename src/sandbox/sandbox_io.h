@@ -37,6 +37,9 @@ struct sb_pump {
 	struct sb_capture out, err;
 	uint64_t deadline_ms; /* on clock_ms(CLOCK_MONOTONIC) */
 	uint64_t end_ms;      /* when the outcome was decided */
+	/* The read buffer, off the stack (a serve worker's is 256 KiB):
+	 * made at the first read, freed by sb_pump_close(). NULL before. */
+	char *chunk;
 };
 
 /* Writes what of f->data its pipe takes now (never blocks), and closes
@@ -52,7 +55,8 @@ int sb_pump_run(struct sb_pump *p);
  * stdout went over its limit meanwhile, else SB_PUMP_EXITED; or -errno. */
 int sb_pump_drain(struct sb_pump *p, uint64_t until_ms);
 
-/* Closes the pump's fds; the captures keep their data. */
+/* Closes the pump's fds and frees its read buffer; the captures keep
+ * their data. */
 void sb_pump_close(struct sb_pump *p);
 
 /* Writing the child's stdin must not kill the executor with SIGPIPE: the

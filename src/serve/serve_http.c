@@ -311,6 +311,25 @@ static bool answer_before_body(struct request *r)
 	return (expect && !strcasecmp(expect, "100-continue")) || r->announced > DRAIN_MAX;
 }
 
+int serve_http_hold(struct serve_http *h, size_t bytes)
+{
+	if (!h)
+		return 0; /* (no HTTP side: a unit's own calls) */
+	if (bytes > h->srv->cfg.max_buffered)
+		return -E2BIG;
+	if (atomic_fetch_add(&h->buffered, bytes) + bytes > h->srv->cfg.max_buffered) {
+		atomic_fetch_sub(&h->buffered, bytes);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+void serve_http_release(struct serve_http *h, size_t bytes)
+{
+	if (h)
+		atomic_fetch_sub(&h->buffered, bytes);
+}
+
 /* ---- the body ---------------------------------------------------------- */
 
 static int keep(struct request *r, const char *data, size_t n)
@@ -337,8 +356,7 @@ static int keep(struct request *r, const char *data, size_t n)
 		while (cap < r->len + n + 1)
 			cap *= 2;
 		grow = cap - r->cap;
-		if (atomic_fetch_add(&h->buffered, grow) + grow > h->srv->cfg.max_buffered) {
-			atomic_fetch_sub(&h->buffered, grow);
+		if (serve_http_hold(h, grow)) {
 			serve_error(&r->reply, 503,
 				    "the server holds too many request bodies at once "
 				    "(sandguard serve --max-buffered); retry later");
@@ -348,7 +366,7 @@ static int keep(struct request *r, const char *data, size_t n)
 		}
 		body = realloc(r->body, cap);
 		if (!body) {
-			atomic_fetch_sub(&h->buffered, grow);
+			serve_http_release(h, grow);
 			return -1;
 		}
 		r->body = body;
@@ -358,25 +376,6 @@ static int keep(struct request *r, const char *data, size_t n)
 	r->len += n;
 	r->body[r->len] = '\0';
 	return 0;
-}
-
-int serve_http_hold(struct serve_http *h, size_t bytes)
-{
-	if (!h)
-		return 0; /* (no HTTP side: a unit's own calls) */
-	if (bytes > h->srv->cfg.max_buffered)
-		return -E2BIG;
-	if (atomic_fetch_add(&h->buffered, bytes) + bytes > h->srv->cfg.max_buffered) {
-		atomic_fetch_sub(&h->buffered, bytes);
-		return -ENOSPC;
-	}
-	return 0;
-}
-
-void serve_http_release(struct serve_http *h, size_t bytes)
-{
-	if (h)
-		atomic_fetch_sub(&h->buffered, bytes);
 }
 
 /* The client's wait started when it connected, not when its headers were
@@ -501,7 +500,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 	conns_request_done(h->conns, ci ? ci->socket_context : NULL);
 	if (!r)
 		return;
-	atomic_fetch_sub(&h->buffered, r->cap);
+	serve_http_release(h, r->cap);
 	free(r->body);
 	serve_reply_free(&r->reply);
 	free(r);

@@ -13,8 +13,9 @@
  * output on a worker must be bounded to fit it with room to spare: the
  * scratch reset's walk (SB_SCRATCH_RESET_DEPTH levels of ~200 bytes), the
  * call-based judge's parse and compare (PY_JSON_DEPTH_MAX levels of ~80
- * bytes; unit test_py_equal runs them on a stack of this size), jansson
- * (its own 2,048-level bound). */
+ * bytes; unit test_py_equal runs them on a stack of this size), jansson's
+ * parse, encode and free of a request (SERVE_JSON_DEPTH_MAX levels of
+ * ~300 bytes: its encoder and free have no bound of their own). */
 #define SG_SERVE_WORKER_STACK (256u << 10)
 
 struct serve;

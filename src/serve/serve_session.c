@@ -508,14 +508,15 @@ static void session_execute(struct serve_call *c, void *plan, struct serve_reply
 	case OP_LIST: {
 		/* 128 KiB: not on a worker's 256 KiB stack (SG_SERVE_WORKER_STACK). */
 		struct session_info *list = calloc(LIST_MAX, sizeof(*list));
-		size_t n = list ? session_list(m, &who, list, LIST_MAX) : 0;
-		json_t *arr = json_array();
+		json_t *arr;
+		size_t n;
 
 		if (!list) {
-			json_decref(arr);
 			serve_error(rp, 500, "out of memory listing the sessions");
 			return;
 		}
+		n = session_list(m, &who, list, LIST_MAX);
+		arr = json_array();
 		for (size_t i = 0; i < n && i < LIST_MAX; i++)
 			json_array_append_new(arr, info_json(&list[i]));
 		free(list);
