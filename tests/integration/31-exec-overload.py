@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import sandbox_cgroups, tenant_memory_dir, uid_base  # noqa: E402
+from sgtest import sandbox_cgroups, uid_base, wait_tenant_memory_dir  # noqa: E402
 import sgexec  # noqa: E402
 
 # our own slot uid range, 256 uids (30-exec uses 62000, 21-sandbox-isolation 67300)
@@ -198,10 +198,7 @@ def t_node_oom_is_platform(env):
                           os.path.join(env.progs, "rw_wait_hog.py"), go],
                          env=env.env(SANDGUARD_WARM="0"), stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    tdir, limit, unlimited = tenant_memory_dir(env.cgroot, "rw-nodemem")
-    deadline = time.monotonic() + 30
-    while not sandbox_cgroups(env.cgroot, "rw-nodemem") and time.monotonic() < deadline:
-        time.sleep(0.02)
+    tdir, limit, unlimited = wait_tenant_memory_dir(env.cgroot, "rw-nodemem")
     try:
         with open(os.path.join(tdir, limit), "w") as f:
             f.write(str(48 << 20))

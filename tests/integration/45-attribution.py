@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from sgagent import PY, SANDGUARD, Agent, check, finish, skip  # noqa: E402
-from sgtest import remove_cgroup_tree, sandbox_cgroups, tenant_memory_dir  # noqa: E402
+from sgtest import remove_cgroup_tree, wait_tenant_memory_dir  # noqa: E402
 import sgjournal  # noqa: E402
 
 EGRESS = """import json, socket, sys
@@ -290,16 +290,13 @@ def violation_beats_node_oom(a):
     prog = a.program("node_oom_then_egress.py", NODE_OOM_THEN_EGRESS)
     go = os.path.join(a.programs, "go-golf")
     root = a.env["SANDGUARD_CGROUP_ROOT"]
-    tdir, limit, unlimited = tenant_memory_dir(root, tenant)
     batch = os.path.join(a.dir, "batch-golf.json")
     with open(batch, "w") as f:
         json.dump({"batch_id": "golf", "items": [{"prompt": "p", "completion": "c"}]}, f)
     p = subprocess.Popen([SANDGUARD, "exec", "--tenant", tenant, "--policy-dir", a.policy_dir,
                           "--batch", batch, "--", PY, prog, go], env=a.env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 30
-    while not sandbox_cgroups(root, tenant) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    tdir, limit, unlimited = wait_tenant_memory_dir(root, tenant)
     try:
         with open(os.path.join(tdir, limit), "w") as f:
             f.write(str(48 << 20))
@@ -309,8 +306,9 @@ def violation_beats_node_oom(a):
         if p.poll() is None:
             p.kill()
             p.wait()
-        with open(os.path.join(tdir, limit), "w") as f:
-            f.write(unlimited)
+        if os.path.exists(os.path.join(tdir, limit)):  # (not made: the first open said why)
+            with open(os.path.join(tdir, limit), "w") as f:
+                f.write(unlimited)
         if os.path.exists(go):
             os.unlink(go)
     try:

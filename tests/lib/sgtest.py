@@ -119,6 +119,20 @@ def tenant_memory_dir(cgroot, tenant):
     return os.path.join(cgroot, tenant), "memory.max", "max"
 
 
+def wait_tenant_memory_dir(cgroot, tenant, timeout_s=30):
+    """tenant_memory_dir(), once a sandbox of the tenant exists and the
+    tenant's limit file is there. The sandbox's v2 directory comes before
+    the v1 mirrors on hybrid nodes, so waiting for a sandbox alone raced
+    the v1 tenant directory (45-attribution in CI: no such
+    memory.limit_in_bytes)."""
+    tdir, limit, unlimited = tenant_memory_dir(cgroot, tenant)
+    deadline = time.monotonic() + timeout_s
+    while not (sandbox_cgroups(cgroot, tenant) and os.path.exists(os.path.join(tdir, limit))) \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return tdir, limit, unlimited
+
+
 def kill_and_rmdir(path, tries=100):
     """Empty one cgroup (cgroup.kill where there is one) and remove it."""
     try:
