@@ -39,8 +39,10 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -275,6 +277,14 @@ def measure(n_problems, deadline_ms=DEADLINE_MS, in_flight=IN_FLIGHT, admitted=A
     """The results dict (see rows())."""
     problems = programs.generate(n_problems)
     agent, env, srv = Agent({}, name="bench-iter"), Env(), None
+    # The run directory on tmpfs, as a node's /run/sandguard is
+    # (scripts/bench/sgbench.py's Env says why); SGBENCH_RUN_DIR_ON_DISK=1
+    # leaves it in the agent's tree on this VM's disk.
+    run_dir = None
+    if os.environ.get("SGBENCH_RUN_DIR_ON_DISK") != "1":
+        run_dir = tempfile.mkdtemp(prefix="sandguard-iter-run.", dir="/dev/shm")
+        os.chmod(run_dir, 0o755)
+        agent.env["SANDGUARD_RUN_DIR"] = run_dir
     try:
         for lang in TENANTS:
             with open(os.path.join(agent.policy_dir, TENANTS[lang] + ".json"), "w") as f:
@@ -340,6 +350,8 @@ def measure(n_problems, deadline_ms=DEADLINE_MS, in_flight=IN_FLIGHT, admitted=A
             srv.stop()
         env.cleanup()
         agent.cleanup()
+        if run_dir:
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def cpu_text(per_test):

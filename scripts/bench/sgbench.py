@@ -44,15 +44,24 @@ def children_cpu_ms():
 
 
 class Env:
-    """The bench's private world: a temp dir (policies, programs, scratch,
-    state), an event file on tmpfs, and the env vars that point every
-    sandguard command at them."""
+    """The bench's private world: a temp dir on the disk (policies,
+    programs, scratch, state: the journal's fdatasync reaches a disk), a
+    run directory and an event file on tmpfs, and the env vars that point
+    every sandguard command at them.
+
+    The run directory (in-flight records, admission tickets, slot locks)
+    is on tmpfs because a node's is: /run/sandguard, the DaemonSet's
+    hostPath, and /run is a tmpfs on a systemd node. This VM's /run is
+    not, and a new file there costs ext4's inode search past the
+    recently deleted ones (docs/performance-executor-cost.md).
+    SGBENCH_RUN_DIR_ON_DISK=1 puts it beside the state, for that A/B."""
 
     def __init__(self, sandguard, tag):
         self.sandguard = sandguard
         self.dir = tempfile.mkdtemp(prefix="sandguard-bench.")
         os.chmod(self.dir, 0o755)
         self.shm = tempfile.mkdtemp(prefix="sandguard-bench.", dir="/dev/shm")
+        os.chmod(self.shm, 0o755)
         self.policy_dir = self.mkdir("policies")
         self.scratch = self.mkdir("scratch")
         self.programs = self.mkdir("programs")
@@ -66,7 +75,8 @@ class Env:
             "SANDGUARD_AGENT_SOCK": os.path.join(self.dir, "agent.sock"),
             "SANDGUARD_STATE_DIR": os.path.join(self.dir, "state"),
             "SANDGUARD_LOG_DIR": os.path.join(self.dir, "log"),
-            "SANDGUARD_RUN_DIR": os.path.join(self.dir, "run"),
+            "SANDGUARD_RUN_DIR": os.path.join(
+                self.dir if os.environ.get("SGBENCH_RUN_DIR_ON_DISK") == "1" else self.shm, "run"),
         })
         self.agent = None
 

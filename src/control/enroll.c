@@ -199,12 +199,12 @@ fail:
 /* The entries are written: attach the programs that judge opens, where
  * they are attached on demand (the fallback's), before any of the
  * sandbox's code runs (src/control/ondemand.h). */
-static int watch_opens(const struct sg_pinset *set, const struct pins *p,
-		       const struct sg_enroll_request *req, uint32_t slot,
+static int watch_opens(const struct sg_pinset *set, const struct sg_gen_facts *gen,
+		       const struct pins *p, const struct sg_enroll_request *req, uint32_t slot,
 		       struct sg_enroll_result *res)
 {
 	char why[200];
-	int err = sg_ondemand_attach_set(set, why, sizeof(why));
+	int err = sg_ondemand_attach_set(set, gen, why, sizeof(why));
 
 	if (err) {
 		take_back(p, req->who.cgroup_id);
@@ -235,7 +235,7 @@ static int no_agent(const struct sg_enroll_request *req, struct sg_enroll_result
 	return 0;
 }
 
-static int enroll(const struct sg_pinset *set, const struct pins *p,
+static int enroll(const struct sg_pinset *set, const struct sg_gen_facts *gen, const struct pins *p,
 		  const struct sg_enroll_request *req, struct sg_enroll_result *res)
 {
 	bool own = own_policy(req->who.policy, req->who.tenant);
@@ -275,7 +275,7 @@ static int enroll(const struct sg_pinset *set, const struct pins *p,
 			return err;
 		/* The slot may have been given up since it was read. */
 		if (current_slot(p, req->who.tenant, own, &again) == 0 && again == slot)
-			return watch_opens(set, p, req, slot, res);
+			return watch_opens(set, gen, p, req, slot, res);
 		take_back(p, req->who.cgroup_id);
 	}
 	snprintf(res->detail, sizeof(res->detail),
@@ -346,7 +346,7 @@ int sg_enroll_sandbox(const struct sg_enroll_request *req, struct sg_enroll_resu
 		return err > 0 ? 0 : err;
 	}
 	p = pins_of(set);
-	err = enroll(set, &p, req, res);
+	err = enroll(set, &gen, &p, req, res);
 	if (!err && req->agent) {
 		/* For attribution only (run and batch ids): the kernel already
 		 * enforces, whatever the agent answers or fails to. */

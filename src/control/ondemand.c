@@ -214,15 +214,37 @@ int sg_ondemand_attach(int lock_fd, uint32_t gen, char *why, size_t len)
 	return err;
 }
 
-int sg_ondemand_attach_set(const struct sg_pinset *set, char *why, size_t len)
+/* Lock held: attach what of the programs named in `facts` (generation
+ * `gen`'s) is not attached. Each link is still looked for: a detacher
+ * may have unpinned it since the last enrollment. */
+static int attach_named(uint32_t gen, const struct sg_gen_facts *facts, char *why, size_t len)
+{
+	char dir[PATH_MAX];
+	int err = ondemand_dir(gen, dir, sizeof(dir));
+
+	for (int i = 0; !err && i < facts->ondemand_n; i++)
+		if (!link_pinned(dir, facts->ondemand[i]))
+			err = attach_one(dir, facts->ondemand[i], why, len);
+	return err;
+}
+
+int sg_ondemand_attach_set(const struct sg_pinset *set, const struct sg_gen_facts *facts, char *why,
+			   size_t len)
 {
 	int lock = sg_ondemand_lock(), err;
+	uint32_t gen;
 
 	if (lock < 0) {
 		snprintf(why, len, "cannot lock %s: %s", sg_pin_root(), strerror(-lock));
 		return lock;
 	}
-	err = attach_locked(sg_pinset_generation(set), why, len);
+	/* The generation is read under the lock (an agent switching holds
+	 * it); its names are used only when they are this generation's. */
+	gen = sg_pinset_generation(set);
+	if (gen && facts && facts->gen == gen && facts->ondemand_n >= 0)
+		err = attach_named(gen, facts, why, len);
+	else
+		err = attach_locked(gen, why, len);
 	sg_ondemand_unlock(lock);
 	return err;
 }

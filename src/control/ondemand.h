@@ -39,11 +39,15 @@ void sg_ondemand_unlock(int lock_fd);
 int sg_ondemand_attach(int lock_fd, uint32_t gen, char *why, size_t len);
 
 struct sg_pinset;
+struct sg_gen_facts;
 
 /* The same for the active generation of an executor's kept set of maps
  * (pinset.h), taking the lock: its generation is read from the set's
- * sg_config, under the lock. */
-int sg_ondemand_attach_set(const struct sg_pinset *set, char *why, size_t len);
+ * sg_config, under the lock. `facts` (or NULL) are what the enrollment
+ * read of that generation: when it is the one active, its program names
+ * spare a read of the directory. */
+int sg_ondemand_attach_set(const struct sg_pinset *set, const struct sg_gen_facts *facts, char *why,
+			   size_t len);
 
 /* Whether sg_sandboxes holds no sandbox (false when it cannot be read). */
 bool sg_ondemand_no_sandbox(void);

@@ -73,6 +73,29 @@ int sg_pinned_links_of(uint32_t gen)
 	return n;
 }
 
+int sg_pinned_ondemand_of(uint32_t gen, char (*names)[SG_ONDEMAND_NAME], int max)
+{
+	char dir[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), "%s/gen-%u/ondemand/prog", sg_pin_root(), gen);
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while (n >= 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (n == max || strlen(de->d_name) >= SG_ONDEMAND_NAME)
+			n = -E2BIG;
+		else
+			memcpy(names[n++], de->d_name, strlen(de->d_name) + 1);
+	}
+	closedir(d);
+	return n;
+}
+
 /* Whether the link behind fd is a cgroup link no longer attached to any
  * cgroup (detached: `bpftool link detach`, or its cgroup gone). The
  * kernel's fdinfo of a cgroup link names its cgroup, 0 once detached. */

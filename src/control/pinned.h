@@ -21,6 +21,13 @@ uint32_t sg_pinned_generation(void);
  * generation `gen` (0: none). */
 int sg_pinned_links(void);
 int sg_pinned_links_of(uint32_t gen);
+#define SG_ONDEMAND_NAME 64 /* "<category>:<tracepoint>" */
+
+/* The names of generation `gen`'s on-demand programs (ondemand.h) into
+ * names[max] (each shorter than SG_ONDEMAND_NAME): how many
+ * (0: none pinned, as in LSM mode), or -errno (-E2BIG: more than max, or
+ * a longer name). */
+int sg_pinned_ondemand_of(uint32_t gen, char (*names)[SG_ONDEMAND_NAME], int max);
 /* Pinned cgroup links of the active generation that are attached to no
  * cgroup any more (detached from outside): each is a hook that enforces
  * nothing. >= 0, or -errno. */

@@ -163,9 +163,11 @@ void sg_pinset_facts(struct sg_pinset *s, struct sg_gen_facts *f)
 	 * generation's facts, and either's are right. */
 	memset(f, 0, sizeof(*f));
 	f->gen = gen;
+	f->ondemand_n = -1;
 	if (gen) {
 		f->links = sg_pinned_links_of(gen);
 		f->root_err = sg_pinned_root_cgroup_id_of(gen, &f->root_id);
+		f->ondemand_n = sg_pinned_ondemand_of(gen, f->ondemand, SG_ONDEMAND_MAX);
 	}
 	pthread_mutex_lock(&lock);
 	if (gen && f->links > 0)

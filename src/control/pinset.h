@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "pinned.h"
 
 enum sg_pin {
 	SG_PIN_CONFIG,
@@ -35,11 +36,19 @@ enum sg_pin {
  * for each generation: an agent pins a generation's links before it
  * switches to it, and a generation's number is never reused within one
  * set of maps (a new set is a new check). */
+#define SG_ONDEMAND_MAX 8 /* the fallback pins 5 */
+
 struct sg_gen_facts {
 	uint32_t gen;     /* the active generation, 0: none */
 	int links;        /* its pinned links (> 0: programs attached) */
 	int root_err;     /* 0 with root_id, or why its egress link says nothing */
 	uint64_t root_id; /* the cgroup its cgroup programs are attached to */
+	/* Its on-demand programs (ondemand.h), pinned before it was
+	 * switched to and not changed since: their names, so that an
+	 * enrollment does not read the directory each time. -1: not known
+	 * (the directory is read as before). */
+	int ondemand_n;
+	char ondemand[SG_ONDEMAND_MAX][SG_ONDEMAND_NAME];
 };
 
 struct sg_pinset {
