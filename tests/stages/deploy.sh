@@ -73,8 +73,8 @@ why=$(live_reason)
 if [ -z "$why" ]; then
     LIVE_OK=1
     CG2=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
-    CGROOT=$CG2/sg-deploy-stage-$$
-    PINROOT=/sys/fs/bpf/sg-deploy-stage-$$
+    CGROOT=$CG2/sandguard-deploy-stage-$$
+    PINROOT=/sys/fs/bpf/sandguard-deploy-stage-$$
     export SANDGUARD_CGROUP_ROOT=$CGROOT SANDGUARD_PIN_ROOT=$PINROOT
     export SANDGUARD_AGENT_SOCK=$TMP/run/agent.sock SANDGUARD_RUN_DIR=$TMP/xrun
     export SANDGUARD_STATE_DIR=$TMP/xstate SANDGUARD_LOG_DIR=$TMP/xlog SANDGUARD_UID_BASE=63500
