@@ -56,6 +56,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 from cpumeter import own_cpu_ms, usage_ms  # noqa: E402
 import iteration_programs as programs  # noqa: E402
 from sgagent import Agent  # noqa: E402
+from sgbench import run_dir_on_tmpfs  # noqa: E402
 from sgserve import Env, Server, verl_request, verl_verdict  # noqa: E402
 from sgtest import uid_base  # noqa: E402
 import sgjournal  # noqa: E402
@@ -277,11 +278,10 @@ def measure(n_problems, deadline_ms=DEADLINE_MS, in_flight=IN_FLIGHT, admitted=A
     """The results dict (see rows())."""
     problems = programs.generate(n_problems)
     agent, env, srv = Agent({}, name="bench-iter"), Env(), None
-    # The run directory on tmpfs, as a node's /run/sandguard is
-    # (scripts/bench/sgbench.py's Env says why); SGBENCH_RUN_DIR_ON_DISK=1
-    # leaves it in the agent's tree on this VM's disk.
+    # The run directory on tmpfs, as a node's /run/sandguard is (sgbench's
+    # Env says why); else it stays in the agent's tree on the disk.
     run_dir = None
-    if os.environ.get("SGBENCH_RUN_DIR_ON_DISK") != "1":
+    if run_dir_on_tmpfs():
         run_dir = tempfile.mkdtemp(prefix="sandguard-iter-run.", dir="/dev/shm")
         os.chmod(run_dir, 0o755)
         agent.env["SANDGUARD_RUN_DIR"] = run_dir

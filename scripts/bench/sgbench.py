@@ -43,6 +43,12 @@ def children_cpu_ms():
     return (r.ru_utime + r.ru_stime) * 1000.0
 
 
+def run_dir_on_tmpfs():
+    """Whether the bench's run directory goes on tmpfs (Env says why), not
+    beside the state on the disk (SGBENCH_RUN_DIR_ON_DISK=1)."""
+    return os.environ.get("SGBENCH_RUN_DIR_ON_DISK") != "1"
+
+
 class Env:
     """The bench's private world: a temp dir on the disk (policies,
     programs, scratch, state: the journal's fdatasync reaches a disk), a
@@ -75,8 +81,7 @@ class Env:
             "SANDGUARD_AGENT_SOCK": os.path.join(self.dir, "agent.sock"),
             "SANDGUARD_STATE_DIR": os.path.join(self.dir, "state"),
             "SANDGUARD_LOG_DIR": os.path.join(self.dir, "log"),
-            "SANDGUARD_RUN_DIR": os.path.join(
-                self.dir if os.environ.get("SGBENCH_RUN_DIR_ON_DISK") == "1" else self.shm, "run"),
+            "SANDGUARD_RUN_DIR": os.path.join(self.shm if run_dir_on_tmpfs() else self.dir, "run"),
         })
         self.agent = None
 

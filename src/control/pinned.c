@@ -85,12 +85,14 @@ int sg_pinned_ondemand_of(uint32_t gen, char (*names)[SG_ONDEMAND_NAME], int max
 	if (!d)
 		return errno == ENOENT ? 0 : -errno;
 	while (n >= 0 && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+
 		if (de->d_name[0] == '.')
 			continue;
-		if (n == max || strlen(de->d_name) >= SG_ONDEMAND_NAME)
+		if (n == max || len >= SG_ONDEMAND_NAME)
 			n = -E2BIG;
 		else
-			memcpy(names[n++], de->d_name, strlen(de->d_name) + 1);
+			memcpy(names[n++], de->d_name, len + 1);
 	}
 	closedir(d);
 	return n;

@@ -32,12 +32,12 @@ enum sg_pin {
 	SG_PIN__COUNT
 };
 
+#define SG_ONDEMAND_MAX 8 /* the fallback pins 5 */
+
 /* What an enrollment needs to know of the active generation, read once
  * for each generation: an agent pins a generation's links before it
  * switches to it, and a generation's number is never reused within one
  * set of maps (a new set is a new check). */
-#define SG_ONDEMAND_MAX 8 /* the fallback pins 5 */
-
 struct sg_gen_facts {
 	uint32_t gen;     /* the active generation, 0: none */
 	int links;        /* its pinned links (> 0: programs attached) */
