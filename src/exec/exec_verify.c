@@ -294,9 +294,20 @@ static void run_test(struct verify_job *job, struct exec_box *box, struct sb_run
 	free(argv);
 }
 
+/* A worker runs tests on one slot of the request's, in one sandbox, and
+ * gives both back as soon as no test is left for it: not when the
+ * request's last test ends. A slot kept idle while a sibling's test runs to
+ * its deadline is CPU the node admits nobody to (a 1 s timeout kept the
+ * bench's other CPU idle for most of it). */
+struct verify_worker {
+	struct verify_job *job;
+	struct tenant_slot *slot;
+};
+
 static void *worker(void *arg)
 {
-	struct verify_job *job = arg;
+	struct verify_worker *w = arg;
+	struct verify_job *job = w->job;
 	struct exec_box box = { 0 };
 	struct sb_run_record owed;
 
@@ -314,6 +325,7 @@ static void *worker(void *arg)
 	}
 	exec_owed_done(&owed);
 	exec_box_done(job->ctx, &box);
+	tenant_slot_release(w->slot);
 	return NULL;
 }
 
@@ -330,21 +342,25 @@ static size_t parallelism(const struct sg_policy *p, size_t n_tests)
 }
 
 /* Run every test with one worker per slot we hold (the calling thread is
- * one of them). */
-static void run_all(struct verify_job *job, size_t n_slots)
+ * one of them); each slot is given back by its worker. */
+static void run_all(struct verify_job *job, struct tenant_slot *slots, size_t n_slots)
 {
+	struct verify_worker workers[n_slots];
 	pthread_t threads[n_slots];
 	size_t started = 0;
 
+	for (size_t k = 0; k < n_slots; k++)
+		workers[k] = (struct verify_worker){ .job = job, .slot = &slots[k] };
 	for (size_t k = 1; k < n_slots; k++) {
-		if (pthread_create(&threads[started], NULL, worker, job)) {
+		if (pthread_create(&threads[started], NULL, worker, &workers[k])) {
 			sg_warn("exec: cannot start a verifier thread: running with %zu",
 				started + 1);
-			break;
+			tenant_slot_release(&slots[k]);
+			continue;
 		}
 		started++;
 	}
-	worker(job);
+	worker(&workers[0]);
 	for (size_t k = 0; k < started; k++)
 		pthread_join(threads[k], NULL);
 }
@@ -449,9 +465,7 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		return -ENOMEM;
 	}
 	res->n_tests = tests->n;
-	run_all(&job, n_slots);
-	for (size_t k = 0; k < n_slots; k++)
-		tenant_slot_release(&slots[k]);
+	run_all(&job, slots, n_slots);
 
 	summarize(tests, res);
 final:

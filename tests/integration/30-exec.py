@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgtest import uid_base  # noqa: E402
+from sgtest import lock_held, uid_base  # noqa: E402
 import sgexec  # noqa: E402
 
 # our own slot uid range (20-sandbox uses 61000, 31-exec-overload 68300)
@@ -535,6 +535,61 @@ def t_verifier_oom_in_reused_sandbox(env):
         return "no sandbox was reused: %s" % res.get("sandboxes")
 
 
+def slots_held(env, tenant, n):
+    """How many of the tenant's first n concurrency slots someone holds."""
+    return sum(lock_held(os.path.join(env.run, "tenants", tenant, "slot-%d.lock" % i)) for i in range(n))
+
+
+def t_verifier_idle_slot_given_back(env):
+    """A request takes a slot per worker (two here), and a worker gives its
+    slot back as soon as no test is left for it: while the request's other
+    test runs to its deadline, another request of the tenant (concurrency
+    2, on_excess refuse) is admitted and runs, not refused for a slot that
+    sits idle."""
+    if (os.cpu_count() or 1) < 2:
+        return "SKIP needs 2 CPUs: a request takes one slot per CPU at most"
+    tests = os.path.join(env.dir, "tests-hang.json")
+    with open(tests, "w") as f:
+        json.dump([{"input": "1 2\n", "output": "3\n"}, {"input": "hang", "output": "0"}], f)
+    one = os.path.join(env.dir, "tests-one.json")
+    with open(one, "w") as f:
+        json.dump([{"input": "4 5\n", "output": "9\n"}], f)
+    prog = ["--", PYTHON, os.path.join(env.progs, "rw_sum_or_hang.py")]
+    a = subprocess.Popen([BIN, "exec", "--tenant", "rw-pair", "--policy-dir", env.policies, "--tests", tests,
+                          "--timeout-ms", "8000", "--batch-id", "pair-a"] + prog,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.env())
+    try:
+        # Both slots held, then one given back while the request runs.
+        start, deadline, seen = time.monotonic(), time.monotonic() + 7, 0
+        while seen < 2:
+            if time.monotonic() > deadline or a.poll() is not None:
+                return "no slot was given back while the request's other test ran (slots held: %s%s)" % (
+                    slots_held(env, "rw-pair", 2),
+                    "" if a.poll() is None else "; it ended: %r" % (a.communicate(),))
+            seen = seen + 1 if time.monotonic() - start > 1 and slots_held(env, "rw-pair", 2) == 1 else 0
+            time.sleep(0.1)
+        rc, res, err, _ = exec_cli(env, ["--tenant", "rw-pair", "--policy-dir", env.policies, "--tests", one,
+                                         "--timeout-ms", "4000", "--batch-id", "pair-b"] + prog)
+        if a.poll() is not None:
+            return "the first request ended before the second did: not a test of two at once"
+        # (expect() would see the first request's sandbox in the scratch)
+        if rc != 0 or not res or res.get("cause") != "ok" or res["reward"] != 1:
+            return "the second request, beside one test running: exit %d, %s" % (
+                rc, json.dumps(res)[:300] if res else err[-300:])
+        out, _ = a.communicate(timeout=60)
+        first = json.loads(out)
+        if len({b["sandbox"] for b in first.get("sandboxes", [])}) != 2:
+            return "the first request ran on %s, not two slots' sandboxes" % first.get("sandboxes")
+        if [t["status"] for t in first["tests"]] != ["pass", "timeout"] or first["reward"] != 0:
+            return "the first request: reward %s, tests %s" % (first["reward"], first["tests"])
+        if scratch_left(env, "rw-pair"):
+            return "scratch left behind: %s" % scratch_left(env, "rw-pair")
+    finally:
+        if a.poll() is None:
+            a.kill()
+            a.wait()
+
+
 def t_usage(env):
     with open(os.path.join(env.dir, "batch.json"), "w") as f:
         json.dump(batch("u"), f)
@@ -604,6 +659,7 @@ CASES = [
     ("exec-policy-unreadable-platform", t_policy_unreadable),
     ("exec-verifier-mode", t_verifier),
     ("exec-verifier-oom-in-reused-sandbox", t_verifier_oom_in_reused_sandbox),
+    ("exec-verifier-idle-slot-given-back", t_verifier_idle_slot_given_back),
     ("exec-usage-errors", t_usage),
 ]
 

@@ -87,6 +87,7 @@ def main(cases):
         env.policy("rw-cap", concurrency=1, on_excess="refuse")
         env.policy("rw-agent", require_agent=True)
         env.policy("rw-verify", failure="retry", retries=2)
+        env.policy("rw-pair", concurrency=2, on_excess="refuse", cpu=1.0, timeout_ms=8000)
         env.policy("rw-long", timeout_ms=60000)
         env.policy("rw-cpu", failure="retry", retries=1, concurrency=128, timeout_ms=5000, cpu=1.0,
                    queue_timeout_ms=20000)

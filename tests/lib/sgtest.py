@@ -5,6 +5,7 @@ cgroup mounts (found in /proc/self/mountinfo, never assumed).
 Suites put this directory on sys.path:
     sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 """
+import fcntl
 import json
 import os
 import socket
@@ -52,6 +53,22 @@ def accepts_nothing(listener, seconds=0.3):
 def exit_code():
     """What a suite exits with: 1 if anything failed."""
     return 1 if failures else 0
+
+
+def lock_held(path):
+    """Whether someone holds an flock on `path` (taken and given back at
+    once when free); False when there is no such file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def uid_base(default):

@@ -277,21 +277,8 @@ class Chaos:
 
 
 def slots_held():
-    import fcntl
-    held = []
-    for uid in range(UID_BASE, UID_BASE + SLOTS):
-        path = "/run/sandguard/slots/%d.lock" % uid
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            held.append(uid)
-        finally:
-            os.close(fd)
-    return held
+    return [uid for uid in range(UID_BASE, UID_BASE + SLOTS)
+            if sgtest.lock_held("/run/sandguard/slots/%d.lock" % uid)]
 
 
 def main():
