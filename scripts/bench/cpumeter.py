@@ -60,6 +60,15 @@ def clients_cpu_ms():
     return (r.ru_utime + r.ru_stime) * 1000.0
 
 
+def node_busy_ms():
+    """Every CPU's busy time since boot (/proc/stat: all but idle and
+    iowait), in ms: what the node spent, counted or not."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # user..steal, less idle and iowait
+    return busy * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
 def grown(before, after):
     """A cgroup's usage over a window: it may appear during the window
     (the tenant's subtree, with its first sandbox) and start from 0."""
@@ -71,7 +80,10 @@ def grown(before, after):
 class Meter:
     """Per-runner CPU totals (ms) by part: `clients`, `executor`,
     `sandboxes`, `parents` (of `sandboxes`), `plain`, `plain_rusage` (the
-    same runner seen through RUSAGE_CHILDREN, a cross-check), `agent`."""
+    same runner seen through RUSAGE_CHILDREN, a cross-check), `agent`, and
+    `node`: every CPU's busy time in the window (the bench's own included),
+    a cross-check that the parts miss no large cost (the kernel's workers
+    that clean up after sandboxes are in it, in no part)."""
 
     def __init__(self, cgroot, plain_cgroup, executor_pid, agent_pid):
         self.cgroot = cgroot
@@ -116,7 +128,7 @@ class Meter:
         return {"clients": clients_cpu_ms(), "executor": own_cpu_ms(self.executor_pid),
                 "agent": own_cpu_ms(self.agent_pid),
                 "sandboxes": usage_ms(os.path.join(self.cgroot, tenant)) if tenant else None,
-                "plain": usage_ms(self.plain_cgroup)}
+                "plain": usage_ms(self.plain_cgroup), "node": node_busy_ms()}
 
     def window(self, who, tenant, run, parents=False):
         """Runs run() as runner `who` (sandguard's tenant, or None for the
@@ -132,6 +144,7 @@ class Meter:
                 self.current = None
             after = self.point(tenant)
             self.add(who, "agent", after["agent"] - before["agent"])
+            self.add(who, "node", after["node"] - before["node"])
             if tenant:
                 self.add(who, "clients", after["clients"] - before["clients"])
                 self.add(who, "executor", after["executor"] - before["executor"])
@@ -144,7 +157,7 @@ class Meter:
         """{part: ms per test}, with `total`: every part but the parents
         (within sandboxes) and the rusage cross-check."""
         parts = {k: v / n_tests for k, v in self.totals.get(who, {}).items()}
-        parts["total"] = sum(v for k, v in parts.items() if k not in ("parents", "plain_rusage"))
+        parts["total"] = sum(v for k, v in parts.items() if k not in ("parents", "plain_rusage", "node"))
         return parts
 
     def join_plain(self):

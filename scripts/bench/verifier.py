@@ -183,7 +183,8 @@ def cpu_text(parts):
             within = " (parents %.1f)" % parts["parents"] if k == "sandboxes" and \
                 "parents" in parts else ""
             text.append("%s %.1f%s" % (k, parts[k], within))
-    return "%.1f ms: %s" % (parts["total"], ", ".join(text))
+    node = "; the node's CPUs %.1f" % parts["node"] if "node" in parts else ""
+    return "%.1f ms: %s%s" % (parts["total"], ", ".join(text), node)
 
 
 def measure(env, n_programs, chunks, parallel, meter):

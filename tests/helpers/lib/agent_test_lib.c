@@ -11,9 +11,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <jansson.h>
 #include "control/agent_client.h"
 #include "control/enroll.h"
+#include "control/pinset.h"
 #include "policy/policy.h"
 #include "agent_test_lib.h"
 #include "lib/cgroup.h"
@@ -347,6 +349,41 @@ void at_sandbox_free(struct at_sandbox *sb)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sb->scratch);
 	if (system(cmd) != 0)
 		fprintf(stderr, "agent_test: could not remove %s\n", sb->scratch);
+}
+
+void at_sandbox_describe(uint64_t cgid, int rule, char *buf, size_t len)
+{
+	struct sg_pinset *set = sg_pinset_get(false);
+	struct sg_sandbox sb;
+	struct sg_sandbox_state st;
+	struct sg_policy_k pol;
+	int n;
+
+	if (!set) {
+		snprintf(buf, len, "no pins to read");
+		return;
+	}
+	if (bpf_map_lookup_elem(set->fd[SG_PIN_SANDBOXES], &cgid, &sb)) {
+		n = snprintf(buf, len, "no sandbox entry (%s)", strerror(errno));
+	} else {
+		n = snprintf(buf, len, "slot %u", sb.tenant);
+		if (bpf_map_lookup_elem(set->fd[SG_PIN_POLICIES], &sb.tenant, &pol))
+			n += snprintf(buf + n, len - n, " (no policy in it)");
+		else
+			n += snprintf(buf + n, len - n, " (action %u for rule %d)",
+				      pol.action[rule & 7], rule);
+	}
+	if (n < 0 || (size_t)n >= len)
+		goto out;
+	if (bpf_map_lookup_elem(set->fd[SG_PIN_STATE], &cgid, &st))
+		snprintf(buf + n, len - n, "; no state entry (%s)", strerror(errno));
+	else
+		snprintf(buf + n, len - n,
+			 "; state: %llu violations, first rule %d, tripped %u for rule %d",
+			 (unsigned long long)st.violations, sg_state_first_rule(&st), st.tripped,
+			 sg_state_kill_rule(&st));
+out:
+	sg_pinset_put(set);
 }
 
 int at_run_in(const char *cg, int (*fn)(void *), void *arg, int timeout_ms)

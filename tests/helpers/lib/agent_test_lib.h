@@ -60,6 +60,12 @@ extern bool at_enroll_notify;
 /* The same with a directory scratch; 0 only when enforced. */
 int at_sandbox_new(struct at_env *env, const char *tenant, struct at_sandbox *sb);
 void at_sandbox_free(struct at_sandbox *sb);
+/* What the kernel's maps hold for a sandbox (its entry's policy slot, the
+ * slot's action for `rule`, its state: violations, first rule, trip), in
+ * words for a failure's message: a case that expected a kill can say
+ * whether the kernel never judged it kill-class, or judged it so and the
+ * agent did not act. */
+void at_sandbox_describe(uint64_t cgid, int rule, char *buf, size_t len);
 
 /* Run fn(arg) in a child placed in `cg` (a sandbox's, or the outside
  * cgroup); fn's return value is the child's exit code. Returns the wait

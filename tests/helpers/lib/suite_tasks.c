@@ -56,18 +56,24 @@ void test_kill_action(void)
 	struct agent_conn *c;
 	const char *method;
 	uint64_t cgid = 0;
-	int st, rule = -1, killed;
+	int st, rule = -1, killed, made;
+	char seen[256];
 
-	at_sandbox_new(&env, "strict", &sb);
+	made = at_sandbox_new(&env, "strict", &sb);
+	at_result(made == 0, "kill: the sandbox is enrolled and enforced", "%s", strerror(-made));
 	cgroup_id_of(sb.cg, &cgid);
 	st = run_in(&sb, child_net,
 		    &(struct net_arg){ .family = AF_INET, .type = SOCK_STREAM, .port = port_tcp4 });
+	/* Read before the kill: the agent deletes the entries of a sandbox
+	 * it emptied. */
+	at_sandbox_describe(cgid, SG_RULE_EGRESS, seen, sizeof(seen));
 	at_result(returned(st, EPERM) || sigkilled(st),
 		  "kill: an egress attempt under action kill is refused", "%s", describe(st));
 	at_result(at_event_seen(&env, 3000, sb.name, "\"sandbox_killed\"", "\"rule\":\"egress\"",
 				NULL) &&
 			  at_cgroup_empty(sb.cg, 3000),
-		  "kill: the whole sandbox is emptied and evented", "no sandbox_killed");
+		  "kill: the whole sandbox is emptied and evented",
+		  "no sandbox_killed; the kernel's maps after the attempt: %s", seen);
 	/* cgroup.kill where the kernel has it (5.14+), else freeze and kill
 	 * each task: the event says which emptied it. */
 	method = at_agent_feature(&env, "cgroup_kill") == 1
@@ -80,8 +86,9 @@ void test_kill_action(void)
 	killed = agent_kill_verdict(c, cgid, &rule, 2000);
 	agent_close(c);
 	at_result(killed == 1 && rule == SG_RULE_EGRESS,
-		  "kill: the agent's verdict says killed for egress", "verdict %d rule %d", killed,
-		  rule);
+		  "kill: the agent's verdict says killed for egress",
+		  "verdict %d rule %d; the kernel's maps after the attempt: %s", killed, rule,
+		  seen);
 	at_sandbox_free(&sb);
 }
 
