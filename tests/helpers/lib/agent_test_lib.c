@@ -19,6 +19,7 @@
 #include "policy/policy.h"
 #include "agent_test_lib.h"
 #include "lib/cgroup.h"
+#include "lib/detail.h"
 
 int at_pass, at_fail, at_skip;
 const char *at_prefix = "";
@@ -357,32 +358,26 @@ void at_sandbox_describe(uint64_t cgid, int rule, char *buf, size_t len)
 	struct sg_sandbox sb;
 	struct sg_sandbox_state st;
 	struct sg_policy_k pol;
-	int n;
 
+	buf[0] = '\0';
 	if (!set) {
-		snprintf(buf, len, "no pins to read");
+		detail_append(buf, len, "no pins to read");
 		return;
 	}
-	if (bpf_map_lookup_elem(set->fd[SG_PIN_SANDBOXES], &cgid, &sb)) {
-		n = snprintf(buf, len, "no sandbox entry (%s)", strerror(errno));
-	} else {
-		n = snprintf(buf, len, "slot %u", sb.tenant);
-		if (bpf_map_lookup_elem(set->fd[SG_PIN_POLICIES], &sb.tenant, &pol))
-			n += snprintf(buf + n, len - n, " (no policy in it)");
-		else
-			n += snprintf(buf + n, len - n, " (action %u for rule %d)",
-				      pol.action[rule & 7], rule);
-	}
-	if (n < 0 || (size_t)n >= len)
-		goto out;
-	if (bpf_map_lookup_elem(set->fd[SG_PIN_STATE], &cgid, &st))
-		snprintf(buf + n, len - n, "; no state entry (%s)", strerror(errno));
+	if (bpf_map_lookup_elem(set->fd[SG_PIN_SANDBOXES], &cgid, &sb))
+		detail_append(buf, len, "no sandbox entry (%s)", strerror(errno));
+	else if (bpf_map_lookup_elem(set->fd[SG_PIN_POLICIES], &sb.tenant, &pol))
+		detail_append(buf, len, "slot %u (no policy in it)", sb.tenant);
 	else
-		snprintf(buf + n, len - n,
-			 "; state: %llu violations, first rule %d, tripped %u for rule %d",
-			 (unsigned long long)st.violations, sg_state_first_rule(&st), st.tripped,
-			 sg_state_kill_rule(&st));
-out:
+		detail_append(buf, len, "slot %u (action %u for rule %d)", sb.tenant,
+			      pol.action[rule & 7], rule);
+	if (bpf_map_lookup_elem(set->fd[SG_PIN_STATE], &cgid, &st))
+		detail_append(buf, len, "; no state entry (%s)", strerror(errno));
+	else
+		detail_append(buf, len,
+			      "; state: %llu violations, first rule %d, tripped %u for rule %d",
+			      (unsigned long long)st.violations, sg_state_first_rule(&st),
+			      st.tripped, sg_state_kill_rule(&st));
 	sg_pinset_put(set);
 }
 
