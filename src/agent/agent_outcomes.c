@@ -212,7 +212,14 @@ static void save_checkpoint(struct agent *a)
 
 	if (!a->ledger_dirty && pos.segment == ao->saved.segment && pos.offset == ao->saved.offset)
 		return;
-	err = ledger_save(a->ledger, ao->checkpoint, &pos);
+	/* The checkpoint counts only what is on disk. Executors sync a
+	 * request's records together, before its result
+	 * (journal_group_commit()): a record folded before that sync could
+	 * still be taken by a power loss, and a ledger saved past it would
+	 * count an outcome the journal no longer holds. */
+	err = journal_sync_segments(ao->journal.dir, ao->saved.segment, pos.segment);
+	if (!err)
+		err = ledger_save(a->ledger, ao->checkpoint, &pos);
 	pthread_mutex_lock(&a->lock);
 	if (err) {
 		char was[sizeof(ao->shown.checkpoint_error)];

@@ -415,6 +415,10 @@ struct exec_booking {
 	uint64_t cgroup_id;              /* likewise */
 	const struct canary_report *canary; /* the batch's probes (canary.h); NULL: none */
 	const char *artifact_refused;       /* a pinned artifact refused (artifact.h): why */
+	/* NULL: synced before exec_book() returns. Else written only, and
+	 * synced by the group's commit, which the request makes before it
+	 * returns its result (a verifier's records, journal.h). */
+	struct journal_group *group;
 };
 int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b);
 

@@ -53,6 +53,7 @@ void exec_attempt(const struct exec_attempt_plan *p)
 			.spec = spec,
 			.invalid = p->bad_output_invalid && t.cause == SG_CAUSE_TENANT_BAD_OUTPUT,
 			.detail = t.detail,
+			.group = p->group,
 		};
 		if (ops->book)
 			ops->book(p->self, &t, &b);

@@ -178,7 +178,8 @@ int exec_book(const struct exec_ctx *ctx, const struct exec_booking *b)
 	if (!(ret = outcome_of(ctx, b, &o)) && !(ret = journal_init(&j, NULL)) &&
 	    !(ret = journal_record_encode_notes(&o, &notes, &line, &len))) {
 		first_trace_now(); /* a warm client is told first (lib/first_trace.h) */
-		ret = journal_append(&j, line, len, NULL);
+		ret = b->group ? journal_group_append(&j, b->group, line, len, NULL)
+			       : journal_append(&j, line, len, NULL);
 	}
 	free(line);
 	if (ret)

@@ -87,6 +87,7 @@ struct exec_attempt_plan {
 	struct node_cpu_commit *line; /* a confirmation's CPU; the caller releases it */
 	struct exec_attempts *runs;   /* where each run is noted; NULL: take() notes it */
 	bool bad_output_invalid;      /* a tenant_bad_output is booked invalid */
+	struct journal_group *group;  /* the bookings' (exec_booking.group); NULL: none */
 	const struct exec_mode_ops *ops;
 	void *self;
 };

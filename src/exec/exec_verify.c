@@ -40,6 +40,7 @@
 #include "verify_compile.h"
 #include "lib/log.h"
 #include "lib/array_len.h"
+#include "telemetry/journal.h"
 
 const char *verify_status_name(enum verify_status s)
 {
@@ -68,6 +69,10 @@ struct verify_job {
 	 * cost the node, however many of its tests meet a platform error. */
 	uint32_t retries_left;
 	struct sandbox_file program; /* ctx->build's, for every test */
+	/* The request's records, synced together before its result: one
+	 * fdatasync for the compile, every test and the final, not one each
+	 * (journal.h). */
+	struct journal_group group;
 };
 
 /* One platform retry from the request's pool, if any is left. */
@@ -283,6 +288,7 @@ static void run_test(struct verify_job *job, struct exec_box *box, struct sb_run
 						  .batch_id = job->batch_id,
 						  .box = box,
 						  .line = &line,
+						  .group = &job->group,
 						  .ops = &test_ops,
 						  .self = &ta });
 	/* A confirmation ran in a favoured sandbox of its own (exec_box_run()
@@ -404,6 +410,7 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		.err_test = SIZE_MAX,
 		.log = sg_log_stream(),
 		.retries_left = ctx->policy->max_retries,
+		.group = JOURNAL_GROUP_INIT,
 	};
 	struct score_stats st = { .n = 1 };
 	struct sb_run_record owed; /* owes the final, booked with no run */
@@ -441,11 +448,12 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 		return 0;
 	}
 	if (ctx->build) {
-		int built = verify_compile(ctx, batch_id, &job.program, res);
+		int built = verify_compile(ctx, batch_id, &job.program, res, &job.group);
 
 		job.cold = true; /* a warm interpreter runs Python alone */
 		if (built < 0) {
 			tenant_slot_release(&slots[0]);
+			journal_group_commit(&job.group); /* the compile's, if booked */
 			exec_owed_done(&owed);
 			return built;
 		}
@@ -461,7 +469,8 @@ int exec_verify(const struct exec_ctx *ctx, const char *batch_id, const struct v
 	if (!res->tests) {
 		for (size_t k = 0; k < n_slots; k++)
 			tenant_slot_release(&slots[k]);
-		exec_owed_done(&owed); /* nothing ran: nothing is owed */
+		journal_group_commit(&job.group); /* the compile's, if booked */
+		exec_owed_done(&owed);            /* nothing ran: nothing is owed */
 		return -ENOMEM;
 	}
 	res->n_tests = tests->n;
@@ -488,9 +497,12 @@ final:
 				  .rule = -1,
 				  .wall_ms = res->wall_ms,
 				  .stats = res->cause == SG_CAUSE_OK ? &st : NULL,
-				  .detail = res->detail };
+				  .detail = res->detail,
+				  .group = &job.group };
 	exec_owed_before_booking(&owed, &b, outcome_id, sizeof(outcome_id));
-	int err = exec_book(ctx, &b);
+	int err = exec_book(ctx, &b), synced = journal_group_commit(&job.group);
+	if (!err)
+		err = synced; /* the result waits for its records to be on disk */
 	exec_owed_done(&owed);
 	if (err) { /* unbooked: no reward is returned */
 		res->cause = exec_book_failed(err, res->cause, res->detail, sizeof(res->detail));
@@ -500,6 +512,7 @@ final:
 		res->n_scores = 0;
 	}
 	pthread_mutex_destroy(&job.lock);
+	pthread_mutex_destroy(&job.group.lock);
 	free((void *)job.program.data);
 	return 0;
 }

@@ -157,7 +157,7 @@ static const struct exec_mode_ops compile_ops = {
 };
 
 int verify_compile(const struct exec_ctx *ctx, const char *batch_id, struct sandbox_file *program,
-		   struct exec_result *res)
+		   struct exec_result *res, struct journal_group *group)
 {
 	const struct exec_build *bd = ctx->build;
 	const char *fetch[] = { bd->artifact };
@@ -190,6 +190,7 @@ int verify_compile(const struct exec_ctx *ctx, const char *batch_id, struct sand
 						  .batch_id = batch_id,
 						  .line = &line,
 						  .runs = &res->runs,
+						  .group = group,
 						  .ops = &compile_ops,
 						  .self = &ca });
 	exec_owed_done(&owed);

@@ -48,9 +48,9 @@ struct verify_compile_result {
  * (malloc'd data, res->compile filled); 1 when the request's verdict is
  * decided already (a compile error: res->cause ok, reward 0; or a
  * platform error: res->cause platform_error), with res->detail and
- * res->err set; -ENOMEM. */
+ * res->err set; -ENOMEM. Its bookings go to `group` (exec_booking.group). */
 int verify_compile(const struct exec_ctx *ctx, const char *batch_id, struct sandbox_file *program,
-		   struct exec_result *res);
+		   struct exec_result *res, struct journal_group *group);
 
 /* {"status": "ok"|"error"|"timeout"|"platform_error", "return_code",
  *  "wall_ms", "attempts", "program_bytes"} */

@@ -404,10 +404,15 @@ static int lock_journal(const struct journal *j)
 	return -ESTALE;
 }
 
-int journal_append(const struct journal *j, const char *line, size_t len, struct journal_pos *at)
+/* Append one line under the locks. On 0, *sync_fd is a copy of the
+ * segment's descriptor for the caller to sync, or -1 when the line was
+ * synced already (no descriptor to spare for a copy). */
+static int append_one(const struct journal *j, const char *line, size_t len, struct journal_pos *at,
+		      int *sync_fd)
 {
-	int lock, seg, sync_fd = -1, err = 0;
+	int lock, seg, err = 0;
 
+	*sync_fd = -1;
 	if (memchr(line, '\n', len))
 		return -EINVAL; /* one record, one line */
 	/* One thread of this process at a time asks for the flock: the
@@ -423,18 +428,101 @@ int journal_append(const struct journal *j, const char *line, size_t len, struct
 	seg = append_locked(j, line, len, at);
 	/* The kept fd may be replaced as soon as the lock is released: the
 	 * sync goes through a copy of it. */
-	if (seg >= 0 && (sync_fd = fcntl(seg, F_DUPFD_CLOEXEC, 0)) < 0)
+	if (seg >= 0 && (*sync_fd = fcntl(seg, F_DUPFD_CLOEXEC, 0)) < 0)
 		err = fdatasync(seg) ? -errno : 0;
 	flock(lock, LOCK_UN);
 	pthread_mutex_unlock(&append_lock);
-	if (seg < 0)
-		return seg;
+	return seg < 0 ? seg : err;
+}
+
+int journal_append(const struct journal *j, const char *line, size_t len, struct journal_pos *at)
+{
+	int sync_fd, err = append_one(j, line, len, at, &sync_fd);
+
 	/* Synced outside the lock: concurrent executors' syncs overlap (the
 	 * filesystem commits them together) instead of queueing one by one.
 	 * Ours covers our line, written before it began. */
 	if (sync_fd >= 0) {
-		err = fdatasync(sync_fd) ? -errno : 0;
+		if (!err)
+			err = fdatasync(sync_fd) ? -errno : 0;
 		close(sync_fd);
+	}
+	return err;
+}
+
+/* Sync and forget every segment the group wrote to; lock held. The first
+ * failure is kept for the commit. */
+static void group_sync_locked(struct journal_group *g)
+{
+	for (unsigned i = 0; i < g->n; i++) {
+		if (fdatasync(g->fd[i]) && !g->err)
+			g->err = -errno;
+		close(g->fd[i]);
+	}
+	g->n = 0;
+}
+
+int journal_group_append(const struct journal *j, struct journal_group *g, const char *line,
+			 size_t len, struct journal_pos *at)
+{
+	struct journal_pos pos;
+	int fd, err = append_one(j, line, len, &pos, &fd);
+	unsigned i;
+
+	if (at)
+		*at = pos;
+	if (fd < 0)
+		return err; /* failed, or synced already */
+	if (err) {
+		close(fd);
+		return err;
+	}
+	pthread_mutex_lock(&g->lock);
+	for (i = 0; i < g->n && g->seq[i] != pos.segment; i++)
+		;
+	if (i < g->n) { /* the segment is the group's already: its sync covers this line */
+		close(fd);
+	} else {
+		if (g->n == JOURNAL_GROUP_SEGMENTS)
+			group_sync_locked(g); /* a long request: its older segments now */
+		g->seq[g->n] = pos.segment;
+		g->fd[g->n++] = fd;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return 0;
+}
+
+int journal_group_commit(struct journal_group *g)
+{
+	int err;
+
+	pthread_mutex_lock(&g->lock);
+	group_sync_locked(g);
+	err = g->err;
+	g->err = 0;
+	pthread_mutex_unlock(&g->lock);
+	return err;
+}
+
+int journal_sync_segments(const char *dir, uint64_t from, uint64_t to)
+{
+	char path[PATH_MAX];
+	int err = 0;
+
+	for (uint64_t seq = from ? from : 1; seq <= to; seq++) {
+		int fd, ret = journal_segment_path(dir, seq, path, sizeof(path));
+
+		if (ret)
+			return ret;
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0) {
+			if (errno != ENOENT && !err) /* pruned: nothing of it is kept */
+				err = -errno;
+			continue;
+		}
+		if (fdatasync(fd) && !err)
+			err = -errno;
+		close(fd);
 	}
 	return err;
 }

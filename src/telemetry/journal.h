@@ -8,8 +8,9 @@
  *
  * Appending (executors: `sandguard exec`, `serve`): one JSON line per
  * outcome (telemetry/journal_record.h), under an flock of .lock, in one
- * writev to the newest segment, then fdatasync; only then does the
- * executor return the result. A segment past segment_bytes is closed and
+ * writev to the newest segment, then fdatasync (a request's records
+ * together, journal_group_commit()); only then does the executor return
+ * the result. A segment past segment_bytes is closed and
  * the next one started (its directory entry fsync'd); at that moment the
  * segments older than the newest `keep` are deleted. A torn last line (an
  * executor killed in the middle of a write) is ended with a newline by the
@@ -40,6 +41,7 @@
 #ifndef SG_JOURNAL_H
 #define SG_JOURNAL_H
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +81,48 @@ int journal_init(struct journal *j, const char *state_dir);
  * reader takes for a record (a torn line) (unless fdatasync itself
  * failed: -EIO, the line may stay). */
 int journal_append(const struct journal *j, const char *line, size_t len, struct journal_pos *at);
+
+/* Records booked together and made durable together: a request that
+ * books several records before its result (a verifier's compile, its
+ * tests and its final) appends each with journal_group_append(), which
+ * writes it but does not sync it, and journal_group_commit() then
+ * fdatasyncs each segment they went to, once, before the result is
+ * returned. What is promised does not change: a request's records are on
+ * disk before its result is. Until the commit a record is in the page
+ * cache: every reader sees it, an executor killed meanwhile leaves it to
+ * the kernel's writeback, and only a power loss can take it, with the
+ * result it belonged to, which was never returned. The agent syncs what
+ * it folded before its checkpoint counts it (journal_sync_segments()).
+ * Safe to share between threads. */
+#define JOURNAL_GROUP_SEGMENTS 4
+
+struct journal_group {
+	pthread_mutex_t lock;
+	unsigned n;                           /* segments written, not yet synced */
+	uint64_t seq[JOURNAL_GROUP_SEGMENTS]; /* their numbers */
+	int fd[JOURNAL_GROUP_SEGMENTS];       /* and a descriptor of each */
+	int err;                              /* the first failed sync */
+};
+#define JOURNAL_GROUP_INIT                        \
+	{                                         \
+		.lock = PTHREAD_MUTEX_INITIALIZER \
+	}
+
+/* journal_append() without the fdatasync: the group's commit does it.
+ * The same errors, but for a failed sync, which the commit returns. */
+int journal_group_append(const struct journal *j, struct journal_group *g, const char *line,
+			 size_t len, struct journal_pos *at);
+
+/* fdatasync every segment the group wrote to since its last commit. 0,
+ * or the first sync's -errno (-EIO: the records may or may not be on
+ * disk). The group is empty afterwards and can be used again. */
+int journal_group_commit(struct journal_group *g);
+
+/* fdatasync segments `from`..`to` of `dir` (from 0: from the first); a
+ * segment pruned meanwhile is skipped. The agent calls it before saving a
+ * checkpoint, so that the ledger never counts a record that a power loss
+ * could still take from the journal. 0 or the first -errno. */
+int journal_sync_segments(const char *dir, uint64_t from, uint64_t to);
 
 /* Free bytes on the journal's filesystem (for the superuser's peers: the
  * blocks available to unprivileged writers). Creates the directory if it

@@ -14,13 +14,17 @@ its result is returned, and the agent's ledger is the fold of the journal:
     request (new maps pinned): the request's next test is enrolled in the
     new agent's maps (the executor keeps the maps it opened, and must see
     they are not the pinned ones any more): its denied connect is still
-    EPERM, and the new agent books the denial.
+    EPERM, and the new agent books the denial;
+  - a verifier request's records (its tests and its final) are synced
+    together: one fdatasync for the request, after every record is
+    written and before the result (strace), not one per record.
 
 The exactly-once check is tests/lib/sgjournal.py's, which the chaos stage
 reuses."""
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -318,6 +322,63 @@ def repinned(a, progs):
           str([(e.get("type"), e.get("tenant")) for e in new][-10:]))
 
 
+ECHO = """import sys
+print(sys.stdin.read().strip())
+"""
+
+
+def group_commit(a, state, progs):
+    """Six tests and a final: seven records, one fdatasync, which comes
+    after the last of them is written and before the result is printed."""
+    if not shutil.which("strace"):
+        check(False, "strace is installed (scripts/install-deps.sh installs it)", "")
+        return
+    path = os.path.join(a.dir, "tests-group.json")
+    with open(path, "w") as f:
+        json.dump([{"input": str(i), "output": str(i if i != 3 else 99)} for i in range(6)], f)
+    trace = os.path.join(a.dir, "group.strace")
+    env = dict(a.env)
+    if "ASAN_OPTIONS" in env:
+        env["ASAN_OPTIONS"] += ":detect_leaks=0"  # LeakSanitizer stops under ptrace
+    p = subprocess.run(["strace", "-f", "-qq", "-s", "65536", "-o", trace, "-e",
+                        "trace=fdatasync,write,writev", SANDGUARD, "exec", "--tenant", "t1",
+                        "--policy-dir", a.policy_dir, "--tests", path, "--batch-id", "b-group",
+                        "--", PY, progs["echo"]],
+                       env=env, capture_output=True, text=True, timeout=300)
+    try:
+        r = json.loads(p.stdout)
+    except ValueError:
+        r = None
+    tests = r.get("tests", []) if r else []
+    check(r is not None and len(tests) == 6 and
+          [t.get("status") for t in tests] == ["pass"] * 3 + ["fail"] + ["pass"] * 2,
+          "group commit: a verifier request under strace is judged as ever",
+          p.stdout[-400:] + p.stderr[-300:])
+    recs = [x for x in sgjournal.read(state) if x.get("batch_id") == "b-group"]
+    check(len(recs) == 7 and sum(1 for x in recs if x.get("final")) == 1,
+          "group commit: six test records and one final in the journal",
+          str([(x.get("test"), x.get("final")) for x in recs]))
+    with open(trace) as f:
+        lines = f.read().splitlines()
+    # A journal record is one writev (src/telemetry/journal.c); the
+    # result is the executor's write to its stdout, the only one that
+    # names the reward (the tests' programs print digits).
+    events = []
+    for ln in lines:
+        call = ln.split(" ", 1)[-1].lstrip()
+        if call.startswith("fdatasync("):
+            events.append("sync")
+        elif call.startswith("writev(") and "b-group" in call:
+            events.append("record")
+        elif call.startswith("write(1,") and "reward" in call:
+            events.append("result")
+    check(events.count("sync") == 1 and events.count("record") == 7 and
+          events.index("sync") > max(i for i, e in enumerate(events) if e == "record") and
+          "result" in events and events.index("sync") < events.index("result"),
+          "group commit: one fdatasync for the request's seven records, before its result",
+          " ".join(events))
+
+
 def main():
     a = Agent({t: POLICY for t in TENANTS}, name="journal")
     a.env["SANDGUARD_UID_BASE"] = str(uid_base(64000))
@@ -325,7 +386,8 @@ def main():
     try:
         progs = {"good": a.program("good.py", GOOD), "slow": a.program("slow.py", SLOW),
                  "wait": a.program("wait.py", WAIT_FOR_FLAG),
-                 "connect": a.program("wait_or_connect.py", WAIT_OR_CONNECT)}
+                 "connect": a.program("wait_or_connect.py", WAIT_OR_CONNECT),
+                 "echo": a.program("echo.py", ECHO)}
         if not a.start():
             check(False, "agent starts", open(os.path.join(a.dir, "agent.log")).read()[-500:])
             return
@@ -334,6 +396,7 @@ def main():
         duplicate_ids(a, state)
         reconnect(a, progs)
         repinned(a, progs)
+        group_commit(a, state, progs)
     finally:
         a.cleanup()
 

@@ -2,7 +2,8 @@
  * rotation and retention, readers that see complete lines only, a torn
  * line that never swallows the next record, a failed write refused whole,
  * an unfinished tail never kept across a wait,
- * appends from many processes at once, and the disk reserve. */
+ * appends from many processes at once, the disk reserve, and a request's
+ * records synced together (a group). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <cmocka.h>
 #include "abi/events.h"
 #include "telemetry/journal.h"
@@ -546,6 +548,72 @@ static void test_space(void **s)
 	assert_int_equal(access(j.dir, F_OK), -1);
 }
 
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A group's records: written at once (a reader sees them before the
+ * commit), one descriptor kept per segment they went to, never more than
+ * JOURNAL_GROUP_SEGMENTS, all synced and closed by the commit, which
+ * returns a failed sync. */
+static void test_group(void **s)
+{
+	struct journal_group g = JOURNAL_GROUP_INIT;
+	struct journal_pos at, first = { 0, 0 };
+	struct sg_outcome o;
+	char id[32], ids[65536], *line;
+	int fds = open_fds(), pipefd[2];
+	size_t len;
+
+	setenv("SANDGUARD_JOURNAL_SEGMENT_BYTES", "4096", 1);
+	setenv("SANDGUARD_JOURNAL_KEEP", "64", 1); /* none pruned */
+	assert_int_equal(journal_init(&j, state), 0);
+	for (int i = 0; i < 120; i++) {
+		snprintf(id, sizeof(id), "g%d", i);
+		o = outcome(id, "acme", SG_CAUSE_OK);
+		assert_int_equal(journal_record_encode(&o, "some detail", &line, &len), 0);
+		assert_int_equal(journal_group_append(&j, &g, line, len, &at), 0);
+		free(line);
+		if (i == 0)
+			first = at;
+		/* one descriptor per segment written since the last sync */
+		assert_true(g.n >= 1 && g.n <= JOURNAL_GROUP_SEGMENTS);
+		assert_int_equal(g.seq[g.n - 1], at.segment);
+		for (unsigned k = 1; k < g.n; k++)
+			assert_int_equal(g.seq[k], g.seq[k - 1] + 1);
+		assert_int_equal(open_fds(), fds + (int)g.n);
+	}
+	assert_true(at.segment >= first.segment + JOURNAL_GROUP_SEGMENTS); /* it made room */
+	assert_int_equal(read_ids(&first, ids, sizeof(ids), NULL), 120);
+	assert_non_null(strstr(ids, "g0 g1 g2 "));
+	assert_non_null(strstr(ids, "g118 g119 "));
+	assert_int_equal(journal_group_commit(&g), 0);
+	assert_int_equal(g.n, 0);
+	assert_int_equal(open_fds(), fds);
+	assert_int_equal(journal_sync_segments(j.dir, 0, at.segment + 2), 0);
+
+	/* A sync that fails (a pipe has no fdatasync): the commit says so,
+	 * once, and the group is empty and usable again. */
+	assert_int_equal(pipe(pipefd), 0);
+	close(pipefd[1]);
+	g.fd[0] = pipefd[0];
+	g.seq[0] = 999;
+	g.n = 1;
+	assert_int_equal(journal_group_commit(&g), -EINVAL);
+	assert_int_equal(g.n, 0);
+	assert_int_equal(journal_group_commit(&g), 0);
+	assert_int_equal(open_fds(), fds);
+	pthread_mutex_destroy(&g.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -558,6 +626,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kept_segment, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_appends, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_space, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
