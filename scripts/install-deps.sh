@@ -6,7 +6,8 @@
 set -euo pipefail
 
 # Build: compiler, BPF toolchain and the libraries the binary links (libssl-dev:
-# the static libcrypto for SHA-256 and Ed25519, src/lib/sha256.c, src/artifact/artifact_sign.c).
+# the static libcrypto for SHA-256, src/lib/sha256.c, and libcrypto.so.3 for Ed25519,
+# loaded by an executor that checks a signature, src/artifact/crypto_lazy.h).
 BUILD_PKGS=(make gcc clang llvm bpftool pkg-config libbpf-dev libelf-dev
             zlib1g-dev libjansson-dev libmicrohttpd-dev libcmocka-dev libssl-dev)
 # Tests: the reward programs are Python; the VM matrix boots stock kernels;

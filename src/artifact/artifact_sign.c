@@ -7,8 +7,6 @@
  * signature over the signature followed by <text>. */
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,37 +14,14 @@
 #include <unistd.h>
 #include "artifact_sign.h"
 #include "lib/base64.h"
+#include "crypto_lazy.h"
 #include "lib/fs_util.h"
 
 #define SIG_FILE_MAX 4096
 #define KEYID_LEN    8
-#define ED_SIG_LEN   64
-#define ED_KEY_LEN   32
+#define ED_SIG_LEN   CRYPTO_ED25519_SIG_LEN
+#define ED_KEY_LEN   CRYPTO_ED25519_KEY_LEN
 #define TRUSTED      "trusted comment: "
-
-/* Ed25519 over msg[0..n) by key[32]: 1 valid, 0 not, -ENOMEM. */
-static int ed25519_verify(const unsigned char *key, const unsigned char *sig,
-			  const unsigned char *msg, size_t n)
-{
-	EVP_PKEY *pk = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, key, ED_KEY_LEN);
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	int ok = -ENOMEM;
-
-	if (pk && md)
-		ok = EVP_DigestVerifyInit(md, NULL, NULL, NULL, pk) == 1 &&
-		     EVP_DigestVerify(md, sig, ED_SIG_LEN, msg, n) == 1;
-	EVP_MD_CTX_free(md);
-	EVP_PKEY_free(pk);
-	return ok;
-}
-
-static int blake2b512(const void *data, size_t n, unsigned char out[64])
-{
-	unsigned int len = 0;
-
-	return EVP_Digest(data, n, out, &len, EVP_blake2b512(), NULL) == 1 && len == 64 ? 0
-											: -ENOMEM;
-}
 
 /* The base64 line `line` decoded, exactly `want` bytes. */
 static bool decode(const char *line, size_t want, unsigned char **out)
@@ -135,8 +110,9 @@ int artifact_signature_check(const struct sg_policy *p, const char *what, const 
 int artifact_signature_verify(const struct sg_policy *p, const char *what, const char *sig_text,
 			      const void *data, size_t len, char *detail, size_t dlen)
 {
-	unsigned char *sig = NULL, *global = NULL, *key = NULL, *msg = NULL, prehash[64];
-	char *text = strdup(sig_text), *line[4];
+	unsigned char *sig = NULL, *global = NULL, *key = NULL, *msg = NULL,
+		      prehash[CRYPTO_BLAKE2B512_LEN];
+	char *text = strdup(sig_text), *line[4], why[256];
 	size_t comment_len;
 	int ret, ok;
 
@@ -144,9 +120,10 @@ int artifact_signature_verify(const struct sg_policy *p, const char *what, const
 		snprintf(detail, dlen, "out of memory checking %s's signature", what);
 		return -ENOMEM;
 	}
-	/* The node's openssl.cnf could load engines or providers into the
-	 * executor: only the built-in ones verify. */
-	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
+	if ((ret = crypto_lazy_load(why, sizeof(why)))) { /* the node's, not the tenant's */
+		snprintf(detail, dlen, "cannot check %s's signature: %s", what, why);
+		goto out;
+	}
 	if (!four_lines(text, line) || strncmp(line[2], TRUSTED, strlen(TRUSTED)) ||
 	    !decode(line[1], 2 + KEYID_LEN + ED_SIG_LEN, &sig) ||
 	    !decode(line[3], ED_SIG_LEN, &global) || sig[0] != 'E' ||
@@ -158,13 +135,15 @@ int artifact_signature_verify(const struct sg_policy *p, const char *what, const
 		ret = refuse(detail, dlen, what, "signed by a key the policy does not name");
 		goto out;
 	}
-	if (sig[1] == 'D' && blake2b512(data, len, prehash)) {
+	if (sig[1] == 'D' && crypto_blake2b512(data, len, prehash)) {
 		ret = -ENOMEM;
 		snprintf(detail, dlen, "out of memory checking %s's signature", what);
 		goto out;
 	}
-	ok = sig[1] == 'D' ? ed25519_verify(key + 2 + KEYID_LEN, sig + 2 + KEYID_LEN, prehash, 64)
-			   : ed25519_verify(key + 2 + KEYID_LEN, sig + 2 + KEYID_LEN, data, len);
+	ok = sig[1] == 'D'
+		     ? crypto_ed25519_verify(key + 2 + KEYID_LEN, sig + 2 + KEYID_LEN, prehash,
+					     sizeof(prehash))
+		     : crypto_ed25519_verify(key + 2 + KEYID_LEN, sig + 2 + KEYID_LEN, data, len);
 	if (ok == 1) { /* and the trusted comment, as minisign -V checks it */
 		comment_len = strlen(line[2] + strlen(TRUSTED));
 		msg = malloc(ED_SIG_LEN + comment_len);
@@ -172,8 +151,8 @@ int artifact_signature_verify(const struct sg_policy *p, const char *what, const
 		if (msg) {
 			memcpy(msg, sig + 2 + KEYID_LEN, ED_SIG_LEN);
 			memcpy(msg + ED_SIG_LEN, line[2] + strlen(TRUSTED), comment_len);
-			ok = ed25519_verify(key + 2 + KEYID_LEN, global, msg,
-					    ED_SIG_LEN + comment_len);
+			ok = crypto_ed25519_verify(key + 2 + KEYID_LEN, global, msg,
+						   ED_SIG_LEN + comment_len);
 		}
 	}
 	if (ok < 0) {

@@ -1,5 +1,4 @@
 /* libmicrohttpd, loaded on first use (see src/lib/mhd_lazy.h). */
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -8,6 +7,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+#include "array_len.h"
+#include "dl_lazy.h"
 #include "log.h"
 #include "mhd_lazy.h"
 
@@ -37,45 +38,24 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_err;
 static char load_detail[256];
 
-static int bind_one(void *lib, const char *name, void *slot)
-{
-	void *fn = dlsym(lib, name);
-
-	if (!fn) {
-		snprintf(load_detail, sizeof(load_detail), "%s has no %s", MHD_LAZY_SONAME, name);
-		return -ELIBBAD;
-	}
-	memcpy(slot, &fn, sizeof(fn)); /* a function pointer from dlsym's void * */
-	return 0;
-}
-
 static void load(void)
 {
-	void *lib = dlopen(MHD_LAZY_SONAME, RTLD_NOW | RTLD_LOCAL);
-	int err = 0;
+	const struct dl_lazy_sym syms[] = {
+		{ "MHD_start_daemon_va", &mhd.start_daemon_va },
+		{ "MHD_stop_daemon", &mhd.stop_daemon },
+		{ "MHD_add_connection", &mhd.add_connection },
+		{ "MHD_get_connection_info", &mhd.get_connection_info },
+		{ "MHD_lookup_connection_value", &mhd.lookup_connection_value },
+		{ "MHD_suspend_connection", &mhd.suspend_connection },
+		{ "MHD_resume_connection", &mhd.resume_connection },
+		{ "MHD_create_response_from_buffer", &mhd.create_response_from_buffer },
+		{ "MHD_add_response_header", &mhd.add_response_header },
+		{ "MHD_queue_response", &mhd.queue_response },
+		{ "MHD_destroy_response", &mhd.destroy_response },
+	};
 
-	if (!lib) {
-		const char *why = dlerror();
-
-		snprintf(load_detail, sizeof(load_detail), "cannot load %s: %s", MHD_LAZY_SONAME,
-			 why ? why : "unknown error");
-		load_err = -ELIBACC;
-		return;
-	}
-	err = err ?: bind_one(lib, "MHD_start_daemon_va", &mhd.start_daemon_va);
-	err = err ?: bind_one(lib, "MHD_stop_daemon", &mhd.stop_daemon);
-	err = err ?: bind_one(lib, "MHD_add_connection", &mhd.add_connection);
-	err = err ?: bind_one(lib, "MHD_get_connection_info", &mhd.get_connection_info);
-	err = err ?: bind_one(lib, "MHD_lookup_connection_value", &mhd.lookup_connection_value);
-	err = err ?: bind_one(lib, "MHD_suspend_connection", &mhd.suspend_connection);
-	err = err ?: bind_one(lib, "MHD_resume_connection", &mhd.resume_connection);
-	err = err
-		      ?: bind_one(lib, "MHD_create_response_from_buffer",
-				  &mhd.create_response_from_buffer);
-	err = err ?: bind_one(lib, "MHD_add_response_header", &mhd.add_response_header);
-	err = err ?: bind_one(lib, "MHD_queue_response", &mhd.queue_response);
-	err = err ?: bind_one(lib, "MHD_destroy_response", &mhd.destroy_response);
-	load_err = err; /* the library stays loaded for the process's life */
+	load_err = dl_lazy_open(MHD_LAZY_SONAME, syms, ARRAY_LEN(syms), load_detail,
+				sizeof(load_detail));
 }
 
 int mhd_lazy_load(char *detail, size_t len)

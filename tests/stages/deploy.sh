@@ -516,7 +516,9 @@ else
 fi
 
 # Every library the binary loads comes from a package the runtime stage
-# installs (or one of their dependencies, or libc).
+# installs (or one of their dependencies, or libc): those it links
+# (ldd) and those it loads on first use (the *_LAZY_SONAME of
+# src/lib/mhd_lazy.h and src/artifact/crypto_lazy.h).
 runtime_pkgs=$(sed -n '/^FROM debian:12-slim/,$p' deploy/Dockerfile | tr '\\\n' '  ' |
     grep -o 'apt-get install[^&]*' | tr ' ' '\n' | grep -v -e '^-' -e '^apt-get$' -e '^install$' -e '^$' | sort -u)
 if command -v dpkg-query >/dev/null && command -v apt-cache >/dev/null; then
@@ -524,7 +526,11 @@ if command -v dpkg-query >/dev/null && command -v apt-cache >/dev/null; then
         --no-breaks --no-replaces --no-enhances $runtime_pkgs 2>/dev/null | grep -v '^ ' | tr -d '<>') |
         sed 's/:.*//' | sort -u)
     missing=""
-    for lib in $(ldd "$BIN" | awk '/=>/ { print $3 }'); do
+    lazy=$(grep -rhoE '_LAZY_SONAME +"[^"]+"' src | cut -d'"' -f2 | sort -u)
+    lazy_paths=$(for so in $lazy; do
+        ldconfig -p | awk -v n="$so" '$1 == n { print $NF; exit }' | grep . || echo "/missing/$so"
+    done)
+    for lib in $(ldd "$BIN" | awk '/=>/ { print $3 }') $lazy_paths; do
         pkg=$(dpkg-query -S "$(readlink -f "$lib")" 2>/dev/null | head -n 1 | cut -d: -f1)
         [ -z "$pkg" ] && pkg=$(dpkg-query -S "$lib" 2>/dev/null | head -n 1 | cut -d: -f1)
         case $pkg in libc6) continue ;; esac
@@ -532,7 +538,7 @@ if command -v dpkg-query >/dev/null && command -v apt-cache >/dev/null; then
     done
     unknown=$(for p in $runtime_pkgs; do apt-cache show "$p" >/dev/null 2>&1 || echo "$p"; done | tr '\n' ' ')
     if [ -z "$missing" ] && [ -z "$unknown" ]; then
-        pass "dockerfile-runtime-libs" "$(ldd "$BIN" | grep -c '=>') libraries, all from:$(echo $runtime_pkgs | sed 's/^/ /') and their dependencies"
+        pass "dockerfile-runtime-libs" "$(ldd "$BIN" | grep -c '=>') libraries linked and $(echo $lazy | wc -w) loaded on first use ($(echo $lazy)), all from:$(echo $runtime_pkgs | sed 's/^/ /') and their dependencies"
     else
         fail "dockerfile-runtime-libs" "${missing:+not provided:$missing }${unknown:+not Debian 12 packages: $unknown}"
     fi

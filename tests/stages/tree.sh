@@ -65,5 +65,19 @@ else
     result PASS "start: the binary needs libc alone ($(echo "$needed" | wc -l) shared library)"
 fi
 
+# ... and what the loader does before main: each relocation is processed,
+# and each page of them written (a copy-on-write fault), at every start.
+# OpenSSL's EVP layer, linked in, was 16,600 of them (its tables): it is
+# loaded by the executor that checks a signature (src/artifact/crypto_lazy.h).
+if [ -x build-werror/sandguard ]; then
+    relocs=$(readelf -rW build-werror/sandguard | grep -c 'R_X86_64_\|R_AARCH64_')
+    if [ "$relocs" -lt 4000 ]; then
+        result PASS "start: $relocs relocations (fewer than 4000)"
+    else
+        result FAIL "start: $relocs relocations at each start (fewer than 4000 expected)" \
+            "readelf -rW build-werror/sandguard; a library's tables linked in? (src/artifact/crypto_lazy.h)"
+    fi
+fi
+
 echo "tree: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
