@@ -230,7 +230,7 @@ def measure(env, n_programs, chunks, parallel, meter):
     b = summary(rates["plain"])
     out = []
     for who, name, target in (("sandguard", "sandguard exec --tests", 1.0),
-                              ("warm", "sandguard exec --tests, warm interpreters", 1.5)):
+                              ("warm", "sandguard exec --tests, warm interpreters", 2.0)):  # issue 35
         differ = sorted(os.path.basename(d) for d in dirs
                         if rewards[who].get(d) != rewards["plain"].get(d))
         n_pass = sum(1 for d in dirs if rewards[who].get(d) == 1)
