@@ -329,18 +329,25 @@ def t_dockerfile():
             names |= {w for w in cmd.split() if not w.startswith("-")}
         return names
     need_build = {"make", "gcc", "clang", "bpftool", "pkg-config", "libbpf-dev", "libelf-dev", "zlib1g-dev",
-                  "libjansson-dev", "libmicrohttpd-dev"}
+                  "libjansson-dev", "libmicrohttpd-dev", "libssl-dev"}
     assert need_build <= pkgs(build_part), "builder lacks %s" % sorted(need_build - pkgs(build_part))
     assert re.search(r"^RUN make\b", build_part, re.M), "builder does not run make"
     runtime = pkgs(run_part)
     assert not [p for p in runtime if p.endswith("-dev")], "-dev packages in the runtime stage"
     # The binary needs libc alone (tree.sh checks its NEEDED entries) and
-    # dlopens libmicrohttpd by the soname in mhd_lazy.h: the runtime stage
-    # installs that library's package and nothing the binary links in.
-    soname = re.search(r'#define MHD_LAZY_SONAME "libmicrohttpd\.so\.(\d+)"',
-                       open(os.path.join(SRC, "src", "lib", "mhd_lazy.h")).read())
-    assert soname, "src/lib/mhd_lazy.h names no libmicrohttpd soname"
-    assert runtime == {"libmicrohttpd%s" % soname.group(1)}, "runtime packages %s" % sorted(runtime)
+    # dlopens libmicrohttpd and libcrypto by the sonames in mhd_lazy.h and
+    # crypto_lazy.h: the runtime stage installs those libraries' packages
+    # (Debian names libcrypto's libssl<N>) and nothing the binary links in.
+    def soname(path, pattern, what):
+        m = re.search(pattern, open(os.path.join(SRC, path)).read())
+        assert m, "%s names no %s soname" % (path, what)
+        return m.group(1)
+    mhd = soname("src/lib/mhd_lazy.h", r'#define MHD_LAZY_SONAME "libmicrohttpd\.so\.(\d+)"',
+                 "libmicrohttpd")
+    crypto = soname("src/artifact/crypto_lazy.h", r'#define CRYPTO_LAZY_SONAME "libcrypto\.so\.(\d+)"',
+                    "libcrypto")
+    assert runtime == {"libmicrohttpd%s" % mhd, "libssl%s" % crypto}, \
+        "runtime packages %s" % sorted(runtime)
     assert re.search(r"COPY --from=\S+ \S*/build/sandguard %s\b" % re.escape(BINARY), run_part), \
         "runtime stage must copy build/sandguard to %s" % BINARY
     ep = json.loads(re.search(r"^ENTRYPOINT\s+(\[.*\])", run_part, re.M).group(1))
