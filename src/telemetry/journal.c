@@ -404,9 +404,10 @@ static int lock_journal(const struct journal *j)
 	return -ESTALE;
 }
 
-/* Append one line under the locks. On 0, *sync_fd is a copy of the
- * segment's descriptor for the caller to sync, or -1 when the line was
- * synced already (no descriptor to spare for a copy). */
+/* Append one line under the locks. *sync_fd is a copy of the segment's
+ * descriptor for the caller to sync (and the return 0), or -1: the append
+ * failed, or there was no descriptor to spare for a copy and the line
+ * was synced here (the return is that sync's). */
 static int append_one(const struct journal *j, const char *line, size_t len, struct journal_pos *at,
 		      int *sync_fd)
 {
@@ -443,8 +444,7 @@ int journal_append(const struct journal *j, const char *line, size_t len, struct
 	 * filesystem commits them together) instead of queueing one by one.
 	 * Ours covers our line, written before it began. */
 	if (sync_fd >= 0) {
-		if (!err)
-			err = fdatasync(sync_fd) ? -errno : 0;
+		err = fdatasync(sync_fd) ? -errno : 0;
 		close(sync_fd);
 	}
 	return err;
@@ -465,7 +465,7 @@ static void group_sync_locked(struct journal_group *g)
 int journal_group_append(const struct journal *j, struct journal_group *g, const char *line,
 			 size_t len, struct journal_pos *at)
 {
-	struct journal_pos pos;
+	struct journal_pos pos = { 0, 0 };
 	int fd, err = append_one(j, line, len, &pos, &fd);
 	unsigned i;
 
@@ -473,10 +473,6 @@ int journal_group_append(const struct journal *j, struct journal_group *g, const
 		*at = pos;
 	if (fd < 0)
 		return err; /* failed, or synced already */
-	if (err) {
-		close(fd);
-		return err;
-	}
 	pthread_mutex_lock(&g->lock);
 	for (i = 0; i < g->n && g->seq[i] != pos.segment; i++)
 		;
