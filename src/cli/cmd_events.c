@@ -355,23 +355,24 @@ static void report_bad(const char *path, const struct bad_lines *bad)
 			bad->count == 1 ? "is" : "are", bad->first_line, bad->first_why);
 }
 
-static int reader_open(struct event_reader *r, const char *path)
+static int reader_open(struct event_reader *r, const char *path, int fd)
 {
-	int err = event_reader_open(r, path);
+	int err = fd >= 0 ? event_reader_open_fd(r, fd) : event_reader_open(r, path);
 
 	if (err)
 		fprintf(stderr, "sandguard events: cannot read %s: %s\n", path, strerror(-err));
 	return err ? -1 : 0;
 }
 
-/* A whole file that is not followed (a rotated one, or without --follow). */
-static int show_file(const struct opts *o, const char *path, long *shown)
+/* A whole file that is not followed (a rotated one, or without --follow);
+ * fd is open on it, or -1 to open path. */
+static int show_file(const struct opts *o, const char *path, int fd, long *shown)
 {
 	struct event_reader r;
 	struct bad_lines bad = { 0 };
 	int ret;
 
-	if (reader_open(&r, path))
+	if (reader_open(&r, path, fd))
 		return -1;
 	ret = drain(o, &r, path, true, &bad, shown);
 	event_reader_close(&r);
@@ -382,23 +383,29 @@ static int show_file(const struct opts *o, const char *path, long *shown)
 struct shown_files {
 	const struct opts *o;
 	long *shown;
+	int live_fd; /* with --follow: the live file, kept to follow it */
 };
 
-static int show_rotated_file(const char *path, void *ctx)
+static int show_stream_file(const char *name, int fd, bool live, void *ctx)
 {
 	struct shown_files *sf = ctx;
 
-	return show_file(sf->o, path, sf->shown);
+	if (live && sf->o->follow) {
+		sf->live_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		return 0;
+	}
+	return show_file(sf->o, name, fd, sf->shown);
 }
 
-/* The current file, then whatever is appended, across rotations (the old
- * descriptor is drained before the new file is opened) and truncations. */
-static int follow(const struct opts *o, long *shown)
+/* The current file (open on fd, or -1 to open it), then whatever is
+ * appended, across rotations (the old descriptor is drained before the new
+ * file is opened) and truncations. */
+static int follow(const struct opts *o, int fd, long *shown)
 {
 	struct event_reader r;
 	struct bad_lines bad = { 0 };
 
-	if (reader_open(&r, o->file))
+	if (reader_open(&r, o->file, fd))
 		return -1;
 	if (!o->f.has_since)
 		lseek(r.fd, 0, SEEK_END);
@@ -417,7 +424,7 @@ static int follow(const struct opts *o, long *shown)
 			report_bad(o->file, &bad);
 			memset(&bad, 0, sizeof(bad));
 			event_reader_close(&r);
-			if (reader_open(&r, o->file))
+			if (reader_open(&r, o->file, -1))
 				return -1;
 			continue;
 		}
@@ -425,12 +432,36 @@ static int follow(const struct opts *o, long *shown)
 	}
 }
 
+/* With --since, every file that reaches back that far, each once while
+ * the agent rotates them (event_stream_each()); with --follow the live
+ * one is followed after the others. */
+static int show_since(const struct opts *o, long *shown)
+{
+	struct shown_files sf = { o, shown, -1 };
+	unsigned lost;
+	int err = event_stream_each(o->file, o->f.since_ms, show_stream_file, &sf, &lost);
+
+	if (err < 0)
+		fprintf(stderr, "sandguard events: cannot read %s: %s\n", o->file,
+			err == -EAGAIN ? "its files were rotated under every listing of them"
+				       : strerror(-err));
+	else if (lost)
+		fprintf(stderr,
+			"sandguard events: warning: %u of %s's rotated files were rotated away "
+			"before they could be read\n",
+			lost, o->file);
+	if (!err && o->follow)
+		err = follow(o, sf.live_fd, shown);
+	if (sf.live_fd >= 0)
+		close(sf.live_fd);
+	return err;
+}
+
 int cmd_events(int argc, char **argv)
 {
 	struct opts o;
 	struct stat st;
 	long shown = 0;
-	struct shown_files sf = { &o, &shown };
 	int ret, err;
 
 	ret = parse_opts(argc, argv, &o);
@@ -445,11 +476,10 @@ int cmd_events(int argc, char **argv)
 	}
 	if (!o.json)
 		print_header();
-	/* With --since, the rotated files that reach back that far first. */
-	err = o.f.has_since ? event_stream_rotated(o.file, o.f.since_ms, show_rotated_file, &sf)
-			    : 0;
-	if (!err)
-		err = o.follow ? follow(&o, &shown) : show_file(&o, o.file, &shown);
+	if (o.f.has_since)
+		err = show_since(&o, &shown);
+	else
+		err = o.follow ? follow(&o, -1, &shown) : show_file(&o, o.file, -1, &shown);
 	fflush(stdout);
 	if (err)
 		return SG_EXIT_TENANT;

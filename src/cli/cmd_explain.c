@@ -375,13 +375,17 @@ static void print_batch(json_t *b, json_t *sources)
 		printf("policy   cannot be read: %s\n", str(pol, "error"));
 	printf("journal  %s (%lld records searched)\n", str(sources, "journal"),
 	       num(sources, "records_searched"));
-	if (str(sources, "events_error"))
+	if (str(sources, "events_error") && !json_array_size(files)) {
 		printf("events   %s: only the journal's side is shown\n",
 		       str(sources, "events_error"));
-	else
+	} else {
 		printf("events   %s (%zu file%s read)\n",
 		       json_string_value(json_array_get(files, json_array_size(files) - 1)) ?: "",
 		       json_array_size(files), json_array_size(files) == 1 ? "" : "s");
+		/* Files rotated away before they were read: some events missing. */
+		if (str(sources, "events_error"))
+			printf("events   %s\n", str(sources, "events_error"));
+	}
 	json_array_foreach(json_object_get(b, "attempts"), i, a)
 	{
 		putchar('\n');
@@ -480,13 +484,16 @@ static void print_run(json_t *doc)
 static bool incomplete(json_t *doc)
 {
 	json_t *b;
-	const char *why = str(json_object_get(doc, "sources"), "events_error");
+	json_t *sources = json_object_get(doc, "sources");
+	const char *why = str(sources, "events_error");
 	size_t i;
 	bool bad = why != NULL;
 
 	if (why)
-		fprintf(stderr,
-			"sandguard explain: %s: the timeline shows the journal's side only\n", why);
+		fprintf(stderr, "sandguard explain: %s: %s\n", why,
+			json_array_size(json_object_get(sources, "events_files"))
+				? "the timeline may miss some of the agent's events"
+				: "the timeline shows the journal's side only");
 	json_array_foreach(json_object_get(doc, "batches"), i, b)
 	{
 		why = str(json_object_get(b, "policy"), "error");

@@ -12,6 +12,12 @@
 /* More rotated files than this is not a retention the agent keeps: the
  * scan for the oldest stops there. */
 #define MAX_ROTATED 10000
+/* Three missing names in a row end the stream: a rotation in progress
+ * leaves one name empty for a moment, and one cut short by a crash leaves
+ * another beside it until it rotates off the end. */
+#define MAX_GAP 3
+/* Listings tried before giving up on names that change under each one. */
+#define LIST_TRIES 64
 
 int event_stream_file(char *out, size_t cap, const char *path, unsigned n)
 {
@@ -25,32 +31,157 @@ static int64_t mtime_ms(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
 }
 
-int event_stream_rotated(const char *path, int64_t since_ms, event_stream_file_fn fn, void *ctx)
+/* One file as listed: which file (dev, ino), under which name, and when it
+ * was last written. */
+struct listed {
+	dev_t dev;
+	ino_t ino;
+	unsigned index;
+	int64_t mtime_ms;
+};
+
+struct listing {
+	struct listed *f; /* the live file's index 0 first, the oldest last */
+	size_t n, cap;
+};
+
+/* The names as they are now. 0, or -errno (a name that cannot be looked
+ * at for another reason than its absence, or no memory). */
+static int list_once(const char *path, struct listing *l)
 {
 	char name[PATH_MAX];
-	struct stat st;
-	unsigned n = 0;
+	unsigned missing = 0;
 
-	while (n < MAX_ROTATED && event_stream_file(name, sizeof(name), path, n + 1) == 0 &&
-	       stat(name, &st) == 0)
-		n++;
-	for (unsigned i = n; i >= 1; i--) {
-		int ret;
+	l->n = 0;
+	for (unsigned i = 0; i <= MAX_ROTATED && missing < MAX_GAP; i++) {
+		struct stat st;
+		int ret = event_stream_file(name, sizeof(name), path, i);
 
-		if (event_stream_file(name, sizeof(name), path, i) || stat(name, &st) ||
-		    mtime_ms(&st) < since_ms)
-			continue;
-		ret = fn(name, ctx);
 		if (ret)
 			return ret;
+		if (stat(name, &st)) {
+			if (errno != ENOENT)
+				return -errno;
+			missing++;
+			continue;
+		}
+		missing = 0;
+		if (l->n == l->cap) {
+			size_t cap = l->cap ? 2 * l->cap : 16;
+			struct listed *f = realloc(l->f, cap * sizeof(*f));
+
+			if (!f)
+				return -ENOMEM;
+			l->f = f;
+			l->cap = cap;
+		}
+		l->f[l->n++] = (struct listed){ st.st_dev, st.st_ino, i, mtime_ms(&st) };
 	}
 	return 0;
 }
 
-int event_reader_open(struct event_reader *r, const char *path)
+static bool same_listing(const struct listing *a, const struct listing *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (a->f[i].dev != b->f[i].dev || a->f[i].ino != b->f[i].ino ||
+		    a->f[i].index != b->f[i].index)
+			return false;
+	return true;
+}
+
+/* Two listings alike in a row: between them no name changed, so they are
+ * the files at one instant. A file never comes back to a name it left,
+ * so alike listings cannot hide a rename. Into *out (the caller frees
+ * out->f). */
+static int list_settled(const char *path, struct listing *out)
+{
+	struct listing prev = { 0 }, cur = { 0 }, t;
+	int ret = list_once(path, &prev);
+
+	for (int i = 0; !ret && i < LIST_TRIES; i++) {
+		ret = list_once(path, &cur);
+		if (!ret && same_listing(&prev, &cur)) {
+			*out = cur;
+			free(prev.f);
+			return 0;
+		}
+		t = prev;
+		prev = cur;
+		cur = t;
+	}
+	free(prev.f);
+	free(cur.f);
+	return ret ? ret : -EAGAIN;
+}
+
+/* The listed file, opened where it is now: each rotation since the
+ * listing moved it one name up. A descriptor (its name in name), -ENOENT
+ * when it is gone (rotated past the files kept), or -errno. */
+static int open_listed(const char *path, const struct listed *e, char *name, size_t cap)
+{
+	unsigned missing = 0;
+
+	for (unsigned i = e->index; i <= MAX_ROTATED && missing < MAX_GAP; i++) {
+		struct stat st;
+		int fd, ret = event_stream_file(name, cap, path, i);
+
+		if (ret)
+			return ret;
+		fd = open(name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno != ENOENT)
+				return -errno;
+			missing++;
+			continue;
+		}
+		missing = 0;
+		if (fstat(fd, &st) == 0 && st.st_dev == e->dev && st.st_ino == e->ino)
+			return fd;
+		close(fd);
+	}
+	return -ENOENT;
+}
+
+int event_stream_each(const char *path, int64_t since_ms, event_stream_file_fn fn, void *ctx,
+		      unsigned *lost)
+{
+	struct listing l = { 0 };
+	char name[PATH_MAX];
+	int ret = list_settled(path, &l);
+
+	if (lost)
+		*lost = 0;
+	if (!ret && l.n == 0)
+		ret = -ENOENT;
+	for (size_t i = l.n; !ret && i-- > 0;) {
+		const struct listed *e = &l.f[i];
+		int fd;
+
+		if (e->index > 0 && e->mtime_ms < since_ms)
+			continue;
+		fd = open_listed(path, e, name, sizeof(name));
+		if (fd == -ENOENT) {
+			if (lost)
+				(*lost)++;
+			continue;
+		}
+		if (fd < 0) {
+			ret = fd;
+			break;
+		}
+		ret = fn(name, fd, e->index == 0, ctx);
+		close(fd);
+	}
+	free(l.f);
+	return ret;
+}
+
+static int reader_start(struct event_reader *r, int fd)
 {
 	memset(r, 0, sizeof(*r));
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	r->fd = fd;
 	if (r->fd < 0)
 		return -errno;
 	r->buf = malloc(EVENT_STREAM_LINE_CAP + 1);
@@ -60,6 +191,16 @@ int event_reader_open(struct event_reader *r, const char *path)
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+int event_reader_open(struct event_reader *r, const char *path)
+{
+	return reader_start(r, open(path, O_RDONLY | O_CLOEXEC));
+}
+
+int event_reader_open_fd(struct event_reader *r, int fd)
+{
+	return reader_start(r, fcntl(fd, F_DUPFD_CLOEXEC, 0));
 }
 
 void event_reader_close(struct event_reader *r)

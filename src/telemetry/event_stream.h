@@ -18,12 +18,31 @@
  * truncated name). */
 int event_stream_file(char *out, size_t cap, const char *path, unsigned n);
 
-/* Call fn for each rotated file path.N .. path.1, oldest first, that was
- * still written to at or after since_ms (older ones hold nothing newer).
- * A file rotated away meanwhile is passed over: it was older still.
- * Stops at fn's first non-zero answer and returns it; else 0. */
-typedef int (*event_stream_file_fn)(const char *path, void *ctx);
-int event_stream_rotated(const char *path, int64_t since_ms, event_stream_file_fn fn, void *ctx);
+/* Call fn for each of the stream's files, oldest first, the live file
+ * last, each exactly once while the agent rotates them. The rotated files
+ * last written before since_ms are passed over (they hold nothing newer);
+ * the live file is always read. fn gets the file's name as it is now, a
+ * descriptor open on it (fn neither keeps nor closes it) and whether it
+ * was the live file when the files were listed.
+ *
+ * Why not walk the names: rotation renames every file one name up, so a
+ * reader going from PATH.N to PATH meets, after a rotation, the file it
+ * has just read again under the next name and never sees the one that
+ * moved past it. Here the names are listed twice until two listings
+ * agree (no rename came between them: the files at one instant, every
+ * one of them once, in order), and each file is then opened by its
+ * identity where it is by now (a rotation only moves it to a higher
+ * name). A gap of up to two names, which a rotation in progress and a
+ * rotation cut short by a crash leave, is bridged; three missing names
+ * in a row end the stream.
+ *
+ * Returns 0; fn's first non-zero answer; -ENOENT when the stream has no
+ * file at all; -EAGAIN when the names changed under every listing tried.
+ * *lost (may be NULL) counts the listed files deleted (rotated past the
+ * files kept) before they could be opened. */
+typedef int (*event_stream_file_fn)(const char *name, int fd, bool live, void *ctx);
+int event_stream_each(const char *path, int64_t since_ms, event_stream_file_fn fn, void *ctx,
+		      unsigned *lost);
 
 /* The lines of one file, by read(2) in chunks, so that a followed file's
  * last, still incomplete line waits for the rest of it. */
@@ -37,6 +56,9 @@ struct event_reader {
 
 /* 0, or -errno (the file cannot be opened, or no memory). */
 int event_reader_open(struct event_reader *r, const char *path);
+/* The same on a descriptor already open (the reader reads a duplicate of
+ * it, so the caller still closes fd). */
+int event_reader_open_fd(struct event_reader *r, int fd);
 void event_reader_close(struct event_reader *r);
 
 /* The next complete line (NUL-terminated, no newline): 1 and *line; 2: an

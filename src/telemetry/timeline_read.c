@@ -154,14 +154,14 @@ static json_t *event_entry(const struct event_match *m, const char *line)
 }
 
 /* One file's events: a line is parsed only when its text may match. */
-static int read_event_file(const char *path, const struct event_match *m, const char *batch_needle,
+static int read_event_file(int fd, const struct event_match *m, const char *batch_needle,
 			   json_t *out, struct scan_stats *st)
 {
 	struct event_reader r;
 	char *line;
 	int ret;
 
-	ret = event_reader_open(&r, path);
+	ret = event_reader_open_fd(&r, fd);
 	if (ret)
 		return ret;
 	for (;;) {
@@ -191,14 +191,15 @@ struct event_scan {
 	struct scan_stats *st;
 };
 
-/* A rotated file that cannot be read is passed over (rotated away). */
-static int read_rotated_file(const char *path, void *ctx)
+static int read_stream_file(const char *name, int fd, bool live, void *ctx)
 {
 	struct event_scan *sc = ctx;
+	int ret = read_event_file(fd, sc->m, sc->batch_needle, sc->out, sc->st);
 
-	if (read_event_file(path, sc->m, sc->batch_needle, sc->out, sc->st) == 0)
-		json_array_append_new(sc->files, json_string(path));
-	return 0;
+	(void)live;
+	if (!ret)
+		json_array_append_new(sc->files, json_string(name));
+	return ret;
 }
 
 int timeline_read_events(const char *events_file, const struct event_match *m, json_t *out,
@@ -206,17 +207,21 @@ int timeline_read_events(const char *events_file, const struct event_match *m, j
 {
 	char *batch_needle = m->batch_id ? needle_of("batch_id", m->batch_id) : NULL;
 	struct event_scan sc = { m, batch_needle, out, files, st };
+	unsigned lost;
 	int ret;
 
 	/* Oldest first; a rotated file last written before the batch began
 	 * holds none of its events. */
-	event_stream_rotated(events_file, m->from_ms, read_rotated_file, &sc);
-	ret = read_event_file(events_file, m, batch_needle, out, st);
+	ret = event_stream_each(events_file, m->from_ms, read_stream_file, &sc, &lost);
 	if (ret)
 		snprintf(err, err_len, "cannot read the event stream %s: %s", events_file,
-			 strerror(-ret));
-	else
-		json_array_append_new(files, json_string(events_file));
+			 ret == -EAGAIN ? "its files were rotated under every listing of them"
+					: strerror(-ret));
+	else if (lost)
+		snprintf(err, err_len,
+			 "%u of the event stream's files were rotated away while %s was read", lost,
+			 events_file);
+	st->gaps += lost;
 	free(batch_needle);
 	return ret;
 }

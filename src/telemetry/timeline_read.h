@@ -45,9 +45,11 @@ struct event_match {
 };
 
 /* Append each matching event (its JSON object, plus "summary": the
- * one-line summary `sandguard events` prints) to `out`, oldest file first;
- * the names of the files read to `files`. 0, or -errno with `err` when
- * the current file cannot be read (a missing rotated file is skipped). */
+ * one-line summary `sandguard events` prints) to `out`, oldest file first,
+ * each file once while the agent rotates them (event_stream_each()); the
+ * names of the files read to `files`. 0, or -errno with `err` when the
+ * stream cannot be read. When files were rotated away (deleted) before
+ * they could be read, 0 with `err` saying so, and st->gaps counts them. */
 int timeline_read_events(const char *events_file, const struct event_match *m, json_t *out,
 			 json_t *files, struct scan_stats *st, char *err, size_t err_len);
 

@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgagent import SANDGUARD, Agent, check, finish  # noqa: E402
+from sgagent import SANDGUARD, Agent, check, event_stream, finish  # noqa: E402
 from sgtest import uid_base  # noqa: E402
 import sgjournal  # noqa: E402
 
@@ -105,15 +105,8 @@ def explain(a, *args):
 
 def stream(a, **want):
     """The events with these keys, from the stream and every rotated file,
-    oldest first (a file rotated away meanwhile is skipped: call again)."""
-    out = []
-    for i in range(nfiles(a) - 1, -1, -1):
-        try:
-            with open("%s.%d" % (a.events, i) if i else a.events) as f:
-                out += [e for e in map(json.loads, f) if all(e.get(k) == v for k, v in want.items())]
-        except FileNotFoundError:
-            pass
-    return out
+    oldest first."""
+    return [e for e in event_stream(a.events) if all(e.get(k) == v for k, v in want.items())]
 
 
 def events_of(a, sandbox):

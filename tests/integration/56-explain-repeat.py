@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from sgagent import Agent, check, finish  # noqa: E402
+from sgagent import Agent, check, event_stream, finish  # noqa: E402
 from sgtest import uid_base  # noqa: E402
 
 UID_BASE = uid_base(67600)  # 55-explain uses 65000, 21-sandbox-isolation 67300, 31 68300
@@ -54,13 +54,7 @@ def exec_same_id(a, prog, tests=None):
 
 def stream(a, sandbox):
     """The sandbox's events, from the stream and any rotated file."""
-    out, n = [], 1
-    while os.path.exists("%s.%d" % (a.events, n)):
-        n += 1
-    for path in ["%s.%d" % (a.events, i) for i in range(n - 1, 0, -1)] + [a.events]:
-        with open(path) as f:
-            out += [e for e in map(json.loads, f) if e.get("sandbox") == sandbox]
-    return out
+    return [e for e in event_stream(a.events) if e.get("sandbox") == sandbox]
 
 
 def own_execs(a, attempts):

@@ -143,3 +143,55 @@ class Agent:
 
 def finish():
     sys.exit(exit_code())
+
+
+def _stream_name(path, i):
+    return "%s.%d" % (path, i) if i else path
+
+
+def _stream_listing(path):
+    """(index, dev, ino) of each file of the stream now, the live file first.
+    A gap of up to two names (a rotation in progress, or one cut short) is
+    bridged; three missing names end it."""
+    out, missing, i = [], 0, 0
+    while missing < 3:
+        try:
+            st = os.stat(_stream_name(path, i))
+            out.append((i, st.st_dev, st.st_ino))
+            missing = 0
+        except FileNotFoundError:
+            missing += 1
+        i += 1
+    return out
+
+
+def event_stream(path):
+    """Every event of the stream at path and its rotated files, oldest first,
+    each file read once while the agent rotates them (as
+    src/telemetry/event_stream.c reads it): the names are listed until two
+    listings agree, then each file is opened by its identity where it is
+    now. Walking the names instead can skip the file a rotation moves past
+    the reader."""
+    prev = _stream_listing(path)
+    for _ in range(64):
+        cur = _stream_listing(path)
+        if cur == prev:
+            break
+        prev = cur
+    else:
+        raise RuntimeError("%s: its files were renamed under every listing" % path)
+    events = []
+    for i, dev, ino in reversed(cur):
+        missing = 0
+        while missing < 3:
+            try:
+                with open(_stream_name(path, i)) as f:
+                    st = os.fstat(f.fileno())
+                    if (st.st_dev, st.st_ino) == (dev, ino):
+                        events += [json.loads(l) for l in f if l.strip()]
+                        break
+                missing = 0
+            except FileNotFoundError:
+                missing += 1
+            i += 1
+    return events
