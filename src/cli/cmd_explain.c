@@ -379,8 +379,9 @@ static void print_batch(json_t *b, json_t *sources)
 		printf("events   %s: only the journal's side is shown\n",
 		       str(sources, "events_error"));
 	} else {
-		printf("events   %s (%zu file%s read)\n",
-		       json_string_value(json_array_get(files, json_array_size(files) - 1)) ?: "",
+		/* The stream's path: the files read are named as they were when
+		 * read, and a rotation may have renamed the live one since. */
+		printf("events   %s (%zu file%s read)\n", str(sources, "events_file"),
 		       json_array_size(files), json_array_size(files) == 1 ? "" : "s");
 		/* Files rotated away before they were read: some events missing. */
 		if (str(sources, "events_error"))

@@ -582,11 +582,11 @@ int timeline_build(const struct timeline_query *q, const struct timeline_sources
 		json_object_set_new(b, "verdict", verdict ? json_string(verdict) : json_null());
 		free(verdict);
 	}
-	sources = json_pack("{s:s, s:I, s:I, s:o, s:I, s:o}", "journal", s->journal_dir,
+	sources = json_pack("{s:s, s:I, s:I, s:s, s:o, s:I, s:o}", "journal", s->journal_dir,
 			    "journal_segments", (json_int_t)js.segments, "records_searched",
-			    (json_int_t)js.lines, "events_files", json_incref(files), "events",
-			    (json_int_t)json_array_size(events), "events_error",
-			    eerr[0] ? json_string(eerr) : json_null());
+			    (json_int_t)js.lines, "events_file", s->events_file, "events_files",
+			    json_incref(files), "events", (json_int_t)json_array_size(events),
+			    "events_error", eerr[0] ? json_string(eerr) : json_null());
 	*doc = json_pack("{s:o, s:o, s:O}", "query", query_json(q), "sources", sources, "batches",
 			 batches);
 	ret = *doc ? 0 : -ENOMEM;

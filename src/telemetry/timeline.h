@@ -5,7 +5,8 @@
  *
  * The document (what `explain --json` prints):
  *   {"query": {"batch_id"|"sandbox"|"run_id": ..., "tenant": ...},
- *    "sources": {"journal", "journal_segments", "records_searched", "events_files",
+ *    "sources": {"journal", "journal_segments", "records_searched", "events_file" (the
+ *                stream's path), "events_files" (each file read, named as when read),
  *                "events", "events_error"},
  *    "batches": [{ (one per execution, oldest first: a batch id repeats
  *                   across a trainer's runs and restarts)
