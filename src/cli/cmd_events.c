@@ -443,8 +443,7 @@ static int show_since(const struct opts *o, long *shown)
 
 	if (err < 0)
 		fprintf(stderr, "sandguard events: cannot read %s: %s\n", o->file,
-			err == -EAGAIN ? "its files were rotated under every listing of them"
-				       : strerror(-err));
+			event_stream_strerror(err));
 	else if (lost)
 		fprintf(stderr,
 			"sandguard events: warning: %u of %s's rotated files were rotated away "

@@ -178,6 +178,12 @@ int event_stream_each(const char *path, int64_t since_ms, event_stream_file_fn f
 	return ret;
 }
 
+const char *event_stream_strerror(int err)
+{
+	return err == -EAGAIN ? "its files were rotated under every listing of them"
+			      : strerror(-err);
+}
+
 static int reader_start(struct event_reader *r, int fd)
 {
 	memset(r, 0, sizeof(*r));

@@ -44,6 +44,9 @@ typedef int (*event_stream_file_fn)(const char *name, int fd, bool live, void *c
 int event_stream_each(const char *path, int64_t since_ms, event_stream_file_fn fn, void *ctx,
 		      unsigned *lost);
 
+/* What event_stream_each()'s -errno means, for a message. */
+const char *event_stream_strerror(int err);
+
 /* The lines of one file, by read(2) in chunks, so that a followed file's
  * last, still incomplete line waits for the rest of it. */
 struct event_reader {

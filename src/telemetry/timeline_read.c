@@ -215,13 +215,11 @@ int timeline_read_events(const char *events_file, const struct event_match *m, j
 	ret = event_stream_each(events_file, m->from_ms, read_stream_file, &sc, &lost);
 	if (ret)
 		snprintf(err, err_len, "cannot read the event stream %s: %s", events_file,
-			 ret == -EAGAIN ? "its files were rotated under every listing of them"
-					: strerror(-ret));
+			 event_stream_strerror(ret));
 	else if (lost)
 		snprintf(err, err_len,
 			 "%u of the event stream's files were rotated away while %s was read", lost,
 			 events_file);
-	st->gaps += lost;
 	free(batch_needle);
 	return ret;
 }

@@ -49,7 +49,7 @@ struct event_match {
  * each file once while the agent rotates them (event_stream_each()); the
  * names of the files read to `files`. 0, or -errno with `err` when the
  * stream cannot be read. When files were rotated away (deleted) before
- * they could be read, 0 with `err` saying so, and st->gaps counts them. */
+ * they could be read, 0 with `err` saying how many. */
 int timeline_read_events(const char *events_file, const struct event_match *m, json_t *out,
 			 json_t *files, struct scan_stats *st, char *err, size_t err_len);
 

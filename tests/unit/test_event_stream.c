@@ -64,18 +64,26 @@ static int record(const char *p, int fd, bool live, void *ctx)
 	return ++s->n == s->stop_at ? 7 : 0;
 }
 
-static void test_each_oldest_first_since(void **state)
+/* The live file "now" and three rotated ones "old", .3 the oldest (last
+ * written at 997000 s when dated, else now). */
+static void put_stream(bool dated)
 {
 	char name[PATH_MAX + 8];
+
+	put(path, "now\n", 0);
+	for (int i = 1; i <= 3; i++) {
+		snprintf(name, sizeof(name), "%s.%d", path, i);
+		put(name, "old\n", dated ? 1000000 - i * 1000 : 0);
+	}
+}
+
+static void test_each_oldest_first_since(void **state)
+{
 	struct seen s = { .n = 0 };
 	unsigned lost = 9;
 
 	(void)state;
-	put(path, "now\n", 0);
-	for (int i = 1; i <= 3; i++) {
-		snprintf(name, sizeof(name), "%s.%d", path, i);
-		put(name, "old\n", 1000000 - i * 1000); /* .3 the oldest */
-	}
+	put_stream(true);
 
 	assert_int_equal(event_stream_each(path, 0, record, &s, &lost), 0);
 	assert_int_equal(lost, 0);
@@ -112,8 +120,6 @@ static int delete_next(const char *p, int fd, bool live, void *ctx)
 {
 	char next[PATH_MAX + 8];
 
-	(void)fd;
-	(void)live;
 	if (strstr(p, ".jsonl.3")) {
 		snprintf(next, sizeof(next), "%s.2", path);
 		assert_int_equal(unlink(next), 0);
@@ -123,16 +129,11 @@ static int delete_next(const char *p, int fd, bool live, void *ctx)
 
 static void test_each_lost(void **state)
 {
-	char name[PATH_MAX + 8];
 	struct seen s = { .n = 0 };
 	unsigned lost = 0;
 
 	(void)state;
-	put(path, "now\n", 0);
-	for (int i = 1; i <= 3; i++) {
-		snprintf(name, sizeof(name), "%s.%d", path, i);
-		put(name, "old\n", 0);
-	}
+	put_stream(false);
 	assert_int_equal(event_stream_each(path, 0, delete_next, &s, &lost), 0);
 	assert_int_equal(lost, 1);
 	assert_int_equal(s.n, 3); /* .3, .1 and the live file */
