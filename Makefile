@@ -115,6 +115,7 @@ test_fold_LINK          := telemetry policy lib
 test_metrics_LINK       := telemetry lib
 test_metrics_http_LINK  := telemetry lib
 test_match_LINK         := policy lib
+test_cgroup_mounts_LINK := lib
 test_policy_LINK        := policy lib
 test_policy_errors_LINK := policy lib
 test_policy_bounds_LINK := policy lib

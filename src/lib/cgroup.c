@@ -8,73 +8,188 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 #include "clock.h"
 #include "cgroup.h"
 #include "log.h"
 
-/* Whether a /proc/self/mountinfo line is a mount of `fstype` with, for v1,
- * the super option `option` (the controller name); *mnt its mount point. */
-static bool mount_matches(const char *line, const char *fstype, const char *option,
-			  char mnt[PATH_MAX])
-{
-	/* id parent maj:min root mountpoint opts [optional...] - type source superopts */
-	char type[64], superopts[1024], *save = NULL;
-	const char *sep = strstr(line, " - ");
+/* The cgroup mounts, read from /proc/self/mountinfo once and kept. A node's
+ * cgroup hierarchies are mounted at its boot, while the table grows with
+ * every live sandbox's scratch tmpfs (a line each): a read per sandbox (two
+ * in serve: the root and the v1 controllers) parsed every line with sscanf,
+ * a cost that grew with the sandboxes at once (about a fifth of serve's CPU
+ * per /run_code request with 60-180 of them, docs/performance.md). A kept
+ * mount point is checked with statfs() each time it is given out; one that
+ * is no longer a cgroup mount reads the table again, and so does a miss, at
+ * most once a second (a mount made since). Under `lock`: serve's threads
+ * create sandboxes concurrently. */
+#define CG_MOUNTS_MAX     64
+#define CG_MISS_REREAD_MS 1000
 
-	if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
-		return false;
-	if (sscanf(sep + 3, "%63s %*s %1023s", type, superopts) != 2 || strcmp(type, fstype))
-		return false;
-	if (!option)
-		return true;
-	/* strtok_r: the HTTP server's threads look mounts up concurrently */
-	for (char *tok = strtok_r(superopts, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-		if (!strcmp(tok, option))
+struct cg_mount {
+	bool v2;
+	char *point;
+	char *superopts; /* v1: the controllers, "rw,cpu,cpuacct" */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct cg_mount m[CG_MOUNTS_MAX];
+	size_t n;
+	bool read;
+	uint64_t read_ms;
+} mounts = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void mounts_clear(void)
+{
+	for (size_t i = 0; i < mounts.n; i++) {
+		free(mounts.m[i].point);
+		free(mounts.m[i].superopts);
+	}
+	mounts.n = 0;
+	mounts.read = false;
+}
+
+/* One line: "id parent maj:min root mountpoint opts [optional...] - type
+ * source superopts". 0 (kept, or not a cgroup mount) or -ENOMEM. */
+static int mounts_add(char *line)
+{
+	char *sep = strstr(line, " - "), *save = NULL, *f, *point = NULL, *type, *superopts;
+	struct cg_mount *m = &mounts.m[mounts.n];
+
+	if (!sep || mounts.n == CG_MOUNTS_MAX)
+		return 0;
+	*sep = '\0';
+	f = strtok_r(line, " ", &save);
+	for (int i = 0; f && i < 4; i++)
+		point = f = strtok_r(NULL, " ", &save);
+	type = strtok_r(sep + 3, " \n", &save);
+	superopts = type ? strtok_r(NULL, " \n", &save) : NULL; /* the source */
+	superopts = superopts ? strtok_r(NULL, " \n", &save) : NULL;
+	if (!point || !type || !superopts || (strcmp(type, "cgroup") && strcmp(type, "cgroup2")))
+		return 0;
+	m->v2 = !strcmp(type, "cgroup2");
+	m->point = strdup(point);
+	m->superopts = strdup(superopts);
+	if (!m->point || !m->superopts) {
+		free(m->point);
+		free(m->superopts);
+		return -ENOMEM;
+	}
+	mounts.n++;
+	return 0;
+}
+
+static int mounts_read(void)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int err = 0;
+
+	mounts_clear();
+	if (!f)
+		return -errno;
+	while (!err && getline(&line, &cap, f) > 0)
+		err = mounts_add(line);
+	free(line);
+	fclose(f);
+	mounts.read = !err;
+	mounts.read_ms = clock_ms(CLOCK_MONOTONIC);
+	if (err)
+		mounts_clear();
+	return err;
+}
+
+static bool has_option(const char *superopts, const char *option)
+{
+	size_t n = strlen(option);
+
+	for (const char *p = superopts; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, option, n) && (p[n] == ',' || p[n] == '\0'))
 			return true;
 	return false;
 }
 
-/* Find the mounts in /proc/self/mountinfo of `n` filesystems (fstype, and
- * for v1 a super option each: the controller names) in one read of it:
- * bufs[i] is the i-th's mount point, "" when there is none. 0 or -errno
- * (-ENAMETOOLONG: a mount point longer than len). */
-static int find_mounts(const char *fstype, const char *const *options, size_t n,
-		       char (*bufs)[PATH_MAX], size_t len)
+/* The mount of the v2 hierarchy (option NULL) or of a v1 controller. The
+ * shortest mount point wins: in a pod that mounts the node's / at /host,
+ * /host/sys/fs/cgroup may be listed before /sys/fs/cgroup, the mount the
+ * pod's own paths are below. */
+static const struct cg_mount *mounts_best(const char *option)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096], mnt[PATH_MAX];
+	const struct cg_mount *best = NULL;
+
+	for (size_t i = 0; i < mounts.n; i++) {
+		const struct cg_mount *m = &mounts.m[i];
+
+		if (m->v2 != !option || (option && !has_option(m->superopts, option)))
+			continue;
+		if (!best || strlen(m->point) < strlen(best->point))
+			best = m;
+	}
+	return best;
+}
+
+static bool still_mounted(const struct cg_mount *m)
+{
+	struct statfs sf;
+
+	return !statfs(m->point, &sf) &&
+	       sf.f_type == (typeof(sf.f_type))(m->v2 ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC);
+}
+
+/* Whether the kept table answers for `options` (NULL: the v2 mount). */
+static bool mounts_fresh(const char *const *options, size_t n)
+{
+	bool miss_reread = clock_ms(CLOCK_MONOTONIC) - mounts.read_ms >= CG_MISS_REREAD_MS;
+
+	if (!mounts.read)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		const struct cg_mount *m;
+
+		if (options && !options[i])
+			continue;
+		m = mounts_best(options ? options[i] : NULL);
+		if (m ? !still_mounted(m) : miss_reread)
+			return false;
+	}
+	return true;
+}
+
+/* bufs[i]: the mount point of options[i] (options NULL: of the v2
+ * hierarchy, n 1), "" when there is none. 0 or -errno (-ENAMETOOLONG: a
+ * mount point longer than len). */
+static int find_mounts(const char *const *options, size_t n, char (*bufs)[PATH_MAX], size_t len)
+{
 	int ret = 0;
 
-	if (!f)
-		return -errno;
-	for (size_t i = 0; i < n; i++)
+	pthread_mutex_lock(&mounts.lock);
+	if (!mounts_fresh(options, n))
+		ret = mounts_read();
+	for (size_t i = 0; i < n; i++) {
+		const struct cg_mount *m = ret || (options && !options[i])
+						   ? NULL
+						   : mounts_best(options ? options[i] : NULL);
+
 		bufs[i][0] = '\0';
-	while (!ret && fgets(line, sizeof(line), f)) {
-		for (size_t i = 0; i < n && !ret; i++) {
-			if (!mount_matches(line, fstype, options ? options[i] : NULL, mnt))
-				continue;
-			/* The shortest mount point wins: in a pod that mounts the
-			 * node's / at /host, /host/sys/fs/cgroup may be listed
-			 * before /sys/fs/cgroup, the mount the pod's own paths
-			 * are below. */
-			if (bufs[i][0] && strlen(mnt) >= strlen(bufs[i]))
-				continue;
-			if ((size_t)snprintf(bufs[i], len, "%s", mnt) >= len)
-				ret = -ENAMETOOLONG;
-		}
+		if (m && (size_t)snprintf(bufs[i], len, "%s", m->point) >= len)
+			ret = -ENAMETOOLONG;
 	}
-	fclose(f);
+	pthread_mutex_unlock(&mounts.lock);
 	return ret;
 }
 
-static int find_mount(const char *fstype, const char *option, char *buf, size_t len)
+static int find_mount(const char *option, char *buf, size_t len)
 {
 	char found[1][PATH_MAX];
-	int ret = find_mounts(fstype, option ? &option : NULL, 1, found, sizeof(found[0]));
+	int ret = find_mounts(option ? &option : NULL, 1, found, sizeof(found[0]));
 
 	if (!ret && !found[0][0])
 		ret = -ENOENT;
@@ -85,17 +200,17 @@ static int find_mount(const char *fstype, const char *option, char *buf, size_t 
 
 int cgroup2_mount(char *buf, size_t len)
 {
-	return find_mount("cgroup2", NULL, buf, len);
+	return find_mount(NULL, buf, len);
 }
 
 int cgroup_v1_mount(const char *controller, char *buf, size_t len)
 {
-	return find_mount("cgroup", controller, buf, len);
+	return find_mount(controller, buf, len);
 }
 
 int cgroup_v1_mounts(const char *const *controllers, size_t n, char (*mnts)[PATH_MAX])
 {
-	return find_mounts("cgroup", controllers, n, mnts, PATH_MAX);
+	return find_mounts(controllers, n, mnts, PATH_MAX);
 }
 
 int sandguard_root(char *buf, size_t len, bool create)

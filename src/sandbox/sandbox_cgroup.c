@@ -269,6 +269,7 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	const struct sg_limits *lim = &p->limits;
 	char *root = cg->root, tenant_dir[PATH_MAX], mnts[SB_CTRL__COUNT][PATH_MAX];
 	const char *base;
+	bool looked_v1 = false;
 	int err;
 
 	memset(cg, 0, sizeof(*cg));
@@ -301,11 +302,12 @@ int sb_cgroup_create(struct sb_cgroup *cg, const char *tenant, const char *id,
 	}
 	base = strrchr(root, '/');
 	base = base ? base + 1 : root;
-	if (cgroup_v1_mounts(v1_name, SB_CTRL__COUNT, mnts)) /* one read of the table */
-		memset(mnts, 0, sizeof(mnts));
 	for (int c = 0; c < SB_CTRL__COUNT && !err; c++) {
 		if (cg->where[c] == SB_WHERE_V2 || (c == SB_CTRL_IO && !wants_io(lim)))
 			continue;
+		if (!looked_v1 && cgroup_v1_mounts(v1_name, SB_CTRL__COUNT, mnts))
+			memset(mnts, 0, sizeof(mnts));
+		looked_v1 = true; /* once, and only where a controller is not on v2 */
 		err = create_v1(cg, c, mnts[c], base, tenant, id, detail, dlen);
 		if (!err)
 			cg->where[c] = SB_WHERE_V1;
