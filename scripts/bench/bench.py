@@ -4,7 +4,7 @@ shapes a fallback file hook could take. Every figure is a ratio
 against a baseline measured in the same run; the two arms of each
 comparison are interleaved. Prints one table and writes results.json.
 
-    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11,12,13,14,15,16,17]
+    bench.py --sandguard BIN --tools DIR --out FILE [--quick] [--only 1,2,3,4,5,6,7,8,9,11,12,13,14,15,16,17,18]
 
 Run through scripts/bench/run.sh (make bench), which builds the helpers."""
 import argparse
@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import admission
 import artifacts
 import cpumeter
 import hooks
@@ -45,6 +46,7 @@ QUICK = {
     "session_rounds": 100, "session_idle": 64,
     "artifact_rounds": 20,
     "iteration_problems": 32,
+    "admission_rounds": 5, "admission_ops": 300,
 }
 FULL = {
     "launch_rounds": 40, "breakdown_runs": 5,
@@ -61,6 +63,7 @@ FULL = {
     "session_rounds": 1000, "session_idle": 256,
     "artifact_rounds": 60,
     "iteration_problems": 1024,
+    "admission_rounds": 10, "admission_ops": 500,
 }
 
 
@@ -83,7 +86,7 @@ def main():
     ap.add_argument("--tools", required=True, help="directory with plainrun, hookloop, eventgen, cgjoin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", help="scenarios to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18", help="scenarios to run, e.g. 1,4")
     ap.add_argument("--programs", type=int, help="verifier programs and iteration problems "
                     "(scenarios 5 and 17; default 16 and 32 quick, 1024 full)")
     a = ap.parse_args()
@@ -93,7 +96,8 @@ def main():
     only = set(a.only.split(","))
     tools = {k: os.path.join(a.tools, k)
              for k in ("plainrun", "hookloop", "eventgen", "cgjoin", "layers", "sandbox_run",
-                       "progstats", "syscost", "syscost.bpf.o", "ringgen", "ringgen.bpf.o")}
+                       "progstats", "syscost", "syscost.bpf.o", "ringgen", "ringgen.bpf.o",
+                       "admission")}
     nproc = os.cpu_count() or 1
 
     doc = {"mode": "quick" if a.quick else "full", "config": cfg, "machine": machine(),
@@ -184,6 +188,12 @@ def main():
                 "self-starvers x %d tests, a hog tenant" % ((cfg["integrity_each"],) * 3 +
                                                             (integrity.TESTS,)))
             doc["rows"] += integrity.measure(env, cfg["integrity_each"], 4 * nproc, nproc)
+        if "18" in only:
+            log("scenario 18: admission with %d commitments held, %d rounds" %
+                (admission.HELD, cfg["admission_rounds"]))
+            rows, doc["admission_us"] = admission.measure(tools, cfg["admission_rounds"],
+                                                          cfg["admission_ops"])
+            doc["rows"] += rows
         if "13" in only:
             # Its own agents (10 and 10,000 policies), one after the other.
             log("scenario 13: tenants, agent start-up and reload with %s policies" %
@@ -244,7 +254,7 @@ def main():
     doc["duration_s"] = time.monotonic() - t_start
     order = {"1": 0, "9": 1, "10": 2, "2": 3, "3": 4, "4": 5, "11": 5.5, "5": 6, "6": 7, "7": 8, "8": 9, "12": 9.5, "13": 9.7, "14": 9.8,
              "15": 9.9,
-             "16": 9.95, "17": 9.97}
+             "16": 9.95, "17": 9.97, "18": 9.98}
     doc["rows"].sort(key=lambda r: order.get(r["scenario"].split()[0], 10))
     report.write(a.out, doc)
     print(report.table(doc["rows"]))

@@ -10,7 +10,8 @@
 # verifier programs instead of 1024). Without it: the full run, ~10 minutes,
 # plus scenario 17 (one RL iteration, 15,360 tests, ~20 minutes on 2 cores;
 # --programs N scales it, with scenario 5, to N problems).
-# Builds its helpers (plainrun, hookloop, eventgen, ringgen, cgjoin, progstats) into <build>/bench/.
+# Builds its helpers (plainrun, hookloop, eventgen, ringgen, cgjoin, progstats, layers,
+# admission) into <build>/bench/.
 # Runs a private agent (own cgroup root, pins, socket, state) like the
 # integration tests do, so a real agent on the node is never touched.
 set -euo pipefail
@@ -84,6 +85,16 @@ if [ ! -x "$out/layers" ] || [ "$src/scripts/bench/layers.c" -nt "$out/layers" ]
         "$src/scripts/bench/layers.c" -Wl,--start-group "$build"/lib/libsg_sandbox.a \
         "$build"/lib/libsg_control.a "$build"/lib/libsg_telemetry.a "$build"/lib/libsg_policy.a \
         "$build"/lib/libsg_lib.a -Wl,--end-group -ljansson -lbpf -lelf -lz -lpthread -lm
+fi
+
+# Scenario 18's helper: the node's admission line, the build's own code.
+make --no-print-directory -C "$src" BUILD="$build" "$build/lib/libsg_node.a" \
+    "$build/lib/libsg_lib.a" >/dev/null
+if [ ! -x "$out/admission" ] || [ "$src/scripts/bench/admission.c" -nt "$out/admission" ] ||
+   [ "$build/lib/libsg_node.a" -nt "$out/admission" ]; then
+    ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -I"$src/src" -I"$build" \
+        -o "$out/admission" "$src/scripts/bench/admission.c" "$build/lib/libsg_node.a" \
+        "$build/lib/libsg_lib.a" -lpthread
 fi
 
 exec /usr/bin/python3 -B "$src/scripts/bench/bench.py" --sandguard "$build/sandguard" \

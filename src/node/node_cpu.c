@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <sched.h>
 #include <stdio.h>
@@ -52,28 +53,66 @@ int node_cpu_capacity(uint32_t *milli)
 	return 0;
 }
 
+/* This process's mark in the names of the commitments it makes, so that
+ * admission counts its own without opening them: a commitment is unlinked
+ * before its lock goes (node_cpu_release()), so a file with our mark is one
+ * we hold. Another's is checked by its lock, an open, a flock and a close
+ * under the line's lock. With a hundred sandboxes at once, nearly all of
+ * them serve's own, those checks were most of an admission and held every
+ * other admission of the node behind them. A fork makes a mark of its own:
+ * its parent's files are not its. */
+static uint64_t own_mark(void)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static pid_t marked_pid;
+	static uint64_t mark;
+	uint64_t m;
+
+	pthread_mutex_lock(&lock);
+	if (marked_pid != getpid() || !mark) {
+		if (getrandom(&mark, sizeof(mark), 0) != sizeof(mark))
+			mark = ((uint64_t)getpid() << 32) ^ clock_ms(CLOCK_MONOTONIC);
+		mark |= 1; /* never 0, the unmarked */
+		marked_pid = getpid();
+	}
+	m = mark;
+	pthread_mutex_unlock(&lock);
+	return m;
+}
+
 /* Millicores held by live commitments; dead holders' files are removed. */
 static uint32_t committed(int dirfd)
 {
 	DIR *d = fdopendir(dup(dirfd));
 	struct dirent *e;
 	uint32_t sum = 0;
+	char own[48]; /* "-<pid>-<mark>-", what follows the millicores in ours */
+	size_t own_len = (size_t)snprintf(own, sizeof(own), "-%d-%016llx-", (int)getpid(),
+					  (unsigned long long)own_mark());
 
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		unsigned milli;
+		unsigned long milli;
+		char *end;
 		int fd;
 
-		if (sscanf(e->d_name, "c-%u-", &milli) != 1)
+		if (strncmp(e->d_name, "c-", 2))
 			continue;
+		milli = strtoul(e->d_name + 2, &end, 10);
+		if (end == e->d_name + 2 || *end != '-' || milli > UINT32_MAX)
+			continue;
+		if (!strncmp(end, own, own_len)) {
+			sum += (uint32_t)milli; /* ours, held */
+			continue;
+		}
 		fd = openat(dirfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0)
 			continue;
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			unlinkat(dirfd, e->d_name, 0); /* its holder died */
 		else
-			sum += milli;
+			sum += (uint32_t)milli;
 		close(fd);
 	}
 	closedir(d);
@@ -123,10 +162,13 @@ static int try_commit(void *arg)
 	}
 	if (getrandom(&rnd, sizeof(rnd), 0) < 0)
 		rnd = (uint32_t)clock_ms(CLOCK_MONOTONIC);
-	snprintf(c->path, sizeof(c->path), "%s/c-%u-%d-%08x", a->dir, a->milli, (int)getpid(), rnd);
+	snprintf(c->path, sizeof(c->path), "%s/c-%u-%d-%016llx-%08x", a->dir, a->milli,
+		 (int)getpid(), (unsigned long long)own_mark(), rnd);
 	c->fd = open(c->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (c->fd < 0 || flock(c->fd, LOCK_EX)) {
 		err = -errno;
+		if (c->fd >= 0)
+			unlink(c->path); /* marked ours: never left unheld */
 		fs_close(&c->fd);
 		goto out;
 	}

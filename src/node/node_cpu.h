@@ -3,12 +3,14 @@
  * every executor process (CLI runs and serve alike), so that a deadline is
  * rarely missed for want of a CPU (see docs/oncall.md).
  *
- * A commitment is a file <run>/cpu/c-<millicores>-<pid>-<random>, flock'd
+ * A commitment is a file <run>/cpu/c-<millicores>-<pid>-<mark>-<random>, flock'd
  * by its holder for as long as it holds it (<run> = $SANDGUARD_RUN_DIR or
  * /run/sandguard). The kernel drops the lock when the holder dies, so a
  * killed executor never leaks CPU: the next admission finds the file
  * unlocked and removes it. Admission scans the directory under
- * <run>/cpu/.lock, so two admissions never both take the last core.
+ * <run>/cpu/.lock, so two admissions never both take the last core; the
+ * files bearing its own process's mark (random, per process) it counts
+ * without opening them, as it holds them.
  *
  * Capacity: $SANDGUARD_NODE_CPUS (cores, may be fractional, may exceed the
  * real count to overcommit on purpose), else the CPUs this process may run

@@ -6,7 +6,7 @@
  * not reach its own limit (the node's, docs/sandbox.md) is then never one
  * a tenant produced with its own concurrency.
  *
- * Commitments are files <run>/mem/c-<MiB>-<pid>-<random>, held (flock)
+ * Commitments are files <run>/mem/c-<MiB>-<pid>-<mark>-<random>, held (flock)
  * as node_cpu.h describes. Capacity: $SANDGUARD_NODE_MEMORY_MB, else 90%
  * of the node's MemTotal (the rest is the system's, the agent's and the
  * executors' own). A commitment is min(limits.memory_mb, capacity). */

@@ -68,12 +68,12 @@ static void in_child(int (*fn)(void))
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-#define CHECK(cond)                                                              \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
+#define CHECK(cond)                                                                \
+	do {                                                                       \
+		if (!(cond)) {                                                     \
 			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			return 1;                                                \
-		}                                                                \
+			return 1;                                                  \
+		}                                                                  \
 	} while (0)
 
 /* Every answer is the table's, asked many times over, v2 and each v1

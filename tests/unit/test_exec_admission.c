@@ -315,6 +315,53 @@ static void test_node_cpu_dies_with_holder(void **state)
 	unsetenv("SANDGUARD_NODE_CPUS");
 }
 
+/* A process counts its own commitments without opening them (their names
+ * bear its mark); a fork's are another process's: counted while it lives
+ * and holds them, removed once it is dead. A fork that kept its parent's
+ * mark would have its dead file counted as the parent's, held, forever. */
+static void test_node_cpu_marks_are_per_process(void **state)
+{
+	struct node_cpu_commit mine, c;
+	uint32_t used, cap;
+	int go[2], held[2], status;
+	char byte = 0;
+	pid_t pid;
+
+	setenv("SANDGUARD_NODE_CPUS", "2", 1);
+	assert_int_equal(node_cpu_commit(0.5, 0, &mine, &used, &cap), 0); /* the mark made */
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(held), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int rc = node_cpu_commit(1.0, 0, &c, &used, &cap) || used != 500;
+
+		if (write(held[1], &byte, 1) != 1 || read(go[0], &byte, 1) != 1)
+			_exit(2);
+		_exit(rc); /* dies holding it */
+	}
+	assert_int_equal(read(held[0], &byte, 1), 1);
+	/* Its core is held: 0.5 + 1 of 2, another core does not fit. */
+	assert_int_equal(node_cpu_commit(1.0, 0, &c, &used, &cap), -EBUSY);
+	assert_int_equal(used, 1500);
+	assert_int_equal(write(go[1], &byte, 1), 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* Dead: its file is removed and its core fits again; ours still counts. */
+	assert_int_equal(node_cpu_commit(1.5, 0, &c, &used, &cap), 0);
+	assert_int_equal(used, 500);
+	node_cpu_release(&c);
+	node_cpu_release(&mine);
+	assert_int_equal(node_cpu_commit(2.0, 0, &c, &used, &cap), 0);
+	assert_int_equal(used, 0);
+	node_cpu_release(&c);
+	for (int i = 0; i < 2; i++) {
+		close(go[i]);
+		close(held[i]);
+	}
+	unsetenv("SANDGUARD_NODE_CPUS");
+}
+
 /* Memory: the sandboxes' limits together stay within the node's (node_mem.h),
  * so that a tenant's own concurrency can never run the node out of memory. */
 static void test_node_mem_refuses_and_releases(void **state)
@@ -427,6 +474,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_node_cpu_refuses_and_queues, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_node_cpu_dies_with_holder, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_node_cpu_marks_are_per_process, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_node_mem_refuses_and_releases, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_orphan_booked_once, setup, teardown),
