@@ -89,12 +89,13 @@ fi
 
 # Scenario 18's helper: the node's admission line, the build's own code.
 make --no-print-directory -C "$src" BUILD="$build" "$build/lib/libsg_node.a" \
-    "$build/lib/libsg_lib.a" >/dev/null
+    "$build/lib/libsg_policy.a" "$build/lib/libsg_lib.a" >/dev/null
 if [ ! -x "$out/admission" ] || [ "$src/scripts/bench/admission.c" -nt "$out/admission" ] ||
    [ "$build/lib/libsg_node.a" -nt "$out/admission" ]; then
-    ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -I"$src/src" -I"$build" \
-        -o "$out/admission" "$src/scripts/bench/admission.c" "$build/lib/libsg_node.a" \
-        "$build/lib/libsg_lib.a" -lpthread
+    ${CC:-gcc} -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -I"$src/include" -I"$src/src" \
+        -I"$build" -o "$out/admission" "$src/scripts/bench/admission.c" -Wl,--start-group \
+        "$build/lib/libsg_node.a" "$build/lib/libsg_policy.a" "$build/lib/libsg_lib.a" \
+        -Wl,--end-group -ljansson -lpthread
 fi
 
 exec /usr/bin/python3 -B "$src/scripts/bench/bench.py" --sandguard "$build/sandguard" \

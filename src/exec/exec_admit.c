@@ -193,6 +193,7 @@ enum sg_cause exec_admit(const struct exec_ctx *ctx, struct tenant_slot *slot,
 
 	slot->fd = -1;
 	slot->index = -1;
+	slot->noted = NULL;
 	slot->cpu.fd = -1;
 	slot->mem.fd = -1;
 	if (!ctx->reap_elsewhere)

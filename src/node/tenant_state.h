@@ -8,7 +8,8 @@
  *    A sandbox holds an exclusive flock on one slot for its life; the
  *    kernel drops the lock when the holder dies, so a crashed executor
  *    never leaks a slot. Works across processes and across threads (each
- *    slot is its own open file description). */
+ *    slot is its own open file description). A process skips the slots
+ *    it holds itself without opening their files. */
 #ifndef SG_TENANT_STATE_H
 #define SG_TENANT_STATE_H
 #include <stdbool.h>
@@ -34,9 +35,12 @@ int tenant_paused(const char *tenant, char *info, size_t info_len);
  * non-zero return and returns it. 0, or -errno. */
 int tenant_list_paused(int (*fn)(const char *tenant, const char *info, void *arg), void *arg);
 
+struct own_slots;
+
 struct tenant_slot {
 	int fd; /* -1 when not held */
 	int index;
+	struct own_slots *noted;    /* this process's note of it (tenant_state.c) */
 	char tenant[SG_TENANT_MAX]; /* whose: its release wakes that line */
 	struct node_cpu_commit cpu; /* the node CPU it commits (node_cpu.h) */
 	struct node_cpu_commit mem; /* and the node memory (node_mem.h) */

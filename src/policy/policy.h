@@ -25,6 +25,9 @@ struct sg_egress_allow {
 	uint16_t port;    /* 0 any */
 };
 
+/* The largest limits.concurrency a policy may ask for. */
+#define SG_CONCURRENCY_MAX 4096
+
 struct sg_limits {
 	uint64_t timeout_ms; /* wall-clock deadline per batch */
 	uint64_t memory_mb;

@@ -58,7 +58,7 @@ static const struct field limits_fields[] = {
 	INT("max_tasks", limits.max_tasks, 1, 65536),
 	INT("max_forks", limits.max_forks, 1, 10000000),
 	REAL("cpu", limits.cpu, 0.01, 1024),
-	INT("concurrency", limits.concurrency, 1, 4096),
+	INT("concurrency", limits.concurrency, 1, SG_CONCURRENCY_MAX),
 	CHOICE("on_excess", limits.on_excess, excess_modes),
 	INT("queue_timeout_ms", limits.queue_timeout_ms, 0, 3600000),
 	INT("output_bytes", limits.output_bytes, 1, 1073741824),

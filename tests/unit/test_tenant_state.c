@@ -12,6 +12,7 @@
 #include <string.h>
 #include <signal.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 #include "tmp_dir.h"
@@ -77,6 +78,39 @@ static void test_slots(void **state)
 	/* Another tenant's cap is its own. */
 	assert_int_equal(tenant_slot_acquire("other", 1, 0, &a), 0);
 	tenant_slot_release(&a);
+}
+
+/* A pass skips the slots this process holds without opening their files
+ * (tenant_state.c: each is flock'd by one of its descriptors), and tries
+ * a slot again once it is released. Seen through a held slot's file
+ * replaced by a directory: opening it would fail the pass (EISDIR). */
+static void test_own_slots_skipped_unopened(void **state)
+{
+	struct tenant_slot a, b, c;
+	char path[PATH_MAX];
+
+	assert_int_equal(tenant_slot_acquire("mine", 4, 0, &a), 0);
+	assert_int_equal(tenant_slot_acquire("mine", 4, 0, &b), 0);
+	assert_int_equal(a.index, 0);
+	assert_int_equal(b.index, 1);
+	snprintf(path, sizeof(path), "%s/run/tenants/mine/slot-0.lock", tmp);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkdir(path, 0700), 0);
+	/* Slot 0 is ours, held: not opened, so the pass goes on to 2. */
+	assert_int_equal(tenant_slot_acquire("mine", 4, 0, &c), 0);
+	assert_int_equal(c.index, 2);
+	tenant_slot_release(&c);
+	/* Released slots are tried again: 1 is free, and 0's file is now opened. */
+	tenant_slot_release(&b);
+	assert_int_equal(tenant_slot_acquire("mine", 4, 0, &c), 0);
+	assert_int_equal(c.index, 1);
+	tenant_slot_release(&a);
+	assert_int_equal(tenant_slot_acquire("mine", 4, 0, &b), -EISDIR);
+	tenant_slot_release(&c);
+	assert_int_equal(rmdir(path), 0);
+	assert_int_equal(tenant_slot_acquire("mine", 4, 0, &b), 0);
+	assert_int_equal(b.index, 0);
+	tenant_slot_release(&b);
 }
 
 /* A slot held by another process is refused; when that process dies
@@ -165,6 +199,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pause_resume_list),
 		cmocka_unit_test(test_slots),
+		cmocka_unit_test(test_own_slots_skipped_unopened),
 		cmocka_unit_test(test_slot_freed_by_death),
 		cmocka_unit_test(test_slot_waiters_in_arrival_order),
 	};
