@@ -25,23 +25,24 @@
  * in serve: the root and the v1 controllers) parsed every line with sscanf,
  * a cost that grew with the sandboxes at once (about a fifth of serve's CPU
  * per /run_code request with 60-180 of them, docs/performance.md). A kept
- * mount point is checked with statfs() each time it is given out; one that
- * is no longer a cgroup mount reads the table again, and so does a miss, at
- * most once a second (a mount made since). Under `lock`: serve's threads
- * create sandboxes concurrently. */
-#define CG_MOUNTS_MAX     64
+ * mount point is checked each time it is given out (statx(): still the
+ * mount read, by its id; before 5.8, statfs(): still a cgroup filesystem
+ * of its kind); one that is not reads the table again, and so does a miss,
+ * at most once a second (a mount made since). The table grows as needed.
+ * Under `lock`: serve's threads create sandboxes concurrently. */
 #define CG_MISS_REREAD_MS 1000
 
 struct cg_mount {
 	bool v2;
+	uint64_t id; /* mountinfo's first field, statx()'s stx_mnt_id */
 	char *point;
 	char *superopts; /* v1: the controllers, "rw,cpu,cpuacct" */
 };
 
 static struct {
 	pthread_mutex_t lock;
-	struct cg_mount m[CG_MOUNTS_MAX];
-	size_t n;
+	struct cg_mount *m;
+	size_t n, cap;
 	bool read;
 	uint64_t read_ms;
 } mounts = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -61,12 +62,14 @@ static void mounts_clear(void)
 static int mounts_add(char *line)
 {
 	char *sep = strstr(line, " - "), *save = NULL, *f, *point = NULL, *type, *superopts;
-	struct cg_mount *m = &mounts.m[mounts.n];
+	struct cg_mount *m;
+	uint64_t id;
 
-	if (!sep || mounts.n == CG_MOUNTS_MAX)
+	if (!sep)
 		return 0;
 	*sep = '\0';
 	f = strtok_r(line, " ", &save);
+	id = f ? strtoull(f, NULL, 10) : 0;
 	for (int i = 0; f && i < 4; i++)
 		point = f = strtok_r(NULL, " ", &save);
 	type = strtok_r(sep + 3, " \n", &save);
@@ -74,7 +77,18 @@ static int mounts_add(char *line)
 	superopts = superopts ? strtok_r(NULL, " \n", &save) : NULL;
 	if (!point || !type || !superopts || (strcmp(type, "cgroup") && strcmp(type, "cgroup2")))
 		return 0;
+	if (mounts.n == mounts.cap) {
+		size_t cap = mounts.cap ? 2 * mounts.cap : 16;
+		struct cg_mount *grown = realloc(mounts.m, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		mounts.m = grown;
+		mounts.cap = cap;
+	}
+	m = &mounts.m[mounts.n];
 	m->v2 = !strcmp(type, "cgroup2");
+	m->id = id;
 	m->point = strdup(point);
 	m->superopts = strdup(superopts);
 	if (!m->point || !m->superopts) {
@@ -136,10 +150,15 @@ static const struct cg_mount *mounts_best(const char *option)
 	return best;
 }
 
+/* The very mount read: its mount id where the kernel reports one (5.8+),
+ * else at least a cgroup filesystem of its kind at that path. */
 static bool still_mounted(const struct cg_mount *m)
 {
 	struct statfs sf;
+	struct statx sx;
 
+	if (!statx(AT_FDCWD, m->point, 0, STATX_MNT_ID, &sx) && (sx.stx_mask & STATX_MNT_ID))
+		return sx.stx_mnt_id == m->id;
 	return !statfs(m->point, &sf) &&
 	       sf.f_type == (typeof(sf.f_type))(m->v2 ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC);
 }

@@ -125,23 +125,27 @@ static int kept_then_read_again(void)
 
 	if (geteuid() != 0 || cgroup2_mount(first, sizeof(first)))
 		return 77;
+	/* Shorter than the kept one, so that a read of the table now would
+	 * answer it (the shortest mount point wins). */
+	if (strlen(other) >= strlen(first))
+		return 77;
 	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
 		return 77;
+	/* Kept here: a new mount namespace's mounts have new ids, so the
+	 * answer before unshare() was read again at this call. */
+	CHECK(cgroup2_mount(got, sizeof(got)) == 0 && !strcmp(got, first));
 	CHECK(mkdtemp(other));
 	if (mount("cgroup2", other, "cgroup2", 0, NULL)) {
 		rmdir(other);
 		return 77;
 	}
-	/* Shorter than the kept one, so that a read of the table now would
-	 * answer it (the shortest mount point wins). */
-	CHECK(strlen(other) < strlen(first));
-	CHECK(cgroup2_mount(got, sizeof(got)) == 0);
-	if (strcmp(got, first))
+	if (cgroup2_mount(got, sizeof(got)) || strcmp(got, first))
 		goto out; /* read again although the kept mount stood */
 	if (umount2(first, MNT_DETACH))
 		goto out;
-	CHECK(cgroup2_mount(got, sizeof(got)) == 0);
-	ret = strcmp(got, other) ? 2 : 0; /* the stale mount given out */
+	ret = 2; /* the stale mount given out */
+	if (!cgroup2_mount(got, sizeof(got)) && !strcmp(got, other))
+		ret = 0;
 out:
 	umount2(other, MNT_DETACH);
 	rmdir(other);

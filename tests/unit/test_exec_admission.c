@@ -7,7 +7,9 @@
  * died" (exec_reap_orphans). Over a scripted fake sandbox, in a private
  * run, state and log directory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -315,16 +317,31 @@ static void test_node_cpu_dies_with_holder(void **state)
 	unsetenv("SANDGUARD_NODE_CPUS");
 }
 
+/* The mark in a commitment's name: "c-<milli>-<pid>-<mark>-<random>". */
+static unsigned long long mark_of(const char *path)
+{
+	const char *name = strrchr(path, '/') + 1;
+	unsigned long long mark = 0;
+	unsigned milli;
+	int pid;
+
+	assert_int_equal(sscanf(name, "c-%u-%d-%llx-", &milli, &pid, &mark), 3);
+	return mark;
+}
+
 /* A process counts its own commitments without opening them (their names
- * bear its mark); a fork's are another process's: counted while it lives
- * and holds them, removed once it is dead. A fork that kept its parent's
- * mark would have its dead file counted as the parent's, held, forever. */
+ * bear its pid and mark); every other file is checked by its lock:
+ *  - a fork's mark is its own: its core is counted while it lives and
+ *    holds it, and its file removed once it is dead;
+ *  - a file of this very pid with another mark (what a process of another
+ *    pid namespace, or one whose pid was reused, leaves) is not taken for
+ *    ours: unheld, it is removed and not counted. */
 static void test_node_cpu_marks_are_per_process(void **state)
 {
 	struct node_cpu_commit mine, c;
 	uint32_t used, cap;
-	int go[2], held[2], status;
-	char byte = 0;
+	int go[2], held[2], status, fd;
+	char byte = 0, child_path[PATH_MAX] = "", planted[PATH_MAX + 64];
 	pid_t pid;
 
 	setenv("SANDGUARD_NODE_CPUS", "2", 1);
@@ -334,13 +351,17 @@ static void test_node_cpu_marks_are_per_process(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int rc = node_cpu_commit(1.0, 0, &c, &used, &cap) || used != 500;
+		int rc;
 
-		if (write(held[1], &byte, 1) != 1 || read(go[0], &byte, 1) != 1)
+		alarm(30); /* never outlives a test that failed before its go */
+		rc = node_cpu_commit(1.0, 0, &c, &used, &cap) || used != 500;
+		if (write(held[1], c.path, sizeof(c.path)) != (ssize_t)sizeof(c.path) ||
+		    read(go[0], &byte, 1) != 1)
 			_exit(2);
 		_exit(rc); /* dies holding it */
 	}
-	assert_int_equal(read(held[0], &byte, 1), 1);
+	assert_int_equal(read(held[0], child_path, sizeof(child_path)), sizeof(child_path));
+	assert_int_not_equal(mark_of(child_path), mark_of(mine.path));
 	/* Its core is held: 0.5 + 1 of 2, another core does not fit. */
 	assert_int_equal(node_cpu_commit(1.0, 0, &c, &used, &cap), -EBUSY);
 	assert_int_equal(used, 1500);
@@ -350,6 +371,18 @@ static void test_node_cpu_marks_are_per_process(void **state)
 	/* Dead: its file is removed and its core fits again; ours still counts. */
 	assert_int_equal(node_cpu_commit(1.5, 0, &c, &used, &cap), 0);
 	assert_int_equal(used, 500);
+	assert_int_equal(access(child_path, F_OK), -1);
+	node_cpu_release(&c);
+	/* Our pid, another mark, nobody holding it. */
+	snprintf(planted, sizeof(planted), "%.*s/c-1000-%d-%016llx-00000000",
+		 (int)(strrchr(mine.path, '/') - mine.path), mine.path, (int)getpid(),
+		 mark_of(mine.path) ^ 0x10);
+	fd = open(planted, O_CREAT | O_WRONLY | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(node_cpu_commit(1.5, 0, &c, &used, &cap), 0);
+	assert_int_equal(used, 500);
+	assert_int_equal(access(planted, F_OK), -1);
 	node_cpu_release(&c);
 	node_cpu_release(&mine);
 	assert_int_equal(node_cpu_commit(2.0, 0, &c, &used, &cap), 0);
