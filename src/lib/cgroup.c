@@ -131,18 +131,20 @@ static bool has_option(const char *superopts, const char *option)
 	return false;
 }
 
-/* The mount of the v2 hierarchy (option NULL) or of a v1 controller. The
- * shortest mount point wins: in a pod that mounts the node's / at /host,
- * /host/sys/fs/cgroup may be listed before /sys/fs/cgroup, the mount the
- * pod's own paths are below. */
-static const struct cg_mount *mounts_best(const char *option)
+/* The mount of the v2 hierarchy, or of the v1 controller `option` (NULL:
+ * none). The shortest mount point wins: in a pod that mounts the node's /
+ * at /host, /host/sys/fs/cgroup may be listed before /sys/fs/cgroup, the
+ * mount the pod's own paths are below. */
+static const struct cg_mount *mounts_best(bool v2, const char *option)
 {
 	const struct cg_mount *best = NULL;
 
+	if (!v2 && !option)
+		return NULL;
 	for (size_t i = 0; i < mounts.n; i++) {
 		const struct cg_mount *m = &mounts.m[i];
 
-		if (m->v2 != !option || (option && !has_option(m->superopts, option)))
+		if (m->v2 != v2 || (!v2 && !has_option(m->superopts, option)))
 			continue;
 		if (!best || strlen(m->point) < strlen(best->point))
 			best = m;
@@ -163,39 +165,35 @@ static bool still_mounted(const struct cg_mount *m)
 	       sf.f_type == (typeof(sf.f_type))(m->v2 ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC);
 }
 
-/* Whether the kept table answers for `options` (NULL: the v2 mount). */
-static bool mounts_fresh(const char *const *options, size_t n)
+/* Whether the kept table answers for `options` (v2: the hierarchy). */
+static bool mounts_fresh(bool v2, const char *const *options, size_t n)
 {
 	bool miss_reread = clock_ms(CLOCK_MONOTONIC) - mounts.read_ms >= CG_MISS_REREAD_MS;
 
 	if (!mounts.read)
 		return false;
 	for (size_t i = 0; i < n; i++) {
-		const struct cg_mount *m;
+		const struct cg_mount *m = mounts_best(v2, v2 ? NULL : options[i]);
 
-		if (options && !options[i])
-			continue;
-		m = mounts_best(options ? options[i] : NULL);
-		if (m ? !still_mounted(m) : miss_reread)
+		if (m ? !still_mounted(m) : (v2 || options[i]) && miss_reread)
 			return false;
 	}
 	return true;
 }
 
-/* bufs[i]: the mount point of options[i] (options NULL: of the v2
- * hierarchy, n 1), "" when there is none. 0 or -errno (-ENAMETOOLONG: a
- * mount point longer than len). */
-static int find_mounts(const char *const *options, size_t n, char (*bufs)[PATH_MAX], size_t len)
+/* bufs[i]: the mount point of the v2 hierarchy (v2, n 1) or of the v1
+ * controller options[i], "" when there is none (or its name is NULL). 0 or
+ * -errno (-ENAMETOOLONG: a mount point longer than len). */
+static int find_mounts(bool v2, const char *const *options, size_t n, char (*bufs)[PATH_MAX],
+		       size_t len)
 {
 	int ret = 0;
 
 	pthread_mutex_lock(&mounts.lock);
-	if (!mounts_fresh(options, n))
+	if (!mounts_fresh(v2, options, n))
 		ret = mounts_read();
 	for (size_t i = 0; i < n; i++) {
-		const struct cg_mount *m = ret || (options && !options[i])
-						   ? NULL
-						   : mounts_best(options ? options[i] : NULL);
+		const struct cg_mount *m = ret ? NULL : mounts_best(v2, v2 ? NULL : options[i]);
 
 		bufs[i][0] = '\0';
 		if (m && (size_t)snprintf(bufs[i], len, "%s", m->point) >= len)
@@ -205,10 +203,10 @@ static int find_mounts(const char *const *options, size_t n, char (*bufs)[PATH_M
 	return ret;
 }
 
-static int find_mount(const char *option, char *buf, size_t len)
+static int find_mount(bool v2, const char *option, char *buf, size_t len)
 {
 	char found[1][PATH_MAX];
-	int ret = find_mounts(option ? &option : NULL, 1, found, sizeof(found[0]));
+	int ret = find_mounts(v2, &option, 1, found, sizeof(found[0]));
 
 	if (!ret && !found[0][0])
 		ret = -ENOENT;
@@ -219,17 +217,17 @@ static int find_mount(const char *option, char *buf, size_t len)
 
 int cgroup2_mount(char *buf, size_t len)
 {
-	return find_mount(NULL, buf, len);
+	return find_mount(true, NULL, buf, len);
 }
 
 int cgroup_v1_mount(const char *controller, char *buf, size_t len)
 {
-	return find_mount(controller, buf, len);
+	return find_mount(false, controller, buf, len);
 }
 
 int cgroup_v1_mounts(const char *const *controllers, size_t n, char (*mnts)[PATH_MAX])
 {
-	return find_mounts(controllers, n, mnts, PATH_MAX);
+	return find_mounts(false, controllers, n, mnts, PATH_MAX);
 }
 
 int sandguard_root(char *buf, size_t len, bool create)

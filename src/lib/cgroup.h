@@ -1,8 +1,8 @@
 /* cgroup helpers shared by the agent and the executor. The cgroup2 mount is
  * found in /proc/self/mountinfo (/sys/fs/cgroup on pure-v2 nodes,
  * /sys/fs/cgroup/unified on hybrid ones), never assumed. The table is read
- * once per process and kept; a kept mount point that is no longer a cgroup
- * mount, or a miss (at most once a second), reads it again. Thread-safe. */
+ * once per process and kept; a kept mount point that is no longer the mount
+ * read, or a miss (at most once a second), reads it again. Thread-safe. */
 #ifndef SG_CGROUP_H
 #define SG_CGROUP_H
 #include <limits.h>
