@@ -52,6 +52,13 @@ static void mountinfo_says(const char *controller, char *out, size_t len)
 	fclose(f);
 }
 
+/* A child's skip, with why: 77 is in_child()'s skip. */
+static int skip_because(const char *why)
+{
+	fprintf(stderr, "skip: %s\n", why);
+	return 77;
+}
+
 /* Runs fn in a child; its status is the test's. */
 static void in_child(int (*fn)(void))
 {
@@ -85,7 +92,7 @@ static int answers_are_the_tables(void)
 
 	mountinfo_says(NULL, want, sizeof(want));
 	if (!want[0])
-		return 77;
+		return skip_because("no cgroup2 mount in /proc/self/mountinfo");
 	for (int round = 0; round < 200; round++) {
 		CHECK(cgroup2_mount(got, sizeof(got)) == 0 && !strcmp(got, want));
 		CHECK(cgroup_v1_mounts(v1, 6, many) == 0);
@@ -124,20 +131,20 @@ static int kept_then_read_again(void)
 	int ret = 1;
 
 	if (geteuid() != 0 || cgroup2_mount(first, sizeof(first)))
-		return 77;
+		return skip_because("needs root and a cgroup2 mount");
 	/* Shorter than the kept one, so that a read of the table now would
 	 * answer it (the shortest mount point wins). */
 	if (strlen(other) >= strlen(first))
-		return 77;
+		return skip_because("the cgroup2 mount point is not longer than a directory in /");
 	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-		return 77;
+		return skip_because("cannot make a private mount namespace");
 	/* Kept here: a new mount namespace's mounts have new ids, so the
 	 * answer before unshare() was read again at this call. */
 	CHECK(cgroup2_mount(got, sizeof(got)) == 0 && !strcmp(got, first));
 	CHECK(mkdtemp(other));
 	if (mount("cgroup2", other, "cgroup2", 0, NULL)) {
 		rmdir(other);
-		return 77;
+		return skip_because("cannot mount a second cgroup2");
 	}
 	if (cgroup2_mount(got, sizeof(got)) || strcmp(got, first))
 		goto out; /* read again although the kept mount stood */
