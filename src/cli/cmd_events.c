@@ -397,9 +397,81 @@ static int show_stream_file(const char *name, int fd, bool live, void *ctx)
 	return show_file(sf->o, name, fd, sf->shown);
 }
 
+static void warn_lost(const char *path, unsigned lost)
+{
+	if (lost)
+		fprintf(stderr,
+			"sandguard events: warning: %u of %s's rotated files were rotated away "
+			"before they could be read\n",
+			lost, path);
+}
+
+/* The files rotated in after the followed one, found by its identity. */
+struct after_followed {
+	const struct opts *o;
+	long *shown;
+	dev_t dev;
+	ino_t ino;
+	bool found; /* the followed file was met: the files after it are new */
+	int live_fd;
+};
+
+static int show_after_followed(const char *name, int fd, bool live, void *ctx)
+{
+	struct after_followed *a = ctx;
+	struct stat st;
+
+	if (live) {
+		a->live_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		return 0;
+	}
+	if (!a->found) {
+		a->found = fstat(fd, &st) == 0 && st.st_dev == a->dev && st.st_ino == a->ino;
+		return 0;
+	}
+	return show_file(a->o, name, fd, a->shown) ? 1 : 0; /* 1: it said why */
+}
+
+/* The followed file was rotated (and read to its end): the files the
+ * writer rotated in after it before this look, oldest first (more than
+ * one rotation between two polls: the file between was never the live
+ * one when we looked). Returns a descriptor on the live file to follow
+ * next, or -1 to open it by name; -2 when a file could not be shown. */
+static int catch_up(const struct opts *o, const struct event_reader *r, long *shown)
+{
+	struct after_followed a = { o, shown, 0, 0, false, -1 };
+	struct stat st;
+	unsigned lost = 0;
+	int err;
+
+	if (fstat(r->fd, &st))
+		return -1;
+	a.dev = st.st_dev;
+	a.ino = st.st_ino;
+	err = event_stream_each(o->file, INT64_MIN, show_after_followed, &a, &lost);
+	if (err > 0) {
+		if (a.live_fd >= 0)
+			close(a.live_fd);
+		return -2;
+	}
+	if (err < 0 && err != -ENOENT)
+		fprintf(stderr, "sandguard events: cannot list %s's rotated files: %s\n", o->file,
+			event_stream_strerror(err));
+	else if (!a.found)
+		fprintf(stderr,
+			"sandguard events: warning: %s was replaced, and the file followed until "
+			"now is not among its rotated files any more: events written in between "
+			"may not be shown\n",
+			o->file);
+	else
+		warn_lost(o->file, lost);
+	return a.live_fd;
+}
+
 /* The current file (open on fd, or -1 to open it), then whatever is
- * appended, across rotations (the old descriptor is drained before the new
- * file is opened) and truncations. */
+ * appended, across rotations (the old descriptor is drained, and the
+ * files rotated in after it are read, before the new file is followed)
+ * and truncations. */
 static int follow(const struct opts *o, int fd, long *shown)
 {
 	struct event_reader r;
@@ -418,13 +490,21 @@ static int follow(const struct opts *o, int fd, long *shown)
 				"sandguard events: %s was truncated; reading from its start\n",
 				o->file);
 		if (event_reader_replaced(&r, o->file)) {
+			int live;
+
 			/* Rotated: what was written before the rename is still ours. */
 			if (drain(o, &r, o->file, true, &bad, shown))
 				return -1;
 			report_bad(o->file, &bad);
 			memset(&bad, 0, sizeof(bad));
+			live = catch_up(o, &r, shown);
 			event_reader_close(&r);
-			if (reader_open(&r, o->file, -1))
+			if (live == -2)
+				return -1;
+			fd = reader_open(&r, o->file, live);
+			if (live >= 0)
+				close(live);
+			if (fd)
 				return -1;
 			continue;
 		}
@@ -444,11 +524,8 @@ static int show_since(const struct opts *o, long *shown)
 	if (err < 0)
 		fprintf(stderr, "sandguard events: cannot read %s: %s\n", o->file,
 			event_stream_strerror(err));
-	else if (lost)
-		fprintf(stderr,
-			"sandguard events: warning: %u of %s's rotated files were rotated away "
-			"before they could be read\n",
-			lost, o->file);
+	else
+		warn_lost(o->file, lost);
 	if (!err && o->follow)
 		err = follow(o, sf.live_fd, shown);
 	if (sf.live_fd >= 0)

@@ -180,5 +180,28 @@ if wait_for sb-f4 && grep -q sb-f3 "$dir/follow.out" &&
    [ "$(grep -v sb-ready "$dir/follow.out" | grep -o 'sb-f[0-9]' | tr '\n' ' ')" = "sb-f1 sb-f3 sb-f4 " ]; then
     pass "--follow across a rotation: the old file's last line, then the new file"
 else fail "--follow rotation" "output: $(cat "$dir/follow.out") stderr: $(cat "$dir/follow.err")"; fi
+# Two rotations between two looks (the follower stopped meanwhile): the
+# file between them was never the live one when it looked, and is read
+# too, in order, once; the files before the followed one are not read again.
+kill -STOP "$follow_pid"
+exec_ev 2 acme sb-g1 >> "$file"
+mv "$file.2" "$file.3"; mv "$file.1" "$file.2"; mv "$file" "$file.1"
+exec_ev 2 acme sb-g2 > "$file"
+exec_ev 2 acme sb-g3 >> "$file"
+mv "$file.3" "$file.4"; mv "$file.2" "$file.3"; mv "$file.1" "$file.2"; mv "$file" "$file.1"
+exec_ev 1 acme sb-g4 > "$file"
+kill -CONT "$follow_pid"
+if wait_for sb-g4 &&
+   [ "$(grep -v sb-ready "$dir/follow.out" | grep -o 'sb-[fg][0-9]' | tr '\n' ' ')" = "sb-f1 sb-f3 sb-f4 sb-g1 sb-g2 sb-g3 sb-g4 " ] &&
+   ! grep -q warning "$dir/follow.err"; then
+    pass "--follow across two rotations between two looks: the file between is read too, once"
+else fail "--follow two rotations" "output: $(cat "$dir/follow.out") stderr: $(cat "$dir/follow.err")"; fi
+# The followed file removed, not rotated: the new file is followed, with
+# a warning that what was written in between may be missing.
+rm "$file"
+exec_ev 1 acme sb-h1 > "$file"
+if wait_for sb-h1 && grep -q "is not among its rotated files" "$dir/follow.err"; then
+    pass "--follow: a followed file removed, not rotated: the new one followed, with a warning"
+else fail "--follow removed" "output: $(cat "$dir/follow.out") stderr: $(cat "$dir/follow.err")"; fi
 kill "$follow_pid" 2>/dev/null; wait "$follow_pid" 2>/dev/null; follow_pid=
 exit 0
