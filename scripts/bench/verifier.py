@@ -153,6 +153,8 @@ def run_sandguard(env, dirs, parallel, paths, tenant=TENANT):
             for t in res.get("tests") or []:
                 key = "interpreter %s" % t.get("interpreter")
                 paths[key] = paths.get(key, 0) + 1
+                if t.get("confirmed"):
+                    paths["confirmed"] = paths.get("confirmed", 0) + 1
         return d, res.get("reward"), unenforced, 0
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
