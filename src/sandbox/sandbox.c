@@ -353,6 +353,12 @@ static int start_init(struct sandbox *sb, char *detail, size_t dlen)
 	sb->ctl = pair[0];
 	if (sb->init < 0) {
 		sb->init = 0;
+		/* The forker stuck: this sandbox (whose init it may yet have
+		 * made, on this control socket) is torn down and made again,
+		 * by the executor's own clone (sandbox_prepare()). */
+		if (errno == ETIMEDOUT)
+			return sb_fail(detail, dlen, -EAGAIN,
+				       "the init forker did not answer; the sandbox is made again");
 		return sb_fail(detail, dlen, -errno, "clone: %s", strerror(errno));
 	}
 	/* The join files, and the ruleset, are init's business now. */
@@ -438,11 +444,13 @@ static int prepare_once(const struct sandbox_spec *spec, struct sandbox **out, i
 int sandbox_prepare(const struct sandbox_spec *spec, struct sandbox **out, char *detail,
 		    size_t dlen)
 {
-	int refused[SB_ACCOUNT_SLOTS], n = 0, err;
+	int refused[SB_ACCOUNT_SLOTS], n = 0, again = 0, err;
 
+	/* -EAGAIN: once more (a stuck forker, given up on; or a clone that
+	 * met the node's task limit for a moment). */
 	do
 		err = prepare_once(spec, out, &refused[n], detail, dlen);
-	while (err == -EUSERS && ++n < SB_ACCOUNT_SLOTS);
+	while ((err == -EUSERS && ++n < SB_ACCOUNT_SLOTS) || (err == -EAGAIN && !again++));
 	for (int i = 0; i < n; i++)
 		close(refused[i]);
 	return err;

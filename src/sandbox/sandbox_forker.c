@@ -52,6 +52,14 @@ struct forker_req {
 	uint64_t tail[]; /* aligned for the operations */
 };
 
+/* How long a clone may take before the forker is given up on. A clone3
+ * into a cgroup waits for the cgroup's fork lock at worst (an RCU grace
+ * period: milliseconds, a second on a node in trouble); a forker that
+ * takes longer is stuck or stopped, and every sandbox's preparation would
+ * queue behind it for ever (the round trip holds the forker's lock).
+ * SANDGUARD_FORKER_REPLY_MS sets another (tests). */
+#define FORKER_REPLY_MS 10000
+
 struct forker_reply {
 	int err; /* errno of the clone; 0 */
 	pid_t pid;
@@ -271,9 +279,37 @@ void sb_forker_stop(void)
 	pid = fk.pid;
 	fk.pid = 0;
 	pthread_mutex_unlock(&fk.lock);
-	if (pid > 0)
+	/* Killed, not only hung up on: a stopped or stuck forker would
+	 * never read the hang-up, and the wait would never end. It holds
+	 * nothing (its inits are the executor's children). */
+	if (pid > 0) {
+		kill(pid, SIGKILL);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
+	}
+}
+
+static int reply_ms(void)
+{
+	static int ms;
+	const char *v;
+	char *end;
+	long x;
+
+	if (ms)
+		return ms;
+	ms = FORKER_REPLY_MS;
+	if ((v = getenv("SANDGUARD_FORKER_REPLY_MS")) && *v) {
+		errno = 0;
+		x = strtol(v, &end, 10);
+		if (errno || *end || x < 1 || x > 3600000)
+			sg_warn("init forker: SANDGUARD_FORKER_REPLY_MS=%s is not a number of "
+				"milliseconds from 1 to 3600000: using %d",
+				v, FORKER_REPLY_MS);
+		else
+			ms = (int)x;
+	}
+	return ms;
 }
 
 /* The request for plan p, its fds in fds[] (*nfds); NULL when it does
@@ -363,7 +399,12 @@ static int ask(const struct forker_req *r, const int *fds, int nfds, struct fork
 	if (n < 0)
 		return errno == EMSGSIZE || errno == ENOBUFS ? -EMSGSIZE : -ESHUTDOWN;
 	do
-		n = recv(fk.sock, rep, sizeof(*rep), 0);
+		n = poll(&(struct pollfd){ .fd = fk.sock, .events = POLLIN }, 1, reply_ms());
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return -ETIMEDOUT;
+	do
+		n = recv(fk.sock, rep, sizeof(*rep), MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	return n == (ssize_t)sizeof(*rep) ? 0 : n < 0 ? -errno : -EPIPE;
 }
@@ -390,9 +431,20 @@ bool sb_forker_clone_init(const struct sb_init_plan *p, int cgroup_fd, pid_t *pi
 	}
 	err = ask(r, fds, nfds, &rep);
 	if (err && err != -EMSGSIZE) {
-		/* Gone, or out of step: no more asking. */
-		sg_warn("init forker: %s: sandboxes' inits are cloned by the executor from now on",
-			strerror(-err));
+		/* Gone, stuck, or out of step: no more asking. A stuck one is
+		 * killed (reaped at the executor's end), so that it cannot
+		 * clone this init after all once it moves again. */
+		if (err == -ETIMEDOUT) {
+			sg_warn("init forker: no answer to a clone within %d ms: killed; sandboxes' "
+				"inits are cloned by the executor from now on",
+				reply_ms());
+			if (fk.pid > 0)
+				kill(fk.pid, SIGKILL);
+		} else {
+			sg_warn("init forker: %s: sandboxes' inits are cloned by the executor from "
+				"now on",
+				strerror(-err));
+		}
 		close(fk.sock);
 		fk.sock = -1;
 	}

@@ -39,14 +39,15 @@
  * threads start. 0, or -errno with `detail`. */
 int sb_forker_start(char *detail, size_t dlen);
 
-/* Close its socket and reap it (it exits on the hang-up). Inits it made
- * are the caller's children, not the forker's: they are not touched. */
+/* Close its socket, kill and reap it. Inits it made are the caller's
+ * children, not the forker's: they are not touched. */
 void sb_forker_stop(void);
 
 /* Have the forker clone init for plan `p` into the cgroup `cgroup_fd`
  * (CLONE_NEWPID): true with *pid set (or -1 with errno: the clone
- * failed), false when there is no forker or it cannot take this plan (the
- * caller clones init itself). Thread-safe. */
+ * failed; ETIMEDOUT: the forker did not answer within its deadline, and
+ * is killed and not asked again), false when there is no forker or it
+ * cannot take this plan (the caller clones init itself). Thread-safe. */
 bool sb_forker_clone_init(const struct sb_init_plan *p, int cgroup_fd, pid_t *pid);
 
 #endif

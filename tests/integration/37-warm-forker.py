@@ -96,11 +96,14 @@ def waiting_inits(env, tenant=TENANT, seconds=20):
     return []
 
 
-def run(env, tenant=TENANT, n=2):
+def run(env, tenant=TENANT, n=2, timeout=300, extra_env=None):
+    """A warm run (the client's SANDGUARD_* environment must be the
+    executor's: extra_env is what the executor was started with)."""
     bid = "wf-%d" % time.monotonic_ns()
     rc, res, err = exec_cli(env, ["--tenant", tenant, "--policy-dir", env.policies, "--batch", "-",
                                   "--", PYTHON, os.path.join(env.progs, "rw_good.py")],
-                            stdin=json.dumps(batch(bid, n)).encode())
+                            stdin=json.dumps(batch(bid, n)).encode(), timeout=timeout,
+                            extra_env=extra_env)
     if rc or not res or res.get("path") != "warm" or len(res.get("scores") or []) != n:
         return "run: rc %d %s %s" % (rc, res, err[-300:])
     return None
@@ -203,6 +206,70 @@ def t_forker_killed_falls_back(env, ex):
     return "; ".join(bad) or None
 
 
+REPLY_MS = 1500  # the forker's deadline for this case (SANDGUARD_FORKER_REPLY_MS)
+
+
+def t_forker_stopped_given_up(env, ex):
+    """The forker stopped (SIGSTOP: stuck, as a forker in an endless clone
+    would be): the executor gives up on it at its deadline, kills it and
+    clones its inits itself; runs still go warm, none waits for ever, and
+    the executor still stops. Then a stopped forker at a SIGTERM: the
+    executor still stops (its forker killed, not only hung up on)."""
+    ex.stop()
+    ex.extra = {"SANDGUARD_FORKER_REPLY_MS": str(REPLY_MS)}
+    bad = []
+    try:
+        ex.start()
+        why = run(env, extra_env=ex.extra)  # the tenant's pool is made at its first run
+        if why:
+            return why
+        fk = forkers(ex.proc.pid)
+        if len(fk) != 1 or not waiting_inits(env):
+            return "forker %s, no prepared sandbox: the test proves nothing" % fk
+        os.kill(fk[0], signal.SIGSTOP)
+        for i in range(4):  # the pool's spares are used up: new inits are needed
+            t0 = time.monotonic()
+            try:
+                why = run(env, timeout=60, extra_env=ex.extra)
+            except Exception as e:  # a run stuck behind the forker
+                why = "run %d: %s" % (i, e)
+            if why:
+                bad.append(why)
+            elif time.monotonic() - t0 > 30:
+                bad.append("run %d took %.0f s" % (i, time.monotonic() - t0))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and "no answer to a clone" not in ex.tail():
+            time.sleep(0.2)
+        if "no answer to a clone within %d ms" % REPLY_MS not in ex.tail():
+            bad.append("no warning that the forker was given up on: %s" % ex.tail()[-300:])
+        if alive(fk[0]):
+            bad.append("the stopped forker %d was not killed" % fk[0])
+        ps = waiting_inits(env)
+        if not ps or any((stat(p) or ("", "", 0))[2] != ex.proc.pid for p in ps):
+            bad.append("prepared inits after the forker was given up on: %s" % ps)
+        ex.stop()
+        ex.start()
+        fk = forkers(ex.proc.pid)
+        if len(fk) != 1:
+            return "; ".join(bad + ["the next executor's forker: %s" % fk])
+        os.kill(fk[0], signal.SIGSTOP)
+        try:
+            rc = ex.stop(signal.SIGTERM)
+            if rc != 0:
+                bad.append("SIGTERM with a stopped forker: exit %s" % rc)
+        except Exception as e:
+            bad.append("SIGTERM with a stopped forker: the executor did not stop (%s)" % e)
+            os.kill(fk[0], signal.SIGKILL)
+            ex.stop(signal.SIGKILL)
+        if alive(fk[0]):
+            bad.append("the stopped forker %d outlived the executor" % fk[0])
+    finally:
+        ex.stop(signal.SIGKILL)
+        ex.extra = {}
+        ex.start()
+    return "; ".join(bad) or None
+
+
 def t_serve_forker(env, ex):
     """`sandguard serve` too: its inits are its children, cloned by its
     forker (none maps its threads' stacks), and a `kill -9` of serve
@@ -266,6 +333,7 @@ CASES = [
     ("forker-killed-executor-leaves-nothing", t_killed_executor_leaves_nothing),
     ("forker-clean-shutdown", t_clean_shutdown_ends_forker),
     ("forker-killed-executor-falls-back", t_forker_killed_falls_back),
+    ("forker-stopped-given-up", t_forker_stopped_given_up),
     ("forker-serve", t_serve_forker),
 ]
 

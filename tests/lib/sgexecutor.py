@@ -152,10 +152,10 @@ def batch(batch_id, n=3):
             "items": [{"prompt": "p%d" % i, "completion": "c" * (i + 1)} for i in range(n)]}
 
 
-def exec_cli(env, args, stdin=None, extra_env=None, cwd=None):
+def exec_cli(env, args, stdin=None, extra_env=None, cwd=None, timeout=300):
     """`sandguard exec ARGS`: (rc, result or None, stderr)."""
     p = subprocess.run([BIN, "exec"] + args, input=stdin, capture_output=True,
-                       env=env.env(**(extra_env or {})), timeout=300, cwd=cwd)
+                       env=env.env(**(extra_env or {})), timeout=timeout, cwd=cwd)
     out = p.stdout.decode()
     lines = out.strip().split("\n") if out.strip() else []
     if len(lines) > 1:
