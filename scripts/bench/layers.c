@@ -2,7 +2,7 @@
  * scenario 6): a child that makes only that layer, timed from fork to
  * reap, against a child that makes nothing (the baseline), rounds
  * interleaved in a shuffled order. The layers are sandguard's own code
- * (sb_root_*, sb_net_*, sb_scratch_*), linked from the build.
+ * (sb_root_*, sb_net_*, sb_scratch_*, seccomp_filter_*), linked from the build.
  *
  *   layers ROUNDS SCRATCH_ROOT    (as root)
  *
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -23,6 +24,7 @@
 #include "sandbox/sandbox_net.h"
 #include "sandbox/sandbox_root.h"
 #include "sandbox/sandbox_scratch.h"
+#include "sandbox/sandbox_seccomp.h"
 
 enum layer {
 	L_FORK, /* the baseline: fork, exit, reap */
@@ -33,6 +35,7 @@ enum layer {
 	L_NET_RELAY,
 	L_ROOT,
 	L_SCRATCH,
+	L_SECCOMP,
 	L__COUNT
 };
 
@@ -45,11 +48,13 @@ static const char *const names[L__COUNT] = {
 	"network namespace + relay routes and listeners",
 	"mount namespace + minimal root",
 	"tmpfs scratch (mount + unmount)",
+	"seccomp filter (installed, then freed at exit)",
 };
 
 static struct sg_policy policy, allow;
 static struct sb_root_plan root;
 static struct sb_net_plan net;
+static struct sb_seccomp filter;
 static char scratch_root[1024], scratch[4096];
 
 static uint64_t now_ns(void)
@@ -77,6 +82,10 @@ static _Noreturn void child(enum layer l)
 		_exit(unshare(CLONE_NEWNET) || sb_net_setup(&net, fds, &n) ? 1 : 0);
 	case L_ROOT:
 		_exit(unshare(CLONE_NEWNS) || sb_root_enter(&root, -1, 0, &op) ? 1 : 0);
+	case L_SECCOMP:
+		_exit(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || seccomp_filter_install(&filter)
+			      ? 1
+			      : 0);
 	default:
 		_exit(0);
 	}
@@ -132,6 +141,8 @@ static int setup(void)
 	allow.egress[0].proto = 6;
 	allow.n_egress = 1;
 	sb_net_plan(&net, &allow);
+	if (seccomp_filter_build(&filter, &(struct sb_seccomp_rules){ 0 }))
+		return -1;
 	if (sb_scratch_create(&sp, scratch, sizeof(scratch), detail, sizeof(detail)) ||
 	    sb_root_plan(&root, &policy, scratch, SB_ROOT_BASE, false, detail, sizeof(detail))) {
 		fprintf(stderr, "layers: %s\n", detail);

@@ -1,6 +1,6 @@
 """Scenario 6, the isolation layers: what each layer of a sandbox (PID, IPC,
 UTS, network and mount namespaces, the relay's network, the minimal root,
-the tmpfs scratch) costs to set up, against a bare fork in the same run
+the tmpfs scratch, the seccomp filter) costs to set up, against a bare fork in the same run
 (<build>/bench/layers, sandguard's own code), and what a whole launch with
 the egress relay costs against one without."""
 import json

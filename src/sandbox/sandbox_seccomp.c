@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -134,18 +135,29 @@ enum label {
 	L_SELF1,  /* args[1] (a pid) must be 0 */
 	L_PRIO,   /* setpriority: PRIO_PROCESS, then L_SELF1 */
 	L_IOPRIO, /* ioprio_set: IOPRIO_WHO_PROCESS, then L_SELF1 */
-	L__COUNT
+	L_CLONE,  /* clone: its flags */
+	L__COUNT  /* then the search tree's own labels (new_label()) */
 };
+
+#define MAX_LABELS (L__COUNT + 64)
+#define TREE_LEAF  4 /* numbers compared one by one at a leaf of the tree */
 
 struct builder {
 	struct sb_seccomp *f;
 	unsigned n;
 	uint8_t jt[SB_SECCOMP_MAX_INSNS], jf[SB_SECCOMP_MAX_INSNS]; /* labels */
-	int at[L__COUNT];
+	int at[MAX_LABELS];
+	int n_labels;
 	int err;
 };
 
-static void emit(struct builder *b, uint16_t code, uint32_t k, enum label jt, enum label jf)
+/* A syscall number the filter looks at further, and where it goes. */
+struct dispatch {
+	uint32_t nr;
+	uint8_t to; /* a label */
+};
+
+static void emit(struct builder *b, uint16_t code, uint32_t k, int jt, int jf)
 {
 	if (b->n >= SB_SECCOMP_MAX_INSNS) {
 		b->err = -E2BIG;
@@ -157,9 +169,105 @@ static void emit(struct builder *b, uint16_t code, uint32_t k, enum label jt, en
 	b->n++;
 }
 
-static void place(struct builder *b, enum label l)
+static void place(struct builder *b, int l)
 {
 	b->at[l] = (int)b->n;
+}
+
+static int new_label(struct builder *b)
+{
+	if (b->n_labels >= MAX_LABELS) {
+		b->err = -E2BIG;
+		return L_ALLOW;
+	}
+	return b->n_labels++;
+}
+
+static int by_nr(const void *a, const void *b)
+{
+	const struct dispatch *x = a, *y = b;
+
+	return x->nr < y->nr ? -1 : x->nr > y->nr;
+}
+
+/* The numbers d[0..n) (sorted) as a balanced search tree: any syscall
+ * takes a handful of comparisons, where a chain of one JEQ after another
+ * took ~80 for each allowed call. That length is paid at every install:
+ * the kernel runs a new filter once for each syscall number, to cache
+ * the calls it always allows (seccomp_cache_prepare()), ~0.17 ms of CPU
+ * a sandbox with the chain (tests/unit/test_sandbox_seccomp.c counts the
+ * longest path). Numbers found nowhere are allowed. */
+static void emit_tree(struct builder *b, const struct dispatch *d, size_t n)
+{
+	size_t mid = n / 2;
+	int right;
+
+	if (n <= TREE_LEAF) {
+		for (size_t i = 0; i < n; i++)
+			emit(b, BPF_JMP | BPF_JEQ | BPF_K, d[i].nr, d[i].to,
+			     i + 1 < n ? L_NEXT : L_ALLOW);
+		return;
+	}
+	right = new_label(b);
+	emit(b, BPF_JMP | BPF_JGE | BPF_K, d[mid].nr, right, L_NEXT);
+	emit_tree(b, d, mid);
+	place(b, right);
+	emit_tree(b, d + mid, n - mid);
+}
+
+/* Every number that is not simply allowed, sorted; -EINVAL for a number
+ * listed twice with two fates (a mistake in the lists). */
+static int dispatch_table(const struct sb_seccomp_rules *rules, struct dispatch *d, size_t cap,
+			  size_t *n)
+{
+	size_t k = 0;
+
+#define ADD(x, label)                                                                \
+	do {                                                                         \
+		if (k < cap)                                                         \
+			d[k] = (struct dispatch){ (uint32_t)(x), (uint8_t)(label) }; \
+		k++;                                                                 \
+	} while (0)
+	for (size_t i = 0; i < ARRAY_LEN(denied); i++)
+		ADD(denied[i], L_EPERM);
+#ifdef __NR_clone3
+	ADD(__NR_clone3, L_ENOSYS);
+#endif
+	ADD(__NR_socket, L_SOCKET);
+	/* listen() without bind() takes an ephemeral port nobody granted;
+	 * a listener is no business of a reward unless the policy says so,
+	 * and never in the host's port space: only where the sandbox has a
+	 * network namespace of its own, which nothing outside reaches. */
+	if (!rules->allow_listen || !rules->own_netns)
+		ADD(__NR_listen, L_EPERM);
+	/* TCP Fast Open connects inside a send, where connect rules do not
+	 * look: no MSG_FASTOPEN, no TCP_FASTOPEN(_CONNECT). */
+	ADD(__NR_sendmsg, L_SEND_FLAGS2);
+	ADD(__NR_sendto, L_SEND_FLAGS3);
+	ADD(__NR_sendmmsg, L_SEND_FLAGS3);
+	ADD(__NR_setsockopt, L_SETSOCKOPT);
+#ifdef __NR_memfd_create
+	ADD(__NR_memfd_create, L_MEMFD);
+#endif
+	for (size_t i = 0; i < ARRAY_LEN(self_only); i++)
+		ADD(self_only[i], L_SELF0);
+	ADD(__NR_setpriority, L_PRIO);
+	ADD(__NR_ioprio_set, L_IOPRIO);
+	ADD(__NR_clone, L_CLONE);
+#undef ADD
+	if (k > cap)
+		return -E2BIG;
+	qsort(d, k, sizeof(*d), by_nr);
+	*n = 0;
+	for (size_t i = 0; i < k; i++) {
+		if (*n && d[*n - 1].nr == d[i].nr) {
+			if (d[*n - 1].to != d[i].to)
+				return -EINVAL;
+			continue;
+		}
+		d[(*n)++] = d[i];
+	}
+	return 0;
 }
 
 /* Turn label references into the relative offsets BPF jumps take. */
@@ -187,7 +295,9 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 	memset(f, 0, sizeof(*f));
 	return -EOPNOTSUPP;
 #else
-	struct builder b = { .f = f };
+	struct builder b = { .f = f, .n_labels = L__COUNT };
+	struct dispatch table[SB_SECCOMP_MAX_INSNS];
+	size_t n_table;
 	/* The low 32 bits of args[0..3]: clone's flags, socket()'s,
 	 * memfd_create's, setsockopt's and the send calls' int arguments, the
 	 * pids of the self-only calls. */
@@ -200,6 +310,7 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 #endif
 	}
 	memset(f, 0, sizeof(*f));
+	b.err = dispatch_table(rules, table, ARRAY_LEN(table), &n_table);
 	emit(&b, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch), 0, 0);
 	/* Another ABI's numbers (i386's int 0x80 on x86_64) would dodge a
 	 * table written in native numbers: that whole ABI is "not here". */
@@ -208,32 +319,8 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 #ifdef X32_SYSCALL_BIT
 	emit(&b, BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, L_EPERM, L_NEXT);
 #endif
-	for (size_t i = 0; i < ARRAY_LEN(denied); i++)
-		emit(&b, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)denied[i], L_EPERM, L_NEXT);
-#ifdef __NR_clone3
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, L_ENOSYS, L_NEXT);
-#endif
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, L_SOCKET, L_NEXT);
-	/* listen() without bind() takes an ephemeral port nobody granted;
-	 * a listener is no business of a reward unless the policy says so,
-	 * and never in the host's port space: only where the sandbox has a
-	 * network namespace of its own, which nothing outside reaches. */
-	if (!rules->allow_listen || !rules->own_netns)
-		emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_listen, L_EPERM, L_NEXT);
-	/* TCP Fast Open connects inside a send, where connect rules do not
-	 * look: no MSG_FASTOPEN, no TCP_FASTOPEN(_CONNECT). */
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_sendmsg, L_SEND_FLAGS2, L_NEXT);
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_sendto, L_SEND_FLAGS3, L_NEXT);
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_sendmmsg, L_SEND_FLAGS3, L_NEXT);
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_setsockopt, L_SETSOCKOPT, L_NEXT);
-#ifdef __NR_memfd_create
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, L_MEMFD, L_NEXT);
-#endif
-	for (size_t i = 0; i < ARRAY_LEN(self_only); i++)
-		emit(&b, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)self_only[i], L_SELF0, L_NEXT);
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_setpriority, L_PRIO, L_NEXT);
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_ioprio_set, L_IOPRIO, L_NEXT);
-	emit(&b, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, L_NEXT, L_ALLOW);
+	emit_tree(&b, table, n_table);
+	place(&b, L_CLONE);
 	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[0], 0, 0);
 	emit(&b, BPF_JMP | BPF_JSET | BPF_K, CLONE_NS_FLAGS, L_EPERM, L_NEXT);
 	/* A process (not a thread) sharing the fd table outlives a SIGKILL
