@@ -406,13 +406,13 @@ static void warn_lost(const char *path, unsigned lost)
 			lost, path);
 }
 
-/* The files rotated in after the followed one, found by its identity. */
+/* The rotated files written since the followed file last was. */
 struct after_followed {
 	const struct opts *o;
 	long *shown;
 	dev_t dev;
 	ino_t ino;
-	bool found; /* the followed file was met: the files after it are new */
+	bool found; /* the followed file is among them (it was read already) */
 	int live_fd;
 };
 
@@ -425,8 +425,8 @@ static int show_after_followed(const char *name, int fd, bool live, void *ctx)
 		a->live_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 		return 0;
 	}
-	if (!a->found) {
-		a->found = fstat(fd, &st) == 0 && st.st_dev == a->dev && st.st_ino == a->ino;
+	if (fstat(fd, &st) == 0 && st.st_dev == a->dev && st.st_ino == a->ino) {
+		a->found = true;
 		return 0;
 	}
 	return show_file(a->o, name, fd, a->shown) ? 1 : 0; /* 1: it said why */
@@ -435,8 +435,12 @@ static int show_after_followed(const char *name, int fd, bool live, void *ctx)
 /* The followed file was rotated (and read to its end): the files the
  * writer rotated in after it before this look, oldest first (more than
  * one rotation between two polls: the file between was never the live
- * one when we looked). Returns a descriptor on the live file to follow
- * next, or -1 to open it by name; -2 when a file could not be shown. */
+ * one when we looked). They are the rotated files last written at or
+ * after the followed file's last write (event_stream_each()'s since: the
+ * ones before it were written before it was created), but for the
+ * followed file itself, told by its identity. Returns a descriptor on
+ * the live file to follow next, or -1 to open it by name; -2 when a file
+ * could not be shown. */
 static int catch_up(const struct opts *o, const struct event_reader *r, long *shown)
 {
 	struct after_followed a = { o, shown, 0, 0, false, -1 };
@@ -448,7 +452,9 @@ static int catch_up(const struct opts *o, const struct event_reader *r, long *sh
 		return -1;
 	a.dev = st.st_dev;
 	a.ino = st.st_ino;
-	err = event_stream_each(o->file, INT64_MIN, show_after_followed, &a, &lost);
+	err = event_stream_each(o->file,
+				(int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000,
+				show_after_followed, &a, &lost);
 	if (err > 0) {
 		if (a.live_fd >= 0)
 			close(a.live_fd);
@@ -459,9 +465,10 @@ static int catch_up(const struct opts *o, const struct event_reader *r, long *sh
 			event_stream_strerror(err));
 	else if (!a.found)
 		fprintf(stderr,
-			"sandguard events: warning: %s was replaced, and the file followed until "
-			"now is not among its rotated files any more: events written in between "
-			"may not be shown\n",
+			"sandguard events: warning: the file of %s followed until now is not among "
+			"its rotated files any more (rotated past the files kept, or removed): the "
+			"rotated files newer than it are read, and any rotated away meanwhile are "
+			"missed\n",
 			o->file);
 	else
 		warn_lost(o->file, lost);
@@ -497,6 +504,10 @@ static int follow(const struct opts *o, int fd, long *shown)
 				return -1;
 			report_bad(o->file, &bad);
 			memset(&bad, 0, sizeof(bad));
+			/* Between a rotation's rename and the new file: wait for
+			 * it, as a reader that stopped would miss nothing. */
+			while (access(o->file, F_OK) && errno == ENOENT)
+				usleep(FOLLOW_POLL_US);
 			live = catch_up(o, &r, shown);
 			event_reader_close(&r);
 			if (live == -2)

@@ -348,18 +348,26 @@ static int start_init(struct sandbox *sb, char *detail, size_t dlen)
 		if (sb->init == 0)
 			sb_init_run(&sb->plan);
 	}
+	err = sb->init < 0 ? errno : 0;
 	close(pair[1]);
 	fs_close(&sb->plan.pre_chan);
 	sb->ctl = pair[0];
 	if (sb->init < 0) {
+		pid_t late;
+
 		sb->init = 0;
-		/* The forker stuck: this sandbox (whose init it may yet have
-		 * made, on this control socket) is torn down and made again,
-		 * by the executor's own clone (sandbox_prepare()). */
-		if (errno == ETIMEDOUT)
+		/* The forker failed after it had the request: this sandbox
+		 * (whose init it may have made, on this control socket, then
+		 * the cgroup's one process: killed and reaped with the
+		 * sandbox) is torn down and made again, by the executor's
+		 * own clone (sandbox_prepare()). */
+		if (err == EAGAIN) {
+			if (sb_cgroup_own_procs(&sb->cg, &late) == 1)
+				sb->init = late;
 			return sb_fail(detail, dlen, -EAGAIN,
-				       "the init forker did not answer; the sandbox is made again");
-		return sb_fail(detail, dlen, -errno, "clone: %s", strerror(errno));
+				       "the init forker failed; the sandbox is made again");
+		}
+		return sb_fail(detail, dlen, -err, "clone: %s", strerror(err));
 	}
 	/* The join files, and the ruleset, are init's business now. */
 	sb_cgroup_close_join_fds(&sb->cg);

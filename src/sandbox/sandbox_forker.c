@@ -413,7 +413,8 @@ bool sb_forker_clone_init(const struct sb_init_plan *p, int cgroup_fd, pid_t *pi
 {
 	struct forker_reply rep = { 0 };
 	struct forker_req *r;
-	int fds[FORKER_FDS], nfds, err;
+	int fds[FORKER_FDS], nfds, err, dead_sock = -1;
+	pid_t dead = 0;
 
 	/* A relay's init is born outside the cgroup and moves in; without
 	 * clone3, every init does: the caller's own clone. */
@@ -431,34 +432,47 @@ bool sb_forker_clone_init(const struct sb_init_plan *p, int cgroup_fd, pid_t *pi
 	}
 	err = ask(r, fds, nfds, &rep);
 	if (err && err != -EMSGSIZE) {
-		/* Gone, stuck, or out of step: no more asking. A stuck one is
-		 * killed (reaped at the executor's end), so that it cannot
-		 * clone this init after all once it moves again. */
-		if (err == -ETIMEDOUT) {
+		/* Gone, stuck, or out of step: no more asking. */
+		if (err == -ETIMEDOUT)
 			sg_warn("init forker: no answer to a clone within %d ms: killed; sandboxes' "
 				"inits are cloned by the executor from now on",
 				reply_ms());
-			if (fk.pid > 0)
-				kill(fk.pid, SIGKILL);
-		} else {
+		else
 			sg_warn("init forker: %s: sandboxes' inits are cloned by the executor from "
 				"now on",
 				strerror(-err));
-		}
-		close(fk.sock);
+		/* Killed, and reaped below by this thread (outside the lock:
+		 * the others clone their inits themselves meanwhile), so
+		 * that it clones nothing more once it moves again. */
+		dead = fk.pid;
+		fk.pid = 0;
+		if (dead > 0)
+			kill(dead, SIGKILL);
+		dead_sock = fk.sock;
 		fk.sock = -1;
 	}
 	pthread_mutex_unlock(&fk.lock);
 	free(r);
+	if (dead > 0)
+		while (waitpid(dead, NULL, 0) < 0 && errno == EINTR)
+			;
+	if (dead_sock >= 0) {
+		/* An answer it sent before it died: this init, known after all. */
+		if (err != -ESHUTDOWN &&
+		    recv(dead_sock, &rep, sizeof(rep), MSG_DONTWAIT) == (ssize_t)sizeof(rep))
+			err = 0;
+		close(dead_sock);
+	}
 	if (err == -EMSGSIZE || err == -ESHUTDOWN)
 		return false; /* not sent: the caller clones */
-	/* Sent, no answer: whether the forker cloned this init is not
-	 * known, so no second one on the same control socket; the prepare
-	 * fails (an init that was made ends on that socket's close, in a
-	 * cgroup the caller removes). */
+	/* Sent, no answer: the forker may have cloned this init before it
+	 * died (then it is in the sandbox's cgroup, the caller's child:
+	 * start_init() finds it there and the sandbox's teardown reaps it),
+	 * so no second one on the same control socket: EAGAIN, the sandbox
+	 * is made again. */
 	if (err) {
 		*pid = -1;
-		errno = -err;
+		errno = EAGAIN;
 		return true;
 	}
 	*pid = rep.err ? -1 : rep.pid;

@@ -45,9 +45,11 @@ void sb_forker_stop(void);
 
 /* Have the forker clone init for plan `p` into the cgroup `cgroup_fd`
  * (CLONE_NEWPID): true with *pid set (or -1 with errno: the clone
- * failed; ETIMEDOUT: the forker did not answer within its deadline, and
- * is killed and not asked again), false when there is no forker or it
- * cannot take this plan (the caller clones init itself). Thread-safe. */
+ * failed; EAGAIN: the forker failed after it had the request, did not
+ * answer within its deadline or died, and is killed, reaped and not asked
+ * again: an init it may have made is in the cgroup), false when there is
+ * no forker or it cannot take this plan (the caller clones init itself).
+ * Thread-safe. */
 bool sb_forker_clone_init(const struct sb_init_plan *p, int cgroup_fd, pid_t *pid);
 
 #endif

@@ -297,7 +297,7 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 #else
 	struct builder b = { .f = f, .n_labels = L__COUNT };
 	struct dispatch table[SB_SECCOMP_MAX_INSNS];
-	size_t n_table;
+	size_t n_table = 0;
 	/* The low 32 bits of args[0..3]: clone's flags, socket()'s,
 	 * memfd_create's, setsockopt's and the send calls' int arguments, the
 	 * pids of the self-only calls. */
@@ -319,7 +319,8 @@ int seccomp_filter_build(struct sb_seccomp *f, const struct sb_seccomp_rules *ru
 #ifdef X32_SYSCALL_BIT
 	emit(&b, BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, L_EPERM, L_NEXT);
 #endif
-	emit_tree(&b, table, n_table);
+	if (!b.err)
+		emit_tree(&b, table, n_table);
 	place(&b, L_CLONE);
 	emit(&b, BPF_LD | BPF_W | BPF_ABS, arg_lo[0], 0, 0);
 	emit(&b, BPF_JMP | BPF_JSET | BPF_K, CLONE_NS_FLAGS, L_EPERM, L_NEXT);

@@ -31,7 +31,7 @@
 #include <linux/filter.h>
 #include <stdbool.h>
 
-#define SB_SECCOMP_MAX_INSNS 128
+#define SB_SECCOMP_MAX_INSNS 192 /* the filter is ~120: room for more calls */
 
 struct sb_seccomp {
 	struct sock_filter insns[SB_SECCOMP_MAX_INSNS];

@@ -197,11 +197,29 @@ if wait_for sb-g4 &&
     pass "--follow across two rotations between two looks: the file between is read too, once"
 else fail "--follow two rotations" "output: $(cat "$dir/follow.out") stderr: $(cat "$dir/follow.err")"; fi
 # The followed file removed, not rotated: the new file is followed, with
-# a warning that what was written in between may be missing.
+# a warning, and no older file is read again.
 rm "$file"
 exec_ev 1 acme sb-h1 > "$file"
-if wait_for sb-h1 && grep -q "is not among its rotated files" "$dir/follow.err"; then
+if wait_for sb-h1 && grep -q "is not among its rotated files" "$dir/follow.err" &&
+   [ "$(grep -v sb-ready "$dir/follow.out" | grep -o 'sb-[fgh][0-9]' | tr '\n' ' ')" = "sb-f1 sb-f3 sb-f4 sb-g1 sb-g2 sb-g3 sb-g4 sb-h1 " ]; then
     pass "--follow: a followed file removed, not rotated: the new one followed, with a warning"
 else fail "--follow removed" "output: $(cat "$dir/follow.out") stderr: $(cat "$dir/follow.err")"; fi
+# Rotated past the files kept (two kept here) while the follower looked
+# away: the followed file is gone (what was appended to it is still read,
+# through the follower's descriptor), the newer rotated files are read, in
+# order, then the new one, with the warning.
+kill -STOP "$follow_pid"
+rm -f "$file".[1-9]
+exec_ev 1 acme sb-k0 >> "$file"
+mv "$file" "$file.1"; exec_ev 1 acme sb-k1 > "$file"
+mv "$file.1" "$file.2"; mv "$file" "$file.1"; exec_ev 1 acme sb-k2 > "$file"
+rm "$file.2"; mv "$file.1" "$file.2"; mv "$file" "$file.1"; exec_ev 1 acme sb-k3 > "$file"
+: > "$dir/follow.err"
+kill -CONT "$follow_pid"
+if wait_for sb-k3 &&
+   [ "$(grep -o 'sb-k[0-9]' "$dir/follow.out" | tr '\n' ' ')" = "sb-k0 sb-k1 sb-k2 sb-k3 " ] &&
+   grep -q "is not among its rotated files" "$dir/follow.err"; then
+    pass "--follow: the followed file rotated past the files kept: the newer ones read, in order"
+else fail "--follow rotated away" "output: $(cat "$dir/follow.out") stderr: $(cat "$dir/follow.err")"; fi
 kill "$follow_pid" 2>/dev/null; wait "$follow_pid" 2>/dev/null; follow_pid=
 exit 0

@@ -171,8 +171,6 @@ static void test_seccomp_filter(void **state)
 #endif
 }
 
-/* The calls the kernel allows on any process of the caller's uid (a warm
- * call's parent among them): on the caller itself only. */
 /* Every syscall number, native and not, gets a verdict in a few steps:
  * the kernel runs a new filter for each number when it is installed (to
  * cache the calls it always allows), so a long path is paid ~450 times at
@@ -212,13 +210,16 @@ static void test_seccomp_every_number_short(void **state)
 			}
 		assert_int_equal(verdict(&f, FOREIGN, __NR_read, 0), SECCOMP_RET_ERRNO | ENOSYS);
 	}
-	/* The denied calls (~60) and the argument checks that refuse zeros. */
-	assert_true(eperm >= 50);
+	/* The denied calls (~45 on x86_64, fewer where some do not exist)
+	 * and the argument checks that refuse zeros. */
+	assert_true(eperm >= 40);
 	if (longest > 20)
 		fail_msg("syscall %u takes %u filter instructions (at most 20)", worst, longest);
 #endif
 }
 
+/* The calls the kernel allows on any process of the caller's uid (a warm
+ * call's parent among them): on the caller itself only. */
 static void test_seccomp_self_only(void **state)
 {
 #ifndef NATIVE
