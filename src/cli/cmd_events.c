@@ -497,7 +497,7 @@ static int follow(const struct opts *o, int fd, long *shown)
 				"sandguard events: %s was truncated; reading from its start\n",
 				o->file);
 		if (event_reader_replaced(&r, o->file)) {
-			int live;
+			int live, err;
 
 			/* Rotated: what was written before the rename is still ours. */
 			if (drain(o, &r, o->file, true, &bad, shown))
@@ -512,10 +512,10 @@ static int follow(const struct opts *o, int fd, long *shown)
 			event_reader_close(&r);
 			if (live == -2)
 				return -1;
-			fd = reader_open(&r, o->file, live);
+			err = reader_open(&r, o->file, live);
 			if (live >= 0)
 				close(live);
-			if (fd)
+			if (err)
 				return -1;
 			continue;
 		}

@@ -192,11 +192,13 @@ static int by_nr(const void *a, const void *b)
 
 /* The numbers d[0..n) (sorted) as a balanced search tree: any syscall
  * takes a handful of comparisons, where a chain of one JEQ after another
- * took ~80 for each allowed call. That length is paid at every install:
- * the kernel runs a new filter once for each syscall number, to cache
- * the calls it always allows (seccomp_cache_prepare()), ~0.17 ms of CPU
- * a sandbox with the chain (tests/unit/test_sandbox_seccomp.c counts the
- * longest path). Numbers found nowhere are allowed. */
+ * took up to ~70 instructions. That length is paid at every install: the
+ * kernel runs a new filter once for each syscall number, to cache the
+ * calls it always allows (seccomp_cache_prepare()): with the chain,
+ * installing the filter cost 0.2-0.24 ms over a bare fork, with the tree
+ * 0.13-0.14 (docs/performance.md, section 6; tests/unit/
+ * test_sandbox_seccomp.c bounds the longest path). Numbers found nowhere
+ * are allowed. */
 static void emit_tree(struct builder *b, const struct dispatch *d, size_t n)
 {
 	size_t mid = n / 2;
