@@ -32,6 +32,16 @@ def summary(values):
             "n": len(values)}
 
 
+def paired_ratio(values, baseline):
+    """The median of each round's own ratio, for arms interleaved round by
+    round. This VM's CPU runs a Python start in 20 or in 29 ms for seconds
+    at a time, so two medians of 40 shuffled rounds fall on whichever speed
+    most of each arm's rounds met: six runs of scenario 9 in a row
+    (2026-11-30) gave its warm launch 1.02-1.12x that way, 1.06-1.08x with
+    the arms of a round (run back to back) compared with each other."""
+    return statistics.median(v / b for v, b in zip(values, baseline))
+
+
 def now_ms():
     return time.perf_counter_ns() / 1e6
 

@@ -20,12 +20,11 @@ import os
 import random
 import select
 import signal
-import statistics
 import subprocess
 import threading
 import time
 
-from sgbench import PY, log, now_ms, summary
+from sgbench import PY, log, now_ms, paired_ratio, summary
 
 TENANT = "warm"
 ITEMS = 8
@@ -154,15 +153,6 @@ def concurrent(go, callers, each):
     for t in threads:
         t.join()
     return times, errors
-
-
-def paired_ratio(values, baseline):
-    """The median of each round's own ratio. This VM's CPU runs a Python
-    start in 20 or in 29 ms for seconds at a time, so the two medians of
-    40 rounds fall on whichever speed most rounds met: six runs in a row
-    (2026-11-30) gave 1.02-1.12x that way, 1.06-1.08x with the arms of a
-    round (launched back to back) compared with each other."""
-    return statistics.median(v / b for v, b in zip(values, baseline))
 
 
 def pct(values, p):
