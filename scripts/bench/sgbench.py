@@ -33,13 +33,16 @@ def summary(values):
 
 
 def paired_ratio(values, baseline):
-    """The median of each round's own ratio, for arms interleaved round by
-    round. This VM's CPU runs a Python start in 20 or in 29 ms for seconds
-    at a time, so two medians of 40 shuffled rounds fall on whichever speed
-    most of each arm's rounds met: six runs of scenario 9 in a row
-    (2026-11-30) gave its warm launch 1.02-1.12x that way, 1.06-1.08x with
-    the arms of a round (run back to back) compared with each other."""
-    return statistics.median(v / b for v, b in zip(values, baseline))
+    """A row's "ratio" and "notes" for arms interleaved round by round: the
+    median of each round's own ratio, and the medians' ratio beside it.
+    This VM's CPU runs a Python start in 20 or in 29 ms for seconds at a
+    time, so two medians of 40 shuffled rounds fall on whichever speed most
+    of each arm's rounds met: six runs of scenario 9 in a row (2026-11-30)
+    gave its warm launch 1.02-1.12x that way, 1.06-1.08x with the arms of a
+    round (run back to back) compared with each other."""
+    return {"ratio": statistics.median(v / b for v, b in zip(values, baseline)),
+            "notes": "the median of %d rounds' own ratios; the medians' ratio %.2fx" %
+                     (len(values), statistics.median(values) / statistics.median(baseline))}
 
 
 def now_ms():

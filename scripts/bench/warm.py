@@ -184,13 +184,10 @@ def measure(env, tools, rounds, callers, each, seed=3):
         base = summary(times["plain"])
         rows = []
         for name, (label, target) in TARGETS.items():
-            s = summary(times[name])
-            paired = paired_ratio(times[name], times["plain"])
-            rows.append({"scenario": "9 warm", "name": label, "unit": "ms/launch", "value": s,
-                         "baseline": base, "baseline_name": "plain fork/exec + pipes",
-                         "ratio": paired, "target": target, "lower_is_better": True,
-                         "notes": "the median of %d rounds' own ratios; the medians' ratio %.2fx" %
-                                  (len(times[name]), s["median"] / base["median"])})
+            rows.append({"scenario": "9 warm", "name": label, "unit": "ms/launch",
+                         "value": summary(times[name]), "baseline": base,
+                         "baseline_name": "plain fork/exec + pipes", "target": target,
+                         "lower_is_better": True, **paired_ratio(times[name], times["plain"])})
         log("warm: %d callers at once, %d warm launches each" % (callers, each))
         lat, errors = concurrent(go["warm"], callers, each)
         warm_p50 = summary(times["warm"])["median"]
