@@ -69,6 +69,17 @@ def node_busy_ms():
     return busy * 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
+def node_faults():
+    """Page faults on the node since boot (/proc/vmstat pgfault): a count
+    this VM's CPU speed does not change, where a fault costs 17-50 µs
+    (docs/performance.md, "The machine")."""
+    with open("/proc/vmstat") as f:
+        for line in f:
+            if line.startswith("pgfault "):
+                return int(line.split()[1])
+    return 0
+
+
 def grown(before, after):
     """A cgroup's usage over a window: it may appear during the window
     (the tenant's subtree, with its first sandbox) and start from 0."""
@@ -83,7 +94,10 @@ class Meter:
     same runner seen through RUSAGE_CHILDREN, a cross-check), `agent`, and
     `node`: every CPU's busy time in the window (the bench's own included),
     a cross-check that the parts miss no large cost (the kernel's workers
-    that clean up after sandboxes are in it, in no part)."""
+    that clean up after sandboxes are in it, in no part). Besides the CPU
+    (in no total): `wall`, the windows' length, so that `node` over
+    `wall` x CPUs is how busy the node was, and `faults`, the node's page
+    faults."""
 
     def __init__(self, cgroot, plain_cgroup, executor_pid, agent_pid):
         self.cgroot = cgroot
@@ -128,7 +142,8 @@ class Meter:
         return {"clients": clients_cpu_ms(), "executor": own_cpu_ms(self.executor_pid),
                 "agent": own_cpu_ms(self.agent_pid),
                 "sandboxes": usage_ms(os.path.join(self.cgroot, tenant)) if tenant else None,
-                "plain": usage_ms(self.plain_cgroup), "node": node_busy_ms()}
+                "plain": usage_ms(self.plain_cgroup), "node": node_busy_ms(),
+                "faults": node_faults(), "wall": time.monotonic() * 1000.0}
 
     def window(self, who, tenant, run, parents=False):
         """Runs run() as runner `who` (sandguard's tenant, or None for the
@@ -145,6 +160,8 @@ class Meter:
             after = self.point(tenant)
             self.add(who, "agent", after["agent"] - before["agent"])
             self.add(who, "node", after["node"] - before["node"])
+            self.add(who, "faults", after["faults"] - before["faults"])
+            self.add(who, "wall", after["wall"] - before["wall"])
             if tenant:
                 self.add(who, "clients", after["clients"] - before["clients"])
                 self.add(who, "executor", after["executor"] - before["executor"])
@@ -155,9 +172,13 @@ class Meter:
 
     def per_test(self, who, n_tests):
         """{part: ms per test}, with `total`: every part but the parents
-        (within sandboxes) and the rusage cross-check."""
+        (within sandboxes) and the cross-checks; `faults` a count per test,
+        and `busy` the share of the node's CPUs busy in the windows."""
         parts = {k: v / n_tests for k, v in self.totals.get(who, {}).items()}
-        parts["total"] = sum(v for k, v in parts.items() if k not in ("parents", "plain_rusage", "node"))
+        parts["total"] = sum(v for k, v in parts.items()
+                             if k not in ("parents", "plain_rusage", "node", "faults", "wall"))
+        if parts.get("wall"):
+            parts["busy"] = parts.get("node", 0.0) / (parts["wall"] * (os.cpu_count() or 1))
         return parts
 
     def join_plain(self):
